@@ -1,0 +1,153 @@
+// Package retry runs an operation again, with exponential backoff and jitter,
+// until it succeeds, fails permanently, runs out of retries or its context ends.
+//
+// It is how the projector waits for a read model to catch up: a document that
+// is not visible yet, an update that matched nothing because somebody else
+// moved the document, a server that did not answer. The waiting itself is
+// github.com/cenkalti/backoff/v4; this package adds a policy that flags and
+// files can fill ([Policy]), a way to say an error will not go away
+// ([Permanent]), a predicate and a hook, and the two helpers of the seed
+// article: [IfNotFound] and [IfNotUpdated].
+//
+// A typical use:
+//
+//	p := retry.Default()
+//	p.MaxRetries = 8
+//	err := retry.Do(ctx, p, func(ctx context.Context) error {
+//		return send(ctx, msg)
+//	})
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Timer is what a retry loop waits on. The default is a real timer; tests pass
+// one that fires at once.
+type Timer = backoff.Timer
+
+// Clock tells the time to MaxElapsed. The default is the wall clock.
+type Clock = backoff.Clock
+
+// Option changes how one [Do] call waits; it exists for tests and simulations.
+type Option func(*loop)
+
+// WithTimer makes the loop wait on t instead of a real timer.
+func WithTimer(t Timer) Option { return func(l *loop) { l.timer = t } }
+
+// WithClock makes MaxElapsed count on c instead of the wall clock.
+func WithClock(c Clock) Option { return func(l *loop) { l.clock = c } }
+
+type loop struct {
+	timer Timer
+	clock Clock
+}
+
+// ExhaustedError is returned when the policy allows no further attempt.
+type ExhaustedError struct {
+	Attempts int           // attempts made, the first included
+	Elapsed  time.Duration // from the first attempt to giving up
+	Err      error         // what the last attempt returned
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("gave up after %d attempts in %v: %v", e.Attempts, e.Elapsed.Round(time.Millisecond), e.Err)
+}
+
+func (e *ExhaustedError) Unwrap() error { return e.Err }
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one that retrying cannot fix, such as a payload that
+// does not decode or a domain rule that rejects the change. [Do] returns it at
+// once. The mark survives wrapping with %w; Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked with [Permanent].
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// Do runs op until it returns nil, returns a permanent error or one that
+// p.ShouldRetry rejects (returned as is), runs out of retries (an
+// [*ExhaustedError] wrapping the last error), or ctx ends (an error that
+// matches ctx.Err() with errors.Is and carries the last error too). A
+// cancelled context stops a wait at once.
+func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts ...Option) error {
+	_, err := DoValue(ctx, p, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	}, opts...)
+	return err
+}
+
+// DoValue is [Do] for an operation that returns a value with its error.
+func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) (T, error), opts ...Option) (T, error) {
+	var zero T
+	if err := p.Validate(); err != nil {
+		return zero, err
+	}
+	l := loop{clock: backoff.SystemClock}
+	for _, o := range opts {
+		o(&l)
+	}
+	eb := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.InitialDelay),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(p.Jitter),
+		backoff.WithMaxInterval(p.MaxDelay),
+		backoff.WithMaxElapsedTime(p.MaxElapsed),
+		backoff.WithClockProvider(l.clock),
+	)
+	var b backoff.BackOff = eb
+	if p.MaxRetries >= 0 {
+		b = backoff.WithMaxRetries(b, uint64(p.MaxRetries))
+	}
+	b = backoff.WithContext(b, ctx)
+
+	start := l.clock.Now()
+	attempts := 0
+	var last error
+	stopped := false // the attempt's own error ended the loop
+	res, err := backoff.RetryNotifyWithTimerAndData(func() (T, error) {
+		attempts++
+		v, err := op(ctx)
+		if err == nil {
+			return v, nil
+		}
+		last = err
+		if IsPermanent(err) || ctx.Err() != nil || (p.ShouldRetry != nil && !p.ShouldRetry(err)) {
+			stopped = true
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, b, func(err error, d time.Duration) {
+		if p.OnRetry != nil {
+			p.OnRetry(Attempt{Number: attempts, Delay: d, Err: err})
+		}
+	}, l.timer)
+	switch {
+	case err == nil || stopped:
+		return res, err
+	case ctx.Err() != nil:
+		if last == nil {
+			return res, ctx.Err()
+		}
+		return res, fmt.Errorf("%w while waiting to retry (last error: %w)", ctx.Err(), last)
+	default:
+		return res, &ExhaustedError{Attempts: attempts, Elapsed: l.clock.Now().Sub(start), Err: err}
+	}
+}
