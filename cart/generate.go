@@ -1,0 +1,39 @@
+package cart
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// RandomLife returns the payloads of a plausible cart life of size events
+// (at least 1): opened, then products added and removed (never more than the
+// cart holds), and, when size allows, confirmed or canceled at the end. The
+// same r gives the same life. Demos, tests and benchmarks use it for traffic.
+func RandomLife(r *rand.Rand, cartID, clientID string, size int, at time.Time) []any {
+	out := []any{ShoppingCartOpened{ShoppingCartID: cartID, ClientID: clientID, OpenedAt: at}}
+	var items []ProductItem
+	closeAt := size - 1 // index of the closing event, if any
+	if size < 3 {
+		closeAt = size // too short to close
+	}
+	for i := 1; i < size; i++ {
+		at = at.Add(time.Duration(1+r.IntN(5000)) * time.Millisecond)
+		switch {
+		case i == closeAt && r.IntN(4) == 0:
+			out = append(out, ShoppingCartCanceled{ShoppingCartID: cartID, CanceledAt: at})
+		case i == closeAt:
+			out = append(out, ShoppingCartConfirmed{ShoppingCartID: cartID, ConfirmedAt: at})
+		case len(items) > 0 && r.IntN(3) == 0:
+			held := items[r.IntN(len(items))]
+			item := ProductItem{ProductID: held.ProductID, Quantity: 1 + r.IntN(held.Quantity)}
+			items, _ = RemoveProductItem(items, item)
+			out = append(out, ProductItemRemovedFromShoppingCart{ShoppingCartID: cartID, ProductItem: item})
+		default:
+			item := ProductItem{ProductID: fmt.Sprintf("product-%d", r.IntN(8)), Quantity: 1 + r.IntN(4)}
+			items, _ = AddProductItem(items, item)
+			out = append(out, ProductItemAddedToShoppingCart{ShoppingCartID: cartID, ProductItem: item})
+		}
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+// Package mongotest gives tests a fresh database on a real server that speaks
+// the MongoDB wire protocol, started by the tests themselves:
+//
+//   - MONGO_URI set: that server (a real MongoDB; a replica set for the tests
+//     that need transactions);
+//   - otherwise: FerretDB, embedded in the test process, on SQLite in a
+//     temporary directory, or on PostgreSQL when PROJECTOR_TEST_POSTGRES names
+//     a server (a URL such as postgres://postgres@127.0.0.1:5432/postgres; each
+//     test process gets a database of its own there, dropped at the end).
+//
+// [Docker] starts a MongoDB container with testcontainers instead, and skips
+// with one line where no Docker engine is reachable.
+//
+// A package using it calls [Main] from TestMain so that what it started is
+// stopped and removed at the end.
+package mongotest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+	"github.com/jackc/pgx/v5"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Environment variables the helpers read.
+const (
+	EnvMongoURI = "MONGO_URI"
+	EnvPostgres = "PROJECTOR_TEST_POSTGRES"
+	EnvVerbose  = "PROJECTOR_TEST_VERBOSE" // FerretDB's own logs to stderr
+)
+
+var (
+	once    sync.Once
+	shared  *server
+	initErr error
+	dbSeq   atomic.Int64
+)
+
+type server struct {
+	name    string
+	client  *mongo.Client
+	cleanup []func()
+}
+
+// Main runs the tests and then stops the embedded server and removes its data.
+// Call it from TestMain: os.Exit(mongotest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if shared != nil {
+		_ = shared.client.Disconnect(context.Background())
+		for i := len(shared.cleanup) - 1; i >= 0; i-- {
+			shared.cleanup[i]()
+		}
+	}
+	return code
+}
+
+// Server names the server the tests run on, starting it if needed.
+func Server(tb testing.TB) string {
+	tb.Helper()
+	return get(tb).name
+}
+
+// Database returns a new, empty database for the test on the shared server; it
+// is dropped when the test ends.
+func Database(tb testing.TB) *mongo.Database {
+	tb.Helper()
+	s := get(tb)
+	db := s.client.Database(dbName(tb))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = db.Drop(ctx)
+	})
+	return db
+}
+
+// Client returns the shared client, connected to the server Database uses.
+func Client(tb testing.TB) *mongo.Client {
+	tb.Helper()
+	return get(tb).client
+}
+
+func get(tb testing.TB) *server {
+	tb.Helper()
+	once.Do(func() { shared, initErr = start() })
+	if initErr != nil {
+		tb.Fatalf("mongotest: %v", initErr)
+	}
+	return shared
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9]+`)
+
+func dbName(tb testing.TB) string {
+	name := strings.ToLower(unsafeChars.ReplaceAllString(tb.Name(), "_"))
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	return fmt.Sprintf("t%d_%d_%s", os.Getpid()%100000, dbSeq.Add(1), strings.Trim(name, "_"))
+}
+
+func start() (*server, error) {
+	if uri := os.Getenv(EnvMongoURI); uri != "" {
+		client, err := connect(uri)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %w", EnvMongoURI, uri, err)
+		}
+		return &server{name: "MongoDB at " + EnvMongoURI, client: client}, nil
+	}
+	return startFerretDB()
+}
+
+func connect(uri string) (*mongo.Client, error) {
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(20 * time.Second))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := client.Ping(ctx, nil); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, err
+	}
+	return client, nil
+}
+
+func startFerretDB() (*server, error) {
+	s := &server{}
+	fail := func(err error) (*server, error) {
+		for i := len(s.cleanup) - 1; i >= 0; i-- {
+			s.cleanup[i]()
+		}
+		return nil, err
+	}
+	cfg := &ferretdb.Config{
+		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if os.Getenv(EnvVerbose) != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if pg := os.Getenv(EnvPostgres); pg != "" {
+		url, drop, err := postgresDatabase(pg)
+		if err != nil {
+			return fail(fmt.Errorf("%s: %w", EnvPostgres, err))
+		}
+		s.cleanup = append(s.cleanup, drop)
+		cfg.Handler, cfg.PostgreSQLURL = "postgresql", url
+		s.name = "FerretDB (embedded) on PostgreSQL"
+	} else {
+		dir, err := os.MkdirTemp("", "projector-ferretdb-")
+		if err != nil {
+			return fail(err)
+		}
+		s.cleanup = append(s.cleanup, func() { _ = os.RemoveAll(dir) })
+		cfg.Handler, cfg.SQLiteURL = "sqlite", "file:"+dir+"/"
+		s.name = "FerretDB (embedded) on SQLite"
+	}
+	f, err := ferretdb.New(cfg)
+	if err != nil {
+		return fail(fmt.Errorf("start FerretDB: %w", err))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	s.cleanup = append(s.cleanup, func() { cancel(); <-done })
+	client, err := connect(f.MongoDBURI())
+	if err != nil {
+		return fail(fmt.Errorf("connect to embedded FerretDB: %w", err))
+	}
+	s.client = client
+	return s, nil
+}
+
+// postgresDatabase creates a database of its own for this process on the
+// PostgreSQL server at url and returns a URL to it for FerretDB, with a pool
+// large enough for FerretDB's bulk writes (each statement of one command holds
+// a connection until the command ends), and a func that drops it.
+func postgresDatabase(url string) (string, func(), error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", nil, err
+	}
+	defer conn.Close(context.Background())
+	name := fmt.Sprintf("projector_test_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	cfg := conn.Config()
+	dbURL := fmt.Sprintf("postgres://%s@%s:%d/%s?pool_max_conns=200", cfg.User, cfg.Host, cfg.Port, name)
+	if cfg.Password != "" {
+		dbURL = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?pool_max_conns=200", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, url); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			_ = c.Close(ctx)
+		}
+	}
+	return dbURL, drop, nil
+}

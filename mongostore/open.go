@@ -1,0 +1,63 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+)
+
+// DefaultConnectTimeout bounds how long [Connect] waits for a server to answer.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Connect parses uri, connects and pings the server within timeout (0 means
+// [DefaultConnectTimeout]), so that a bad URI or an unreachable server is a
+// clear error at start-up rather than a hang on the first write. The error
+// names the hosts, never the credentials.
+func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Client, error) {
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	cs, err := connstring.ParseAndValidate(uri)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
+	}
+	opts := options.Client().ApplyURI(uri).
+		SetServerSelectionTimeout(timeout).
+		SetConnectTimeout(timeout)
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: connect to %s: %w", strings.Join(cs.Hosts, ","), err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := client.Ping(ctx, nil); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", strings.Join(cs.Hosts, ","), timeout, err)
+	}
+	return client, nil
+}
+
+// Open connects to uri (see [Connect]) and returns a store on database that
+// owns the client: Close disconnects it.
+func Open(ctx context.Context, uri, database string, timeout time.Duration) (*Store, error) {
+	client, err := Connect(ctx, uri, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db: client.Database(database), client: client}, nil
+}
+
+// redact removes the URI's password from an error message, in case the parser
+// quoted it.
+func redact(err error, uri string) error {
+	cs, perr := connstring.Parse(uri)
+	if perr != nil || cs.Password == "" {
+		return err
+	}
+	return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), cs.Password, "xxxxx"))
+}

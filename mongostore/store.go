@@ -1,0 +1,175 @@
+// Package mongostore keeps projection documents in MongoDB (or any server that
+// speaks its wire protocol) for the projector engine, through
+// go.mongodb.org/mongo-driver/v2.
+//
+// A document is the projection's state, encoded with the driver's BSON codec,
+// plus two fields the engine owns: _id (the document id) and revision (the
+// stream revision of the last event applied). A state type must therefore not
+// have fields encoded as _id or revision. Readers decode the documents into
+// their own types.
+//
+// Every write the gate makes is conditional and touches one document, so no
+// transaction is needed: the store works on a standalone server, a replica
+// set, a sharded cluster keyed by _id, and FerretDB.
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/revgate/projector/projector"
+)
+
+// Field names the engine owns in every document.
+const (
+	FieldID       = "_id"
+	FieldRevision = "revision"
+)
+
+// Store keeps projection documents in one database.
+type Store struct {
+	db     *mongo.Database
+	client *mongo.Client // set when the store opened it and must close it
+}
+
+var _ projector.Store = (*Store)(nil)
+
+// New returns a store on db. Closing the store leaves db's client open: it is
+// the caller's.
+func New(db *mongo.Database) *Store { return &Store{db: db} }
+
+// Database returns the database the store writes to.
+func (s *Store) Database() *mongo.Database { return s.db }
+
+// Close disconnects the client if the store opened it ([Open]); otherwise it
+// does nothing.
+func (s *Store) Close(ctx context.Context) error {
+	if s.client == nil {
+		return nil
+	}
+	return s.client.Disconnect(ctx)
+}
+
+// Load implements [projector.Store].
+func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (uint64, bool, error) {
+	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
+	opts := options.FindOne()
+	if state == nil {
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}})
+	}
+	raw, err := s.db.Collection(collection).FindOne(ctx, filter, opts).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+	}
+	rev, err := revisionOf(raw)
+	if err != nil {
+		return 0, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+	}
+	if state != nil {
+		if err := bson.Unmarshal(raw, state); err != nil {
+			return 0, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+		}
+	}
+	return rev, true, nil
+}
+
+// Insert implements [projector.Store].
+func (s *Store) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+	doc, err := document(id, revision, state)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.Collection(collection).InsertOne(ctx, doc)
+	if mongo.IsDuplicateKeyError(err) {
+		return projector.ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, err)
+	}
+	return nil
+}
+
+// Update implements [projector.Store]. It replaces the whole document, so that
+// fields the new state leaves out do not linger, and reports a match, not a
+// modification: an event that changes nothing but the revision still counts.
+func (s *Store) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+	doc, err := document(id, revision, state)
+	if err != nil {
+		return false, err
+	}
+	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(from)}}
+	res, err := s.db.Collection(collection).ReplaceOne(ctx, filter, doc)
+	if err != nil {
+		return false, fmt.Errorf("mongostore: update %s/%s: %w", collection, id, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// EnsureIndexes implements [projector.Store].
+func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []projector.Index) error {
+	if len(indexes) == 0 {
+		return nil
+	}
+	models := make([]mongo.IndexModel, 0, len(indexes))
+	for _, idx := range indexes {
+		keys := bson.D{}
+		for _, k := range idx.Keys {
+			if name, desc := strings.CutPrefix(k, "-"); desc {
+				keys = append(keys, bson.E{Key: name, Value: -1})
+			} else {
+				keys = append(keys, bson.E{Key: k, Value: 1})
+			}
+		}
+		models = append(models, mongo.IndexModel{Keys: keys, Options: options.Index().SetUnique(idx.Unique)})
+	}
+	if _, err := s.db.Collection(collection).Indexes().CreateMany(ctx, models); err != nil {
+		return fmt.Errorf("mongostore: create indexes on %s: %w", collection, err)
+	}
+	return nil
+}
+
+// ErrReservedField is returned for a state that encodes a field the engine owns.
+var ErrReservedField = errors.New("state has a field the engine owns (_id or revision)")
+
+// document encodes state with the engine's fields in front.
+func document(id string, revision uint64, state any) (bson.D, error) {
+	raw, err := bson.Marshal(state)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	elems, err := bson.Raw(raw).Elements()
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	doc := make(bson.D, 0, len(elems)+2)
+	doc = append(doc, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(revision)})
+	for _, el := range elems {
+		key := el.Key()
+		if key == FieldID || key == FieldRevision {
+			return nil, fmt.Errorf("mongostore: %T: %w", state, ErrReservedField)
+		}
+		doc = append(doc, bson.E{Key: key, Value: el.Value()})
+	}
+	return doc, nil
+}
+
+func revisionOf(raw bson.Raw) (uint64, error) {
+	v, err := raw.LookupErr(FieldRevision)
+	if err != nil {
+		return 0, fmt.Errorf("document has no %s field", FieldRevision)
+	}
+	n, ok := v.AsInt64OK()
+	if !ok || n < 0 {
+		return 0, fmt.Errorf("document's %s is %v, want a non-negative integer", FieldRevision, v)
+	}
+	return uint64(n), nil
+}

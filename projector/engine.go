@@ -1,0 +1,184 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/revgate/projector/retry"
+)
+
+// Engine applies events to projections through the revision gate. It is safe
+// for concurrent use: events may be handled from many goroutines at once, in
+// any order.
+type Engine struct {
+	store       Store
+	registry    *Registry
+	projections []Definition
+	policy      retry.Policy
+	retryOpts   []retry.Option
+	logger      *slog.Logger
+	queue       *queue
+}
+
+// Option configures an [Engine].
+type Option func(*Engine)
+
+// WithRetry sets the policy the gate waits with (default [retry.Default]).
+func WithRetry(p retry.Policy) Option { return func(e *Engine) { e.policy = p } }
+
+// WithLogger sets the logger (default: none). Waits are logged at debug level,
+// failures at warn level.
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.logger = l } }
+
+// WithRetryOptions passes options to every retry loop: a timer or clock for
+// tests and simulations.
+func WithRetryOptions(opts ...retry.Option) Option {
+	return func(e *Engine) { e.retryOpts = append(e.retryOpts, opts...) }
+}
+
+// NewEngine returns an engine that keeps projections in store, decoding
+// payloads with registry.
+func NewEngine(store Store, registry *Registry, projections []Definition, opts ...Option) (*Engine, error) {
+	e := &Engine{
+		store:       store,
+		registry:    registry,
+		projections: projections,
+		policy:      retry.Default(),
+		logger:      slog.New(slog.DiscardHandler),
+		queue:       newQueue(),
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	if store == nil || registry == nil {
+		return nil, errors.New("projector: engine needs a store and a registry")
+	}
+	if err := e.policy.Validate(); err != nil {
+		return nil, fmt.Errorf("projector: %w", err)
+	}
+	names, colls := map[string]bool{}, map[string]string{}
+	for _, p := range projections {
+		if names[p.Name()] {
+			return nil, fmt.Errorf("projector: two projections named %q", p.Name())
+		}
+		if other, ok := colls[p.Collection()]; ok {
+			return nil, fmt.Errorf("projector: projections %q and %q share collection %q", other, p.Name(), p.Collection())
+		}
+		names[p.Name()], colls[p.Collection()] = true, p.Name()
+	}
+	return e, nil
+}
+
+// Prepare creates what the projections need in the store: their indexes.
+func (e *Engine) Prepare(ctx context.Context) error {
+	for _, p := range e.projections {
+		if err := e.store.EnsureIndexes(ctx, p.Collection(), p.Indexes()); err != nil {
+			return fmt.Errorf("projector: indexes of %q: %w", p.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Projections returns the projections the engine runs.
+func (e *Engine) Projections() []Definition { return e.projections }
+
+// Outcome is what handling an event did to one projection's document.
+type Outcome int
+
+const (
+	// Applied: the event changed the document (or advanced its revision).
+	Applied Outcome = iota + 1
+	// Duplicate: the document had the event's effect already; nothing written.
+	Duplicate
+	// Failed: the event was not applied; Result.Err says why.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Duplicate:
+		return "duplicate"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result is the outcome of one event in one projection.
+type Result struct {
+	Projection string
+	Document   string
+	Outcome    Outcome
+	// Waits is how many times the gate waited with backoff for the document
+	// to reach the event's predecessor (or for a write that matched nothing).
+	Waits int
+	// Err is set when Outcome is Failed: an [*Error].
+	Err error
+}
+
+// Handle applies ev to every projection that wants it and returns one result
+// per such projection. The error joins the errors of the failed results; the
+// results are complete either way. ev.Payload is decoded from ev.Data with the
+// registry when it is nil.
+func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
+	type target struct {
+		p  Definition
+		id string
+	}
+	var targets []target
+	for _, p := range e.projections {
+		if id, ok := p.DocumentID(ev); ok {
+			targets = append(targets, target{p, id})
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	decoded, decodeErr := e.registry.Decode(ev)
+	results := make([]Result, len(targets))
+	if decodeErr != nil {
+		for i, t := range targets {
+			results[i] = e.fail(t.p, t.id, ev, -1, -1, 0, retry.Permanent(decodeErr))
+		}
+		return results, joinFailures(results)
+	}
+	if len(targets) == 1 {
+		results[0] = e.gate(ctx, targets[0].p, targets[0].id, decoded)
+	} else {
+		var wg sync.WaitGroup
+		for i, t := range targets {
+			wg.Go(func() { results[i] = e.gate(ctx, t.p, t.id, decoded) })
+		}
+		wg.Wait()
+	}
+	return results, joinFailures(results)
+}
+
+func joinFailures(results []Result) error {
+	var errs []error
+	for _, r := range results {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fail builds the failed result of ev in projection p, and logs it.
+func (e *Engine) fail(p Definition, id string, ev Event, wanted, seen int64, attempts int, cause error) Result {
+	err := &Error{
+		Projection: p.Name(), Document: id, Stream: ev.StreamID,
+		EventID: ev.ID, EventType: ev.Type, Revision: ev.StreamRevision,
+		Wanted: wanted, Seen: seen, Attempts: attempts, Err: cause,
+	}
+	if !errors.Is(cause, context.Canceled) {
+		e.logger.Warn("event failed", "projection", p.Name(), "document", id, "stream", ev.StreamID,
+			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", cause)
+	}
+	return Result{Projection: p.Name(), Document: id, Outcome: Failed, Err: err}
+}

@@ -1,0 +1,71 @@
+package projector
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/revgate/projector/retry"
+)
+
+var (
+	// ErrDuplicate is what a [Store] returns when an insert finds the document
+	// there already.
+	ErrDuplicate = errors.New("document exists")
+	// ErrPredecessorMissing: the document did not reach the revision before
+	// the event's within the retry policy.
+	ErrPredecessorMissing = errors.New("predecessor not applied in time")
+	// ErrPredecessorFailed: an earlier event of the same document, in flight in
+	// this engine, failed, so this one cannot apply.
+	ErrPredecessorFailed = errors.New("earlier event of the document failed")
+	// ErrUndecodable: the payload does not decode into its registered type.
+	ErrUndecodable = errors.New("payload does not decode")
+	// ErrPanic: a projection function panicked.
+	ErrPanic = errors.New("projection panicked")
+	// ErrAlreadyCreated: a creation event arrived for a document that exists
+	// at an earlier revision.
+	ErrAlreadyCreated = errors.New("document already created")
+)
+
+// Error is a failed event in one projection, with where it happened.
+type Error struct {
+	Projection string
+	Document   string
+	Stream     string
+	EventID    string
+	EventType  string
+	// Revision is the event's stream revision.
+	Revision uint64
+	// Wanted is the document revision the gate waited for (Revision-1), or -1
+	// when it did not wait (a creation, a permanent error).
+	Wanted int64
+	// Seen is the document's revision when the engine gave up; -1 when there
+	// was no document. Meaningful only when Wanted >= 0.
+	Seen int64
+	// Attempts is how many times the gate read the document.
+	Attempts int
+	// Err is the cause.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "projection %q, document %q (stream %q, revision %d, %s): ",
+		e.Projection, e.Document, e.Stream, e.Revision, e.EventType)
+	if e.Wanted >= 0 {
+		seen := "no document"
+		if e.Seen >= 0 {
+			seen = fmt.Sprintf("revision %d", e.Seen)
+		}
+		fmt.Fprintf(&b, "wanted revision %d, saw %s after %d attempts: ", e.Wanted, seen, e.Attempts)
+	}
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Retryable reports whether handling the event again later can succeed: true
+// for a predecessor that was not there in time or a store that did not answer,
+// false for a domain error, a payload that does not decode or a panic.
+func (e *Error) Retryable() bool { return !retry.IsPermanent(e.Err) }

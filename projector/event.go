@@ -1,0 +1,48 @@
+package projector
+
+import (
+	"strings"
+	"time"
+)
+
+// Event is one recorded event as the engine sees it: where it sits in its stream
+// and in the global log, its raw payload, and, once decoded, its Go value.
+type Event struct {
+	// ID is the event's unique id (a UUID in EventStoreDB).
+	ID string
+	// Type is the event type name, the key of the [Registry].
+	Type string
+	// StreamID is the stream the event was appended to.
+	StreamID string
+	// StreamRevision is the event's position within its stream, from 0.
+	StreamRevision uint64
+	// Position is the event's commit position in the global log ($all); 0 when
+	// the source does not tell it.
+	Position uint64
+	// Data is the payload as stored (JSON for registered types).
+	Data []byte
+	// Metadata is the event's metadata as stored.
+	Metadata []byte
+	// Created is when the event store recorded the event.
+	Created time.Time
+	// Payload is Data decoded into its registered Go type; nil until decoded
+	// and for types the registry does not know.
+	Payload any
+}
+
+// IDFunc picks the document an event feeds in a projection; ok is false when
+// the projection does not want the event at all.
+type IDFunc func(Event) (id string, ok bool)
+
+// StreamSuffix routes every event of the streams named prefix+id to document
+// id: the EventStoreDB convention of a category prefix ("shopping_cart-") and
+// the entity id. Events of other streams are not wanted.
+func StreamSuffix(prefix string) IDFunc {
+	return func(e Event) (string, bool) {
+		id, ok := strings.CutPrefix(e.StreamID, prefix)
+		if !ok || id == "" {
+			return "", false
+		}
+		return id, true
+	}
+}

@@ -1,0 +1,143 @@
+package projector
+
+import (
+	"fmt"
+	"reflect"
+	"runtime/debug"
+)
+
+// Projection is a read model: a state type S kept in one document per id, and
+// the pure functions that fold events into it. Build it with [New], then add
+// handlers with [Create], [On] and [OnEvent] before the engine starts.
+type Projection[S any] struct {
+	name       string
+	collection string
+	id         IDFunc
+	handlers   map[reflect.Type]handler[S]
+	indexes    []Index
+}
+
+type handler[S any] struct {
+	creates bool
+	apply   func(S, any, Event) (S, error)
+}
+
+// New returns a projection named name (also its collection, unless
+// [Projection.InCollection] says otherwise) whose documents are chosen by id.
+func New[S any](name string, id IDFunc) *Projection[S] {
+	return &Projection[S]{name: name, collection: name, id: id, handlers: map[reflect.Type]handler[S]{}}
+}
+
+// InCollection stores the documents in collection instead of one named after
+// the projection.
+func (p *Projection[S]) InCollection(collection string) *Projection[S] {
+	p.collection = collection
+	return p
+}
+
+// WithIndex asks for a secondary index on the collection, for readers; the
+// engine creates it on start.
+func (p *Projection[S]) WithIndex(idx Index) *Projection[S] {
+	p.indexes = append(p.indexes, idx)
+	return p
+}
+
+// Create registers the event of type E that starts a document: the document is
+// inserted with the state fn returns, at the event's revision.
+func Create[S, E any](p *Projection[S], fn func(E) (S, error)) {
+	p.add(reflect.TypeFor[E](), true, func(_ S, e any, _ Event) (S, error) { return fn(e.(E)) })
+}
+
+// On registers how an event of type E changes the state.
+func On[S, E any](p *Projection[S], fn func(S, E) (S, error)) {
+	p.add(reflect.TypeFor[E](), false, func(s S, e any, _ Event) (S, error) { return fn(s, e.(E)) })
+}
+
+// OnEvent is [On] for a function that also needs the envelope: the event's
+// time, id or stream.
+func OnEvent[S, E any](p *Projection[S], fn func(S, E, Event) (S, error)) {
+	p.add(reflect.TypeFor[E](), false, func(s S, e any, ev Event) (S, error) { return fn(s, e.(E), ev) })
+}
+
+func (p *Projection[S]) add(t reflect.Type, creates bool, fn func(S, any, Event) (S, error)) {
+	if _, dup := p.handlers[t]; dup {
+		panic(fmt.Sprintf("projector: projection %q has two handlers for %v", p.name, t))
+	}
+	p.handlers[t] = handler[S]{creates: creates, apply: fn}
+}
+
+// Name returns the projection's name.
+func (p *Projection[S]) Name() string { return p.name }
+
+// Collection returns the collection that holds the projection's documents.
+func (p *Projection[S]) Collection() string { return p.collection }
+
+// Indexes returns the secondary indexes the projection asked for.
+func (p *Projection[S]) Indexes() []Index { return p.indexes }
+
+// DocumentID returns the document the event feeds, if the projection wants it.
+func (p *Projection[S]) DocumentID(e Event) (string, bool) { return p.id(e) }
+
+// Handles reports whether the projection has a handler for the event's payload.
+func (p *Projection[S]) Handles(e Event) bool {
+	_, ok := p.handlers[reflect.TypeOf(e.Payload)]
+	return ok
+}
+
+// Apply folds one decoded event into state: the pure step the engine runs
+// between its read and its write. An event with no handler returns the state
+// unchanged. A panic in a handler comes back as an error wrapping [ErrPanic].
+func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
+	h, ok := p.handlers[reflect.TypeOf(e.Payload)]
+	if !ok {
+		return state, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
+		}
+	}()
+	return h.apply(state, e.Payload, e)
+}
+
+// Fold applies events in order to the zero state: the read model as it must
+// be after them, computed without any store. Tests compare documents to it.
+func (p *Projection[S]) Fold(events ...Event) (S, error) {
+	var s S
+	for _, e := range events {
+		var err error
+		if s, err = p.Apply(s, e); err != nil {
+			return s, fmt.Errorf("projection %q, stream %q, revision %d: %w", p.name, e.StreamID, e.StreamRevision, err)
+		}
+	}
+	return s, nil
+}
+
+// Definition is a projection as the engine sees it, whatever its state type.
+// [*Projection] is the only implementation.
+type Definition interface {
+	Name() string
+	Collection() string
+	Indexes() []Index
+	DocumentID(Event) (string, bool)
+
+	creates(Event) bool
+	newState() any
+	applyTo(state any, e Event) (any, error)
+}
+
+func (p *Projection[S]) creates(e Event) bool {
+	return e.StreamRevision == 0 || p.handlers[reflect.TypeOf(e.Payload)].creates
+}
+
+func (p *Projection[S]) newState() any { return new(S) }
+
+// applyTo applies e to *state (a *S, nil for the zero state) and returns a *S.
+func (p *Projection[S]) applyTo(state any, e Event) (any, error) {
+	var s S
+	if state != nil {
+		s = *state.(*S)
+	}
+	next, err := p.Apply(s, e)
+	return &next, err
+}

@@ -1,0 +1,120 @@
+// Package projectortest helps authors test projections: it records events the
+// way an event store would (ids, stream revisions, global positions, encoded
+// payloads) and delivers them the way a real subscription may: more than once,
+// out of order, from many goroutines.
+package projectortest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/projector"
+)
+
+// Log is an in-memory, append-only event log for tests. It is safe for
+// concurrent use.
+type Log struct {
+	mu       sync.Mutex
+	registry *projector.Registry
+	streams  map[string]uint64 // next revision
+	position uint64
+	clock    func() time.Time
+}
+
+// NewLog returns an empty log that encodes payloads with registry.
+func NewLog(registry *projector.Registry) *Log {
+	return &Log{registry: registry, streams: map[string]uint64{}, clock: time.Now}
+}
+
+// Append records payloads at the end of stream and returns them as the engine
+// receives them: encoded, decoded, with ids, revisions and positions. It fails
+// only for a payload whose type is not registered.
+func (l *Log) Append(stream string, payloads ...any) ([]projector.Event, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]projector.Event, 0, len(payloads))
+	for _, p := range payloads {
+		name, data, err := l.registry.Encode(p)
+		if err != nil {
+			return nil, err
+		}
+		l.position++
+		rev := l.streams[stream]
+		l.streams[stream] = rev + 1
+		out = append(out, projector.Event{
+			ID:             uuid.NewString(),
+			Type:           name,
+			StreamID:       stream,
+			StreamRevision: rev,
+			Position:       l.position,
+			Data:           data,
+			Created:        l.clock(),
+			Payload:        p,
+		})
+	}
+	return out, nil
+}
+
+// MustAppend is [Log.Append] for tests: it fails tb on error.
+func (l *Log) MustAppend(tb interface {
+	Helper()
+	Fatalf(string, ...any)
+}, stream string, payloads ...any) []projector.Event {
+	tb.Helper()
+	evs, err := l.Append(stream, payloads...)
+	if err != nil {
+		tb.Fatalf("projectortest: append to %s: %v", stream, err)
+	}
+	return evs
+}
+
+// Raw returns an event of a type the registry may not know, with a raw
+// payload, appended to stream: for unknown types and payloads that do not
+// decode.
+func (l *Log) Raw(stream, eventType string, data []byte) projector.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.position++
+	rev := l.streams[stream]
+	l.streams[stream] = rev + 1
+	return projector.Event{
+		ID: uuid.NewString(), Type: eventType, StreamID: stream, StreamRevision: rev,
+		Position: l.position, Data: data, Created: l.clock(),
+	}
+}
+
+// Redeliver returns events with each delivered between 1 and maxTimes times,
+// the copies placed at random later points, so that old events arrive after
+// newer ones; the first delivery of each keeps its order.
+func Redeliver(r *rand.Rand, events []projector.Event, maxTimes int) []projector.Event {
+	out := make([]projector.Event, 0, len(events)*maxTimes)
+	out = append(out, events...)
+	for _, e := range events {
+		for range r.IntN(maxTimes) {
+			// A copy goes anywhere after the original's first delivery.
+			at := indexOf(out, e.ID) + 1 + r.IntN(len(out)-indexOf(out, e.ID))
+			out = append(out[:at], append([]projector.Event{e}, out[at:]...)...)
+		}
+	}
+	return out
+}
+
+func indexOf(events []projector.Event, id string) int {
+	for i, e := range events {
+		if e.ID == id {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("projectortest: event %s not found", id))
+}
+
+// Shuffled returns a copy of events in random order.
+func Shuffled(r *rand.Rand, events []projector.Event) []projector.Event {
+	out := append([]projector.Event(nil), events...)
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
