@@ -114,12 +114,10 @@ func (s *Store) Update(ctx context.Context, collection, id string, from, revisio
 	return res.MatchedCount == 1, nil
 }
 
-// EnsureIndexes implements [projector.Store].
+// EnsureIndexes implements [projector.Store]. It creates one index per
+// command: FerretDB 1.24 drops the connection when one createIndexes command
+// names several indexes that exist already.
 func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []projector.Index) error {
-	if len(indexes) == 0 {
-		return nil
-	}
-	models := make([]mongo.IndexModel, 0, len(indexes))
 	for _, idx := range indexes {
 		keys := bson.D{}
 		for _, k := range idx.Keys {
@@ -129,10 +127,10 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 				keys = append(keys, bson.E{Key: k, Value: 1})
 			}
 		}
-		models = append(models, mongo.IndexModel{Keys: keys, Options: options.Index().SetUnique(idx.Unique)})
-	}
-	if _, err := s.db.Collection(collection).Indexes().CreateMany(ctx, models); err != nil {
-		return fmt.Errorf("mongostore: create indexes on %s: %w", collection, err)
+		model := mongo.IndexModel{Keys: keys, Options: options.Index().SetUnique(idx.Unique)}
+		if _, err := s.db.Collection(collection).Indexes().CreateOne(ctx, model); err != nil {
+			return fmt.Errorf("mongostore: create index %v on %s: %w", idx.Keys, collection, err)
+		}
 	}
 	return nil
 }

@@ -85,6 +85,10 @@ func (e *Engine) Prepare(ctx context.Context) error {
 // Projections returns the projections the engine runs.
 func (e *Engine) Projections() []Definition { return e.projections }
 
+// InFlight returns how many events, summed over projections, are being
+// handled now, queued or waiting included.
+func (e *Engine) InFlight() int { return e.queue.inFlight() }
+
 // Outcome is what handling an event did to one projection's document.
 type Outcome int
 

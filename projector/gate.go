@@ -30,7 +30,7 @@ func (e *Engine) gateTurn(ctx context.Context, t *ticket, p Definition, id strin
 	if p.creates(ev) {
 		return e.create(ctx, p, id, ev)
 	}
-	return e.advance(ctx, p, id, ev)
+	return e.advance(ctx, t, p, id, ev)
 }
 
 // create inserts the document at the event's revision. A duplicate key means
@@ -67,14 +67,23 @@ func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event) 
 }
 
 // advance moves the document from revision n-1 to n.
-func (e *Engine) advance(ctx context.Context, p Definition, id string, ev Event) Result {
+func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string, ev Event) Result {
 	n := ev.StreamRevision
 	waits, attempts := 0, 0
 	seen := int64(-1)
+	var queued error // an earlier event of the document, in flight here, failed
 	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
 		state := p.newState()
 		rev, found, err := e.store.Load(ctx, p.Collection(), id, n-1, state)
+		for err == nil && !found && e.queue.predecessor(t) != nil {
+			// An earlier event of this document arrived here while this one
+			// waited: queue behind it rather than poll, then read again.
+			if queued = e.queue.wait(ctx, t); queued != nil {
+				return 0, retry.Permanent(queued)
+			}
+			rev, found, err = e.store.Load(ctx, p.Collection(), id, n-1, state)
+		}
 		switch {
 		case err != nil:
 			return 0, err
@@ -103,6 +112,8 @@ func (e *Engine) advance(ctx context.Context, p Definition, id string, ev Event)
 	}
 	wanted := int64(n) - 1
 	switch {
+	case queued != nil:
+		err, wanted = queued, -1
 	case retry.IsPermanent(err):
 		wanted = -1 // it did not wait: the event itself is at fault
 	case ctx.Err() != nil:

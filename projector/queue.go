@@ -112,11 +112,15 @@ func (q *queue) leave(t *ticket, advanced bool, err error) {
 	close(t.done)
 }
 
-// inFlight returns how many documents have events in flight.
+// inFlight returns how many events are in flight.
 func (q *queue) inFlight() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.docs)
+	n := 0
+	for _, ts := range q.docs {
+		n += len(ts)
+	}
+	return n
 }
 
 type predecessorError struct {

@@ -1,0 +1,81 @@
+package mongostore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
+
+func TestStore_acceptance_on_the_test_server(t *testing.T) {
+	t.Logf("server: %s", mongotest.Server(t))
+	projectortest.TestStore(t, func(t *testing.T) projector.Store {
+		return mongostore.New(mongotest.Database(t))
+	})
+}
+
+func TestStore_acceptance_on_MongoDB_in_Docker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the Docker tier")
+	}
+	db := mongotest.Docker(t)
+	n := 0
+	projectortest.TestStore(t, func(t *testing.T) projector.Store {
+		n++
+		return mongostore.New(db.Client().Database(db.Name() + "_" + strings.Repeat("x", n)))
+	})
+}
+
+type withID struct {
+	ID   string `bson:"_id"`
+	Name string `bson:"name"`
+}
+
+type withRevision struct {
+	Revision int `bson:"revision"`
+}
+
+func TestStore_refuses_a_state_with_a_field_the_engine_owns(t *testing.T) {
+	s := mongostore.New(mongotest.Database(t))
+	ctx := context.Background()
+	for _, st := range []any{withID{ID: "x", Name: "y"}, withRevision{Revision: 3}} {
+		if err := s.Insert(ctx, "docs", "d1", 0, st); !errors.Is(err, mongostore.ErrReservedField) {
+			t.Errorf("%T: err = %v, want ErrReservedField", st, err)
+		}
+	}
+}
+
+func TestConnect_bad_input_fails_fast_with_a_clear_error(t *testing.T) {
+	cases := []struct {
+		name, uri, want string
+	}{
+		{"not a URI", "localhost:27017", "invalid MongoDB URI"},
+		{"unknown scheme", "postgres://localhost", "invalid MongoDB URI"},
+		{"password is not echoed", "mongodb://user:s3cret@host:99999", "invalid MongoDB URI"},
+		{"nobody listening", "mongodb://127.0.0.1:1/?connectTimeoutMS=200", "no MongoDB answered at 127.0.0.1:1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := mongostore.Connect(context.Background(), c.uri, 2*time.Second)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one containing %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the error shows the password: %v", err)
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Fatalf("took %v", took)
+			}
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package projectortest
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/projector"
+)
+
+// acceptanceState is the state the store suite writes.
+type acceptanceState struct {
+	Name  string   `bson:"name"`
+	Count int      `bson:"count"`
+	Tags  []string `bson:"tags"`
+	Note  *string  `bson:"note,omitempty"`
+}
+
+// TestStore is the acceptance suite of the [projector.Store] role: run it
+// against every implementation. open returns a store on an empty database.
+func TestStore(t *testing.T, open func(t *testing.T) projector.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	note := "gift"
+	first := acceptanceState{Name: "first", Count: 1, Tags: []string{"a"}, Note: &note}
+
+	t.Run("load_of_a_missing_document_finds_nothing", func(t *testing.T) {
+		s := open(t)
+		var st acceptanceState
+		if _, found, err := s.Load(ctx, "docs", "nope", 0, &st); err != nil || found {
+			t.Fatalf("found=%v err=%v", found, err)
+		}
+	})
+
+	t.Run("insert_then_load_round_trips_state_and_revision", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 3, first); err != nil {
+			t.Fatal(err)
+		}
+		var st acceptanceState
+		rev, found, err := s.Load(ctx, "docs", "d1", 0, &st)
+		if err != nil || !found || rev != 3 || !reflect.DeepEqual(st, first) {
+			t.Fatalf("rev=%d found=%v err=%v state=%+v", rev, found, err, st)
+		}
+		rev, found, err = s.Load(ctx, "docs", "d1", 3, nil)
+		if err != nil || !found || rev != 3 {
+			t.Fatalf("revision only: rev=%d found=%v err=%v", rev, found, err)
+		}
+	})
+
+	t.Run("load_below_the_minimum_revision_finds_nothing", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 3, first); err != nil {
+			t.Fatal(err)
+		}
+		if _, found, err := s.Load(ctx, "docs", "d1", 4, nil); err != nil || found {
+			t.Fatalf("found=%v err=%v", found, err)
+		}
+	})
+
+	t.Run("second_insert_is_a_duplicate", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Insert(ctx, "docs", "d1", 0, first); !errors.Is(err, projector.ErrDuplicate) {
+			t.Fatalf("err = %v, want ErrDuplicate", err)
+		}
+	})
+
+	t.Run("update_from_another_revision_matches_nothing", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 2, first); err != nil {
+			t.Fatal(err)
+		}
+		matched, err := s.Update(ctx, "docs", "d1", 1, 2, acceptanceState{Name: "stale"})
+		if err != nil || matched {
+			t.Fatalf("matched=%v err=%v", matched, err)
+		}
+		var st acceptanceState
+		if rev, _, _ := s.Load(ctx, "docs", "d1", 0, &st); rev != 2 || !reflect.DeepEqual(st, first) {
+			t.Fatalf("document changed: rev=%d %+v", rev, st)
+		}
+	})
+
+	t.Run("update_replaces_the_state_and_drops_fields_left_out", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+			t.Fatal(err)
+		}
+		next := acceptanceState{Name: "second", Count: 2, Tags: []string{}}
+		matched, err := s.Update(ctx, "docs", "d1", 0, 1, next)
+		if err != nil || !matched {
+			t.Fatalf("matched=%v err=%v", matched, err)
+		}
+		var st acceptanceState
+		if rev, _, _ := s.Load(ctx, "docs", "d1", 1, &st); rev != 1 || !reflect.DeepEqual(st, next) {
+			t.Fatalf("rev=%d state=%+v, want %+v", rev, st, next)
+		}
+	})
+
+	t.Run("an_update_that_changes_nothing_still_matches", func(t *testing.T) {
+		s := open(t)
+		if err := s.Insert(ctx, "docs", "d1", 5, first); err != nil {
+			t.Fatal(err)
+		}
+		matched, err := s.Update(ctx, "docs", "d1", 5, 5, first)
+		if err != nil || !matched {
+			t.Fatalf("matched=%v err=%v: a no-op update must count as matched", matched, err)
+		}
+	})
+
+	t.Run("indexes_are_created_once_and_enforced", func(t *testing.T) {
+		s := open(t)
+		idx := []projector.Index{{Keys: []string{"name"}, Unique: true}, {Keys: []string{"count", "-name"}}}
+		for range 2 {
+			if err := s.EnsureIndexes(ctx, "docs", idx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Insert(ctx, "docs", "d2", 0, first); err == nil {
+			t.Fatal("a second document with the same unique name was accepted")
+		}
+	})
+}
