@@ -79,3 +79,21 @@ func TestConnect_bad_input_fails_fast_with_a_clear_error(t *testing.T) {
 		})
 	}
 }
+
+func TestStore_capabilities_tell_FerretDB_from_MongoDB(t *testing.T) {
+	s := mongostore.New(mongotest.Database(t))
+	caps, err := s.Capabilities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ferret := strings.HasPrefix(mongotest.Server(t), "FerretDB")
+	if strings.HasPrefix(caps.Server, "FerretDB") != ferret {
+		t.Fatalf("capabilities say %q on %s", caps.Server, mongotest.Server(t))
+	}
+	if ferret && (caps.AtomicConditionalWrites || caps.Transactions) {
+		t.Fatalf("FerretDB has neither atomic conditional writes nor transactions: %+v", caps)
+	}
+	if !ferret && !caps.AtomicConditionalWrites {
+		t.Fatalf("MongoDB's conditional writes are atomic: %+v", caps)
+	}
+}

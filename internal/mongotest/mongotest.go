@@ -18,7 +18,6 @@ package mongotest
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"regexp"
@@ -28,10 +27,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/FerretDB/FerretDB/ferretdb"
 	"github.com/jackc/pgx/v5"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/revgate/projector/internal/embedded"
 )
 
 // Environment variables the helpers read.
@@ -145,10 +145,7 @@ func startFerretDB() (*server, error) {
 		}
 		return nil, err
 	}
-	cfg := &ferretdb.Config{
-		Listener: ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}
+	var cfg embedded.Config
 	if os.Getenv(EnvVerbose) != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -158,26 +155,22 @@ func startFerretDB() (*server, error) {
 			return fail(fmt.Errorf("%s: %w", EnvPostgres, err))
 		}
 		s.cleanup = append(s.cleanup, drop)
-		cfg.Handler, cfg.PostgreSQLURL = "postgresql", url
-		s.name = "FerretDB (embedded) on PostgreSQL"
+		cfg.PostgresURL = url
 	} else {
 		dir, err := os.MkdirTemp("", "projector-ferretdb-")
 		if err != nil {
 			return fail(err)
 		}
 		s.cleanup = append(s.cleanup, func() { _ = os.RemoveAll(dir) })
-		cfg.Handler, cfg.SQLiteURL = "sqlite", "file:"+dir+"/"
-		s.name = "FerretDB (embedded) on SQLite"
+		cfg.Dir = dir
 	}
-	f, err := ferretdb.New(cfg)
+	srv, err := embedded.Start(cfg)
 	if err != nil {
-		return fail(fmt.Errorf("start FerretDB: %w", err))
+		return fail(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(ctx) }()
-	s.cleanup = append(s.cleanup, func() { cancel(); <-done })
-	client, err := connect(f.MongoDBURI())
+	s.cleanup = append(s.cleanup, srv.Close)
+	s.name = srv.String()
+	client, err := connect(srv.URI())
 	if err != nil {
 		return fail(fmt.Errorf("connect to embedded FerretDB: %w", err))
 	}

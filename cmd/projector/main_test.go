@@ -1,0 +1,116 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// binary builds the projector once for the tests of this package.
+func binary(t *testing.T) string {
+	t.Helper()
+	if bin != "" {
+		return bin
+	}
+	dir, err := os.MkdirTemp("", "projector-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(dir, "projector")
+	out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var bin string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin != "" {
+		os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+func runBinary(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("projector %v did not finish in %v\nstdout: %s\nstderr: %s", args, timeout, o.String(), e.String())
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return o.String(), e.String(), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+func TestDemo_checks_every_document_against_the_fold(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, code := runBinary(t, 3*time.Minute, "demo", "--carts", "8", "--events", "7", "--consumers", "3", "--seed", "1", "--data-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	if !strings.Contains(out, "documents   8 of 8 equal to the pure fold") || !regexp.MustCompile(`applied\s+56\n`).MatchString(out) {
+		t.Fatalf("report:\n%s", out)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) == 0 {
+		t.Fatalf("no data kept in %s", dir)
+	}
+}
+
+func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
+	unwritable := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(unwritable, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, 2, "usage: projector"},
+		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"demo", "--nope"}, 2, "flag provided but not defined"},
+		{"bad value", []string{"demo", "--carts", "0"}, 2, "--carts must be at least 1"},
+		{"unparsable mongo URI", []string{"demo", "--mongo", "nonsense"}, 1, "invalid MongoDB URI"},
+		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
+		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runBinary(t, 10*time.Second, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
+			}
+			if strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") {
+				t.Fatalf("crashed: %s", errOut)
+			}
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := runBinary(t, 10*time.Second, "version")
+	if code != 0 || !strings.HasPrefix(out, "projector ") {
+		t.Fatalf("exit %d: %q", code, out)
+	}
+}

@@ -1,0 +1,107 @@
+// Package embedded runs FerretDB, a MongoDB wire-protocol server, inside the
+// projector's process, so that the projector and its tests work where no
+// MongoDB is installed. Data lives in SQLite files under a directory (kept
+// across runs) or in a PostgreSQL database.
+//
+// FerretDB is not MongoDB: it has no transactions or change streams and its
+// updates are much slower. It is the zero-setup default, not a production
+// store.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// Config says where the embedded server keeps its data and listens.
+type Config struct {
+	// Dir holds the SQLite files; created if missing. Ignored with PostgresURL.
+	Dir string
+	// PostgresURL, if set, selects FerretDB's PostgreSQL backend on that
+	// database. Give it a pool large enough for bulk writes
+	// (pool_max_conns=200): FerretDB holds a connection per statement.
+	PostgresURL string
+	// Addr is the TCP address to listen on; default 127.0.0.1:0 (any free port).
+	Addr string
+	// Logger receives FerretDB's own logs; default: none.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded FerretDB.
+type Server struct {
+	f      *ferretdb.FerretDB
+	uri    string
+	cancel context.CancelFunc
+	done   chan struct{}
+	desc   string
+}
+
+// Start starts the server; Close stops it.
+func Start(cfg Config) (*Server, error) {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	fc := &ferretdb.Config{Listener: ferretdb.ListenerConfig{TCP: cfg.Addr}, Logger: cfg.Logger}
+	s := &Server{}
+	switch {
+	case cfg.PostgresURL != "":
+		fc.Handler, fc.PostgreSQLURL = "postgresql", cfg.PostgresURL
+		s.desc = "FerretDB (embedded) on PostgreSQL"
+	case cfg.Dir != "":
+		dir, err := filepath.Abs(cfg.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: data dir %q: %w", cfg.Dir, err)
+		}
+		if err := writable(dir); err != nil {
+			return nil, err
+		}
+		// In-memory SQLite hangs FerretDB's updates; files work.
+		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/"
+		s.desc = "FerretDB (embedded) on SQLite in " + dir
+	default:
+		return nil, errors.New("embedded: set a data dir or a PostgreSQL URL")
+	}
+	f, err := ferretdb.New(fc)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: start FerretDB: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.f, s.cancel, s.done = f, cancel, make(chan struct{})
+	go func() { defer close(s.done); _ = f.Run(ctx) }()
+	s.uri = f.MongoDBURI() // waits for the listener
+	return s, nil
+}
+
+// writable makes dir and checks that files can be created in it.
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("embedded: data dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".probe-")
+	if err != nil {
+		return fmt.Errorf("embedded: data dir %s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// URI is the MongoDB connection string of the server.
+func (s *Server) URI() string { return s.uri }
+
+// String describes the server and where its data is.
+func (s *Server) String() string { return s.desc }
+
+// Close stops the server and waits for it.
+func (s *Server) Close() {
+	s.cancel()
+	<-s.done
+}
