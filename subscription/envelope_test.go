@@ -1,0 +1,59 @@
+package subscription_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/subscription"
+)
+
+func recorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
+	return &esdb.RecordedEvent{
+		EventID:      uuid.MustParse("6f9619ff-8b86-d011-b42d-00c04fc964ff"),
+		EventType:    "ShoppingCartOpened",
+		ContentType:  "application/json",
+		StreamID:     stream,
+		EventNumber:  rev,
+		Position:     esdb.Position{Commit: commit, Prepare: commit},
+		CreatedDate:  time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC),
+		Data:         []byte(`{"shoppingCartId":"c1"}`),
+		UserMetadata: []byte(`{"requestId":"r1"}`),
+	}
+}
+
+func TestEnvelope_of_a_plain_event(t *testing.T) {
+	e, err := subscription.Envelope(&esdb.ResolvedEvent{Event: recorded("shopping_cart-c1", 4, 1234)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != "6f9619ff-8b86-d011-b42d-00c04fc964ff" || e.Type != "ShoppingCartOpened" || e.StreamID != "shopping_cart-c1" ||
+		e.StreamRevision != 4 || e.Position != 1234 || string(e.Data) != `{"shoppingCartId":"c1"}` ||
+		string(e.Metadata) != `{"requestId":"r1"}` || !e.Created.Equal(time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) || e.Payload != nil {
+		t.Fatalf("envelope %+v", e)
+	}
+}
+
+func TestEnvelope_of_a_link_is_its_original_event(t *testing.T) {
+	link := recorded("$ce-shopping_cart", 99, 5000)
+	e, err := subscription.Envelope(&esdb.ResolvedEvent{Link: link, Event: recorded("shopping_cart-c1", 4, 1234)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.StreamID != "shopping_cart-c1" || e.StreamRevision != 4 || e.Position != 1234 {
+		t.Fatalf("envelope %+v is not the original event", e)
+	}
+}
+
+func TestEnvelope_of_a_dangling_link_is_an_error(t *testing.T) {
+	_, err := subscription.Envelope(&esdb.ResolvedEvent{Link: recorded("$ce-shopping_cart", 99, 5000)})
+	if !errors.Is(err, subscription.ErrUnresolvedLink) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := subscription.Envelope(nil); err == nil {
+		t.Fatal("nil event accepted")
+	}
+}
