@@ -39,8 +39,8 @@ type Error struct {
 	// Wanted is the document revision the gate waited for (Revision-1), or -1
 	// when it did not wait (a creation, a permanent error).
 	Wanted int64
-	// Seen is the document's revision when the engine gave up; -1 when there
-	// was no document. Meaningful only when Wanted >= 0.
+	// Seen is the document's revision when the engine gave up waiting for
+	// its predecessor ([ErrPredecessorMissing]); -1 when there was no document.
 	Seen int64
 	// Attempts is how many times the gate read the document.
 	Attempts int
@@ -52,12 +52,15 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "projection %q, document %q (stream %q, revision %d, %s): ",
 		e.Projection, e.Document, e.Stream, e.Revision, e.EventType)
-	if e.Wanted >= 0 {
+	switch {
+	case e.Wanted >= 0 && errors.Is(e.Err, ErrPredecessorMissing):
 		seen := "no document"
 		if e.Seen >= 0 {
 			seen = fmt.Sprintf("revision %d", e.Seen)
 		}
 		fmt.Fprintf(&b, "wanted revision %d, saw %s after %d attempts: ", e.Wanted, seen, e.Attempts)
+	case e.Wanted >= 0:
+		fmt.Fprintf(&b, "wanted revision %d, %d attempts: ", e.Wanted, e.Attempts)
 	}
 	b.WriteString(e.Err.Error())
 	return b.String()

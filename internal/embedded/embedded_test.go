@@ -1,0 +1,51 @@
+package embedded_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/embedded"
+)
+
+func TestStart_on_a_port_in_use_fails_without_hanging(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		s, err := embedded.Start(embedded.Config{Dir: t.TempDir(), Addr: l.Addr().String()})
+		if err == nil {
+			s.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("started on a port in use")
+		}
+		t.Logf("error: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Start hung on a port in use")
+	}
+}
+
+func TestStart_listens_at_its_URI(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.URI() == "" || s.String() == "" {
+		t.Fatalf("uri %q desc %q", s.URI(), s.String())
+	}
+	conn, err := net.DialTimeout("tcp", s.URI()[len("mongodb://"):len(s.URI())-1], 5*time.Second)
+	if err != nil {
+		t.Fatalf("not listening at %s: %v", s.URI(), err)
+	}
+	conn.Close()
+}
