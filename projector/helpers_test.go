@@ -3,7 +3,6 @@ package projector_test
 import (
 	"context"
 	"os"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
 
@@ -81,20 +81,8 @@ func handle(tb testing.TB, e *projector.Engine, ev projector.Event) []projector.
 // events, at the revision of the last one.
 func assertDocument(tb testing.TB, s projector.Store, cartID string, events []projector.Event) {
 	tb.Helper()
-	want, err := cart.NewDetailsProjection().Fold(events...)
-	if err != nil {
-		tb.Fatalf("fold: %v", err)
-	}
-	var got cart.Details
-	rev, found, err := s.Load(context.Background(), cart.DetailsName, cartID, 0, &got)
-	if err != nil || !found {
-		tb.Fatalf("cart %s: found=%v err=%v", cartID, found, err)
-	}
-	if last := events[len(events)-1].StreamRevision; rev != last {
-		tb.Errorf("cart %s: revision %d, want %d", cartID, rev, last)
-	}
-	if !reflect.DeepEqual(got, want) {
-		tb.Errorf("cart %s:\n got %+v\nwant %+v", cartID, got, want)
+	if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), cartID, events); err != nil {
+		tb.Error(err)
 	}
 }
 

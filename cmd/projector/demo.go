@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,14 +166,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	right := 0
 	var wrong []string
 	for id, evs := range lives {
-		ok, err := documentRight(ctx, store, details, id, evs)
-		if err != nil {
-			return err
-		}
-		if ok {
+		switch err := projectortest.CheckDocument(ctx, store, details, id, evs); {
+		case err == nil:
 			right++
-		} else {
+		case errors.Is(err, projectortest.ErrMismatch):
 			wrong = append(wrong, id)
+		default:
+			return err
 		}
 	}
 	fmt.Fprintf(stdout, "  applied     %d\n  duplicates  %d\n  failed      %d\n  waits       %d\n  time        %v (%.0f deliveries/s)\n  documents   %d of %d equal to the pure fold of their events\n",
@@ -213,19 +211,6 @@ func interleave(r *rand.Rand, lives map[string][]projector.Event) []projector.Ev
 		}
 	}
 	return out
-}
-
-func documentRight(ctx context.Context, s *mongostore.Store, p *projector.Projection[cart.Details], id string, evs []projector.Event) (bool, error) {
-	want, err := p.Fold(evs...)
-	if err != nil {
-		return false, err
-	}
-	var got cart.Details
-	rev, found, err := s.Load(ctx, p.Collection(), id, 0, &got)
-	if err != nil {
-		return false, err
-	}
-	return found && rev == evs[len(evs)-1].StreamRevision && reflect.DeepEqual(got, want), nil
 }
 
 // progress prints line() every second until the returned func is called.
