@@ -19,8 +19,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	neturl "net/url"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,9 +32,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/mongostore"
 )
 
 // Environment variables the helpers read.
@@ -54,15 +57,22 @@ type server struct {
 	cleanup []func()
 }
 
+// stop undoes what start did, last first.
+func (s *server) stop() {
+	if s.client != nil {
+		_ = s.client.Disconnect(context.Background())
+	}
+	for i := len(s.cleanup) - 1; i >= 0; i-- {
+		s.cleanup[i]()
+	}
+}
+
 // Main runs the tests and then stops the embedded server and removes its data.
 // Call it from TestMain: os.Exit(mongotest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	if shared != nil {
-		_ = shared.client.Disconnect(context.Background())
-		for i := len(shared.cleanup) - 1; i >= 0; i-- {
-			shared.cleanup[i]()
-		}
+		shared.stop()
 	}
 	return code
 }
@@ -124,25 +134,13 @@ func start() (*server, error) {
 }
 
 func connect(uri string) (*mongo.Client, error) {
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(20 * time.Second))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := client.Ping(ctx, nil); err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, err
-	}
-	return client, nil
+	return mongostore.Connect(context.Background(), uri, 30*time.Second)
 }
 
 func startFerretDB() (*server, error) {
 	s := &server{}
 	fail := func(err error) (*server, error) {
-		for i := len(s.cleanup) - 1; i >= 0; i-- {
-			s.cleanup[i]()
-		}
+		s.stop()
 		return nil, err
 	}
 	var cfg embedded.Config
@@ -195,10 +193,17 @@ func postgresDatabase(url string) (string, func(), error) {
 		return "", nil, err
 	}
 	cfg := conn.Config()
-	dbURL := fmt.Sprintf("postgres://%s@%s:%d/%s?pool_max_conns=200", cfg.User, cfg.Host, cfg.Port, name)
+	user := neturl.User(cfg.User)
 	if cfg.Password != "" {
-		dbURL = fmt.Sprintf("postgres://%s:%s@%s:%d/%s?pool_max_conns=200", cfg.User, cfg.Password, cfg.Host, cfg.Port, name)
+		user = neturl.UserPassword(cfg.User, cfg.Password)
 	}
+	dbURL := (&neturl.URL{
+		Scheme:   "postgres",
+		User:     user,
+		Host:     net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))),
+		Path:     "/" + name,
+		RawQuery: "pool_max_conns=200",
+	}).String()
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
