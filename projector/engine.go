@@ -21,6 +21,7 @@ type Engine struct {
 	retryOpts   []retry.Option
 	logger      *slog.Logger
 	queue       *queue
+	onFailure   FailurePolicy
 }
 
 // Option configures an [Engine].
@@ -32,6 +33,10 @@ func WithRetry(p retry.Policy) Option { return func(e *Engine) { e.policy = p } 
 // WithLogger sets the logger (default: none). Waits are logged at debug level,
 // failures at warn level.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.logger = l } }
+
+// WithFailurePolicy sets what the gate does with an event that fails
+// permanently (default [Block]).
+func WithFailurePolicy(p FailurePolicy) Option { return func(e *Engine) { e.onFailure = p } }
 
 // WithRetryOptions passes options to every retry loop: a timer or clock for
 // tests and simulations.
@@ -55,6 +60,9 @@ func NewEngine(store Store, registry *Registry, projections []Definition, opts .
 	}
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
+	}
+	if e.onFailure != Block && e.onFailure != Skip {
+		return nil, fmt.Errorf("projector: unknown failure policy %d", int(e.onFailure))
 	}
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
@@ -99,7 +107,39 @@ const (
 	Duplicate
 	// Failed: the event was not applied; Result.Err says why.
 	Failed
+	// Skipped: the event failed permanently (Result.Err says why) and, under
+	// the [Skip] policy, the document's revision moved past it with its state
+	// unchanged, so the stream's later events apply.
+	Skipped
 )
+
+// FailurePolicy is what the gate does with an event that fails permanently:
+// a payload that does not decode, a domain error, a projection that panics.
+// Transient failures (a predecessor that does not arrive in time, a store that
+// does not answer) are always [Failed]: nothing can be skipped safely then.
+type FailurePolicy int
+
+const (
+	// Block leaves the document at the revision before the event and reports
+	// the event [Failed]; the stream's later events for that document wait for
+	// it, and fail in turn. Nothing is lost: someone must look.
+	Block FailurePolicy = iota
+	// Skip moves the document's revision past the event with its state
+	// unchanged and reports it [Skipped], so the rest of the stream flows. The
+	// document is then the fold of the stream without that event. A skipped
+	// creation event creates the document with the zero state.
+	Skip
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case Block:
+		return "block"
+	case Skip:
+		return "skip"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
 
 func (o Outcome) String() string {
 	switch o {
@@ -109,6 +149,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Failed:
 		return "failed"
+	case Skipped:
+		return "skipped"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -121,13 +163,13 @@ type Result struct {
 	// Waits is how many times the gate waited with backoff for the document
 	// to reach the event's predecessor (or for a write that matched nothing).
 	Waits int
-	// Err is set when Outcome is Failed: an [*Error].
+	// Err is set when Outcome is Failed or Skipped: an [*Error].
 	Err error
 }
 
 // Handle applies ev to every projection that wants it and returns one result
-// per such projection. The error joins the errors of the failed results; the
-// results are complete either way. ev.Payload is decoded from ev.Data with the
+// per such projection. The error joins the errors of the failed results
+// (skipped ones are not failures); the results are complete either way. ev.Payload is decoded from ev.Data with the
 // registry when it is nil.
 func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 	type target struct {
@@ -145,18 +187,21 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 	}
 	decoded, decodeErr := e.registry.Decode(ev)
 	results := make([]Result, len(targets))
-	if decodeErr != nil {
+	if decodeErr != nil && e.onFailure == Block {
 		for i, t := range targets {
 			results[i] = e.fail(t.p, t.id, ev, -1, -1, 0, retry.Permanent(decodeErr))
 		}
 		return results, joinFailures(results)
 	}
+	if decodeErr != nil {
+		decoded = ev // skipped through the gate with its payload undecoded
+	}
 	if len(targets) == 1 {
-		results[0] = e.gate(ctx, targets[0].p, targets[0].id, decoded)
+		results[0] = e.gate(ctx, targets[0].p, targets[0].id, decoded, decodeErr)
 	} else {
 		var wg sync.WaitGroup
 		for i, t := range targets {
-			wg.Go(func() { results[i] = e.gate(ctx, t.p, t.id, decoded) })
+			wg.Go(func() { results[i] = e.gate(ctx, t.p, t.id, decoded, decodeErr) })
 		}
 		wg.Wait()
 	}

@@ -16,30 +16,68 @@ var (
 
 // gate applies ev to document id of projection p: the revision gate described
 // in the package documentation.
-func (e *Engine) gate(ctx context.Context, p Definition, id string, ev Event) Result {
+// undecodable is the decoding error of ev's payload (only under [Skip]): the
+// gate then moves the document past ev without applying it.
+func (e *Engine) gate(ctx context.Context, p Definition, id string, ev Event, undecodable error) Result {
 	t := e.queue.enter(docKey{p.Collection(), id}, ev.StreamRevision)
-	res := e.gateTurn(ctx, t, p, id, ev)
+	res := e.gateTurn(ctx, t, p, id, ev, undecodable)
 	e.queue.leave(t, res.Outcome != Failed, res.Err)
 	return res
 }
 
-func (e *Engine) gateTurn(ctx context.Context, t *ticket, p Definition, id string, ev Event) Result {
+func (e *Engine) gateTurn(ctx context.Context, t *ticket, p Definition, id string, ev Event, undecodable error) Result {
 	if err := e.queue.wait(ctx, t); err != nil {
 		return e.fail(p, id, ev, -1, -1, 0, err)
 	}
-	if p.creates(ev) {
-		return e.create(ctx, p, id, ev)
+	apply := func(state any) (any, error) {
+		if undecodable != nil {
+			return nil, undecodable
+		}
+		return p.applyTo(state, ev)
 	}
-	return e.advance(ctx, t, p, id, ev)
+	if p.creates(ev) {
+		return e.create(ctx, p, id, ev, apply)
+	}
+	return e.advance(ctx, t, p, id, ev, apply)
+}
+
+// applyStep is the projection's step for one event; it fails for an event
+// that cannot be applied.
+type applyStep func(state any) (any, error)
+
+// step runs apply on state. A permanent failure under [Skip] gives state
+// itself (the zero state for nil) and the cause in skipped.
+func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipped, err error) {
+	next, err = apply(state)
+	if err == nil {
+		return next, nil, nil
+	}
+	if e.onFailure != Skip {
+		return nil, nil, retry.Permanent(err)
+	}
+	if state == nil {
+		state = p.newState()
+	}
+	return state, err, nil
+}
+
+// result is the outcome of a gate pass: skipped turns Applied into Skipped.
+func (e *Engine) result(p Definition, id string, ev Event, outcome Outcome, waits int, skipped error) Result {
+	if outcome == Applied && skipped != nil {
+		r := e.fail(p, id, ev, -1, -1, 0, retry.Permanent(skipped))
+		r.Outcome, r.Waits = Skipped, waits
+		return r
+	}
+	return Result{Projection: p.Name(), Document: id, Outcome: outcome, Waits: waits}
 }
 
 // create inserts the document at the event's revision. A duplicate key means
 // the event was applied already, unless the document is older than the event.
-func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event) Result {
+func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event, apply applyStep) Result {
 	n := ev.StreamRevision
-	state, err := p.applyTo(nil, ev)
+	state, skipped, err := e.step(p, nil, apply)
 	if err != nil {
-		return e.fail(p, id, ev, -1, -1, 0, retry.Permanent(err))
+		return e.fail(p, id, ev, -1, -1, 0, err)
 	}
 	waits := 0
 	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
@@ -63,14 +101,15 @@ func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event) 
 		r.Waits = waits
 		return r
 	}
-	return Result{Projection: p.Name(), Document: id, Outcome: outcome, Waits: waits}
+	return e.result(p, id, ev, outcome, waits, skipped)
 }
 
 // advance moves the document from revision n-1 to n.
-func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string, ev Event) Result {
+func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string, ev Event, apply applyStep) Result {
 	n := ev.StreamRevision
 	waits, attempts := 0, 0
 	seen := int64(-1)
+	var skipped error
 	var queued error // an earlier event of the document, in flight here, failed
 	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
@@ -94,10 +133,11 @@ func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string
 		if rev > n-1 {
 			return Duplicate, nil
 		}
-		next, err := p.applyTo(state, ev)
+		next, why, err := e.step(p, state, apply)
 		if err != nil {
-			return 0, retry.Permanent(err)
+			return 0, err
 		}
+		skipped = why
 		matched, err := e.store.Update(ctx, p.Collection(), id, n-1, n, next)
 		switch {
 		case err != nil:
@@ -108,7 +148,7 @@ func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string
 		return Applied, nil
 	}, e.retryOpts...)
 	if err == nil {
-		return Result{Projection: p.Name(), Document: id, Outcome: outcome, Waits: waits}
+		return e.result(p, id, ev, outcome, waits, skipped)
 	}
 	wanted := int64(n) - 1
 	switch {
