@@ -97,3 +97,26 @@ func TestStore_capabilities_tell_FerretDB_from_MongoDB(t *testing.T) {
 		t.Fatalf("MongoDB's conditional writes are atomic: %+v", caps)
 	}
 }
+
+func TestCheckpoint_saved_loaded_and_replaced(t *testing.T) {
+	ctx := context.Background()
+	s := mongostore.New(mongotest.Database(t))
+	if c, err := s.LoadCheckpoint(ctx, "sub"); err != nil || c != nil {
+		t.Fatalf("none stored: %v %v", c, err)
+	}
+	for _, want := range []projector.Checkpoint{{Position: 1 << 40, Prepare: 1<<40 + 7}, {Position: 0}, {Position: 99, Prepare: 99}} {
+		if err := s.SaveCheckpoint(ctx, "sub", want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.LoadCheckpoint(ctx, "sub")
+		if err != nil || got == nil || *got != want {
+			t.Fatalf("loaded %v %v, want %v", got, err, want)
+		}
+	}
+	if c, err := s.LoadCheckpoint(ctx, "other"); err != nil || c != nil {
+		t.Fatalf("other name: %v %v", c, err)
+	}
+	if err := s.SaveCheckpoint(ctx, "sub", projector.Checkpoint{Position: 1 << 63}); err == nil {
+		t.Fatal("a position past int64 was accepted")
+	}
+}

@@ -1,0 +1,476 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/revgate/projector/retry"
+)
+
+// Runner drives an [Engine] from a [Source]: it subscribes, hands each event
+// to the engine, and stores a checkpoint once the writes it covers are done,
+// so that a restart resumes from it. After a drop it subscribes again from
+// the stored checkpoint; the gate makes the replayed overlap harmless (the
+// events come back as duplicates).
+//
+// Events are handled by workers, each owning the streams that hash to it, so
+// the events of one stream are handled in order and those of different streams
+// in parallel. The checkpoint moves only over a prefix of deliveries that are
+// all handled, whichever worker had them.
+type Runner struct {
+	name        string
+	engine      *Engine
+	source      Source
+	checkpoints CheckpointStore
+	workers     int
+	buffer      int
+	every       int
+	interval    time.Duration
+	reconnect   retry.Policy
+	drain       time.Duration
+	logger      *slog.Logger
+	seed        maphash.Seed
+
+	running  atomic.Bool
+	caughtUp atomic.Bool
+	counts   struct {
+		events, checkpoints, applied, duplicates, skipped, failed, waits atomic.Uint64
+		saved, subscriptions, drops                                      atomic.Uint64
+	}
+	savedMu sync.Mutex
+	saved   *Checkpoint
+}
+
+// RunnerOption configures a [Runner].
+type RunnerOption func(*Runner)
+
+// WithWorkers sets how many events are handled at once (default 4); events of
+// one stream always go to the same worker, in order.
+func WithWorkers(n int) RunnerOption { return func(r *Runner) { r.workers = n } }
+
+// WithBuffer sets how many events may wait for each worker (default 64). When
+// the workers are that far behind, the runner stops reading the subscription:
+// a slow store slows the subscription instead of filling memory.
+func WithBuffer(n int) RunnerOption { return func(r *Runner) { r.buffer = n } }
+
+// WithCheckpointEvery stores the checkpoint once it has passed events
+// deliveries, and at least every interval while it moves (defaults: 500 and 1s).
+// Fewer stores cost less; more replay after a crash. A clean stop always
+// stores it.
+func WithCheckpointEvery(events int, interval time.Duration) RunnerOption {
+	return func(r *Runner) { r.every, r.interval = events, interval }
+}
+
+// WithReconnect sets the policy for subscribing again after a drop or while
+// the server is unreachable (default [DefaultReconnect]). When it runs out,
+// Run returns the error.
+func WithReconnect(p retry.Policy) RunnerOption { return func(r *Runner) { r.reconnect = p } }
+
+// WithDrainTimeout bounds how long a stopping runner waits for the events being
+// handled (default 30s); past it they are abandoned, uncheckpointed.
+func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }
+
+// DefaultReconnect is the default resubscription policy: 250 ms doubling to
+// 10 s, with jitter, for up to 10 minutes of an unreachable server; then Run
+// returns, so that a supervisor sees the outage.
+func DefaultReconnect() retry.Policy {
+	return retry.Policy{
+		InitialDelay: 250 * time.Millisecond,
+		Multiplier:   2,
+		Jitter:       0.5,
+		MaxDelay:     10 * time.Second,
+		MaxRetries:   -1,
+		MaxElapsed:   10 * time.Minute,
+	}
+}
+
+// NewRunner returns a runner named name (its checkpoint's key) that feeds
+// engine from source and stores checkpoints in checkpoints. checkpoints may
+// be nil for a source that keeps its own position (a persistent
+// subscription). It logs with the engine's logger.
+func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
+	r := &Runner{
+		name: name, engine: engine, source: source, checkpoints: checkpoints,
+		workers: 4, buffer: 64, every: 500, interval: time.Second,
+		reconnect: DefaultReconnect(), drain: 30 * time.Second,
+		seed: maphash.MakeSeed(),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	switch {
+	case name == "":
+		return nil, errors.New("projector: a runner needs a name")
+	case engine == nil || source == nil:
+		return nil, fmt.Errorf("projector: runner %q needs an engine and a source", name)
+	case r.workers < 1 || r.buffer < 1:
+		return nil, fmt.Errorf("projector: runner %q: workers and buffer must be >= 1, got %d and %d", name, r.workers, r.buffer)
+	case r.every < 1 || r.interval <= 0:
+		return nil, fmt.Errorf("projector: runner %q: checkpoint every %d events / %v: both must be > 0", name, r.every, r.interval)
+	case r.drain <= 0:
+		return nil, fmt.Errorf("projector: runner %q: drain timeout must be > 0", name)
+	}
+	if err := r.reconnect.Validate(); err != nil {
+		return nil, fmt.Errorf("projector: runner %q: reconnect: %w", name, err)
+	}
+	if f, ok := source.(interface{ FiltersEventTypes() bool }); ok && f.FiltersEventTypes() && len(engine.projections) > 0 {
+		return nil, fmt.Errorf("projector: runner %q: the source filters events by type, which leaves holes in each stream's revisions; "+
+			"the revision gate of projection %q would wait for them forever: filter by stream name instead", name, engine.projections[0].Name())
+	}
+	r.logger = engine.logger.With("runner", name)
+	return r, nil
+}
+
+// Name returns the runner's name.
+func (r *Runner) Name() string { return r.name }
+
+// CaughtUp reports whether the source has reached the head of its log: what
+// the runner handles now is live.
+func (r *Runner) CaughtUp() bool { return r.caughtUp.Load() }
+
+// RunnerStats are a runner's counters since it was made.
+type RunnerStats struct {
+	// Events delivered (redeliveries included) and checkpoint-only deliveries.
+	Events, Checkpoints uint64
+	// Results of the events, summed over projections.
+	Applied, Duplicates, Skipped, Failed uint64
+	// Waits of the gate, summed over events.
+	Waits uint64
+	// Saved is how many checkpoints were stored; Checkpoint is the last one.
+	Saved      uint64
+	Checkpoint *Checkpoint
+	// Subscriptions opened, and how many of them dropped.
+	Subscriptions, Drops uint64
+	CaughtUp             bool
+}
+
+// Stats returns the runner's counters.
+func (r *Runner) Stats() RunnerStats {
+	c := &r.counts
+	s := RunnerStats{
+		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(),
+		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Failed: c.failed.Load(),
+		Waits: c.waits.Load(), Saved: c.saved.Load(),
+		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.caughtUp.Load(),
+	}
+	r.savedMu.Lock()
+	if r.saved != nil {
+		cp := *r.saved
+		s.Checkpoint = &cp
+	}
+	r.savedMu.Unlock()
+	return s
+}
+
+// Run consumes the source until ctx is done or an event fails in a way
+// nobody settles (a catch-up source under the [Block] policy). Stopping, it
+// lets the events being handled finish (bounded by the drain timeout), stores
+// the checkpoint, and returns: nil when ctx was canceled, else the error. A
+// runner runs once at a time.
+func (r *Runner) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("projector: runner %q is already running", r.name)
+	}
+	defer r.running.Store(false)
+	var from *Checkpoint
+	if r.checkpoints != nil {
+		c, err := r.checkpoints.LoadCheckpoint(ctx, r.name)
+		if err != nil {
+			return fmt.Errorf("projector: runner %q: loading its checkpoint: %w", r.name, err)
+		}
+		from = c
+	}
+	r.savedMu.Lock()
+	r.saved = from
+	r.savedMu.Unlock()
+	r.caughtUp.Store(false)
+	r.logger.Info("runner starts", "from", checkpointAttr(from), "workers", r.workers)
+	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1)}
+	return x.execute(ctx)
+}
+
+func checkpointAttr(c *Checkpoint) string {
+	if c == nil {
+		return "start"
+	}
+	return c.String()
+}
+
+// run is the state of one Run.
+type run struct {
+	r        *Runner
+	tr       *tracker
+	parts    []chan item
+	halt     atomic.Bool // stopping: queued events are left for the next run
+	stopRead context.CancelFunc
+	saveNow  chan struct{}
+
+	failOnce sync.Once
+	failure  error
+}
+
+type item struct {
+	d       Delivery
+	seq     uint64
+	tracked bool
+}
+
+func (x *run) execute(ctx context.Context) error {
+	r := x.r
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	x.stopRead = stopRead
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+
+	var workers sync.WaitGroup
+	x.parts = make([]chan item, r.workers)
+	for i := range x.parts {
+		x.parts[i] = make(chan item, r.buffer)
+		workers.Go(func() { x.work(workCtx, x.parts[i]) })
+	}
+	saverDone := make(chan struct{})
+	stopSaver := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		x.saver(workCtx, stopSaver)
+	}()
+
+	readErr := x.read(readCtx)
+
+	x.halt.Store(true)
+	for _, p := range x.parts {
+		close(p)
+	}
+	drained := make(chan struct{})
+	go func() { workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(r.drain):
+		r.logger.Warn("drain timeout: abandoning the events being handled", "timeout", r.drain)
+		stopWork()
+		<-drained
+	}
+	close(stopSaver)
+	<-saverDone
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	saveErr := x.save(saveCtx)
+	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	switch {
+	case x.failure != nil:
+		return x.failure
+	case readErr != nil:
+		return fmt.Errorf("projector: runner %q: %w", r.name, readErr)
+	case saveErr != nil:
+		return fmt.Errorf("projector: runner %q: storing the checkpoint: %w", r.name, saveErr)
+	}
+	return nil
+}
+
+// read subscribes, and subscribes again after every drop, until ctx is done.
+func (x *run) read(ctx context.Context) error {
+	r := x.r
+	quick := 0 // drops in a row that delivered nothing
+	for {
+		if quick > 0 && !sleep(ctx, r.reconnect.Schedule(quick)[quick-1].Nominal) {
+			return nil
+		}
+		sub, err := retry.DoValue(ctx, r.reconnect, func(ctx context.Context) (Subscription, error) {
+			return r.source.Subscribe(ctx, x.resumeFrom())
+		})
+		if ctx.Err() != nil {
+			if sub != nil {
+				sub.Close()
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("subscribing: %w", err)
+		}
+		r.counts.subscriptions.Add(1)
+		n, err := x.consume(ctx, sub)
+		sub.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.counts.drops.Add(1)
+		r.caughtUp.Store(false)
+		if n == 0 {
+			quick = min(quick+1, 30)
+		} else {
+			quick = 0
+		}
+		if err := x.save(ctx); err != nil {
+			r.logger.Warn("storing the checkpoint after a drop", "err", err)
+		}
+		r.logger.Warn("subscription dropped; subscribing again", "from", checkpointAttr(x.resumeFrom()), "delivered", n, "err", err)
+	}
+}
+
+// resumeFrom is where a new subscription starts: the stored checkpoint, or,
+// with no checkpoint store, the furthest handled prefix.
+func (x *run) resumeFrom() *Checkpoint {
+	if x.r.checkpoints == nil {
+		mark, _ := x.tr.peek()
+		return mark
+	}
+	x.r.savedMu.Lock()
+	defer x.r.savedMu.Unlock()
+	if x.r.saved == nil {
+		return nil
+	}
+	c := *x.r.saved
+	return &c
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// consume hands every delivery of sub to the workers until sub ends.
+func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
+	n := 0
+	for {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			return n, err
+		}
+		n++
+		if !x.dispatch(ctx, d) {
+			return n, ctx.Err()
+		}
+	}
+}
+
+func (x *run) dispatch(ctx context.Context, d Delivery) bool {
+	r := x.r
+	if d.CaughtUp && !r.caughtUp.Swap(true) {
+		r.logger.Info("caught up", "at", checkpointAttr(d.Checkpoint))
+	}
+	if d.Event == nil {
+		r.counts.checkpoints.Add(1)
+		if d.Checkpoint != nil {
+			x.completed(x.tr.add(d.Checkpoint))
+		}
+		return true
+	}
+	r.counts.events.Add(1)
+	it := item{d: d}
+	if d.Checkpoint != nil {
+		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
+	}
+	part := x.parts[maphash.String(r.seed, d.Event.StreamID)%uint64(len(x.parts))]
+	select {
+	case part <- it:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (x *run) completed(seq uint64) {
+	if x.tr.done(seq) >= x.r.every {
+		select {
+		case x.saveNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// work handles the events of one partition in order.
+func (x *run) work(ctx context.Context, part <-chan item) {
+	r := x.r
+	for it := range part {
+		if x.halt.Load() {
+			continue // left for the next run: the checkpoint stays before it
+		}
+		results, err := r.engine.Handle(ctx, *it.d.Event)
+		for _, res := range results {
+			r.counts.waits.Add(uint64(res.Waits))
+			switch res.Outcome {
+			case Applied:
+				r.counts.applied.Add(1)
+			case Duplicate:
+				r.counts.duplicates.Add(1)
+			case Skipped:
+				r.counts.skipped.Add(1)
+			case Failed:
+				r.counts.failed.Add(1)
+			}
+		}
+		if ctx.Err() != nil {
+			continue // abandoned at the drain timeout
+		}
+		if it.d.Settle != nil {
+			if serr := it.d.Settle(results); serr != nil {
+				r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
+			}
+			err = nil // the source owns the failure
+		}
+		if err != nil {
+			x.fail(err)
+			continue
+		}
+		if it.tracked {
+			x.completed(it.seq)
+		}
+	}
+}
+
+// fail stops the run at its first failed event.
+func (x *run) fail(err error) {
+	x.failOnce.Do(func() {
+		x.failure = fmt.Errorf("projector: runner %q stops: %w", x.r.name, err)
+		x.halt.Store(true)
+		x.stopRead()
+	})
+}
+
+// saver stores the checkpoint every interval, and sooner when it has passed
+// enough events.
+func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(x.r.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		case <-x.saveNow:
+		}
+		if err := x.save(ctx); err != nil {
+			x.r.logger.Warn("storing the checkpoint", "err", err)
+		}
+	}
+}
+
+// save stores the tracker's mark if it is past the stored checkpoint.
+func (x *run) save(ctx context.Context) error {
+	r := x.r
+	r.savedMu.Lock()
+	defer r.savedMu.Unlock()
+	mark, _ := x.tr.take()
+	if r.checkpoints == nil || mark == nil || (r.saved != nil && mark.Position <= r.saved.Position) {
+		return nil
+	}
+	if err := r.checkpoints.SaveCheckpoint(ctx, r.name, *mark); err != nil {
+		return err
+	}
+	r.saved = mark
+	r.counts.saved.Add(1)
+	return nil
+}

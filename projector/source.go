@@ -1,0 +1,70 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+)
+
+// Source is where a [Runner]'s events come from. Package subscription has the
+// EventStoreDB sources: a catch-up subscription to $all or to one stream, and
+// a persistent subscription group.
+type Source interface {
+	// Subscribe starts delivering what comes after from; nil from means the
+	// beginning. Sources that keep their own position (a persistent
+	// subscription group) ignore from.
+	Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error)
+}
+
+// Subscription is one open subscription of a [Source].
+type Subscription interface {
+	// Next blocks until the next delivery. An error ends the subscription
+	// (the server dropped it, the connection broke, ctx is done): the runner
+	// closes it and subscribes again from its stored checkpoint.
+	Next(ctx context.Context) (Delivery, error)
+	// Close ends the subscription; it is safe to call more than once.
+	Close() error
+}
+
+// Delivery is one thing a subscription delivers: an event, or only news that
+// the source has moved on (a filtered $all subscription's checkpoint message,
+// sent while events no projection wants go by).
+type Delivery struct {
+	// Event is nil for a delivery that only moves the checkpoint.
+	Event *Event
+	// Checkpoint is where to resume once this delivery is handled; nil for
+	// sources that keep their own position (persistent subscriptions).
+	Checkpoint *Checkpoint
+	// CaughtUp says that the source has reached the head of its log with this
+	// delivery: what follows is live.
+	CaughtUp bool
+	// Settle, when set, is called once the event has been handled, with its
+	// results: a persistent subscription acknowledges the event there, or
+	// declines it per its policy. A source that settles its events owns their
+	// failures: the runner goes on after a failed event instead of stopping.
+	Settle func(results []Result) error
+}
+
+// Checkpoint is how far a subscription has got, in the order of its source.
+type Checkpoint struct {
+	// Position orders the source: the commit position in $all, or the
+	// revision of the last event in a single-stream subscription.
+	Position uint64
+	// Prepare is the prepare position in $all (0 for a single stream).
+	Prepare uint64
+}
+
+func (c Checkpoint) String() string {
+	if c.Prepare == 0 || c.Prepare == c.Position {
+		return fmt.Sprint(c.Position)
+	}
+	return fmt.Sprintf("%d/%d", c.Position, c.Prepare)
+}
+
+// CheckpointStore keeps one checkpoint per subscription name: mongostore, in
+// the same database as the read models.
+type CheckpointStore interface {
+	// LoadCheckpoint returns the stored checkpoint of name, nil if none.
+	LoadCheckpoint(ctx context.Context, name string) (*Checkpoint, error)
+	// SaveCheckpoint stores c as the checkpoint of name.
+	SaveCheckpoint(ctx context.Context, name string, c Checkpoint) error
+}

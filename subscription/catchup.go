@@ -1,0 +1,208 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/projector"
+)
+
+// AllOptions configure a catch-up subscription to $all.
+type AllOptions struct {
+	// StreamPrefixes keeps, on the server, only the events of streams whose
+	// name starts with one of these (for the cart: "shopping_cart-"). Empty
+	// keeps every stream; events of system types ("$...") are left out then.
+	StreamPrefixes []string
+	// StreamRegex keeps only streams whose name matches it; it replaces
+	// StreamPrefixes.
+	StreamRegex string
+	// EventTypePrefixes keeps only events whose type starts with one of these.
+	// It leaves holes in the revisions of a stream, which the revision gate
+	// would wait for forever: the runner refuses it for gated projections.
+	EventTypePrefixes []string
+	// MaxSearchWindow and CheckpointInterval tune the server's checkpoint
+	// messages: one after every MaxSearchWindow*CheckpointInterval events it
+	// scans, kept or not (server defaults when 0). They move the stored
+	// position on while filtered-out events go by, so that a quiet
+	// projection's restart does not rescan them.
+	MaxSearchWindow    int
+	CheckpointInterval int
+	// ResolveLinks delivers the events that link events point to.
+	ResolveLinks bool
+	// Logger logs drops and skipped deliveries (default: none).
+	Logger *slog.Logger
+}
+
+// All is a catch-up subscription to $all, as a [projector.Source]: it reads
+// from the checkpoint to the head, then follows live. Its checkpoints are
+// positions in $all.
+type All struct {
+	client *Client
+	opts   AllOptions
+	filter *esdb.SubscriptionFilter
+}
+
+var _ projector.Source = (*All)(nil)
+
+// NewAll returns a $all source on client.
+func NewAll(client *Client, opts AllOptions) (*All, error) {
+	if client == nil {
+		return nil, errors.New("subscription: no client")
+	}
+	f, err := allFilter(opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &All{client: client, opts: opts, filter: f}, nil
+}
+
+func allFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
+	streams := len(o.StreamPrefixes) > 0 || o.StreamRegex != ""
+	if streams && len(o.EventTypePrefixes) > 0 {
+		return nil, errors.New("subscription: $all filters by stream or by event type, not both (the server takes one filter)")
+	}
+	if o.StreamRegex != "" {
+		if _, err := regexp.Compile(o.StreamRegex); err != nil {
+			return nil, fmt.Errorf("subscription: stream regex: %w", err)
+		}
+		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Regex: o.StreamRegex}, nil
+	}
+	if len(o.StreamPrefixes) > 0 {
+		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: o.StreamPrefixes}, nil
+	}
+	if len(o.EventTypePrefixes) > 0 {
+		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: o.EventTypePrefixes}, nil
+	}
+	return esdb.ExcludeSystemEventsFilter(), nil
+}
+
+// FiltersEventTypes reports whether the subscription leaves out events by
+// type, so that streams arrive with holes.
+func (a *All) FiltersEventTypes() bool { return len(a.opts.EventTypePrefixes) > 0 }
+
+// Subscribe implements [projector.Source]: after from, or from the start.
+func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	cl, err := a.client.ESDB()
+	if err != nil {
+		return nil, err
+	}
+	var start esdb.AllPosition = esdb.Start{}
+	if from != nil {
+		start = esdb.Position{Commit: from.Position, Prepare: from.Prepare}
+	}
+	sub, err := cl.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
+		From:               start,
+		ResolveLinkTos:     a.opts.ResolveLinks,
+		MaxSearchWindow:    a.opts.MaxSearchWindow,
+		CheckpointInterval: a.opts.CheckpointInterval,
+		Filter:             a.filter,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, a.client.check(cl, err))
+	}
+	return &catchUp{sub: sub, logger: a.opts.Logger, checkpoint: allCheckpoint}, nil
+}
+
+// StreamOptions configure a catch-up subscription to one stream.
+type StreamOptions struct {
+	// ResolveLinks delivers the events that link events point to (for a
+	// $ce- or $et- stream).
+	ResolveLinks bool
+	Logger       *slog.Logger
+}
+
+// Stream is a catch-up subscription to one stream, as a [projector.Source].
+// Its checkpoints are revisions of that stream.
+type Stream struct {
+	client *Client
+	stream string
+	opts   StreamOptions
+}
+
+var _ projector.Source = (*Stream)(nil)
+
+// NewStream returns a source on one stream.
+func NewStream(client *Client, stream string, opts StreamOptions) (*Stream, error) {
+	if client == nil || stream == "" {
+		return nil, errors.New("subscription: a stream source needs a client and a stream name")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Stream{client: client, stream: stream, opts: opts}, nil
+}
+
+// Subscribe implements [projector.Source]: after from, or from the start.
+func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	cl, err := s.client.ESDB()
+	if err != nil {
+		return nil, err
+	}
+	var start esdb.StreamPosition = esdb.Start{}
+	if from != nil {
+		start = esdb.Revision(from.Position)
+	}
+	sub, err := cl.SubscribeToStream(ctx, s.stream, esdb.SubscribeToStreamOptions{From: start, ResolveLinkTos: s.opts.ResolveLinks})
+	if err != nil {
+		return nil, fmt.Errorf("subscription: stream %q on %s: %w", s.stream, s.client, s.client.check(cl, err))
+	}
+	return &catchUp{sub: sub, logger: s.opts.Logger, checkpoint: streamCheckpoint}, nil
+}
+
+func allCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {
+	p := re.OriginalEvent().Position
+	return &projector.Checkpoint{Position: p.Commit, Prepare: p.Prepare}
+}
+
+func streamCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {
+	return &projector.Checkpoint{Position: re.OriginalEvent().EventNumber}
+}
+
+// catchUp is an open catch-up subscription.
+type catchUp struct {
+	sub        *esdb.Subscription
+	logger     *slog.Logger
+	checkpoint func(*esdb.ResolvedEvent) *projector.Checkpoint
+}
+
+// Next implements [projector.Subscription].
+func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
+	stop := context.AfterFunc(ctx, func() { c.sub.Close() })
+	defer stop()
+	for {
+		m := c.sub.Recv()
+		switch {
+		case ctx.Err() != nil:
+			return projector.Delivery{}, ctx.Err()
+		case m.SubscriptionDropped != nil:
+			return projector.Delivery{}, fmt.Errorf("subscription: dropped: %w", m.SubscriptionDropped.Error)
+		case m.EventAppeared != nil:
+			cp := c.checkpoint(m.EventAppeared)
+			ev, err := Envelope(m.EventAppeared)
+			if err != nil {
+				// A link to a deleted event: there is nothing to project, and
+				// its stream's projection sees the hole in its revisions.
+				c.logger.Warn("skipping a delivery", "err", err)
+				return projector.Delivery{Checkpoint: cp}, nil
+			}
+			return projector.Delivery{Event: &ev, Checkpoint: cp}, nil
+		case m.CheckPointReached != nil:
+			cp := &projector.Checkpoint{Position: m.CheckPointReached.Commit, Prepare: m.CheckPointReached.Prepare}
+			return projector.Delivery{Checkpoint: cp}, nil
+		case m.CaughtUp != nil:
+			return projector.Delivery{CaughtUp: true}, nil
+		}
+		// FellBehind: nothing to do; the runner keeps reading.
+	}
+}
+
+// Close implements [projector.Subscription].
+func (c *catchUp) Close() error { return c.sub.Close() }

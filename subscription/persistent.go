@@ -1,0 +1,211 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/projector"
+)
+
+// AllStreams names $all as the stream of a persistent subscription group.
+const AllStreams = "$all"
+
+// PersistentOptions configure a consumer of a persistent subscription group.
+type PersistentOptions struct {
+	// Stream the group reads: a stream name, or [AllStreams].
+	Stream string
+	// Group is the group's name; every projector process sharing the work
+	// joins the same group.
+	Group string
+	// BufferSize is how many events the server may have in flight to this
+	// consumer (default 64).
+	BufferSize int
+	// OnPermanentFailure is what the consumer tells the server about an event
+	// that failed permanently (a payload that does not decode, a domain error,
+	// a panic): [esdb.NackActionPark] (the default) moves it to the group's
+	// parked stream, with the reason; [esdb.NackActionRetry] has it
+	// redelivered, up to the group's max retry count, after which the server
+	// parks it. Under the engine's [projector.Skip] policy the document has
+	// moved past the event, so the rest of its stream flows either way.
+	// Transient failures (a predecessor not there in time) are always
+	// retried: another consumer may apply it meanwhile.
+	OnPermanentFailure esdb.NackAction
+	// Create, when set, creates the group with these settings if it does not
+	// exist (for $all, StartFrom and Filter are taken from CreateAll).
+	Create    *esdb.PersistentStreamSubscriptionOptions
+	CreateAll *esdb.PersistentAllSubscriptionOptions
+	Logger    *slog.Logger
+}
+
+// Persistent is a consumer of a persistent subscription group, as a
+// [projector.Source]. The server keeps the group's position and shares the
+// events among the consumers connected to it, in as many processes as wanted;
+// events of one stream may reach two consumers, in any order, and the revision
+// gate keeps the documents right. The consumer acknowledges each event once
+// the engine has handled it, and declines (nacks) failed ones per
+// OnPermanentFailure.
+//
+// The group must exist (see Create). Its consumer strategy may be RoundRobin,
+// DispatchToSingle or Pinned; the official Go client cannot create
+// PinnedByCorrelation groups.
+type Persistent struct {
+	client *Client
+	opts   PersistentOptions
+}
+
+var _ projector.Source = (*Persistent)(nil)
+
+// NewPersistent returns a consumer of a persistent subscription group.
+func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) {
+	if client == nil || opts.Stream == "" || opts.Group == "" {
+		return nil, errors.New("subscription: a persistent subscription needs a client, a stream (or $all) and a group")
+	}
+	switch opts.OnPermanentFailure {
+	case esdb.NackActionUnknown:
+		opts.OnPermanentFailure = esdb.NackActionPark
+	case esdb.NackActionPark, esdb.NackActionRetry, esdb.NackActionSkip:
+	default:
+		return nil, fmt.Errorf("subscription: nack action %d on permanent failure: use park, retry or skip", opts.OnPermanentFailure)
+	}
+	if opts.BufferSize <= 0 {
+		opts.BufferSize = 64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Persistent{client: client, opts: opts}, nil
+}
+
+func (p *Persistent) toAll() bool { return p.opts.Stream == AllStreams }
+
+// EnsureGroup creates the group if it does not exist, with opts.Create (or
+// CreateAll); it does nothing when neither is set.
+func (p *Persistent) EnsureGroup(ctx context.Context) error {
+	if p.opts.Create == nil && p.opts.CreateAll == nil {
+		return nil
+	}
+	cl, err := p.client.ESDB()
+	if err != nil {
+		return err
+	}
+	if p.toAll() {
+		o := esdb.PersistentAllSubscriptionOptions{}
+		if p.opts.CreateAll != nil {
+			o = *p.opts.CreateAll
+		}
+		err = cl.CreatePersistentSubscriptionToAll(ctx, p.opts.Group, o)
+	} else {
+		o := esdb.PersistentStreamSubscriptionOptions{}
+		if p.opts.Create != nil {
+			o = *p.opts.Create
+		}
+		err = cl.CreatePersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
+	}
+	var e *esdb.Error
+	if errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceAlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("subscription: creating group %q on %s: %w", p.opts.Group, p.opts.Stream, p.client.check(cl, err))
+	}
+	return nil
+}
+
+// Subscribe implements [projector.Source]; from is ignored: the server keeps
+// the group's position.
+func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (projector.Subscription, error) {
+	if err := p.EnsureGroup(ctx); err != nil {
+		return nil, err
+	}
+	cl, err := p.client.ESDB()
+	if err != nil {
+		return nil, err
+	}
+	o := esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: uint32(p.opts.BufferSize)}
+	var sub *esdb.PersistentSubscription
+	if p.toAll() {
+		sub, err = cl.SubscribeToPersistentSubscriptionToAll(ctx, p.opts.Group, o)
+	} else {
+		sub, err = cl.SubscribeToPersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, p.client.check(cl, err))
+	}
+	return &consumer{sub: sub, opts: &p.opts}, nil
+}
+
+// consumer is one open connection to a group.
+type consumer struct {
+	sub  *esdb.PersistentSubscription
+	opts *PersistentOptions
+	send sync.Mutex // acks and nacks share one gRPC stream, which allows one sender at a time
+}
+
+// Next implements [projector.Subscription].
+func (c *consumer) Next(ctx context.Context) (projector.Delivery, error) {
+	stop := context.AfterFunc(ctx, func() { c.sub.Close() })
+	defer stop()
+	m := c.sub.Recv()
+	switch {
+	case ctx.Err() != nil:
+		return projector.Delivery{}, ctx.Err()
+	case m.SubscriptionDropped != nil:
+		return projector.Delivery{}, fmt.Errorf("subscription: group %q dropped: %w", c.opts.Group, m.SubscriptionDropped.Error)
+	case m.EventAppeared == nil:
+		return projector.Delivery{}, errors.New("subscription: empty message from the server")
+	}
+	re := m.EventAppeared.Event
+	ev, err := Envelope(re)
+	if err != nil {
+		// A link to a deleted event: park it with the reason, and go on.
+		c.opts.Logger.Warn("parking a delivery", "group", c.opts.Group, "err", err)
+		if nerr := c.nack(err.Error(), esdb.NackActionPark, re); nerr != nil {
+			return projector.Delivery{}, nerr
+		}
+		return c.Next(ctx)
+	}
+	return projector.Delivery{Event: &ev, Settle: func(results []projector.Result) error { return c.settle(re, results) }}, nil
+}
+
+// settle acknowledges re when every projection handled it, and declines it
+// otherwise.
+func (c *consumer) settle(re *esdb.ResolvedEvent, results []projector.Result) error {
+	var permanent, transient []string
+	for _, r := range results {
+		switch r.Outcome {
+		case projector.Skipped:
+			permanent = append(permanent, r.Err.Error())
+		case projector.Failed:
+			var perr *projector.Error
+			if errors.As(r.Err, &perr) && perr.Retryable() {
+				transient = append(transient, r.Err.Error())
+			} else {
+				permanent = append(permanent, r.Err.Error())
+			}
+		}
+	}
+	switch {
+	case len(transient) > 0:
+		return c.nack(strings.Join(append(transient, permanent...), "; "), esdb.NackActionRetry, re)
+	case len(permanent) > 0:
+		return c.nack(strings.Join(permanent, "; "), c.opts.OnPermanentFailure, re)
+	}
+	c.send.Lock()
+	defer c.send.Unlock()
+	return c.sub.Ack(re)
+}
+
+func (c *consumer) nack(reason string, action esdb.NackAction, re *esdb.ResolvedEvent) error {
+	c.send.Lock()
+	defer c.send.Unlock()
+	return c.sub.Nack(reason, action, re)
+}
+
+// Close implements [projector.Subscription].
+func (c *consumer) Close() error { return c.sub.Close() }
