@@ -211,7 +211,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 func joinFailures(results []Result) error {
 	var errs []error
 	for _, r := range results {
-		if r.Err != nil {
+		if r.Outcome == Failed {
 			errs = append(errs, r.Err)
 		}
 	}

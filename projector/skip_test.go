@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -66,8 +67,12 @@ func TestSkip_a_creation_event_that_fails_creates_the_zero_state(t *testing.T) {
 	stream := cart.StreamID("s2")
 	bad := log.Raw(stream, cart.TypeOpened, []byte(`not json`))
 	next := log.MustAppend(t, stream, cart.ProductItemAddedToShoppingCart{ShoppingCartID: "s2", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
-	if r := handle(t, e, bad)[0]; r.Outcome != projector.Skipped || !errors.Is(r.Err, projector.ErrUndecodable) {
-		t.Fatalf("creation: %v %v", r.Outcome, r.Err)
+	rs, err := e.Handle(context.Background(), bad)
+	if len(rs) != 1 || rs[0].Outcome != projector.Skipped || !errors.Is(rs[0].Err, projector.ErrUndecodable) {
+		t.Fatalf("creation: %+v", rs)
+	}
+	if err != nil {
+		t.Fatalf("Handle returned %v for a skipped event: only failures are errors", err)
 	}
 	if r := handle(t, e, next[0])[0]; r.Outcome != projector.Applied {
 		t.Fatalf("next: %v %v", r.Outcome, r.Err)

@@ -1,8 +1,10 @@
 package subscription
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -27,13 +29,47 @@ type Client struct {
 // Dial parses an EventStoreDB connection string (esdb://host:port?tls=false,
 // esdb+discover://..., as the official client documents) and returns a
 // client. It does not connect: the first subscription does, and an
-// unreachable server shows there, under the runner's reconnect policy.
-func Dial(uri string) (*Client, error) {
+// unreachable server shows there, under the runner's reconnect policy. The
+// official client's own log goes to logger (nil: discarded): its errors and
+// warnings at warn level, the rest at debug.
+func Dial(uri string, logger *slog.Logger) (*Client, error) {
 	cfg, err := esdb.ParseConnectionString(uri)
 	if err != nil {
-		return nil, fmt.Errorf("subscription: EventStoreDB connection string %q: %w", Redact(uri), err)
+		return nil, fmt.Errorf("subscription: EventStoreDB connection string %q: %s", Redact(uri), scrub(err.Error(), uri))
 	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Logger = clientLog(logger.With("component", "esdb-client"))
 	return &Client{config: cfg, uri: Redact(uri)}, nil
+}
+
+// clientLog adapts the official client's logging to slog.
+func clientLog(l *slog.Logger) esdb.LoggingFunc {
+	return func(level esdb.LogLevel, format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		lv := slog.LevelDebug
+		if (level == esdb.LogWarn || level == esdb.LogError) && !strings.Contains(msg, "context canceled") {
+			lv = slog.LevelWarn
+		}
+		l.Log(context.Background(), lv, msg)
+	}
+}
+
+// scrub removes the password of uri from msg.
+func scrub(msg, uri string) string {
+	_, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return msg
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return msg
+	}
+	if _, pass, found := strings.Cut(rest[:at], ":"); found && pass != "" {
+		msg = strings.ReplaceAll(msg, pass, "xxxxx")
+	}
+	return msg
 }
 
 // Redact returns uri with its password replaced by "xxxxx".

@@ -144,12 +144,14 @@ func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (pr
 type consumer struct {
 	sub  *esdb.PersistentSubscription
 	opts *PersistentOptions
-	send sync.Mutex // acks and nacks share one gRPC stream, which allows one sender at a time
+	// send serializes acks, nacks and Close: they share one gRPC stream,
+	// which allows one sender at a time (Close half-closes it).
+	send sync.Mutex
 }
 
 // Next implements [projector.Subscription].
 func (c *consumer) Next(ctx context.Context) (projector.Delivery, error) {
-	stop := context.AfterFunc(ctx, func() { c.sub.Close() })
+	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	m := c.sub.Recv()
 	switch {
@@ -208,4 +210,8 @@ func (c *consumer) nack(reason string, action esdb.NackAction, re *esdb.Resolved
 }
 
 // Close implements [projector.Subscription].
-func (c *consumer) Close() error { return c.sub.Close() }
+func (c *consumer) Close() error {
+	c.send.Lock()
+	defer c.send.Unlock()
+	return c.sub.Close()
+}

@@ -1,0 +1,193 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+)
+
+// scripted is a source over a fixed list of events, ordered by position: a
+// subscription delivers those after from, then waits. failures makes that
+// many Subscribe calls fail first; dropAfter ends each subscription after
+// that many deliveries (0: never).
+type scripted struct {
+	mu        sync.Mutex
+	events    []projector.Event
+	failures  int
+	dropAfter int
+	opened    int
+}
+
+func (s *scripted) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures > 0 {
+		s.failures--
+		return nil, errors.New("server unreachable")
+	}
+	s.opened++
+	var rest []projector.Event
+	for _, ev := range s.events {
+		if from == nil || ev.Position > from.Position {
+			rest = append(rest, ev)
+		}
+	}
+	return &scriptedSub{events: rest, dropAfter: s.dropAfter}, nil
+}
+
+type scriptedSub struct {
+	events    []projector.Event
+	sent      int
+	dropAfter int
+}
+
+func (s *scriptedSub) Next(ctx context.Context) (projector.Delivery, error) {
+	if s.dropAfter > 0 && s.sent == s.dropAfter {
+		return projector.Delivery{}, errors.New("dropped")
+	}
+	if s.sent == len(s.events) {
+		<-ctx.Done()
+		return projector.Delivery{}, ctx.Err()
+	}
+	ev := s.events[s.sent]
+	s.sent++
+	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: s.sent == len(s.events)}, nil
+}
+
+func (s *scriptedSub) Close() error { return nil }
+
+// cartEvents appends carts lives to a log and returns them in log order, and by cart.
+func cartEvents(t *testing.T, carts int, extra ...any) ([]projector.Event, map[string][]projector.Event) {
+	t.Helper()
+	log := projectortest.NewLog(cart.Registry())
+	var all []projector.Event
+	by := map[string][]projector.Event{}
+	for i := range carts {
+		id := "r" + string(rune('a'+i))
+		evs := log.MustAppend(t, cart.StreamID(id),
+			cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "x", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}},
+			cart.ShoppingCartConfirmed{ShoppingCartID: id, ConfirmedAt: t0},
+		)
+		all = append(all, evs...)
+		by[id] = evs
+	}
+	return all, by
+}
+
+func fastReconnect() retry.Policy {
+	p := projector.DefaultReconnect()
+	p.InitialDelay, p.MaxDelay, p.MaxElapsed = time.Millisecond, 5*time.Millisecond, 10*time.Second
+	return p
+}
+
+// runUntil runs r until cond holds, then cancels it and returns Run's error.
+func runUntil(t *testing.T, r *projector.Runner, cond func(projector.RunnerStats) bool) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	for !cond(r.Stats()) {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("condition not reached: %+v", r.Stats())
+		}
+	}
+	cancel()
+	return <-done
+}
+
+func TestRunner_reconnects_and_resumes_from_its_checkpoint(t *testing.T) {
+	s := newStore(t)
+	all, by := cartEvents(t, 6)
+	src := &scripted{events: all, failures: 3, dropAfter: 5}
+	e := newEngine(t, s, retry.Default())
+	r, err := projector.NewRunner("r1", e, src, s, projector.WithReconnect(fastReconnect()), projector.WithCheckpointEvery(2, time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := all[len(all)-1].Position
+	err = runUntil(t, r, func(st projector.RunnerStats) bool { return st.Checkpoint != nil && st.Checkpoint.Position == last })
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := r.Stats()
+	if st.Applied != uint64(len(all)) || st.Failed != 0 || st.Drops == 0 || st.Subscriptions != st.Drops+1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if st.Duplicates != st.Events-st.Applied {
+		t.Fatalf("duplicates %d, want events - applied = %d", st.Duplicates, st.Events-st.Applied)
+	}
+	for id, evs := range by {
+		assertDocument(t, s, id, evs)
+	}
+	cp, err := s.LoadCheckpoint(context.Background(), "r1")
+	if err != nil || cp == nil || cp.Position != last {
+		t.Fatalf("stored checkpoint %v %v, want %d", cp, err, last)
+	}
+}
+
+func TestRunner_stops_at_an_event_that_fails_under_Block_and_checkpoints_before_it(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	good := log.MustAppend(t, cart.StreamID("rz"), cart.ShoppingCartOpened{ShoppingCartID: "rz", ClientID: "x", OpenedAt: t0})
+	bad := log.Raw(cart.StreamID("rz"), cart.TypeAdded, []byte(`{"productItem": 12`))
+	after := log.MustAppend(t, cart.StreamID("ry"), cart.ShoppingCartOpened{ShoppingCartID: "ry", ClientID: "x", OpenedAt: t0})
+	src := &scripted{events: append(append(good, bad), after...)}
+	r, err := projector.NewRunner("r2", newEngine(t, s, retry.Default()), src, s, projector.WithReconnect(fastReconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	if !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), `runner "r2" stops`) || !strings.Contains(err.Error(), "revision 1") {
+		t.Fatalf("Run: %v", err)
+	}
+	cp, _ := s.LoadCheckpoint(context.Background(), "r2")
+	if cp == nil || cp.Position != good[0].Position {
+		t.Fatalf("checkpoint %v, want %d (before the failed event)", cp, good[0].Position)
+	}
+}
+
+type typeFiltered struct{ scripted }
+
+func (*typeFiltered) FiltersEventTypes() bool { return true }
+
+func TestNewRunner_refuses_a_source_that_filters_by_event_type(t *testing.T) {
+	s := newStore(t)
+	_, err := projector.NewRunner("r3", newEngine(t, s, retry.Default()), &typeFiltered{}, s)
+	if err == nil || !strings.Contains(err.Error(), "filter by stream name") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestNewRunner_refuses_bad_settings(t *testing.T) {
+	s := newStore(t)
+	e := newEngine(t, s, retry.Default())
+	for name, opt := range map[string]projector.RunnerOption{
+		"workers":    projector.WithWorkers(0),
+		"checkpoint": projector.WithCheckpointEvery(0, time.Second),
+		"reconnect":  projector.WithReconnect(retry.Policy{}),
+	} {
+		if _, err := projector.NewRunner("r4", e, &scripted{}, s, opt); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := projector.NewRunner("", e, &scripted{}, s); err == nil {
+		t.Error("no name: no error")
+	}
+}
