@@ -6,7 +6,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test-sqlite test-docker demo build fuzz lint
+.PHONY: test test-sqlite test-docker test-compose demo build fuzz lint
 
 test:
 	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(PKGS)
@@ -15,9 +15,18 @@ test:
 test-sqlite:
 	PROJECTOR_TEST_POSTGRES= $(GO) test -race -count=1 -timeout 40m $(PKGS)
 
-# Only the Docker tier (MongoDB in testcontainers); skips without a Docker engine.
+# Only the Docker tier (EventStoreDB and MongoDB in testcontainers); skips
+# without a Docker engine.
 test-docker:
 	$(GO) test -race -count=1 -run Docker -v $(PKGS)
+
+# The Docker tier against the servers of docker-compose.yml: starts them,
+# runs the real-server tests, stops them.
+COMPOSE ?= docker compose
+test-compose:
+	$(COMPOSE) up -d --wait eventstore mongo
+	PROJECTOR_TEST_ESDB='esdb://localhost:2113?tls=false' MONGO_URI='mongodb://localhost:27017/?directConnection=true' \
+		$(GO) test -race -count=1 -run Docker -v $(PKGS); status=$$?; $(COMPOSE) down -v; exit $$status
 
 demo:
 	$(GO) run ./cmd/projector demo

@@ -29,7 +29,8 @@ var t0 = time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)
 // rig is an EventStoreDB-protocol test server with carts appended through the
 // official client, and a store on the embedded Mongo-wire server.
 type rig struct {
-	server *esdbtest.Server
+	server *esdbtest.Server // nil on a real EventStoreDB
+	prefix string           // of the cart ids, to keep runs apart on a shared server
 	esdb   *esdb.Client
 	store  *mongostore.Store
 	// carts holds each cart's events as the engine must fold them.
@@ -54,14 +55,14 @@ func (g *rig) appendCarts(t *testing.T, seed uint64, n, size int) {
 	r := rand.New(rand.NewPCG(seed, seed))
 	lives := make([][]any, n)
 	for i := range lives {
-		lives[i] = cart.RandomLife(r, fmt.Sprintf("cart%03d", i), fmt.Sprintf("client%d", i%7), size, t0)
+		lives[i] = cart.RandomLife(r, fmt.Sprintf("%scart%03d", g.prefix, i), fmt.Sprintf("client%d", i%7), size, t0)
 	}
 	for round := 0; round < size; round++ {
 		for i, life := range lives {
 			if round >= len(life) {
 				continue
 			}
-			id := fmt.Sprintf("cart%03d", i)
+			id := fmt.Sprintf("%scart%03d", g.prefix, i)
 			g.appendCart(t, ctx, id, life[round])
 			if (round*n+i)%9 == 0 {
 				g.appendOther(t, ctx)
@@ -166,9 +167,13 @@ func engine(t *testing.T, store projector.Store, opts ...projector.Option) *proj
 	return e
 }
 
-func dial(t *testing.T, s *esdbtest.Server) *subscription.Client {
+// dial returns a client on s, or on uri when s is nil.
+func dial(t *testing.T, s *esdbtest.Server, uri ...string) *subscription.Client {
 	t.Helper()
-	c, err := subscription.Dial(s.URI(), nil)
+	if s != nil {
+		uri = []string{s.URI()}
+	}
+	c, err := subscription.Dial(uri[0], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
