@@ -38,7 +38,8 @@ type Runner struct {
 	seed        maphash.Seed
 
 	running  atomic.Bool
-	caughtUp atomic.Bool
+	caughtUp atomic.Bool  // the source said it reached the head
+	inFlight atomic.Int64 // events dispatched and not yet handled
 	counts   struct {
 		events, checkpoints, applied, duplicates, skipped, failed, waits atomic.Uint64
 		saved, subscriptions, drops                                      atomic.Uint64
@@ -130,9 +131,10 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 // Name returns the runner's name.
 func (r *Runner) Name() string { return r.name }
 
-// CaughtUp reports whether the source has reached the head of its log: what
-// the runner handles now is live.
-func (r *Runner) CaughtUp() bool { return r.caughtUp.Load() }
+// CaughtUp reports whether the runner has handled everything up to the head
+// of its source's log: the source has said it reached the head, and no event
+// is waiting or being handled.
+func (r *Runner) CaughtUp() bool { return r.caughtUp.Load() && r.inFlight.Load() == 0 }
 
 // RunnerStats are a runner's counters since it was made.
 type RunnerStats struct {
@@ -359,7 +361,7 @@ func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
 func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	r := x.r
 	if d.CaughtUp && !r.caughtUp.Swap(true) {
-		r.logger.Info("caught up", "at", checkpointAttr(d.Checkpoint))
+		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
 	}
 	if d.Event == nil {
 		r.counts.checkpoints.Add(1)
@@ -374,10 +376,12 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
 	}
 	part := x.parts[maphash.String(r.seed, d.Event.StreamID)%uint64(len(x.parts))]
+	r.inFlight.Add(1)
 	select {
 	case part <- it:
 		return true
 	case <-ctx.Done():
+		r.inFlight.Add(-1)
 		return false
 	}
 }
@@ -395,39 +399,45 @@ func (x *run) completed(seq uint64) {
 func (x *run) work(ctx context.Context, part <-chan item) {
 	r := x.r
 	for it := range part {
-		if x.halt.Load() {
-			continue // left for the next run: the checkpoint stays before it
+		x.handle(ctx, it)
+		r.inFlight.Add(-1)
+	}
+}
+
+func (x *run) handle(ctx context.Context, it item) {
+	r := x.r
+	if x.halt.Load() {
+		return // left for the next run: the checkpoint stays before it
+	}
+	results, err := r.engine.Handle(ctx, *it.d.Event)
+	for _, res := range results {
+		r.counts.waits.Add(uint64(res.Waits))
+		switch res.Outcome {
+		case Applied:
+			r.counts.applied.Add(1)
+		case Duplicate:
+			r.counts.duplicates.Add(1)
+		case Skipped:
+			r.counts.skipped.Add(1)
+		case Failed:
+			r.counts.failed.Add(1)
 		}
-		results, err := r.engine.Handle(ctx, *it.d.Event)
-		for _, res := range results {
-			r.counts.waits.Add(uint64(res.Waits))
-			switch res.Outcome {
-			case Applied:
-				r.counts.applied.Add(1)
-			case Duplicate:
-				r.counts.duplicates.Add(1)
-			case Skipped:
-				r.counts.skipped.Add(1)
-			case Failed:
-				r.counts.failed.Add(1)
-			}
+	}
+	if ctx.Err() != nil {
+		return // abandoned at the drain timeout
+	}
+	if it.d.Settle != nil {
+		if serr := it.d.Settle(results); serr != nil {
+			r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
 		}
-		if ctx.Err() != nil {
-			continue // abandoned at the drain timeout
-		}
-		if it.d.Settle != nil {
-			if serr := it.d.Settle(results); serr != nil {
-				r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
-			}
-			err = nil // the source owns the failure
-		}
-		if err != nil {
-			x.fail(err)
-			continue
-		}
-		if it.tracked {
-			x.completed(it.seq)
-		}
+		err = nil // the source owns the failure
+	}
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	if it.tracked {
+		x.completed(it.seq)
 	}
 }
 

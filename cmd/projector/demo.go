@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	policy.InitialDelay, policy.MaxDelay = 10*time.Millisecond, time.Second
 	policy.MaxRetries, policy.MaxElapsed = -1, 2*time.Minute
 	details := cart.NewDetailsProjection()
-	var counts [4]atomic.Int64 // by outcome
+	var counts [projector.Skipped + 1]atomic.Int64 // by outcome
 	var waits, handled atomic.Int64
 	var firstErr error
 	var errOnce sync.Once

@@ -1,6 +1,7 @@
 // Command projector keeps MongoDB read models exactly right from an event
 // stream.
 //
+//	projector run       project EventStoreDB events into MongoDB read models
 //	projector demo      the engine on embedded parts, with faults, checked
 //	projector version   the version of this binary
 //
@@ -24,6 +25,7 @@ type command struct {
 }
 
 var commands = []command{
+	{"run", "project EventStoreDB events into MongoDB read models, until stopped", runRun},
 	{"demo", "run the engine on embedded parts with injected faults and check every document", runDemo},
 	{"version", "print the version", runVersion},
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/revgate/projector/internal/mongotest"
 )
 
 // binary builds the projector once for the tests of this package.
@@ -34,7 +36,7 @@ func binary(t *testing.T) string {
 var bin string
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := mongotest.Main(m)
 	if bin != "" {
 		os.RemoveAll(filepath.Dir(bin))
 	}

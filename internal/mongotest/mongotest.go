@@ -53,6 +53,7 @@ var (
 
 type server struct {
 	name    string
+	uri     string
 	client  *mongo.Client
 	cleanup []func()
 }
@@ -97,6 +98,13 @@ func Database(tb testing.TB) *mongo.Database {
 	return db
 }
 
+// URI returns the connection string of the server Database uses, for a
+// process the test starts.
+func URI(tb testing.TB) string {
+	tb.Helper()
+	return get(tb).uri
+}
+
 // Client returns the shared client, connected to the server Database uses.
 func Client(tb testing.TB) *mongo.Client {
 	tb.Helper()
@@ -128,7 +136,7 @@ func start() (*server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvMongoURI, uri, err)
 		}
-		return &server{name: "MongoDB at " + EnvMongoURI, client: client}, nil
+		return &server{name: "MongoDB at " + EnvMongoURI, uri: uri, client: client}, nil
 	}
 	return startFerretDB()
 }
@@ -167,7 +175,7 @@ func startFerretDB() (*server, error) {
 		return fail(err)
 	}
 	s.cleanup = append(s.cleanup, srv.Close)
-	s.name = srv.String()
+	s.name, s.uri = srv.String(), srv.URI()
 	client, err := connect(srv.URI())
 	if err != nil {
 		return fail(fmt.Errorf("connect to embedded FerretDB: %w", err))

@@ -1,0 +1,183 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+// appendCarts appends n carts of size events (ids from first) through the
+// official client and returns each cart's events as the fold sees them.
+func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[string][]projector.Event) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(first), 3))
+	for i := first; i < first+n; i++ {
+		id := fmt.Sprintf("cart%03d", i)
+		for rev, p := range cart.RandomLife(r, id, "client", size, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
+			name, data, err := cart.Registry().Encode(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			into[id] = append(into[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: p})
+		}
+	}
+}
+
+// process is the projector binary running in the background.
+type process struct {
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan error
+}
+
+func startBinary(t *testing.T, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(binary(t), args...), done: make(chan error, 1)}
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// terminate sends SIGTERM and returns the exit code.
+func (p *process) terminate(t *testing.T) int {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit 30s after SIGTERM\nstderr: %s", p.stderr.String())
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+func waitCheckpoint(t *testing.T, p *process, s *mongostore.Store, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cp, err := s.LoadCheckpoint(context.Background(), cart.DetailsName)
+		if err == nil && cp != nil && cp.Position == want {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("projector exited: %v\nstderr: %s", p.cmd.ProcessState, p.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint %v, want %d\nstderr: %s", cp, want, p.stderr.String())
+		}
+	}
+}
+
+var appliedRe = regexp.MustCompile(`msg="projection stopped" projection=cart_details applied=(\d+)`)
+
+func applied(t *testing.T, stderr string) int {
+	t.Helper()
+	m := appliedRe.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no final count in the log:\n%s", stderr)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 20, 6, carts)
+	args := []string{"run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "", "--checkpoint-interval", "100ms"}
+
+	first := startBinary(t, args...)
+	waitCheckpoint(t, first, store, srv.Head())
+	if code := first.terminate(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\nstderr: %s", code, first.stderr.String())
+	}
+	if n := applied(t, first.stderr.String()); n != 120 {
+		t.Fatalf("first run applied %d, want 120", n)
+	}
+
+	appendCarts(t, client, 20, 5, 6, carts)
+	second := startBinary(t, args...)
+	waitCheckpoint(t, second, store, srv.Head())
+	if code := second.terminate(t); code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, second.stderr.String())
+	}
+	if n := applied(t, second.stderr.String()); n != 30 {
+		t.Fatalf("second run applied %d, want the 30 new events only (it resumed from the checkpoint)", n)
+	}
+	for id, evs := range carts {
+		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T) {
+	srv := esdbtest.New(t)
+	mongo := mongotest.URI(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no esdb", []string{"run", "--mongo", mongo}, 2, "--esdb (or PROJECTOR_ESDB) is required"},
+		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 1, "EventStoreDB connection string"},
+		{"esdb not answering", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
+		{"mongo not answering", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://127.0.0.1:1", "--http", "", "--connect-timeout", "1s"}, 1, "no MongoDB answered"},
+		{"unknown projection", []string{"run", "--esdb", srv.URI(), "--projections", "cart_details,nope"}, 2, `unknown projection "nope"`},
+		{"port in use", []string{"run", "--esdb", srv.URI(), "--mongo", mongo, "--http", busy.Addr().String()}, 1, "address already in use"},
+		{"bad retry", []string{"run", "--esdb", srv.URI(), "--retry-multiplier", "0.5"}, 2, "multiplier must be >= 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runBinary(t, 10*time.Second, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
+			}
+			if strings.Contains(errOut, "hunter2") || strings.Contains(errOut, "panic") {
+				t.Fatalf("stderr shows a password or a panic: %s", errOut)
+			}
+		})
+	}
+}
