@@ -90,23 +90,21 @@ func (a *All) FiltersEventTypes() bool { return len(a.opts.EventTypePrefixes) > 
 
 // Subscribe implements [projector.Source]: after from, or from the start.
 func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
-	cl, err := a.client.ESDB()
-	if err != nil {
-		return nil, err
-	}
 	var start esdb.AllPosition = esdb.Start{}
 	if from != nil {
 		start = esdb.Position{Commit: from.Position, Prepare: from.Prepare}
 	}
-	sub, err := cl.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
-		From:               start,
-		ResolveLinkTos:     a.opts.ResolveLinks,
-		MaxSearchWindow:    a.opts.MaxSearchWindow,
-		CheckpointInterval: a.opts.CheckpointInterval,
-		Filter:             a.filter,
+	sub, err := call(ctx, a.client, func(cl *esdb.Client) (*esdb.Subscription, error) {
+		return cl.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
+			From:               start,
+			ResolveLinkTos:     a.opts.ResolveLinks,
+			MaxSearchWindow:    a.opts.MaxSearchWindow,
+			CheckpointInterval: a.opts.CheckpointInterval,
+			Filter:             a.filter,
+		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, a.client.check(cl, err))
+		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, err)
 	}
 	return &catchUp{sub: sub, logger: a.opts.Logger, checkpoint: allCheckpoint}, nil
 }
@@ -142,17 +140,15 @@ func NewStream(client *Client, stream string, opts StreamOptions) (*Stream, erro
 
 // Subscribe implements [projector.Source]: after from, or from the start.
 func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
-	cl, err := s.client.ESDB()
-	if err != nil {
-		return nil, err
-	}
 	var start esdb.StreamPosition = esdb.Start{}
 	if from != nil {
 		start = esdb.Revision(from.Position)
 	}
-	sub, err := cl.SubscribeToStream(ctx, s.stream, esdb.SubscribeToStreamOptions{From: start, ResolveLinkTos: s.opts.ResolveLinks})
+	sub, err := call(ctx, s.client, func(cl *esdb.Client) (*esdb.Subscription, error) {
+		return cl.SubscribeToStream(ctx, s.stream, esdb.SubscribeToStreamOptions{From: start, ResolveLinkTos: s.opts.ResolveLinks})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("subscription: stream %q on %s: %w", s.stream, s.client, s.client.check(cl, err))
+		return nil, fmt.Errorf("subscription: stream %q on %s: %w", s.stream, s.client, err)
 	}
 	return &catchUp{sub: sub, logger: s.opts.Logger, checkpoint: streamCheckpoint}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 )
@@ -21,9 +22,18 @@ type Client struct {
 	config *esdb.Configuration
 	uri    string // for messages, without credentials
 
-	mu     sync.Mutex
-	client *esdb.Client
-	closed bool
+	mu      sync.Mutex
+	client  *esdb.Client
+	closed  bool
+	rebuilt int
+}
+
+// Rebuilt returns how many times the official client was replaced after it
+// closed itself or stopped answering.
+func (c *Client) Rebuilt() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rebuilt
 }
 
 // Dial parses an EventStoreDB connection string (esdb://host:port?tls=false,
@@ -121,6 +131,7 @@ func (c *Client) check(cl *esdb.Client, err error) error {
 	if c.client == cl {
 		cl.Close()
 		c.client = nil
+		c.rebuilt++
 	}
 	return err
 }
@@ -136,4 +147,62 @@ func (c *Client) Close() error {
 	err := c.client.Close()
 	c.client = nil
 	return err
+}
+
+// hangLimit bounds one call into the official client. Its connection state
+// machine stops for good when discovery fails, and a call that was already
+// queued for it then blocks forever (esdb/impl.go, v4.2.0): after hangLimit
+// the call is abandoned (its goroutine stays blocked), the client is replaced,
+// and the caller gets an error it can retry.
+var hangLimit = 30 * time.Second
+
+// call runs fn with the current official client, bounded by ctx and hangLimit.
+func call[T any](ctx context.Context, c *Client, fn func(*esdb.Client) (T, error)) (T, error) {
+	var zero T
+	cl, err := c.ESDB()
+	if err != nil {
+		return zero, err
+	}
+	done := make(chan result[T], 1)
+	go func() {
+		v, err := fn(cl)
+		done <- result[T]{v, err}
+	}()
+	timer := time.NewTimer(hangLimit)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.v, c.check(cl, r.err)
+	case <-ctx.Done():
+		go closeLate(done)
+		return zero, ctx.Err()
+	case <-timer.C:
+		go closeLate(done)
+		c.replace(cl)
+		return zero, fmt.Errorf("subscription: EventStoreDB client at %s did not answer within %v; replaced it", c.uri, hangLimit)
+	}
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// closeLate closes what an abandoned call returns, if it ever returns.
+func closeLate[T any](done <-chan result[T]) {
+	r := <-done
+	if c, ok := any(r.v).(interface{ Close() error }); ok && r.err == nil {
+		c.Close()
+	}
+}
+
+// replace drops cl so that the next call builds a new client.
+func (c *Client) replace(cl *esdb.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == cl {
+		c.client = nil
+		c.rebuilt++
+		go cl.Close() // may block on the same stuck state machine
+	}
 }

@@ -90,29 +90,26 @@ func (p *Persistent) EnsureGroup(ctx context.Context) error {
 	if p.opts.Create == nil && p.opts.CreateAll == nil {
 		return nil
 	}
-	cl, err := p.client.ESDB()
-	if err != nil {
-		return err
-	}
-	if p.toAll() {
-		o := esdb.PersistentAllSubscriptionOptions{}
-		if p.opts.CreateAll != nil {
-			o = *p.opts.CreateAll
+	_, err := call(ctx, p.client, func(cl *esdb.Client) (struct{}, error) {
+		if p.toAll() {
+			o := esdb.PersistentAllSubscriptionOptions{}
+			if p.opts.CreateAll != nil {
+				o = *p.opts.CreateAll
+			}
+			return struct{}{}, cl.CreatePersistentSubscriptionToAll(ctx, p.opts.Group, o)
 		}
-		err = cl.CreatePersistentSubscriptionToAll(ctx, p.opts.Group, o)
-	} else {
 		o := esdb.PersistentStreamSubscriptionOptions{}
 		if p.opts.Create != nil {
 			o = *p.opts.Create
 		}
-		err = cl.CreatePersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
-	}
+		return struct{}{}, cl.CreatePersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
+	})
 	var e *esdb.Error
 	if errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceAlreadyExists {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("subscription: creating group %q on %s: %w", p.opts.Group, p.opts.Stream, p.client.check(cl, err))
+		return fmt.Errorf("subscription: creating group %q on %s: %w", p.opts.Group, p.opts.Stream, err)
 	}
 	return nil
 }
@@ -123,19 +120,15 @@ func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (pr
 	if err := p.EnsureGroup(ctx); err != nil {
 		return nil, err
 	}
-	cl, err := p.client.ESDB()
-	if err != nil {
-		return nil, err
-	}
 	o := esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: uint32(p.opts.BufferSize)}
-	var sub *esdb.PersistentSubscription
-	if p.toAll() {
-		sub, err = cl.SubscribeToPersistentSubscriptionToAll(ctx, p.opts.Group, o)
-	} else {
-		sub, err = cl.SubscribeToPersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
-	}
+	sub, err := call(ctx, p.client, func(cl *esdb.Client) (*esdb.PersistentSubscription, error) {
+		if p.toAll() {
+			return cl.SubscribeToPersistentSubscriptionToAll(ctx, p.opts.Group, o)
+		}
+		return cl.SubscribeToPersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, p.client.check(cl, err))
+		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, err)
 	}
 	return &consumer{sub: sub, opts: &p.opts}, nil
 }

@@ -366,3 +366,34 @@ func TestPersistent_an_undecodable_payload_is_parked_with_its_reason_and_the_res
 	}
 	g.check(t, g.store)
 }
+
+func TestAll_an_outage_longer_than_the_clients_discovery_gets_a_new_client(t *testing.T) {
+	g := newRig(t)
+	g.appendCarts(t, 12, 40, 10)
+	// Three discovery attempts 100 ms apart: the official client gives up,
+	// and closes itself for good, well within the outage.
+	uri := strings.Replace(g.server.URI(), "maxDiscoverAttempts=100", "maxDiscoverAttempts=3", 1)
+	if uri == g.server.URI() {
+		t.Fatalf("URI %s has no maxDiscoverAttempts to lower", uri)
+	}
+	c := dial(t, nil, uri)
+	r := newRunner(t, "carts", engine(t, g.store), cartsOnAll(t, c), g.store)
+	x := start(t, r)
+	x.waitFor(t, "some events", func(st projector.RunnerStats) bool { return st.Applied >= 50 })
+	g.server.Refuse(3 * time.Second)
+	time.Sleep(3500 * time.Millisecond) // the outage, and then some
+	g.prefix = "after-"                 // more carts, which only a new subscription can deliver
+	g.appendCarts(t, 13, 10, 5)
+	x.waitFor(t, "the checkpoint at the head", atHead(g.server))
+	if err := x.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := r.Stats()
+	if st.Drops == 0 || st.Subscriptions < 2 || st.Applied != uint64(g.total) {
+		t.Fatalf("stats %+v, want %d applied", st, g.total)
+	}
+	if c.Rebuilt() == 0 {
+		t.Fatal("the official client was not replaced after it closed itself")
+	}
+	g.check(t, g.store)
+}

@@ -1,0 +1,55 @@
+package esdbtest_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/internal/esdbtest"
+)
+
+// A test starts a server, connects the official client to it and injects a
+// fault. In a test, esdbtest.New(t) and s.Client(t) do the set-up and the
+// clean-up.
+func Example() {
+	s, err := esdbtest.Start(esdbtest.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	cfg, err := esdb.ParseConnectionString(s.URI())
+	if err != nil {
+		panic(err)
+	}
+	cfg.Logger = esdb.NoopLogging()
+	c, err := esdb.NewClient(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	res, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}},
+		esdb.EventData{EventType: "CartOpened", ContentType: esdb.ContentTypeJson, Data: []byte(`{"id":"1"}`)})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("next expected revision:", res.NextExpectedVersion, "head is the append:", res.CommitPosition == s.Head())
+
+	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	fmt.Println("received:", sub.Recv().EventAppeared.Event.EventType)
+	fmt.Println("caught up:", sub.Recv().CaughtUp != nil)
+	fmt.Println("dropped subscriptions:", s.DropSubscriptions())
+	fmt.Println("subscription dropped:", sub.Recv().SubscriptionDropped != nil)
+	// Output:
+	// next expected revision: 0 head is the append: true
+	// received: CartOpened
+	// caught up: true
+	// dropped subscriptions: 1
+	// subscription dropped: true
+}

@@ -1,0 +1,91 @@
+package esdbtest
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
+)
+
+// info describes the group for GetInfo and List.
+func (g *group) info() *persistent.SubscriptionInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	inflight := 0
+	var conns []*persistent.SubscriptionInfo_ConnectionInfo
+	for _, c := range g.consumers {
+		inflight += len(c.inflight)
+		conns = append(conns, &persistent.SubscriptionInfo_ConnectionInfo{
+			From:             c.from,
+			TotalItems:       c.total,
+			AvailableSlots:   int32(c.bufferSize - len(c.inflight)),
+			InFlightMessages: int32(len(c.inflight)),
+			ConnectionName:   c.id,
+		})
+	}
+	st := g.settings
+	info := &persistent.SubscriptionInfo{
+		EventSource:                 g.key.stream,
+		GroupName:                   g.key.group,
+		Status:                      "Live",
+		Connections:                 conns,
+		TotalItems:                  g.totalItems,
+		ResolveLinkTos:              st.resolveLinks,
+		StartFrom:                   g.startString(),
+		MessageTimeoutMilliseconds:  int32(st.messageTimeout / time.Millisecond),
+		ExtraStatistics:             st.extraStatistics,
+		MaxRetryCount:               int32(st.maxRetryCount),
+		LiveBufferSize:              st.liveBufferSize,
+		BufferSize:                  st.historyBufferSize,
+		ReadBatchSize:               st.readBatchSize,
+		CheckPointAfterMilliseconds: int32(st.checkpointAfter / time.Millisecond),
+		MinCheckPointCount:          st.minCheckpointCount,
+		MaxCheckPointCount:          st.maxCheckpointCount,
+		ReadBufferCount:             int32(len(g.fresh)),
+		RetryBufferCount:            int32(len(g.retry)),
+		TotalInFlightMessages:       int32(inflight),
+		OutstandingMessagesCount:    int32(inflight),
+		NamedConsumerStrategy:       st.strategy,
+		MaxSubscriberCount:          int32(st.maxSubscriberCount),
+		ParkedMessageCount:          int64(len(g.s.groups.parkedOf(g.key))),
+	}
+	if cp, ok := g.checkpoint(); ok {
+		info.LastCheckpointedEventPosition = g.pointString(cp)
+	}
+	if g.isAll() {
+		if _, n := g.s.log.head(); n > 0 {
+			info.LastKnownEventPosition = g.pointString(n - 1)
+		}
+	} else if n := len(g.s.log.streamSnapshot(g.key.stream)); n > 0 {
+		info.LastKnownEventPosition = g.pointString(n - 1)
+	}
+	return info
+}
+
+// pointString writes a source index as SubscriptionInfo does: a revision, or
+// "C:commit/P:prepare" for $all.
+func (g *group) pointString(idx int) string {
+	if !g.isAll() {
+		return strconv.Itoa(idx)
+	}
+	p := int64(g.s.log.allSnapshot()[idx].position)
+	return positionString(p, p)
+}
+
+func (g *group) startString() string {
+	switch {
+	case g.start.kind == fromEnd && g.isAll():
+		return positionString(-1, -1)
+	case g.start.kind == fromEnd:
+		return "-1"
+	case g.isAll():
+		p := int64(0)
+		if g.start.kind == fromPoint {
+			p = int64(g.start.point)
+		}
+		return positionString(p, p)
+	case g.start.kind == fromPoint:
+		return strconv.FormatUint(g.start.point, 10)
+	}
+	return "0"
+}

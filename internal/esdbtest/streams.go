@@ -1,0 +1,244 @@
+package esdbtest
+
+import (
+	"errors"
+	"io"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// streamsService serves the Streams service: Append and Read (plain reads
+// here, subscriptions in subscribe.go).
+type streamsService struct {
+	streams.UnimplementedStreamsServer
+	s *Server
+}
+
+// Append writes the events that follow the options message, atomically.
+func (svc *streamsService) Append(srv streams.Streams_AppendServer) error {
+	first, err := srv.Recv()
+	if err != nil {
+		return err
+	}
+	opts := first.GetOptions()
+	if opts == nil {
+		return status.Error(codes.InvalidArgument, "esdbtest: the first append message must be the options")
+	}
+	stream := string(opts.GetStreamIdentifier().GetStreamName())
+	if stream == "" || stream == "$all" {
+		return status.Errorf(codes.InvalidArgument, "esdbtest: cannot append to stream %q", stream)
+	}
+	exp := expectationOf(opts)
+	var events []proposed
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		msg := req.GetProposedMessage()
+		if msg == nil {
+			return status.Error(codes.InvalidArgument, "esdbtest: expected a proposed message")
+		}
+		p, err := proposedOf(msg)
+		if err != nil {
+			return err
+		}
+		events = append(events, p)
+	}
+	res, wrong := svc.s.log.append(stream, exp, events)
+	if wrong != nil {
+		svc.s.logger.Debug("esdbtest: wrong expected version", "stream", stream)
+		return srv.SendAndClose(wrongVersionResp(wrong))
+	}
+	svc.s.stats.appends.Add(1)
+	svc.s.stats.events.Add(int64(res.written))
+	svc.s.logger.Debug("esdbtest: append", "stream", stream, "events", res.written, "revision", res.revision, "position", res.position)
+	success := &streams.AppendResp_Success{}
+	if res.exists {
+		success.CurrentRevisionOption = &streams.AppendResp_Success_CurrentRevision{CurrentRevision: res.revision}
+		success.PositionOption = &streams.AppendResp_Success_Position{Position: &streams.AppendResp_Position{
+			CommitPosition: res.position, PreparePosition: res.position,
+		}}
+	} else {
+		success.CurrentRevisionOption = &streams.AppendResp_Success_NoStream{NoStream: &shared.Empty{}}
+		success.PositionOption = &streams.AppendResp_Success_NoPosition{NoPosition: &shared.Empty{}}
+	}
+	return srv.SendAndClose(&streams.AppendResp{Result: &streams.AppendResp_Success_{Success: success}})
+}
+
+func expectationOf(opts *streams.AppendReq_Options) expectation {
+	switch v := opts.GetExpectedStreamRevision().(type) {
+	case *streams.AppendReq_Options_NoStream:
+		return expectation{kind: expectNoStream}
+	case *streams.AppendReq_Options_StreamExists:
+		return expectation{kind: expectStreamExists}
+	case *streams.AppendReq_Options_Revision:
+		return expectation{kind: expectRevision, revision: v.Revision}
+	default:
+		return expectation{kind: expectAny}
+	}
+}
+
+func proposedOf(msg *streams.AppendReq_ProposedMessage) (proposed, error) {
+	id, ok := uuidFromProto(msg.GetId())
+	if !ok {
+		return proposed{}, status.Error(codes.InvalidArgument, "esdbtest: proposed message without a valid id")
+	}
+	eventType, ok := msg.GetMetadata()[metaType]
+	if !ok || eventType == "" {
+		return proposed{}, status.Error(codes.InvalidArgument, "esdbtest: proposed message without the \"type\" metadata")
+	}
+	contentType, ok := msg.GetMetadata()[metaContentType]
+	if !ok {
+		return proposed{}, status.Error(codes.InvalidArgument, "esdbtest: proposed message without the \"content-type\" metadata")
+	}
+	data := msg.GetData()
+	if data == nil {
+		data = []byte{}
+	}
+	meta := msg.GetCustomMetadata()
+	if meta == nil {
+		meta = []byte{}
+	}
+	return proposed{id: id, eventType: eventType, contentType: contentType, data: data, metadata: meta}, nil
+}
+
+func wrongVersionResp(w *wrongVersion) *streams.AppendResp {
+	wev := &streams.AppendResp_WrongExpectedVersion{}
+	if w.exists {
+		wev.CurrentRevisionOption = &streams.AppendResp_WrongExpectedVersion_CurrentRevision{CurrentRevision: w.current}
+		wev.CurrentRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_CurrentRevision_20_6_0{CurrentRevision_20_6_0: w.current}
+	} else {
+		wev.CurrentRevisionOption = &streams.AppendResp_WrongExpectedVersion_CurrentNoStream{CurrentNoStream: &shared.Empty{}}
+		wev.CurrentRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_NoStream_20_6_0{NoStream_20_6_0: &shared.Empty{}}
+	}
+	switch w.expected.kind {
+	case expectNoStream:
+		wev.ExpectedRevisionOption = &streams.AppendResp_WrongExpectedVersion_ExpectedNoStream{ExpectedNoStream: &shared.Empty{}}
+	case expectStreamExists:
+		wev.ExpectedRevisionOption = &streams.AppendResp_WrongExpectedVersion_ExpectedStreamExists{ExpectedStreamExists: &shared.Empty{}}
+		wev.ExpectedRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_StreamExists_20_6_0{StreamExists_20_6_0: &shared.Empty{}}
+	case expectRevision:
+		wev.ExpectedRevisionOption = &streams.AppendResp_WrongExpectedVersion_ExpectedRevision{ExpectedRevision: w.expected.revision}
+		wev.ExpectedRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_ExpectedRevision_20_6_0{ExpectedRevision_20_6_0: w.expected.revision}
+	default:
+		wev.ExpectedRevisionOption = &streams.AppendResp_WrongExpectedVersion_ExpectedAny{ExpectedAny: &shared.Empty{}}
+		wev.ExpectedRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_Any_20_6_0{Any_20_6_0: &shared.Empty{}}
+	}
+	return &streams.AppendResp{Result: &streams.AppendResp_WrongExpectedVersion_{WrongExpectedVersion: wev}}
+}
+
+// Read serves plain reads and subscriptions.
+func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadServer) error {
+	opts := req.GetOptions()
+	if opts == nil {
+		return status.Error(codes.InvalidArgument, "esdbtest: read without options")
+	}
+	if opts.GetSubscription() != nil {
+		return svc.s.subscribe(opts, srv)
+	}
+	asString := opts.GetUuidOption().GetString_() != nil
+	var f *filter
+	if fo := opts.GetFilter(); fo != nil {
+		var err error
+		if f, err = filterOf(fo); err != nil {
+			return err
+		}
+	}
+	count := opts.GetCount()
+	backwards := opts.GetReadDirection() == streams.ReadReq_Options_Backwards
+	var events []*record
+	if so := opts.GetStream(); so != nil {
+		name := string(so.GetStreamIdentifier().GetStreamName())
+		all := svc.s.log.streamSnapshot(name)
+		if len(all) == 0 {
+			return srv.Send(streamNotFound(name))
+		}
+		events = streamRange(all, so, backwards)
+	} else if ao := opts.GetAll(); ao != nil {
+		events = allRange(svc.s.log.allSnapshot(), ao, backwards)
+	} else {
+		return status.Error(codes.InvalidArgument, "esdbtest: read without a stream option")
+	}
+	var sent uint64
+	for _, r := range events {
+		if sent >= count {
+			break
+		}
+		if f != nil && !f.match(r) {
+			continue
+		}
+		if err := srv.Context().Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		event, link := svc.s.log.resolve(r, opts.GetResolveLinks())
+		if err := srv.Send(readEvent(event, link, asString)); err != nil {
+			return err
+		}
+		sent++
+	}
+	return nil
+}
+
+// streamRange returns a stream's events in reading order from the requested
+// revision: forwards from it (inclusive), or backwards from it (inclusive).
+func streamRange(all []*record, so *streams.ReadReq_Options_StreamOptions, backwards bool) []*record {
+	last := uint64(len(all) - 1)
+	if !backwards {
+		var from uint64
+		switch v := so.GetRevisionOption().(type) {
+		case *streams.ReadReq_Options_StreamOptions_End:
+			return nil
+		case *streams.ReadReq_Options_StreamOptions_Revision:
+			from = v.Revision
+		}
+		if from > last {
+			return nil
+		}
+		return all[from:]
+	}
+	from := last
+	switch v := so.GetRevisionOption().(type) {
+	case *streams.ReadReq_Options_StreamOptions_Start:
+		from = 0
+	case *streams.ReadReq_Options_StreamOptions_Revision:
+		from = min(v.Revision, last)
+	}
+	return reversed(all[:from+1])
+}
+
+// allRange returns $all in reading order from the requested position:
+// forwards from it (the event at that position included), or backwards from
+// it (events before that position).
+func allRange(all []*record, ao *streams.ReadReq_Options_AllOptions, backwards bool) []*record {
+	if !backwards {
+		switch v := ao.GetAllOption().(type) {
+		case *streams.ReadReq_Options_AllOptions_End:
+			return nil
+		case *streams.ReadReq_Options_AllOptions_Position:
+			return all[firstAfter(all, v.Position.GetCommitPosition(), true):]
+		}
+		return all
+	}
+	switch v := ao.GetAllOption().(type) {
+	case *streams.ReadReq_Options_AllOptions_Start:
+		return nil
+	case *streams.ReadReq_Options_AllOptions_Position:
+		return reversed(all[:firstAfter(all, v.Position.GetCommitPosition(), true)])
+	}
+	return reversed(all)
+}
+
+func reversed(rs []*record) []*record {
+	out := make([]*record, len(rs))
+	for i, r := range rs {
+		out[len(rs)-1-i] = r
+	}
+	return out
+}
