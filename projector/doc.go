@@ -44,10 +44,22 @@
 //
 // Errors returned by a projection's functions (a domain rule, such as removing
 // more than a cart holds), payloads that do not decode, and panics are
-// permanent: they fail the event at once, without retries.
+// permanent: they fail the event at once, without retries. Under the [Skip]
+// policy the document then moves past the event, unchanged, so the rest of its
+// stream applies; under [Block] (the default) it stays where it is.
 //
 // Within one engine, events of the same document that wait for a predecessor
 // queue behind it instead of each polling the store: only the lowest revision
 // in flight waits on the store, and when it fails, those queued behind it fail
 // at once with [ErrPredecessorFailed] instead of timing out one by one.
+//
+// # Running from a subscription
+//
+// A [Runner] feeds an engine from a [Source] (package subscription has the
+// EventStoreDB ones) and stores a [Checkpoint] in a [CheckpointStore] once
+// every event before it is written, so that a restart resumes there. Events
+// are handled by workers partitioned by stream, in order within a stream.
+// After a drop the runner subscribes again from the stored checkpoint, with
+// backoff; the overlap it replays comes back as duplicates. A canceled context
+// stops it cleanly: events being handled finish, the checkpoint is stored.
 package projector
