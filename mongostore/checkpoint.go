@@ -43,7 +43,9 @@ func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Che
 	return &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare)}, nil
 }
 
-// SaveCheckpoint implements [projector.CheckpointStore]. The write is
+// SaveCheckpoint implements [projector.CheckpointStore]. It only moves a
+// checkpoint forward: when a later one is stored already (another process
+// under the same name got further), it leaves that one. The write is
 // acknowledged by the server before it returns, under the client's write
 // concern (majority on a replica set by default).
 func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Checkpoint) error {
@@ -51,9 +53,22 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
 	d := checkpointDoc{ID: name, Position: int64(c.Position), Prepare: int64(c.Prepare), Updated: time.Now().UTC()}
-	_, err := s.db.Collection(CheckpointCollection).ReplaceOne(ctx, bson.D{{Key: FieldID, Value: name}}, d, options.Replace().SetUpsert(true))
+	filter := bson.D{{Key: FieldID, Value: name}, {Key: "position", Value: bson.D{{Key: "$lte", Value: d.Position}}}}
+	_, err := s.db.Collection(CheckpointCollection).ReplaceOne(ctx, filter, d, options.Replace().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		return nil // a later checkpoint is stored: the upsert found no match and collided with it
+	}
 	if err != nil {
 		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
+	}
+	return nil
+}
+
+// DeleteCheckpoint removes the checkpoint of name, so that its subscription
+// starts again from the beginning (a rebuild).
+func (s *Store) DeleteCheckpoint(ctx context.Context, name string) error {
+	if _, err := s.db.Collection(CheckpointCollection).DeleteOne(ctx, bson.D{{Key: FieldID, Value: name}}); err != nil {
+		return fmt.Errorf("mongostore: delete checkpoint %q: %w", name, err)
 	}
 	return nil
 }

@@ -98,19 +98,25 @@ func TestStore_capabilities_tell_FerretDB_from_MongoDB(t *testing.T) {
 	}
 }
 
-func TestCheckpoint_saved_loaded_and_replaced(t *testing.T) {
+func TestCheckpoint_saved_loaded_and_only_moved_forward(t *testing.T) {
 	ctx := context.Background()
 	s := mongostore.New(mongotest.Database(t))
 	if c, err := s.LoadCheckpoint(ctx, "sub"); err != nil || c != nil {
 		t.Fatalf("none stored: %v %v", c, err)
 	}
-	for _, want := range []projector.Checkpoint{{Position: 1 << 40, Prepare: 1<<40 + 7}, {Position: 0}, {Position: 99, Prepare: 99}} {
-		if err := s.SaveCheckpoint(ctx, "sub", want); err != nil {
-			t.Fatal(err)
+	steps := []struct{ save, want projector.Checkpoint }{
+		{projector.Checkpoint{Position: 99, Prepare: 99}, projector.Checkpoint{Position: 99, Prepare: 99}},
+		{projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}},
+		{projector.Checkpoint{Position: 5}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}}, // not backwards
+		{projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}},
+	}
+	for i, st := range steps {
+		if err := s.SaveCheckpoint(ctx, "sub", st.save); err != nil {
+			t.Fatalf("step %d: %v", i, err)
 		}
 		got, err := s.LoadCheckpoint(ctx, "sub")
-		if err != nil || got == nil || *got != want {
-			t.Fatalf("loaded %v %v, want %v", got, err, want)
+		if err != nil || got == nil || *got != st.want {
+			t.Fatalf("step %d: loaded %v %v, want %v", i, got, err, st.want)
 		}
 	}
 	if c, err := s.LoadCheckpoint(ctx, "other"); err != nil || c != nil {
@@ -118,5 +124,11 @@ func TestCheckpoint_saved_loaded_and_replaced(t *testing.T) {
 	}
 	if err := s.SaveCheckpoint(ctx, "sub", projector.Checkpoint{Position: 1 << 63}); err == nil {
 		t.Fatal("a position past int64 was accepted")
+	}
+	if err := s.DeleteCheckpoint(ctx, "sub"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.LoadCheckpoint(ctx, "sub"); err != nil || c != nil {
+		t.Fatalf("after delete: %v %v", c, err)
 	}
 }

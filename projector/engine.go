@@ -194,7 +194,11 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 		return results, joinFailures(results)
 	}
 	if decodeErr != nil {
-		decoded = ev // skipped through the gate with its payload undecoded
+		// Skipped through the gate, undecoded. The zero value of its type
+		// stands in for the payload, so that a creation event is still known
+		// as one.
+		decoded = ev
+		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
 	if len(targets) == 1 {
 		results[0] = e.gate(ctx, targets[0].p, targets[0].id, decoded, decodeErr)

@@ -137,6 +137,17 @@ func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string
 		if err != nil {
 			return 0, err
 		}
+		if why != nil {
+			// The projection may have changed the state in place before it
+			// failed: write the document back as it is stored.
+			fresh := p.newState()
+			if _, found, err := e.store.Load(ctx, p.Collection(), id, n-1, fresh); err != nil {
+				return 0, err
+			} else if !found {
+				return 0, errMoved
+			}
+			next = fresh
+		}
 		skipped = why
 		matched, err := e.store.Update(ctx, p.Collection(), id, n-1, n, next)
 		switch {

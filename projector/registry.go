@@ -38,6 +38,17 @@ func Register[E any](r *Registry, name string) {
 	r.byType[t] = name
 }
 
+// zero returns the zero value of the Go type registered for name, if any.
+func (r *Registry) zero(name string) (any, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.byName[name]
+	if !ok {
+		return nil, false
+	}
+	return reflect.Zero(t).Interface(), true
+}
+
 // Name returns the event type name a payload is registered under.
 func (r *Registry) Name(payload any) (string, bool) {
 	r.mu.RLock()

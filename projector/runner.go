@@ -37,14 +37,17 @@ type Runner struct {
 	logger      *slog.Logger
 	seed        maphash.Seed
 
-	running  atomic.Bool
-	caughtUp atomic.Bool  // the source said it reached the head
-	inFlight atomic.Int64 // events dispatched and not yet handled
-	counts   struct {
+	running   atomic.Bool
+	caughtUp  atomic.Bool  // the source said it reached the head
+	ready     atomic.Bool  // and everything up to there was handled
+	connected atomic.Bool  // a subscription is open
+	inFlight  atomic.Int64 // events dispatched and not yet handled
+	counts    struct {
 		events, checkpoints, applied, duplicates, skipped, failed, waits atomic.Uint64
-		saved, subscriptions, drops                                      atomic.Uint64
+		abandoned, saved, subscriptions, drops                           atomic.Uint64
 	}
-	savedMu sync.Mutex
+	saveMu  sync.Mutex // one save at a time
+	savedMu sync.Mutex // guards saved
 	saved   *Checkpoint
 }
 
@@ -132,14 +135,31 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 func (r *Runner) Name() string { return r.name }
 
 // CaughtUp reports whether the runner has handled everything up to the head
-// of its source's log: the source has said it reached the head, and no event
-// is waiting or being handled.
-func (r *Runner) CaughtUp() bool { return r.caughtUp.Load() && r.inFlight.Load() == 0 }
+// of its source's log since it last subscribed: the source has said it
+// reached the head, and later nothing was left waiting or being handled.
+// Live events in flight afterwards do not make it false; a drop does.
+func (r *Runner) CaughtUp() bool { return r.ready.Load() }
+
+// Connected reports whether a subscription is open. For a source that never
+// says it has reached a head (a persistent subscription group), this is what
+// readiness can mean.
+func (r *Runner) Connected() bool { return r.connected.Load() }
+
+// settled latches readiness once the source is at the head with nothing in
+// flight.
+func (r *Runner) settled() {
+	if r.caughtUp.Load() && r.inFlight.Load() == 0 && !r.ready.Swap(true) {
+		r.logger.Info("caught up")
+	}
+}
 
 // RunnerStats are a runner's counters since it was made.
 type RunnerStats struct {
 	// Events delivered (redeliveries included) and checkpoint-only deliveries.
 	Events, Checkpoints uint64
+	// Abandoned: events delivered but left unhandled when the runner stopped
+	// (they were queued; the checkpoint stayed before them).
+	Abandoned uint64
 	// Results of the events, summed over projections.
 	Applied, Duplicates, Skipped, Failed uint64
 	// Waits of the gate, summed over events.
@@ -156,10 +176,10 @@ type RunnerStats struct {
 func (r *Runner) Stats() RunnerStats {
 	c := &r.counts
 	s := RunnerStats{
-		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(),
+		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(),
 		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
-		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.caughtUp.Load(),
+		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.ready.Load(),
 	}
 	r.savedMu.Lock()
 	if r.saved != nil {
@@ -192,6 +212,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.saved = from
 	r.savedMu.Unlock()
 	r.caughtUp.Store(false)
+	r.ready.Store(false)
 	r.logger.Info("runner starts", "from", checkpointAttr(from), "workers", r.workers)
 	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1)}
 	return x.execute(ctx)
@@ -212,6 +233,7 @@ type run struct {
 	halt     atomic.Bool // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
 	saveNow  chan struct{}
+	open     Subscription // the subscription open when reading stopped
 
 	failOnce sync.Once
 	failure  error
@@ -247,6 +269,12 @@ func (x *run) execute(ctx context.Context) error {
 	readErr := x.read(readCtx)
 
 	x.halt.Store(true)
+	defer func() {
+		if x.open != nil {
+			x.open.Close() // after the drain: a persistent group's acks go out on it
+		}
+		r.connected.Store(false)
+	}()
 	for _, p := range x.parts {
 		close(p)
 	}
@@ -260,8 +288,9 @@ func (x *run) execute(ctx context.Context) error {
 		<-drained
 	}
 	close(stopSaver)
+	stopWork() // the saver's store call, if one is stuck
 	<-saverDone
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	saveErr := x.save(saveCtx)
 	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
@@ -280,9 +309,15 @@ func (x *run) execute(ctx context.Context) error {
 func (x *run) read(ctx context.Context) error {
 	r := x.r
 	quick := 0 // drops in a row that delivered nothing
+	var quickSince time.Time
 	for {
-		if quick > 0 && !sleep(ctx, r.reconnect.Schedule(quick)[quick-1].Nominal) {
-			return nil
+		if quick > 0 {
+			if r.reconnect.MaxElapsed > 0 && time.Since(quickSince) > r.reconnect.MaxElapsed {
+				return fmt.Errorf("every subscription for %v dropped before delivering anything", r.reconnect.MaxElapsed)
+			}
+			if !sleep(ctx, r.reconnect.Schedule(quick)[quick-1].Nominal) {
+				return nil
+			}
 		}
 		sub, err := retry.DoValue(ctx, r.reconnect, func(ctx context.Context) (Subscription, error) {
 			return r.source.Subscribe(ctx, x.resumeFrom())
@@ -297,14 +332,21 @@ func (x *run) read(ctx context.Context) error {
 			return fmt.Errorf("subscribing: %w", err)
 		}
 		r.counts.subscriptions.Add(1)
+		r.connected.Store(true)
 		n, err := x.consume(ctx, sub)
-		sub.Close()
 		if ctx.Err() != nil {
+			x.open = sub // closed after the drain
 			return nil
 		}
+		sub.Close()
+		r.connected.Store(false)
 		r.counts.drops.Add(1)
 		r.caughtUp.Store(false)
+		r.ready.Store(false)
 		if n == 0 {
+			if quick == 0 {
+				quickSince = time.Now()
+			}
 			quick = min(quick+1, 30)
 		} else {
 			quick = 0
@@ -362,6 +404,7 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	r := x.r
 	if d.CaughtUp && !r.caughtUp.Swap(true) {
 		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
+		r.settled()
 	}
 	if d.Event == nil {
 		r.counts.checkpoints.Add(1)
@@ -401,12 +444,14 @@ func (x *run) work(ctx context.Context, part <-chan item) {
 	for it := range part {
 		x.handle(ctx, it)
 		r.inFlight.Add(-1)
+		r.settled()
 	}
 }
 
 func (x *run) handle(ctx context.Context, it item) {
 	r := x.r
 	if x.halt.Load() {
+		r.counts.abandoned.Add(1)
 		return // left for the next run: the checkpoint stays before it
 	}
 	results, err := r.engine.Handle(ctx, *it.d.Event)
@@ -424,6 +469,7 @@ func (x *run) handle(ctx context.Context, it item) {
 		}
 	}
 	if ctx.Err() != nil {
+		r.counts.abandoned.Add(1)
 		return // abandoned at the drain timeout
 	}
 	if it.d.Settle != nil {
@@ -462,25 +508,36 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		case <-tick.C:
 		case <-x.saveNow:
 		}
-		if err := x.save(ctx); err != nil {
+		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
+		if err := x.save(sctx); err != nil && ctx.Err() == nil {
 			x.r.logger.Warn("storing the checkpoint", "err", err)
 		}
+		cancel()
 	}
 }
+
+// saveTimeout bounds one store of the checkpoint.
+const saveTimeout = 10 * time.Second
 
 // save stores the tracker's mark if it is past the stored checkpoint.
 func (x *run) save(ctx context.Context) error {
 	r := x.r
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	mark, _ := x.tr.peek()
 	r.savedMu.Lock()
-	defer r.savedMu.Unlock()
-	mark, _ := x.tr.take()
-	if r.checkpoints == nil || mark == nil || (r.saved != nil && mark.Position <= r.saved.Position) {
+	stale := mark == nil || (r.saved != nil && mark.Position <= r.saved.Position)
+	r.savedMu.Unlock()
+	if r.checkpoints == nil || stale {
 		return nil
 	}
 	if err := r.checkpoints.SaveCheckpoint(ctx, r.name, *mark); err != nil {
 		return err
 	}
+	x.tr.take()
+	r.savedMu.Lock()
 	r.saved = mark
+	r.savedMu.Unlock()
 	r.counts.saved.Add(1)
 	return nil
 }

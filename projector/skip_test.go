@@ -106,3 +106,79 @@ func TestNewEngine_refuses_an_unknown_failure_policy(t *testing.T) {
 		t.Fatal("no error")
 	}
 }
+
+type counts struct {
+	N map[string]int `bson:"n"`
+}
+
+func TestSkip_a_projection_that_changed_its_state_in_place_before_failing_leaves_the_document_as_stored(t *testing.T) {
+	s := newStore(t)
+	p := projector.New[counts]("in_place", projector.StreamSuffix(cart.StreamPrefix))
+	projector.Create(p, func(cart.ShoppingCartOpened) (counts, error) { return counts{N: map[string]int{}}, nil })
+	projector.On(p, func(c counts, e cart.ProductItemAddedToShoppingCart) (counts, error) {
+		c.N[e.ProductItem.ProductID] += e.ProductItem.Quantity // in place, then a failure
+		if e.ProductItem.Quantity > 5 {
+			return c, errors.New("too many")
+		}
+		return c, nil
+	})
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithFailurePolicy(projector.Skip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("s4"),
+		cart.ShoppingCartOpened{ShoppingCartID: "s4", ClientID: "x", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "s4", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "s4", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 9}},
+	)
+	var outcomes []projector.Outcome
+	for _, ev := range evs {
+		outcomes = append(outcomes, handle(t, e, ev)[0].Outcome)
+	}
+	if outcomes[2] != projector.Skipped {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+	var got counts
+	rev, _, err := s.Load(context.Background(), "in_place", "s4", 0, &got)
+	if err != nil || rev != 2 || got.N["p"] != 1 {
+		t.Fatalf("revision %d, state %+v (%v): want revision 2 and p=1", rev, got, err)
+	}
+}
+
+func TestSkip_an_undecodable_creation_event_after_revision_0_is_still_a_creation(t *testing.T) {
+	s := newStore(t)
+	// The projection starts at the Opened event, whatever its revision: the
+	// stream's first event is someone else's.
+	id := func(ev projector.Event) (string, bool) {
+		if ev.Type == "Preamble" {
+			return "", false
+		}
+		return projector.StreamSuffix(cart.StreamPrefix)(ev)
+	}
+	p := projector.New[cart.Details]("late_start", id)
+	projector.Create(p, func(e cart.ShoppingCartOpened) (cart.Details, error) { return cart.Details{ClientID: e.ClientID}, nil })
+	projector.On(p, func(d cart.Details, e cart.ShoppingCartConfirmed) (cart.Details, error) {
+		d.Status = "Confirmed"
+		return d, nil
+	})
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithFailurePolicy(projector.Skip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	stream := cart.StreamID("s5")
+	log.Raw(stream, "Preamble", []byte(`{}`))
+	bad := log.Raw(stream, cart.TypeOpened, []byte(`{"clientId": 7`))
+	next := log.MustAppend(t, stream, cart.ShoppingCartConfirmed{ShoppingCartID: "s5", ConfirmedAt: t0})
+	if r := handle(t, e, bad)[0]; r.Outcome != projector.Skipped || r.Waits != 0 {
+		t.Fatalf("creation at revision 1: %v after %d waits: %v", r.Outcome, r.Waits, r.Err)
+	}
+	if r := handle(t, e, next[0])[0]; r.Outcome != projector.Applied {
+		t.Fatalf("next: %v %v", r.Outcome, r.Err)
+	}
+	var got cart.Details
+	if rev, _, _ := s.Load(context.Background(), "late_start", "s5", 0, &got); rev != 2 || got.Status != "Confirmed" {
+		t.Fatalf("revision %d, state %+v", rev, got)
+	}
+}

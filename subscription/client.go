@@ -129,7 +129,8 @@ func (c *Client) check(cl *esdb.Client, err error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.client == cl {
-		cl.Close()
+		// Not closed: a call may still be queued on its channel, and closing
+		// it would make that call panic. It has closed its connection.
 		c.client = nil
 		c.rebuilt++
 	}
@@ -201,8 +202,9 @@ func (c *Client) replace(cl *esdb.Client) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.client == cl {
+		// Left open on purpose: closing it would make the stuck call panic
+		// (a send on its closed channel). Its state machine has stopped.
 		c.client = nil
 		c.rebuilt++
-		go cl.Close() // may block on the same stuck state machine
 	}
 }

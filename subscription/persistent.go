@@ -120,36 +120,65 @@ func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (pr
 	if err := p.EnsureGroup(ctx); err != nil {
 		return nil, err
 	}
+	// The stream lives until Close cancels streamCtx, not until ctx ends: a
+	// stopping runner still acknowledges the events it finishes.
+	streamCtx, cancel := context.WithCancel(context.Background())
 	o := esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: uint32(p.opts.BufferSize)}
 	sub, err := call(ctx, p.client, func(cl *esdb.Client) (*esdb.PersistentSubscription, error) {
 		if p.toAll() {
-			return cl.SubscribeToPersistentSubscriptionToAll(ctx, p.opts.Group, o)
+			return cl.SubscribeToPersistentSubscriptionToAll(streamCtx, p.opts.Group, o)
 		}
-		return cl.SubscribeToPersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
+		return cl.SubscribeToPersistentSubscription(streamCtx, p.opts.Stream, p.opts.Group, o)
 	})
 	if err != nil {
+		cancel()
 		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, err)
 	}
-	return &consumer{sub: sub, opts: &p.opts}, nil
+	c := &consumer{sub: sub, opts: &p.opts, cancel: cancel, msgs: make(chan *esdb.PersistentSubscriptionEvent), done: make(chan struct{})}
+	go c.pump()
+	return c, nil
 }
 
 // consumer is one open connection to a group.
 type consumer struct {
 	sub  *esdb.PersistentSubscription
 	opts *PersistentOptions
-	// send serializes acks, nacks and Close: they share one gRPC stream,
-	// which allows one sender at a time (Close half-closes it).
-	send sync.Mutex
+	// send serializes acks and nacks: they share one gRPC stream, which
+	// allows one sender at a time.
+	send   sync.Mutex
+	cancel context.CancelFunc // ends the stream
+	msgs   chan *esdb.PersistentSubscriptionEvent
+	done   chan struct{}
+	once   sync.Once
+}
+
+// pump receives from the server until the stream ends, so that Next can
+// return on its context without ending the stream.
+func (c *consumer) pump() {
+	for {
+		m := c.sub.Recv()
+		select {
+		case c.msgs <- m:
+		case <-c.done:
+			return
+		}
+		if m.SubscriptionDropped != nil {
+			return
+		}
+	}
 }
 
 // Next implements [projector.Subscription].
 func (c *consumer) Next(ctx context.Context) (projector.Delivery, error) {
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	m := c.sub.Recv()
-	switch {
-	case ctx.Err() != nil:
+	var m *esdb.PersistentSubscriptionEvent
+	select {
+	case m = <-c.msgs:
+	case <-ctx.Done():
 		return projector.Delivery{}, ctx.Err()
+	case <-c.done:
+		return projector.Delivery{}, errors.New("subscription: consumer closed")
+	}
+	switch {
 	case m.SubscriptionDropped != nil:
 		return projector.Delivery{}, fmt.Errorf("subscription: group %q dropped: %w", c.opts.Group, m.SubscriptionDropped.Error)
 	case m.EventAppeared == nil:
@@ -202,9 +231,13 @@ func (c *consumer) nack(reason string, action esdb.NackAction, re *esdb.Resolved
 	return c.sub.Nack(reason, action, re)
 }
 
-// Close implements [projector.Subscription].
+// Close implements [projector.Subscription]. It cancels the stream rather
+// than half-closing it (the official client's Close), which would race with an
+// acknowledgement being sent.
 func (c *consumer) Close() error {
-	c.send.Lock()
-	defer c.send.Unlock()
-	return c.sub.Close()
+	c.once.Do(func() {
+		c.cancel()
+		close(c.done)
+	})
+	return nil
 }

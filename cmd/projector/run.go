@@ -107,6 +107,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stderr, "--retry-*: %v\n", err)
 		return errUsage
 	}
+	if c.connectTimeout <= 0 {
+		fmt.Fprintf(stderr, "--connect-timeout must be > 0, got %v\n", c.connectTimeout)
+		return errUsage
+	}
 	if c.esdbURI == "" {
 		fmt.Fprintln(stderr, "--esdb (or PROJECTOR_ESDB) is required: the EventStoreDB to read, e.g. esdb://localhost:2113?tls=false")
 		return errUsage
@@ -179,7 +183,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 
 	if listener != nil {
-		srv := &http.Server{Handler: healthHandler(runners), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: healthHandler(runners, c.group != ""), ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(listener)
 		defer srv.Close()
 		logger.Info("http", "addr", listener.Addr().String(), "paths", "/healthz /readyz")
@@ -242,6 +246,9 @@ func selectProjections(list string) ([]projector.Definition, []string, error) {
 				names = append(names, n)
 			}
 		}
+	}
+	if len(names) == 0 {
+		return nil, nil, fmt.Errorf("--projections %q names no projection; known: %s", list, strings.Join(projectionNames(), ", "))
 	}
 	var defs []projector.Definition
 	var prefixes []string
@@ -307,14 +314,15 @@ func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duratio
 }
 
 // healthHandler serves /healthz (the process is alive) and /readyz (every
-// projection has caught up with the head of its subscription).
-func healthHandler(runners []*projector.Runner) http.Handler {
+// projection has caught up with the head of its subscription; for a
+// persistent group, which has no head to reach, every consumer is connected).
+func healthHandler(runners []*projector.Runner, group bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		var behind []string
 		for _, r := range runners {
-			if !r.CaughtUp() {
+			if (!group && !r.CaughtUp()) || (group && !r.Connected()) {
 				behind = append(behind, r.Name())
 			}
 		}

@@ -167,6 +167,9 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"mongo not answering", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://127.0.0.1:1", "--http", "", "--connect-timeout", "1s"}, 1, "no MongoDB answered"},
 		{"unknown projection", []string{"run", "--esdb", srv.URI(), "--projections", "cart_details,nope"}, 2, `unknown projection "nope"`},
 		{"port in use", []string{"run", "--esdb", srv.URI(), "--mongo", mongo, "--http", busy.Addr().String()}, 1, "address already in use"},
+		{"no projection", []string{"run", "--esdb", srv.URI(), "--projections", " , "}, 2, "names no projection"},
+		{"zero connect timeout", []string{"run", "--esdb", srv.URI(), "--connect-timeout", "0s"}, 2, "--connect-timeout must be > 0"},
+		{"bad env value", []string{"run", "--esdb", srv.URI(), "--workers", "2", "--checkpoint-every", "x"}, 2, "invalid value"},
 		{"bad retry", []string{"run", "--esdb", srv.URI(), "--retry-multiplier", "0.5"}, 2, "multiplier must be >= 1"},
 	}
 	for _, c := range cases {
