@@ -42,6 +42,7 @@ type Runner struct {
 	ready     atomic.Bool  // and everything up to there was handled
 	connected atomic.Bool  // a subscription is open
 	inFlight  atomic.Int64 // events dispatched and not yet handled
+	latest    atomic.Int64 // creation time (Unix ns) of the newest event handled
 	counts    struct {
 		events, checkpoints, applied, duplicates, skipped, failed, waits atomic.Uint64
 		abandoned, saved, subscriptions, drops                           atomic.Uint64
@@ -170,6 +171,9 @@ type RunnerStats struct {
 	// Subscriptions opened, and how many of them dropped.
 	Subscriptions, Drops uint64
 	CaughtUp             bool
+	// Latest is the creation time of the newest event handled: how far the
+	// runner has got, in the source's time.
+	Latest time.Time
 }
 
 // Stats returns the runner's counters.
@@ -187,6 +191,9 @@ func (r *Runner) Stats() RunnerStats {
 		s.Checkpoint = &cp
 	}
 	r.savedMu.Unlock()
+	if ns := r.latest.Load(); ns != 0 {
+		s.Latest = time.Unix(0, ns).UTC()
+	}
 	return s
 }
 
@@ -455,6 +462,14 @@ func (x *run) handle(ctx context.Context, it item) {
 		return // left for the next run: the checkpoint stays before it
 	}
 	results, err := r.engine.Handle(ctx, *it.d.Event)
+	if created := it.d.Event.Created; !created.IsZero() {
+		for ns := created.UnixNano(); ; {
+			old := r.latest.Load()
+			if old >= ns || r.latest.CompareAndSwap(old, ns) {
+				break
+			}
+		}
+	}
 	for _, res := range results {
 		r.counts.waits.Add(uint64(res.Waits))
 		switch res.Outcome {

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/internal/embedded"
@@ -68,7 +71,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server (kept across runs)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(projectionNames(), ", ")+")")
 	fs.StringVar(&c.group, "group", "", "consume a persistent subscription group of this name (created if missing) instead of a catch-up subscription")
-	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /healthz and /readyz (empty: no HTTP server)")
+	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops) or skip (the document moves past it)")
@@ -155,9 +158,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
 	}
 
+	metrics := prometheus.NewRegistry()
+	latency := storeLatency()
+	metrics.MustRegister(latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var runners []*projector.Runner
 	for i, def := range defs {
-		eng, err := projector.NewEngine(store, registry(), []projector.Definition{def},
+		eng, err := projector.NewEngine(timedStore{store, latency}, registry(), []projector.Definition{def},
 			projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", def.Name())), projector.WithFailurePolicy(policy))
 		if err != nil {
 			return err
@@ -182,18 +188,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		runners = append(runners, r)
 	}
 
-	if listener != nil {
-		srv := &http.Server{Handler: healthHandler(runners, c.group != ""), ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(listener)
-		defer srv.Close()
-		logger.Info("http", "addr", listener.Addr().String(), "paths", "/healthz /readyz")
-	}
-	logger.Info("projector runs", "esdb", client.String(), "projections", projectionList(defs), "group", c.group)
-
 	errs := make([]error, len(runners))
 	var wg sync.WaitGroup
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
+	head := &headSampler{}
+	metrics.MustRegister(newRunnerCollector(runners, head))
+	var sampler sync.WaitGroup
+	sampler.Go(func() { head.run(runCtx, client, runners, logger) })
+	if listener != nil {
+		mux := healthHandler(runners, c.group != "")
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(listener)
+		defer srv.Close()
+		logger.Info("http", "addr", listener.Addr().String(), "paths", "/metrics /healthz /readyz")
+	}
+	logger.Info("projector runs", "esdb", client.String(), "projections", projectionList(defs), "group", c.group)
+
 	for i, r := range runners {
 		wg.Go(func() {
 			if errs[i] = r.Run(runCtx); errs[i] != nil {
@@ -202,6 +214,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		})
 	}
 	wg.Wait()
+	stopAll()
+	sampler.Wait()
 	for _, r := range runners {
 		st := r.Stats()
 		logger.Info("projection stopped", "projection", r.Name(), "applied", st.Applied, "duplicates", st.Duplicates,
@@ -316,7 +330,7 @@ func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duratio
 // healthHandler serves /healthz (the process is alive) and /readyz (every
 // projection has caught up with the head of its subscription; for a
 // persistent group, which has no head to reach, every consumer is connected).
-func healthHandler(runners []*projector.Runner, group bool) http.Handler {
+func healthHandler(runners []*projector.Runner, group bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {

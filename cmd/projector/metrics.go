@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
+)
+
+// runnerCollector exports the runners' counters at scrape time.
+type runnerCollector struct {
+	runners []*projector.Runner
+	head    *headSampler
+
+	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
+	position, caughtUp, lagSeconds, lagEvents, headPosition        *prometheus.Desc
+}
+
+func newRunnerCollector(runners []*projector.Runner, head *headSampler) *runnerCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("projector_"+name, help, append([]string{"projection"}, labels...), nil)
+	}
+	return &runnerCollector{
+		runners:       runners,
+		head:          head,
+		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped (failed permanently, document moved past it), failed.", "outcome"),
+		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),
+		checkpoints:   d("checkpoints_saved_total", "Checkpoints stored."),
+		waits:         d("gate_waits_total", "Times the revision gate waited, with backoff, for a document to reach an event's predecessor (its retries)."),
+		subscriptions: d("subscriptions_total", "Subscriptions opened."),
+		drops:         d("subscription_drops_total", "Subscriptions that dropped and were opened again."),
+		position:      d("checkpoint_position", "Stored checkpoint: commit position in $all (a revision for a stream subscription)."),
+		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled."),
+		lagSeconds:    d("lag_seconds", "Age of the newest event handled, while behind the head; 0 when caught up."),
+		lagEvents:     d("lag_events", "Events in $all after the stored checkpoint, counted up to 10000 every 5s."),
+		headPosition:  prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
+	}
+}
+
+func (c *runnerCollector) Describe(ch chan<- *prometheus.Desc) {
+	prometheus.DescribeByCollect(c, ch)
+}
+
+func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	head, lags := c.head.read()
+	for _, r := range c.runners {
+		st, name := r.Stats(), r.Name()
+		counter(c.outcomes, st.Applied, name, "applied")
+		counter(c.outcomes, st.Duplicates, name, "duplicate")
+		counter(c.outcomes, st.Skipped, name, "skipped")
+		counter(c.outcomes, st.Failed, name, "failed")
+		counter(c.delivered, st.Events, name)
+		counter(c.checkpoints, st.Saved, name)
+		counter(c.waits, st.Waits, name)
+		counter(c.subscriptions, st.Subscriptions, name)
+		counter(c.drops, st.Drops, name)
+		if st.Checkpoint != nil {
+			gauge(c.position, float64(st.Checkpoint.Position), name)
+		}
+		up, lag := 0.0, 0.0
+		if r.CaughtUp() {
+			up = 1
+		} else if !st.Latest.IsZero() {
+			lag = time.Since(st.Latest).Seconds()
+		}
+		gauge(c.caughtUp, up, name)
+		gauge(c.lagSeconds, lag, name)
+		if n, ok := lags[name]; ok {
+			gauge(c.lagEvents, float64(n), name)
+		}
+	}
+	if head > 0 {
+		gauge(c.headPosition, float64(head))
+	}
+}
+
+// headSampler reads the head of $all and counts each runner's events behind
+// it, every few seconds, off the scrape path.
+type headSampler struct {
+	mu   sync.Mutex
+	head uint64
+	lags map[string]int
+}
+
+// lagCap bounds how many events the sampler counts behind a checkpoint.
+const lagCap = 10000
+
+func (h *headSampler) read() (uint64, map[string]int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.head, h.lags
+}
+
+func (h *headSampler) run(ctx context.Context, client *subscription.Client, runners []*projector.Runner, logger *slog.Logger) {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		h.sample(ctx, client, runners, logger)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []*projector.Runner, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	cl, err := client.ESDB()
+	if err != nil {
+		return
+	}
+	head, err := lastPosition(ctx, cl)
+	if err != nil {
+		logger.Debug("sampling the head of $all", "err", err)
+		return
+	}
+	lags := map[string]int{}
+	for _, r := range runners {
+		if cp := r.Stats().Checkpoint; cp != nil && cp.Position < head {
+			if n, err := countAfter(ctx, cl, *cp); err == nil {
+				lags[r.Name()] = n
+			}
+		} else if cp != nil {
+			lags[r.Name()] = 0
+		}
+	}
+	h.mu.Lock()
+	h.head, h.lags = head, lags
+	h.mu.Unlock()
+}
+
+// lastPosition returns the commit position of the last event in $all.
+func lastPosition(ctx context.Context, cl *esdb.Client) (uint64, error) {
+	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	ev, err := s.Recv()
+	if errors.Is(err, io.EOF) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ev.OriginalEvent().Position.Commit, nil
+}
+
+// countAfter counts the events of $all after cp, up to lagCap.
+func countAfter(ctx context.Context, cl *esdb.Client, cp projector.Checkpoint) (int, error) {
+	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, lagCap+1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	n := 0
+	for {
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return max(n, 0), nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		if ev.OriginalEvent().Position.Commit > cp.Position {
+			n++ // reading forwards from a position includes the event there
+		}
+	}
+}
+
+// timedStore measures the store's calls for the write-latency histogram.
+type timedStore struct {
+	projector.Store
+	latency *prometheus.HistogramVec
+}
+
+func (s timedStore) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+	defer s.observe("insert", collection, time.Now())
+	return s.Store.Insert(ctx, collection, id, revision, state)
+}
+
+func (s timedStore) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+	defer s.observe("update", collection, time.Now())
+	return s.Store.Update(ctx, collection, id, from, revision, state)
+}
+
+func (s timedStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (uint64, bool, error) {
+	defer s.observe("load", collection, time.Now())
+	return s.Store.Load(ctx, collection, id, minRevision, state)
+}
+
+func (s timedStore) observe(op, collection string, start time.Time) {
+	s.latency.WithLabelValues(collection, op).Observe(time.Since(start).Seconds())
+}
+
+func storeLatency() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "projector_store_seconds",
+		Help:    "Latency of the revision gate's calls to MongoDB, by collection and operation (load, insert, update).",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+	}, []string{"collection", "op"})
+}
