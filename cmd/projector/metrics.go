@@ -21,7 +21,7 @@ type runnerCollector struct {
 	head    *headSampler
 
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
-	position, caughtUp, lagSeconds, lagEvents, headPosition        *prometheus.Desc
+	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 }
 
 func newRunnerCollector(runners []*projector.Runner, head *headSampler) *runnerCollector {
