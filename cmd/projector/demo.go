@@ -10,19 +10,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/internal/esdbtest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
+	"github.com/revgate/projector/subscription"
 )
 
 type demoConfig struct {
-	carts, events, consumers, maxDeliveries int
-	seed                                    uint64
-	dataDir, mongoURI, database             string
-	connectTimeout                          time.Duration
+	carts, events, consumers, drops int
+	rate, duplicates                float64
+	seed                            uint64
+	dataDir, mongoURI, database     string
+	connectTimeout, timeout         time.Duration
+	hold                            bool
 }
 
 func (c demoConfig) validate() error {
@@ -33,10 +40,39 @@ func (c demoConfig) validate() error {
 		return errors.New("--events must be at least 1")
 	case c.consumers < 1:
 		return errors.New("--consumers must be at least 1")
-	case c.maxDeliveries < 1:
-		return errors.New("--max-deliveries must be at least 1")
+	case c.drops < 0:
+		return errors.New("--drops must be at least 0")
+	case c.rate < 0:
+		return errors.New("--rate must be at least 0")
+	case c.duplicates < 0 || c.duplicates > 1:
+		return errors.New("--duplicates must be in [0, 1]")
+	case c.timeout <= 0 || c.connectTimeout <= 0:
+		return errors.New("--timeout and --connect-timeout must be > 0")
 	}
 	return nil
+}
+
+// demoPath is one way the demo projects the carts: a catch-up subscription
+// with a checkpoint, or the competing consumers of a persistent group.
+type demoPath struct {
+	name       string
+	projection *projector.Projection[cart.Details]
+	runners    []*projector.Runner
+}
+
+func (p *demoPath) stats() projector.RunnerStats {
+	var s projector.RunnerStats
+	for _, r := range p.runners {
+		st := r.Stats()
+		s.Events += st.Events
+		s.Applied += st.Applied
+		s.Duplicates += st.Duplicates
+		s.Skipped += st.Skipped
+		s.Failed += st.Failed
+		s.Waits += st.Waits
+		s.Drops += st.Drops
+	}
+	return s
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,13 +80,17 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlags("demo", "demo [flags]", stderr)
 	fs.IntVar(&c.carts, "carts", 50, "shopping carts to simulate")
 	fs.IntVar(&c.events, "events", 10, "events per cart")
-	fs.IntVar(&c.consumers, "consumers", 4, "competing consumers, each with its own engine, sharing the events")
-	fs.IntVar(&c.maxDeliveries, "max-deliveries", 3, "each event is delivered 1 to this many times, copies arriving late")
+	fs.Float64Var(&c.rate, "rate", 0, "events appended per second (0: as fast as the server takes them)")
+	fs.IntVar(&c.consumers, "consumers", 3, "competing consumers of the persistent subscription group")
+	fs.Float64Var(&c.duplicates, "duplicates", 0.2, "share of deliveries the server sends twice")
+	fs.IntVar(&c.drops, "drops", 3, "times the server drops every subscription while the traffic runs")
 	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed of the traffic and of the faults")
 	fs.StringVar(&c.dataDir, "data-dir", "projector-data", "where the embedded Mongo-wire server keeps its data (kept across runs)")
 	fs.StringVar(&c.mongoURI, "mongo", "", "MongoDB URI to use instead of the embedded server")
 	fs.StringVar(&c.database, "database", "projector_demo", "database of the read models; emptied at the start")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for MongoDB to answer")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up if the read models are not complete by then")
+	fs.BoolVar(&c.hold, "hold", false, "after the report, keep the servers up (until Ctrl-C) to look at the data")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -59,16 +99,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 
-	uri, where := c.mongoURI, "MongoDB at --mongo"
-	if uri == "" {
+	mongoURI, where := c.mongoURI, "MongoDB at --mongo"
+	if mongoURI == "" {
 		srv, err := embedded.Start(embedded.Config{Dir: c.dataDir})
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		uri, where = srv.URI(), srv.String()
+		mongoURI, where = srv.URI(), srv.String()
 	}
-	store, err := mongostore.Open(ctx, uri, c.database, c.connectTimeout)
+	store, err := mongostore.Open(ctx, mongoURI, c.database, c.connectTimeout)
 	if err != nil {
 		return err
 	}
@@ -76,141 +116,298 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := store.Database().Drop(ctx); err != nil {
 		return fmt.Errorf("empty database %s: %w", c.database, err)
 	}
-
-	r := rand.New(rand.NewPCG(c.seed, c.seed^0x5eed))
-	log := projectortest.NewLog(cart.Registry())
-	lives := make(map[string][]projector.Event, c.carts)
-	var all []projector.Event
-	start := time.Now().UTC()
-	for i := range c.carts {
-		id := fmt.Sprintf("cart-%04d", i)
-		evs, err := log.Append(cart.StreamID(id), cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(10)), c.events, start)...)
-		if err != nil {
-			return err
-		}
-		lives[id] = evs
-		all = append(all, evs...)
+	es, err := esdbtest.Start(esdbtest.Options{Seed: int64(c.seed)})
+	if err != nil {
+		return err
 	}
-	// Interleave the carts as they would be in the global log, then add late
-	// copies and deal the deliveries to the consumers.
-	all = interleave(r, lives)
-	deliveries := projectortest.Redeliver(r, all, c.maxDeliveries)
-	shares := make([][]projector.Event, c.consumers)
-	for _, ev := range deliveries {
-		k := r.IntN(c.consumers)
-		shares[k] = append(shares[k], ev)
-	}
-	fmt.Fprintf(stdout, "projector demo: %d carts, %d events, %d deliveries to %d consumers, seed %d\nread models on %s\n",
-		c.carts, len(all), len(deliveries), c.consumers, c.seed, where)
+	defer es.Close()
+	fmt.Fprintf(stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
+		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
+	fmt.Fprintf(stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s, database %s\n", es.Addr(), where, mongoURI, c.database)
 
 	caps, err := store.Capabilities(ctx)
 	if err != nil {
 		return err
 	}
-	// Competing consumers need atomic conditional writes; without them (the
-	// embedded server) the consumers are workers of one engine, which writes
-	// the events of a document one at a time.
-	shareEngine := !caps.AtomicConditionalWrites
-	if shareEngine {
-		fmt.Fprintf(stdout, "%s has no atomic conditional writes: the %d consumers share one engine\n", caps.Server, c.consumers)
+	paths, err := demoPaths(ctx, c, es, store, caps.AtomicConditionalWrites)
+	if err != nil {
+		return err
+	}
+	if !caps.AtomicConditionalWrites {
+		fmt.Fprintf(stdout, "  %s has no atomic conditional writes: the %d consumers share one engine\n", caps.Server, c.consumers)
 	}
 
+	runCtx, stopRunners := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	defer func() {
+		stopRunners()
+		running.Wait()
+	}()
+	runErrs := make(chan error, 16)
+	for _, p := range paths {
+		for _, r := range p.runners {
+			running.Go(func() {
+				if err := r.Run(runCtx); err != nil {
+					runErrs <- err
+				}
+			})
+		}
+	}
+
+	began := time.Now()
+	lives, appended, trafficErr := startTraffic(runCtx, c, es)
+	total := c.carts * c.events
+	stopProgress := progress(stderr, func() string {
+		line := fmt.Sprintf("appended %d/%d", appended.Load(), total)
+		for _, p := range paths {
+			st := p.stats()
+			line += fmt.Sprintf(" | %s: %d applied, %d duplicates, %d waits", p.name, st.Applied, st.Duplicates, st.Waits)
+		}
+		return line
+	})
+	err = waitDemo(runCtx, c, paths, appended, total, trafficErr, runErrs)
+	took := time.Since(began)
+	stopProgress()
+	if err != nil {
+		return err
+	}
+	stopRunners()
+	running.Wait()
+
+	failed := false
+	fmt.Fprintf(stdout, "  %d events in %d carts, appended and projected in %v\n", total, c.carts, took.Round(time.Millisecond))
+	for _, p := range paths {
+		right, wrong, err := checkDemo(ctx, store, p.projection, lives())
+		if err != nil {
+			return err
+		}
+		st := p.stats()
+		fmt.Fprintf(stdout, "  %-12s applied %d, duplicates skipped %d, failed %d, gate waits %d, drops %d, %.0f events/s; documents %d of %d equal to the pure fold\n",
+			p.name, st.Applied, st.Duplicates, st.Failed, st.Waits, st.Drops, float64(st.Applied)/took.Seconds(), right, c.carts)
+		if len(wrong) > 0 || st.Applied != uint64(total) {
+			failed = true
+			fmt.Fprintf(stdout, "  %s: wrong documents %v\n", p.name, wrong)
+		}
+	}
+	if failed {
+		return errors.New("some documents are not the fold of their events")
+	}
+	fmt.Fprintf(stdout, "every document is right. Look at them: collections %s (catch-up) and %s (group) in database %s",
+		paths[0].projection.Collection(), paths[1].projection.Collection(), c.database)
+	if c.mongoURI == "" {
+		fmt.Fprintf(stdout, "; the data stays in %s (run the demo with --hold to keep the server up, and point mongosh at the URI it prints)", c.dataDir)
+	}
+	fmt.Fprintln(stdout)
+	if c.hold {
+		fmt.Fprintln(stdout, "holding the servers up; Ctrl-C to stop")
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// demoPaths builds the two ways the demo projects the carts.
+func demoPaths(ctx context.Context, c demoConfig, es *esdbtest.Server, store *mongostore.Store, atomicWrites bool) ([]*demoPath, error) {
 	policy := retry.Default()
 	policy.InitialDelay, policy.MaxDelay = 10*time.Millisecond, time.Second
 	policy.MaxRetries, policy.MaxElapsed = -1, 2*time.Minute
-	details := cart.NewDetailsProjection()
-	var counts [projector.Skipped + 1]atomic.Int64 // by outcome
-	var waits, handled atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	began := time.Now()
-	var wg sync.WaitGroup
-	var eng *projector.Engine
-	for _, share := range shares {
-		if eng == nil || !shareEngine {
-			if eng, err = projector.NewEngine(store, cart.Registry(), []projector.Definition{details}, projector.WithRetry(policy)); err != nil {
-				return err
-			}
-			if err := eng.Prepare(ctx); err != nil {
-				return err
-			}
+	newEngine := func(p projector.Definition) (*projector.Engine, error) {
+		e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{p}, projector.WithRetry(policy))
+		if err == nil {
+			err = e.Prepare(ctx)
 		}
-		wg.Go(func() {
-			for _, ev := range share {
-				if ctx.Err() != nil {
-					return
-				}
-				rs, err := eng.Handle(ctx, ev)
-				if err != nil {
-					errOnce.Do(func() { firstErr = err })
-				}
-				for _, res := range rs {
-					counts[res.Outcome].Add(1)
-					waits.Add(int64(res.Waits))
-				}
-				handled.Add(1)
-			}
-		})
+		return e, err
 	}
-	stopProgress := progress(stderr, func() string {
-		return fmt.Sprintf("%d/%d deliveries handled, %d applied, %d duplicates, %d failed",
-			handled.Load(), len(deliveries), counts[projector.Applied].Load(), counts[projector.Duplicate].Load(), counts[projector.Failed].Load())
-	})
-	wg.Wait()
-	stopProgress()
-	took := time.Since(began)
-	if ctx.Err() != nil {
-		return fmt.Errorf("interrupted after %d of %d deliveries", handled.Load(), len(deliveries))
-	}
+	reconnect := projector.DefaultReconnect()
+	reconnect.InitialDelay, reconnect.MaxDelay = 20*time.Millisecond, 500*time.Millisecond
 
-	right := 0
-	var wrong []string
+	catchUp := &demoPath{name: "catch-up", projection: cart.NewDetailsProjection()}
+	client, err := subscription.Dial(es.URI(), nil)
+	if err != nil {
+		return nil, err
+	}
+	src, err := subscription.NewAll(client, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := newEngine(catchUp.projection)
+	if err != nil {
+		return nil, err
+	}
+	r, err := projector.NewRunner("demo-catch-up", eng, src, store, projector.WithReconnect(reconnect))
+	if err != nil {
+		return nil, err
+	}
+	catchUp.runners = append(catchUp.runners, r)
+
+	group := &demoPath{name: "group", projection: cart.NewDetailsProjection().InCollection(cart.DetailsName + "_group")}
+	settings := esdb.SubscriptionSettingsDefault()
+	settings.StartFrom = esdb.Start{}
+	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
+	var shared *projector.Engine
+	for i := range c.consumers {
+		cl, err := subscription.Dial(es.URI(), nil)
+		if err != nil {
+			return nil, err
+		}
+		src, err := subscription.NewPersistent(cl, subscription.PersistentOptions{
+			Stream: subscription.AllStreams, Group: "demo", BufferSize: 16,
+			CreateAll: &esdb.PersistentAllSubscriptionOptions{
+				Settings: &settings, StartFrom: esdb.Start{},
+				Filter: &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{cart.StreamPrefix}},
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		// Without atomic conditional writes (the embedded server) the
+		// consumers share one engine, which writes a document's events one at
+		// a time; on MongoDB each has its own, as separate processes would.
+		eng := shared
+		if eng == nil || atomicWrites {
+			if eng, err = newEngine(group.projection); err != nil {
+				return nil, err
+			}
+			shared = eng
+		}
+		r, err := projector.NewRunner(fmt.Sprintf("demo-consumer-%d", i), eng, src, nil, projector.WithReconnect(reconnect))
+		if err != nil {
+			return nil, err
+		}
+		group.runners = append(group.runners, r)
+	}
+	return []*demoPath{catchUp, group}, nil
+}
+
+// startTraffic appends the carts' lives through the official client,
+// interleaved, at the configured rate, dropping every subscription c.drops
+// times along the way. lives returns what was appended, per cart.
+func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives func() map[string][]projector.Event, appended *atomic.Int64, errc chan error) {
+	appended = new(atomic.Int64)
+	errc = make(chan error, 1)
+	var mu sync.Mutex
+	byCart := map[string][]projector.Event{}
+	lives = func() map[string][]projector.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return byCart
+	}
+	go func() {
+		errc <- func() error {
+			client, err := subscription.Dial(es.URI(), nil)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			cl, err := client.ESDB()
+			if err != nil {
+				return err
+			}
+			es.DuplicateDeliveries(c.duplicates)
+			r := rand.New(rand.NewPCG(c.seed, c.seed^0x5eed))
+			start := time.Now().UTC()
+			plans := map[string][]any{}
+			var order []string
+			for i := range c.carts {
+				id := fmt.Sprintf("cart-%04d", i)
+				plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(10)), c.events, start)
+				for range plans[id] {
+					order = append(order, id)
+				}
+			}
+			r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			total := len(order)
+			dropAt := map[int]bool{}
+			for range c.drops {
+				dropAt[total/10+r.IntN(max(1, total*8/10))] = true
+			}
+			var tick *time.Ticker
+			if c.rate > 0 {
+				tick = time.NewTicker(time.Duration(float64(time.Second) / c.rate))
+				defer tick.Stop()
+			}
+			next := map[string]int{}
+			for i, id := range order {
+				if tick != nil {
+					select {
+					case <-tick.C:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				payload := plans[id][next[id]]
+				rev := uint64(next[id])
+				next[id]++
+				name, data, err := cart.Registry().Encode(payload)
+				if err != nil {
+					return err
+				}
+				expected := esdb.ExpectedRevision(esdb.NoStream{})
+				if rev > 0 {
+					expected = esdb.Revision(rev - 1)
+				}
+				if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{ExpectedRevision: expected},
+					esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+					return fmt.Errorf("append to %s: %w", cart.StreamID(id), err)
+				}
+				mu.Lock()
+				byCart[id] = append(byCart[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: rev, Payload: payload})
+				mu.Unlock()
+				appended.Add(1)
+				if dropAt[i] {
+					es.DropSubscriptions()
+				}
+			}
+			return nil
+		}()
+	}()
+	return lives, appended, errc
+}
+
+// waitDemo waits until every event is appended and each path has applied
+// all of them, or something fails, or the time is up.
+func waitDemo(ctx context.Context, c demoConfig, paths []*demoPath, appended *atomic.Int64, total int, traffic, runErrs chan error) error {
+	deadline := time.NewTimer(c.timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-traffic:
+			if err != nil {
+				return fmt.Errorf("traffic: %w", err)
+			}
+			traffic = nil
+		case err := <-runErrs:
+			return err
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted with %d of %d events appended", appended.Load(), total)
+		case <-deadline.C:
+			return fmt.Errorf("read models not complete after %v (--timeout)", c.timeout)
+		case <-tick.C:
+		}
+		done := traffic == nil
+		for _, p := range paths {
+			done = done && p.stats().Applied >= uint64(total)
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// checkDemo compares every cart document of p with the fold of its events.
+func checkDemo(ctx context.Context, store projector.Store, p *projector.Projection[cart.Details], lives map[string][]projector.Event) (right int, wrong []string, err error) {
 	for id, evs := range lives {
-		switch err := projectortest.CheckDocument(ctx, store, details, id, evs); {
+		switch err := projectortest.CheckDocument(ctx, store, p, id, evs); {
 		case err == nil:
 			right++
 		case errors.Is(err, projectortest.ErrMismatch):
 			wrong = append(wrong, id)
 		default:
-			return err
+			return 0, nil, err
 		}
 	}
-	fmt.Fprintf(stdout, "  applied     %d\n  duplicates  %d\n  failed      %d\n  waits       %d\n  time        %v (%.0f deliveries/s)\n  documents   %d of %d equal to the pure fold of their events\n",
-		counts[projector.Applied].Load(), counts[projector.Duplicate].Load(), counts[projector.Failed].Load(),
-		waits.Load(), took.Round(time.Millisecond), float64(len(deliveries))/took.Seconds(), right, len(lives))
-	if firstErr != nil {
-		fmt.Fprintf(stdout, "first failure: %v\n", firstErr)
-	}
-	if len(wrong) > 0 || firstErr != nil {
-		return fmt.Errorf("%d of %d documents are wrong: %v", len(wrong), len(lives), wrong)
-	}
-	if c.mongoURI == "" {
-		fmt.Fprintf(stdout, "data kept in %s: run the demo again, or point any MongoDB client at the embedded server while it runs (database %s, collection %s)\n",
-			c.dataDir, c.database, cart.DetailsName)
-	}
-	return nil
-}
-
-// interleave merges the carts' streams in a random order that keeps each
-// stream's own order, as a global log does.
-func interleave(r *rand.Rand, lives map[string][]projector.Event) []projector.Event {
-	var ids []string
-	total := 0
-	for id, evs := range lives {
-		ids = append(ids, id)
-		total += len(evs)
-	}
-	next := map[string]int{}
-	out := make([]projector.Event, 0, total)
-	for len(ids) > 0 {
-		i := r.IntN(len(ids))
-		id := ids[i]
-		out = append(out, lives[id][next[id]])
-		if next[id]++; next[id] == len(lives[id]) {
-			ids = append(ids[:i], ids[i+1:]...)
-		}
-	}
-	return out
+	return right, wrong, nil
 }
 
 // progress prints line() every second until the returned func is called.

@@ -66,11 +66,22 @@ func runBinary(t *testing.T, timeout time.Duration, args ...string) (stdout, std
 
 func TestDemo_checks_every_document_against_the_fold(t *testing.T) {
 	dir := t.TempDir()
-	out, errOut, code := runBinary(t, 3*time.Minute, "demo", "--carts", "8", "--events", "7", "--consumers", "3", "--seed", "1", "--data-dir", dir)
+	out, errOut, code := runBinary(t, 3*time.Minute, "demo", "--carts", "20", "--events", "8", "--consumers", "3",
+		"--duplicates", "0.3", "--drops", "3", "--seed", "1", "--data-dir", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	if !strings.Contains(out, "documents   8 of 8 equal to the pure fold") || !regexp.MustCompile(`applied\s+56\n`).MatchString(out) {
+	for _, path := range []string{"catch-up", "group"} {
+		re := regexp.MustCompile(path + `\s+applied 160, duplicates skipped (\d+), failed 0, .*drops (\d+), .*documents 20 of 20 equal to the pure fold`)
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no %s line with 160 applied and 20 of 20 documents right:\n%s", path, out)
+		}
+		if m[1] == "0" || m[2] == "0" {
+			t.Errorf("%s: %s duplicates and %s drops: the faults did not happen", path, m[1], m[2])
+		}
+	}
+	if !strings.Contains(out, "every document is right") {
 		t.Fatalf("report:\n%s", out)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) == 0 {
