@@ -27,10 +27,61 @@ type checkpointDoc struct {
 	Updated  time.Time `bson:"updatedAt"`
 }
 
+// CheckpointStatus is what is stored for one subscription.
+type CheckpointStatus struct {
+	Name string
+	// Checkpoint is nil when none was stored yet.
+	Checkpoint *projector.Checkpoint
+	Updated    time.Time
+	// LastError is the error the subscription last stopped with, and when.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// Checkpoints returns the status of every subscription with a stored
+// checkpoint or error, by name.
+func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, error) {
+	cur, err := s.db.Collection(CheckpointCollection).Find(ctx, bson.D{})
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
+	}
+	var docs []struct {
+		ID          string    `bson:"_id"`
+		Position    *int64    `bson:"position"`
+		Prepare     int64     `bson:"prepare"`
+		Updated     time.Time `bson:"updatedAt"`
+		LastError   string    `bson:"lastError"`
+		LastErrorAt time.Time `bson:"lastErrorAt"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
+	}
+	out := make(map[string]CheckpointStatus, len(docs))
+	for _, d := range docs {
+		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt}
+		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
+			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare)}
+		}
+		out[d.ID] = st
+	}
+	return out, nil
+}
+
+// RecordError implements the runner's error record: the error a subscription
+// stopped with, kept beside its checkpoint for "projector status".
+func (s *Store) RecordError(ctx context.Context, name, message string) error {
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: "lastError", Value: message}, {Key: "lastErrorAt", Value: time.Now().UTC()}}}}
+	if _, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: name}}, update, options.UpdateOne().SetUpsert(true)); err != nil {
+		return fmt.Errorf("mongostore: record error of %q: %w", name, err)
+	}
+	return nil
+}
+
 // LoadCheckpoint implements [projector.CheckpointStore].
 func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
 	var d checkpointDoc
-	err := s.db.Collection(CheckpointCollection).FindOne(ctx, bson.D{{Key: FieldID, Value: name}}).Decode(&d)
+	filter := bson.D{{Key: FieldID, Value: name}, {Key: "position", Value: bson.D{{Key: "$exists", Value: true}}}}
+	err := s.db.Collection(CheckpointCollection).FindOne(ctx, filter).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -52,9 +103,13 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 	if c.Position > math.MaxInt64 || c.Prepare > math.MaxInt64 {
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
-	d := checkpointDoc{ID: name, Position: int64(c.Position), Prepare: int64(c.Prepare), Updated: time.Now().UTC()}
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "position", Value: bson.D{{Key: "$lte", Value: d.Position}}}}
-	_, err := s.db.Collection(CheckpointCollection).ReplaceOne(ctx, filter, d, options.Replace().SetUpsert(true))
+	set := bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: int64(c.Prepare)}, {Key: "updatedAt", Value: time.Now().UTC()}}
+	// A missing position (a record holding only an error) counts as behind.
+	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$or", Value: bson.A{
+		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
+		bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
+	}}}
+	_, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
 		return nil // a later checkpoint is stored: the upsert found no match and collided with it
 	}

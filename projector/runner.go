@@ -301,6 +301,17 @@ func (x *run) execute(ctx context.Context) error {
 	defer cancel()
 	saveErr := x.save(saveCtx)
 	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	if x.failure != nil || readErr != nil {
+		if rec, ok := r.checkpoints.(ErrorRecorder); ok {
+			msg := fmt.Sprint(x.failure)
+			if x.failure == nil {
+				msg = readErr.Error()
+			}
+			if err := rec.RecordError(saveCtx, r.name, msg); err != nil {
+				r.logger.Warn("recording the error", "err", err)
+			}
+		}
+	}
 	switch {
 	case x.failure != nil:
 		return x.failure

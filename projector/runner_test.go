@@ -161,6 +161,10 @@ func TestRunner_stops_at_an_event_that_fails_under_Block_and_checkpoints_before_
 	if cp == nil || cp.Position != good[0].Position {
 		t.Fatalf("checkpoint %v, want %d (before the failed event)", cp, good[0].Position)
 	}
+	all, err := s.Checkpoints(context.Background())
+	if st := all["r2"]; err != nil || !strings.Contains(st.LastError, "does not decode") || st.LastErrorAt.IsZero() {
+		t.Fatalf("recorded error %+v (%v)", st, err)
+	}
 }
 
 type typeFiltered struct{ scripted }

@@ -60,6 +60,12 @@ func (c Checkpoint) String() string {
 	return fmt.Sprintf("%d/%d", c.Position, c.Prepare)
 }
 
+// ErrorRecorder is implemented by checkpoint stores that also keep the error
+// a subscription stopped with (mongostore does), for operators to see.
+type ErrorRecorder interface {
+	RecordError(ctx context.Context, name, message string) error
+}
+
 // CheckpointStore keeps one checkpoint per subscription name: mongostore, in
 // the same database as the read models.
 type CheckpointStore interface {

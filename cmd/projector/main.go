@@ -2,6 +2,7 @@
 // stream.
 //
 //	projector run       project EventStoreDB events into MongoDB read models
+//	projector status    where each projection stands
 //	projector demo      the engine on embedded parts, with faults, checked
 //	projector version   the version of this binary
 //
@@ -26,6 +27,7 @@ type command struct {
 
 var commands = []command{
 	{"run", "project EventStoreDB events into MongoDB read models, until stopped", runRun},
+	{"status", "per projection: stored checkpoint, head, events behind, parked events, last error", runStatus},
 	{"demo", "run the engine on embedded parts with injected faults and check every document", runDemo},
 	{"version", "print the version", runVersion},
 }

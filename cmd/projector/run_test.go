@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -144,6 +145,28 @@ func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint
 		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs); err != nil {
 			t.Error(err)
 		}
+	}
+
+	// status: at the head, then 12 events behind once more are appended.
+	status := func() map[string]any {
+		out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
+		var lines []map[string]any
+		if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 1 {
+			t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+		}
+		return lines[0]
+	}
+	st := status()
+	if st["checkpoint"] != float64(srv.Head()) || st["head"] != float64(srv.Head()) || st["behind"] != float64(0) || st["lastError"] != nil {
+		t.Fatalf("status %v, want checkpoint = head = %d, 0 behind, no error", st, srv.Head())
+	}
+	appendCarts(t, client, 25, 2, 6, carts)
+	if st = status(); st["behind"] != float64(12) {
+		t.Fatalf("status %v, want 12 behind", st)
+	}
+	out, _, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
+	if code != 0 || !strings.Contains(out, "PROJECTION") || !regexp.MustCompile(`cart_details\s+\d+\s+\S+\s+\d+\s+12\s`).MatchString(out) {
+		t.Fatalf("status table (exit %d):\n%s", code, out)
 	}
 }
 
