@@ -17,14 +17,14 @@ import (
 
 // runnerCollector exports the runners' counters at scrape time.
 type runnerCollector struct {
-	runners []*projector.Runner
+	runners []runnerView
 	head    *headSampler
 
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 }
 
-func newRunnerCollector(runners []*projector.Runner, head *headSampler) *runnerCollector {
+func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("projector_"+name, help, append([]string{"projection"}, labels...), nil)
 	}
@@ -105,7 +105,7 @@ func (h *headSampler) read() (uint64, map[string]int) {
 	return h.head, h.lags
 }
 
-func (h *headSampler) run(ctx context.Context, client *subscription.Client, runners []*projector.Runner, logger *slog.Logger) {
+func (h *headSampler) run(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
@@ -118,7 +118,7 @@ func (h *headSampler) run(ctx context.Context, client *subscription.Client, runn
 	}
 }
 
-func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []*projector.Runner, logger *slog.Logger) {
+func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
 	cl, err := client.ESDB()

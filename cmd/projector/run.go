@@ -32,12 +32,18 @@ import (
 type catalogEntry struct {
 	def          projector.Definition
 	streamPrefix string
+	collection   string // its own collection
+	// in returns the projection writing to another collection (a rebuild's).
+	in func(collection string) projector.Definition
 }
 
 // catalog returns the projections built into the binary, by name.
 func catalog() map[string]catalogEntry {
 	return map[string]catalogEntry{
-		cart.DetailsName: {def: cart.NewDetailsProjection(), streamPrefix: cart.StreamPrefix},
+		cart.DetailsName: {
+			def: cart.NewDetailsProjection(), streamPrefix: cart.StreamPrefix, collection: cart.DetailsName,
+			in: func(c string) projector.Definition { return cart.NewDetailsProjection().InCollection(c) },
+		},
 	}
 }
 
@@ -92,7 +98,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, err)
 		return errUsage
 	}
-	defs, prefixes, err := selectProjections(c.projections)
+	defs, _, err := selectProjections(c.projections)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errUsage
@@ -161,43 +167,56 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	metrics := prometheus.NewRegistry()
 	latency := storeLatency()
 	metrics.MustRegister(latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var runners []*projector.Runner
-	for i, def := range defs {
-		eng, err := projector.NewEngine(timedStore{store, latency}, registry(), []projector.Definition{def},
-			projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", def.Name())), projector.WithFailurePolicy(policy))
-		if err != nil {
-			return err
+	var slots []*slot
+	var views []runnerView
+	for _, def := range defs {
+		sl := &slot{name: def.Name(), entry: catalog()[def.Name()]}
+		slots, views = append(slots, sl), append(views, sl)
+	}
+	// build makes the runner of one projection writing to collection; its
+	// checkpoint is named after the collection, so that a rebuild's carries
+	// over when readers switch to it.
+	build := func(sl *slot) func(context.Context, string) (*projector.Runner, error) {
+		return func(ctx context.Context, collection string) (*projector.Runner, error) {
+			def := sl.entry.in(collection)
+			eng, err := projector.NewEngine(timedStore{store, latency}, registry(), []projector.Definition{def},
+				projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", sl.name)), projector.WithFailurePolicy(policy))
+			if err != nil {
+				return nil, err
+			}
+			if err := eng.Prepare(ctx); err != nil {
+				return nil, err
+			}
+			src, err := source(client, c.group, sl.name, sl.entry.streamPrefix, logger)
+			if err != nil {
+				return nil, err
+			}
+			var cps projector.CheckpointStore = store
+			if c.group != "" {
+				cps = nil // the server keeps the group's position
+			}
+			return projector.NewRunner(collection, eng, src, cps,
+				projector.WithWorkers(c.workers), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval))
 		}
-		if err := eng.Prepare(ctx); err != nil {
-			return err
-		}
-		src, err := source(client, c.group, def.Name(), prefixes[i], logger)
-		if err != nil {
-			return err
-		}
-		var cps projector.CheckpointStore = store
-		if c.group != "" {
-			cps = nil // the server keeps the group's position
-		}
-		r, err := projector.NewRunner(def.Name(), eng, src, cps,
-			projector.WithWorkers(c.workers), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval))
-		if err != nil {
+	}
+	// Settings that cannot work fail here, before anything runs.
+	for _, sl := range slots {
+		if _, err := build(sl)(ctx, sl.entry.collection); err != nil {
 			fmt.Fprintln(stderr, err)
 			return errUsage
 		}
-		runners = append(runners, r)
 	}
 
-	errs := make([]error, len(runners))
+	errs := make([]error, len(slots))
 	var wg sync.WaitGroup
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	head := &headSampler{}
-	metrics.MustRegister(newRunnerCollector(runners, head))
+	metrics.MustRegister(newRunnerCollector(views, head))
 	var sampler sync.WaitGroup
-	sampler.Go(func() { head.run(runCtx, client, runners, logger) })
+	sampler.Go(func() { head.run(runCtx, client, views, logger) })
 	if listener != nil {
-		mux := healthHandler(runners, c.group != "")
+		mux := healthHandler(views, c.group != "")
 		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(listener)
@@ -206,9 +225,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logger.Info("projector runs", "esdb", client.String(), "projections", projectionList(defs), "group", c.group)
 
-	for i, r := range runners {
+	for i, sl := range slots {
 		wg.Go(func() {
-			if errs[i] = r.Run(runCtx); errs[i] != nil {
+			// A group's position is the server's, not a checkpoint: a
+			// --group projector does not follow a rebuild's switch.
+			if errs[i] = sl.run(runCtx, store, c.group == "", logger, build(sl)); errs[i] != nil {
 				stopAll() // one projection failing stops the process: a supervisor restarts it
 			}
 		})
@@ -216,9 +237,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	wg.Wait()
 	stopAll()
 	sampler.Wait()
-	for _, r := range runners {
-		st := r.Stats()
-		logger.Info("projection stopped", "projection", r.Name(), "applied", st.Applied, "duplicates", st.Duplicates,
+	for _, sl := range slots {
+		st := sl.Stats()
+		logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
 			"skipped", st.Skipped, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
 	}
 	return errors.Join(errs...)
@@ -330,7 +351,7 @@ func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duratio
 // healthHandler serves /healthz (the process is alive) and /readyz (every
 // projection has caught up with the head of its subscription; for a
 // persistent group, which has no head to reach, every consumer is connected).
-func healthHandler(runners []*projector.Runner, group bool) *http.ServeMux {
+func healthHandler(runners []runnerView, group bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// runnerView is what metrics and health read of a projection's runner.
+type runnerView interface {
+	Name() string
+	Stats() projector.RunnerStats
+	CaughtUp() bool
+	Connected() bool
+}
+
+// slot is one projection of a running projector. Its runner writes to the
+// projection's active collection; when a rebuild switches readers to a new
+// collection, the slot stops that runner and starts one on the new collection,
+// from the checkpoint the rebuild left (checkpoints are named after their
+// collection).
+type slot struct {
+	name  string
+	entry catalogEntry
+	cur   atomic.Pointer[projector.Runner]
+}
+
+var _ runnerView = (*slot)(nil)
+
+func (s *slot) Name() string { return s.name }
+
+func (s *slot) Stats() projector.RunnerStats {
+	if r := s.cur.Load(); r != nil {
+		return r.Stats()
+	}
+	return projector.RunnerStats{}
+}
+
+func (s *slot) CaughtUp() bool  { r := s.cur.Load(); return r != nil && r.CaughtUp() }
+func (s *slot) Connected() bool { r := s.cur.Load(); return r != nil && r.Connected() }
+
+// followInterval is how often a running projector looks for a switch.
+const followInterval = time.Second
+
+// run runs the projection until ctx is done or its runner fails, following
+// switches of its active collection when follow is set.
+func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, logger *slog.Logger,
+	build func(ctx context.Context, collection string) (*projector.Runner, error)) error {
+	for {
+		coll, err := store.ActiveCollection(ctx, s.name, s.entry.collection)
+		if err != nil {
+			return err
+		}
+		r, err := build(ctx, coll)
+		if err != nil {
+			return err
+		}
+		s.cur.Store(r)
+		rctx, cancel := context.WithCancel(ctx)
+		switched := make(chan string, 1)
+		if follow {
+			go func() {
+				t := time.NewTicker(followInterval)
+				defer t.Stop()
+				for {
+					select {
+					case <-rctx.Done():
+						return
+					case <-t.C:
+					}
+					if now, err := store.ActiveCollection(rctx, s.name, s.entry.collection); err == nil && now != coll {
+						switched <- now
+						cancel()
+						return
+					}
+				}
+			}()
+		}
+		err = r.Run(rctx)
+		cancel()
+		select {
+		case to := <-switched:
+			if ctx.Err() == nil && err == nil {
+				logger.Info("readers switched to a rebuilt collection: following it", "projection", s.name, "from", coll, "to", to)
+				continue
+			}
+		default:
+		}
+		return err
+	}
+}

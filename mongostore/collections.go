@@ -1,0 +1,94 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// CollectionsCollection records, per projection, the collection readers use
+// and the one a rebuild is filling. A rebuild writes a new collection while
+// the live one keeps serving, then switches this record; readers that resolve
+// the collection with [Store.ActiveCollection] follow. (FerretDB has no
+// renameCollection with dropTarget, so the switch is this record, not a
+// rename; on MongoDB a reader may equally be pointed at the new name.)
+const CollectionsCollection = "projector_collections"
+
+// Collections is a projection's record.
+type Collections struct {
+	// Active is the collection readers use; empty means the projection's own.
+	Active string `bson:"active"`
+	// Building is the collection a rebuild is filling, empty when none is.
+	Building string `bson:"building"`
+	// Previous is the collection Active replaced, kept until someone drops it.
+	Previous string    `bson:"previous"`
+	Switched time.Time `bson:"switchedAt,omitzero"`
+}
+
+// CollectionsOf returns the record of projection (zero when none).
+func (s *Store) CollectionsOf(ctx context.Context, projection string) (Collections, error) {
+	var c Collections
+	err := s.db.Collection(CollectionsCollection).FindOne(ctx, bson.D{{Key: FieldID, Value: projection}}).Decode(&c)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return Collections{}, fmt.Errorf("mongostore: collections of %q: %w", projection, err)
+	}
+	return c, nil
+}
+
+// ActiveCollection returns the collection readers of projection use: the one
+// its last rebuild switched to, else def (the projection's own).
+func (s *Store) ActiveCollection(ctx context.Context, projection, def string) (string, error) {
+	c, err := s.CollectionsOf(ctx, projection)
+	if err != nil || c.Active == "" {
+		return def, err
+	}
+	return c.Active, nil
+}
+
+// StartRebuild records that a rebuild of projection fills collection, unless
+// one is recorded already: it returns the collection of the rebuild in
+// progress, so that an interrupted rebuild resumes where it was.
+func (s *Store) StartRebuild(ctx context.Context, projection, collection string) (string, error) {
+	coll := s.db.Collection(CollectionsCollection)
+	filter := bson.D{{Key: FieldID, Value: projection}, {Key: "building", Value: bson.D{{Key: "$in", Value: bson.A{nil, ""}}}}}
+	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "building", Value: collection}}}}, options.UpdateOne().SetUpsert(true))
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return "", fmt.Errorf("mongostore: start rebuild of %q: %w", projection, err)
+	}
+	c, err := s.CollectionsOf(ctx, projection)
+	if err != nil {
+		return "", err
+	}
+	return c.Building, nil
+}
+
+// FinishRebuild switches readers of projection to the collection its rebuild
+// filled, keeping the one they used as Previous.
+func (s *Store) FinishRebuild(ctx context.Context, projection, def string) (Collections, error) {
+	c, err := s.CollectionsOf(ctx, projection)
+	if err != nil {
+		return Collections{}, err
+	}
+	if c.Building == "" {
+		return Collections{}, fmt.Errorf("mongostore: no rebuild of %q in progress", projection)
+	}
+	prev := c.Active
+	if prev == "" {
+		prev = def
+	}
+	next := Collections{Active: c.Building, Previous: prev, Switched: time.Now().UTC()}
+	filter := bson.D{{Key: FieldID, Value: projection}, {Key: "building", Value: c.Building}}
+	res, err := s.db.Collection(CollectionsCollection).ReplaceOne(ctx, filter, next)
+	if err != nil {
+		return Collections{}, fmt.Errorf("mongostore: switch %q to %s: %w", projection, c.Building, err)
+	}
+	if res.MatchedCount != 1 {
+		return Collections{}, fmt.Errorf("mongostore: the rebuild of %q changed while it was switched", projection)
+	}
+	return next, nil
+}
