@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,9 +49,11 @@ func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[stri
 // process is the projector binary running in the background.
 type process struct {
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr syncBuffer
 	done   chan error
 }
+
+func (p *process) stderrText() string { return p.stderr.String() }
 
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()

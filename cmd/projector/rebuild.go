@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
+)
+
+func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var esdbURI, mongoURI, database, dataDir string
+	var connectTimeout time.Duration
+	var workers int
+	fs := newFlags("rebuild", "rebuild NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	fs.StringVar(&esdbURI, "esdb", "", "EventStoreDB connection string (required)")
+	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI; empty opens the embedded server's data under --data-dir")
+	fs.StringVar(&database, "database", "projector", "database of the read models and checkpoints")
+	fs.StringVar(&dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server")
+	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer")
+	fs.IntVar(&workers, "workers", 4, "events handled at once (one stream's events stay in order)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: projector rebuild NAME [flags]
+
+Replays projection NAME from the start of $all into a new collection while the
+live one keeps serving, then switches readers (and a running "projector run")
+to the new collection once it has caught up with the head. Interrupted, it
+keeps its checkpoint: run it again to resume. The previous collection is kept;
+drop it when no reader uses it.
+
+`)
+		fs.PrintDefaults()
+	}
+	name := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return errUsage
+	}
+	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	if name == "" {
+		fmt.Fprintln(stderr, "rebuild needs the NAME of a projection; known: "+strings.Join(projectionNames(), ", "))
+		return errUsage
+	}
+	entry, ok := catalog()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "unknown projection %q; known: %s\n", name, strings.Join(projectionNames(), ", "))
+		return errUsage
+	}
+	if esdbURI == "" {
+		fmt.Fprintln(stderr, "--esdb (or PROJECTOR_ESDB) is required")
+		return errUsage
+	}
+	if connectTimeout <= 0 || workers < 1 {
+		fmt.Fprintln(stderr, "--connect-timeout must be > 0 and --workers >= 1")
+		return errUsage
+	}
+	client, err := subscription.Dial(esdbURI, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if mongoURI == "" {
+		srv, err := embedded.Start(embedded.Config{Dir: dataDir})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		mongoURI = srv.URI()
+	}
+	store, err := mongostore.Open(ctx, mongoURI, database, connectTimeout)
+	if err != nil {
+		return err
+	}
+	defer store.Close(context.Background())
+	if err := probeESDB(ctx, client, connectTimeout); err != nil {
+		return err
+	}
+
+	active, err := store.ActiveCollection(ctx, name, entry.collection)
+	if err != nil {
+		return err
+	}
+	building, err := store.StartRebuild(ctx, name, fmt.Sprintf("%s_r%d", entry.collection, time.Now().Unix()))
+	if err != nil {
+		return err
+	}
+	from, err := store.LoadCheckpoint(ctx, building)
+	if err != nil {
+		return err
+	}
+	if from == nil {
+		fmt.Fprintf(stdout, "rebuilding %s into %s; readers stay on %s until it has caught up\n", name, building, active)
+	} else {
+		fmt.Fprintf(stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
+	}
+
+	eng, err := projector.NewEngine(store, registry(), []projector.Definition{entry.in(building)})
+	if err != nil {
+		return err
+	}
+	if err := eng.Prepare(ctx); err != nil {
+		return err
+	}
+	src, err := subscription.NewAll(client, subscription.AllOptions{StreamPrefixes: []string{entry.streamPrefix}})
+	if err != nil {
+		return err
+	}
+	r, err := projector.NewRunner(building, eng, src, store, projector.WithWorkers(workers))
+	if err != nil {
+		return err
+	}
+	cl, err := client.ESDB()
+	if err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	head, err := lastPosition(hctx, cl)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the head of $all: %w", err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	began := time.Now()
+	start := uint64(0)
+	if from != nil {
+		start = from.Position
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for !r.CaughtUp() {
+		select {
+		case err := <-done:
+			if err == nil {
+				err = ctx.Err()
+			}
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("interrupted at position %s; run it again to resume", checkpointString(r.Stats().Checkpoint))
+			}
+			return err
+		case <-tick.C:
+		}
+		st := r.Stats()
+		pos := start
+		if st.Checkpoint != nil {
+			pos = st.Checkpoint.Position
+		}
+		rate := float64(st.Applied+st.Duplicates) / time.Since(began).Seconds()
+		left := "?"
+		if moved := pos - start; moved > 0 && head > pos {
+			left = (time.Duration(float64(time.Since(began)) * float64(head-pos) / float64(moved))).Round(time.Second).String()
+		}
+		fmt.Fprintf(stderr, "  %d events, %.0f events/s, position %d of %d, about %s left\n", st.Applied, rate, pos, head, left)
+	}
+	stop()
+	if err := <-done; err != nil {
+		return err
+	}
+	switched, err := store.FinishRebuild(ctx, name, entry.collection)
+	if err != nil {
+		return err
+	}
+	st := r.Stats()
+	fmt.Fprintf(stdout, "rebuilt %s: %d events in %v; readers now use %s (the previous collection %s is kept)\n",
+		name, st.Applied, time.Since(began).Round(time.Millisecond), switched.Active, switched.Previous)
+	return nil
+}

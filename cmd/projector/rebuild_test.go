@@ -1,0 +1,119 @@
+package main_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+func checkCarts(t *testing.T, store *mongostore.Store, collection string, carts map[string][]projector.Event) {
+	t.Helper()
+	p := cart.NewDetailsProjection().InCollection(collection)
+	for id, evs := range carts {
+		if err := projectortest.CheckDocument(context.Background(), store, p, id, evs); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func waitCheckpointOf(t *testing.T, p *process, s *mongostore.Store, name string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cp, err := s.LoadCheckpoint(context.Background(), name)
+		if err == nil && cp != nil && cp.Position == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint of %s: %v, want %d", name, cp, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRebuild_fills_a_new_collection_while_run_serves_then_switches_and_run_follows(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 20, 6, carts)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
+
+	live := startBinary(t, append([]string{"run", "--http", "", "--checkpoint-interval", "100ms"}, common...)...)
+	waitCheckpoint(t, live, store, srv.Head())
+
+	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
+	m := regexp.MustCompile(`readers now use (cart_details_r\d+) \(the previous collection cart_details is kept\)`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, errOut)
+	}
+	rebuilt := m[1]
+	checkCarts(t, store, rebuilt, carts)
+	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != rebuilt {
+		t.Fatalf("active collection %q, want %q", got, rebuilt)
+	}
+
+	// The live projector follows the switch: new events land in the new collection.
+	appendCarts(t, client, 20, 5, 6, carts)
+	waitCheckpointOf(t, live, store, rebuilt, srv.Head())
+	checkCarts(t, store, rebuilt, carts)
+	if code := live.terminate(t); code != 0 {
+		t.Fatalf("run exit %d\n%s", code, live.stderr.String())
+	}
+	if !strings.Contains(live.stderr.String(), "following it") {
+		t.Fatalf("run did not log the switch:\n%s", live.stderr.String())
+	}
+}
+
+func TestRebuild_interrupted_resumes_when_run_again(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 200, 10, carts)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--workers", "1"}
+
+	first := startBinary(t, append([]string{"rebuild", cart.DetailsName}, common...)...)
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(first.stderrText(), "events/s") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress line:\n%s", first.stderrText())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-first.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGINT")
+	}
+	if code := first.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(first.stderr.String(), "run it again to resume") {
+		t.Fatalf("interrupted: exit %d\n%s", code, first.stderr.String())
+	}
+	c, _ := store.CollectionsOf(context.Background(), cart.DetailsName)
+	if c.Building == "" || c.Active != "" {
+		t.Fatalf("after the interruption: %+v, want a rebuild in progress and readers unmoved", c)
+	}
+	cp, _ := store.LoadCheckpoint(context.Background(), c.Building)
+	if cp == nil || cp.Position >= srv.Head() {
+		t.Fatalf("checkpoint of the interrupted rebuild: %v (head %d)", cp, srv.Head())
+	}
+
+	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
+	if code != 0 || !strings.Contains(out, "resuming the rebuild of cart_details into "+c.Building) || !strings.Contains(out, "readers now use "+c.Building) {
+		t.Fatalf("second rebuild: exit %d\n%s\n%s", code, out, errOut)
+	}
+	checkCarts(t, store, c.Building, carts)
+}
