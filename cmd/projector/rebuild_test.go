@@ -110,6 +110,10 @@ func TestRebuild_interrupted_resumes_when_run_again(t *testing.T) {
 	if cp == nil || cp.Position >= srv.Head() {
 		t.Fatalf("checkpoint of the interrupted rebuild: %v (head %d)", cp, srv.Head())
 	}
+	status, _, _ := runBinary(t, 20*time.Second, append([]string{"status"}, common[:len(common)-2]...)...)
+	if !strings.Contains(status, c.Building+" at "+cp.String()) {
+		t.Fatalf("status does not show the rebuild in progress:\n%s", status)
+	}
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
 	if code != 0 || !strings.Contains(out, "resuming the rebuild of cart_details into "+c.Building) || !strings.Contains(out, "readers now use "+c.Building) {

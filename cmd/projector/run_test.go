@@ -166,7 +166,7 @@ func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint
 		t.Fatalf("status %v, want 12 behind", st)
 	}
 	out, _, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
-	if code != 0 || !strings.Contains(out, "PROJECTION") || !regexp.MustCompile(`cart_details\s+\d+\s+\S+\s+\d+\s+12\s`).MatchString(out) {
+	if code != 0 || !strings.Contains(out, "PROJECTION") || !regexp.MustCompile(`cart_details\s+cart_details\s+\d+\s+\S+\s+\d+\s+12\s`).MatchString(out) {
 		t.Fatalf("status table (exit %d):\n%s", code, out)
 	}
 }

@@ -28,6 +28,11 @@ type projectionStatus struct {
 	// 10000 (BehindAtLeast is then true); nil without --esdb.
 	Behind        *int `json:"behind,omitempty"`
 	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
+	// Collection is the collection readers use; Rebuilding, one a rebuild
+	// in progress fills, with its checkpoint.
+	Collection        string  `json:"collection"`
+	Rebuilding        string  `json:"rebuilding,omitempty"`
+	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
 	// Group and Parked describe a persistent subscription group (--group).
 	Group       string    `json:"group,omitempty"`
 	Parked      *int64    `json:"parked,omitempty"`
@@ -108,7 +113,22 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var lines []projectionStatus
 	for _, def := range defs {
 		st := projectionStatus{Projection: def.Name()}
-		cp := stored[def.Name()]
+		colls, err := store.CollectionsOf(ctx, def.Name())
+		if err != nil {
+			return err
+		}
+		st.Collection = colls.Active
+		if st.Collection == "" {
+			st.Collection = def.Collection()
+		}
+		if colls.Building != "" {
+			st.Rebuilding = colls.Building
+			if b := stored[colls.Building].Checkpoint; b != nil {
+				pos := b.Position
+				st.RebuildCheckpoint = &pos
+			}
+		}
+		cp := stored[st.Collection]
 		if cp.Checkpoint != nil {
 			pos := cp.Checkpoint.Position
 			st.Checkpoint, st.Updated = &pos, cp.Updated
@@ -152,10 +172,14 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return enc.Encode(lines)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tGROUP\tPARKED\tLAST ERROR")
+	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tGROUP\tPARKED\tREBUILDING\tLAST ERROR")
 	for _, s := range lines {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Projection, optU(s.Checkpoint, "none"), optT(s.Updated),
-			optU(s.Head, "?"), behindText(s), orDash(s.Group), optI(s.Parked), errText(s))
+		rebuilding := "-"
+		if s.Rebuilding != "" {
+			rebuilding = fmt.Sprintf("%s at %s", s.Rebuilding, optU(s.RebuildCheckpoint, "start"))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
+			optU(s.Head, "?"), behindText(s), orDash(s.Group), optI(s.Parked), rebuilding, errText(s))
 	}
 	return tw.Flush()
 }
