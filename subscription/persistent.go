@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -55,8 +56,34 @@ type PersistentOptions struct {
 // DispatchToSingle or Pinned; the official Go client cannot create
 // PinnedByCorrelation groups.
 type Persistent struct {
-	client *Client
-	opts   PersistentOptions
+	client                          *Client
+	opts                            PersistentOptions
+	acked, parked, retried, skipped atomic.Uint64
+}
+
+// PersistentStats counts what a consumer told the server about the events it
+// was given.
+type PersistentStats struct {
+	// Acked events were handled; Parked ones moved to the group's parked
+	// stream with their reason; Retried ones were handed back to be
+	// redelivered; Skipped ones were dropped (nack skip).
+	Acked, Parked, Retried, Skipped uint64
+}
+
+// Stats returns the consumer's counts since it was made.
+func (p *Persistent) Stats() PersistentStats {
+	return PersistentStats{Acked: p.acked.Load(), Parked: p.parked.Load(), Retried: p.retried.Load(), Skipped: p.skipped.Load()}
+}
+
+func (p *Persistent) count(action esdb.NackAction) {
+	switch action {
+	case esdb.NackActionPark:
+		p.parked.Add(1)
+	case esdb.NackActionRetry:
+		p.retried.Add(1)
+	case esdb.NackActionSkip:
+		p.skipped.Add(1)
+	}
 }
 
 var _ projector.Source = (*Persistent)(nil)
@@ -134,13 +161,14 @@ func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (pr
 		cancel()
 		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, err)
 	}
-	c := &consumer{sub: sub, opts: &p.opts, cancel: cancel, msgs: make(chan *esdb.PersistentSubscriptionEvent), done: make(chan struct{})}
+	c := &consumer{src: p, sub: sub, opts: &p.opts, cancel: cancel, msgs: make(chan *esdb.PersistentSubscriptionEvent), done: make(chan struct{})}
 	go c.pump()
 	return c, nil
 }
 
 // consumer is one open connection to a group.
 type consumer struct {
+	src  *Persistent
 	sub  *esdb.PersistentSubscription
 	opts *PersistentOptions
 	// send serializes acks and nacks: they share one gRPC stream, which
@@ -222,13 +250,21 @@ func (c *consumer) settle(re *esdb.ResolvedEvent, results []projector.Result) er
 	}
 	c.send.Lock()
 	defer c.send.Unlock()
-	return c.sub.Ack(re)
+	if err := c.sub.Ack(re); err != nil {
+		return err
+	}
+	c.src.acked.Add(1)
+	return nil
 }
 
 func (c *consumer) nack(reason string, action esdb.NackAction, re *esdb.ResolvedEvent) error {
 	c.send.Lock()
 	defer c.send.Unlock()
-	return c.sub.Nack(reason, action, re)
+	if err := c.sub.Nack(reason, action, re); err != nil {
+		return err
+	}
+	c.src.count(action)
+	return nil
 }
 
 // Close implements [projector.Subscription]. It cancels the stream rather

@@ -360,6 +360,9 @@ func TestPersistent_an_undecodable_payload_is_parked_with_its_reason_and_the_res
 	if st := r.Stats(); st.Skipped != 1 || st.Applied != uint64(g.total) {
 		t.Fatalf("stats %+v", st)
 	}
+	if ps := src.Stats(); ps.Parked != 1 || ps.Acked != uint64(g.total) {
+		t.Fatalf("consumer stats %+v, want 1 parked and %d acked", ps, g.total)
+	}
 	parked := g.server.Parked(subscription.AllStreams, group)
 	if len(parked) != 1 || parked[0].Stream != cart.StreamID("cart003") || !strings.Contains(parked[0].Reason, "does not decode") {
 		t.Fatalf("parked %+v", parked)

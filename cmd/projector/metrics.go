@@ -22,6 +22,7 @@ type runnerCollector struct {
 
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
+	parked                                                        *prometheus.Desc
 }
 
 func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollector {
@@ -41,6 +42,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled."),
 		lagSeconds:    d("lag_seconds", "Age of the newest event handled, while behind the head; 0 when caught up."),
 		lagEvents:     d("lag_events", "Events in $all after the stored checkpoint, counted up to 10000 every 5s."),
+		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
 		headPosition:  prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
 }
@@ -81,6 +83,11 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lagSeconds, lag, name)
 		if n, ok := lags[name]; ok {
 			gauge(c.lagEvents, float64(n), name)
+		}
+		if p, ok := r.(interface{ Parked() (uint64, bool) }); ok {
+			if n, group := p.Parked(); group {
+				counter(c.parked, n, name)
+			}
 		}
 	}
 	if head > 0 {

@@ -191,6 +191,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			if err != nil {
 				return nil, err
 			}
+			if p, ok := src.(*subscription.Persistent); ok {
+				sl.group.Store(p)
+			}
 			var cps projector.CheckpointStore = store
 			if c.group != "" {
 				cps = nil // the server keeps the group's position

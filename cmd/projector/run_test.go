@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -179,6 +181,10 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		args []string
@@ -194,6 +200,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"no projection", []string{"run", "--esdb", srv.URI(), "--projections", " , "}, 2, "names no projection"},
 		{"zero connect timeout", []string{"run", "--esdb", srv.URI(), "--connect-timeout", "0s"}, 2, "--connect-timeout must be > 0"},
 		{"bad env value", []string{"run", "--esdb", srv.URI(), "--workers", "2", "--checkpoint-every", "x"}, 2, "invalid value"},
+		{"data dir is a file", []string{"run", "--esdb", srv.URI(), "--http", "", "--data-dir", filepath.Join(file, "sub")}, 1, "data dir"},
 		{"bad retry", []string{"run", "--esdb", srv.URI(), "--retry-multiplier", "0.5"}, 2, "multiplier must be >= 1"},
 	}
 	for _, c := range cases {
@@ -206,5 +213,37 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 				t.Fatalf("stderr shows a password or a panic: %s", errOut)
 			}
 		})
+	}
+}
+
+func TestRun_with_a_persistent_group_projects_every_cart(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 15, 6, carts)
+	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "", "--group", "projector")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		bad := 0
+		for id, evs := range carts {
+			if projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs) != nil {
+				bad++
+			}
+		}
+		if bad == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d carts still wrong\n%s", bad, p.stderrText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderrText())
+	}
+	if n := applied(t, p.stderrText()); n != 90 {
+		t.Fatalf("applied %d, want 90", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
 )
 
 // runnerView is what metrics and health read of a projection's runner.
@@ -27,6 +28,15 @@ type slot struct {
 	name  string
 	entry catalogEntry
 	cur   atomic.Pointer[projector.Runner]
+	group atomic.Pointer[subscription.Persistent] // with --group
+}
+
+// Parked returns how many events this process parked in its group.
+func (s *slot) Parked() (uint64, bool) {
+	if g := s.group.Load(); g != nil {
+		return g.Stats().Parked, true
+	}
+	return 0, false
 }
 
 var _ runnerView = (*slot)(nil)
