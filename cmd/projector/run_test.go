@@ -216,14 +216,29 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 	}
 }
 
-func TestRun_with_a_persistent_group_projects_every_cart(t *testing.T) {
+func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t *testing.T) {
 	srv := esdbtest.New(t)
 	client := srv.Client(t)
 	db := mongotest.Database(t)
 	store := mongostore.New(db)
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 15, 6, carts)
-	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "", "--group", "projector")
+	// A payload that does not decode, then one more event of the same cart.
+	id := "cart003"
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`)}); err != nil {
+		t.Fatal(err)
+	}
+	late := cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}}
+	name, data, _ := cart.Registry().Encode(late)
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
+
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
+	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "skip"}, common...)...)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		bad := 0
@@ -243,7 +258,15 @@ func TestRun_with_a_persistent_group_projects_every_cart(t *testing.T) {
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
 	}
-	if n := applied(t, p.stderrText()); n != 90 {
-		t.Fatalf("applied %d, want 90", n)
+	if n := applied(t, p.stderrText()); n != 91 {
+		t.Fatalf("applied %d, want 91", n)
+	}
+	out, errOut, code := runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector", "--json"}, common...)...)
+	var lines []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 1 {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if lines[0]["parked"] != float64(1) || lines[0]["group"] != "projector-cart_details" {
+		t.Fatalf("status %v, want group projector-cart_details with 1 parked event", lines[0])
 	}
 }
