@@ -64,13 +64,13 @@ type ConfirmCart struct{ RequestID, CartID string }
 type CancelCart struct{ RequestID, CartID string }
 
 func (c OpenCart) cartID() string       { return c.CartID }
-func (c AddItem) cartID() string         { return c.CartID }
-func (c RemoveItem) cartID() string      { return c.CartID }
+func (c AddItem) cartID() string        { return c.CartID }
+func (c RemoveItem) cartID() string     { return c.CartID }
 func (c ConfirmCart) cartID() string    { return c.CartID }
 func (c CancelCart) cartID() string     { return c.CartID }
 func (c OpenCart) requestID() string    { return c.RequestID }
-func (c AddItem) requestID() string      { return c.RequestID }
-func (c RemoveItem) requestID() string   { return c.RequestID }
+func (c AddItem) requestID() string     { return c.RequestID }
+func (c RemoveItem) requestID() string  { return c.RequestID }
 func (c ConfirmCart) requestID() string { return c.RequestID }
 func (c CancelCart) requestID() string  { return c.RequestID }
 
