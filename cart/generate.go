@@ -20,7 +20,7 @@ func RandomLife(r *rand.Rand, cartID, clientID string, size int, at time.Time) [
 	for i := 1; i < size; i++ {
 		at = at.Add(time.Duration(1+r.IntN(5000)) * time.Millisecond)
 		switch {
-		case i == closeAt && r.IntN(4) == 0:
+		case i == closeAt && (r.IntN(4) == 0 || len(items) == 0): // an empty cart cannot be confirmed
 			out = append(out, ShoppingCartCanceled{ShoppingCartID: cartID, CanceledAt: at})
 		case i == closeAt:
 			out = append(out, ShoppingCartConfirmed{ShoppingCartID: cartID, ConfirmedAt: at})
@@ -36,4 +36,23 @@ func RandomLife(r *rand.Rand, cartID, clientID string, size int, at time.Time) [
 		}
 	}
 	return out
+}
+
+// CommandOf returns the command that decides event, under requestID: the
+// write side's way to replay a generated life (times come from the handler's
+// clock).
+func CommandOf(requestID string, event any) (Command, error) {
+	switch e := event.(type) {
+	case ShoppingCartOpened:
+		return OpenCart{RequestID: requestID, CartID: e.ShoppingCartID, ClientID: e.ClientID}, nil
+	case ProductItemAddedToShoppingCart:
+		return AddItem{RequestID: requestID, CartID: e.ShoppingCartID, Item: e.ProductItem}, nil
+	case ProductItemRemovedFromShoppingCart:
+		return RemoveItem{RequestID: requestID, CartID: e.ShoppingCartID, Item: e.ProductItem}, nil
+	case ShoppingCartConfirmed:
+		return ConfirmCart{RequestID: requestID, CartID: e.ShoppingCartID}, nil
+	case ShoppingCartCanceled:
+		return CancelCart{RequestID: requestID, CartID: e.ShoppingCartID}, nil
+	}
+	return nil, fmt.Errorf("cart: no command decides %T", event)
 }

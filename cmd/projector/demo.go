@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-	"github.com/google/uuid"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/internal/embedded"
@@ -155,7 +154,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	began := time.Now()
-	lives, appended, trafficErr := startTraffic(runCtx, c, es)
+	lives, appended, retried, trafficErr := startTraffic(runCtx, c, es)
 	total := c.carts * c.events
 	stopProgress := progress(stderr, func() string {
 		line := fmt.Sprintf("appended %d/%d", appended.Load(), total)
@@ -175,9 +174,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	running.Wait()
 
 	failed := false
-	fmt.Fprintf(stdout, "  %d events in %d carts, appended and projected in %v\n", total, c.carts, took.Round(time.Millisecond))
+	streams, err := lives(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "  %d events in %d carts, appended through the write side (%d commands retried, appended once) and projected in %v\n",
+		total, c.carts, retried.Load(), took.Round(time.Millisecond))
 	for _, p := range paths {
-		right, wrong, err := checkDemo(ctx, store, p.projection, lives())
+		right, wrong, err := checkDemo(ctx, store, p.projection, streams)
 		if err != nil {
 			return err
 		}
@@ -278,43 +282,65 @@ func demoPaths(ctx context.Context, c demoConfig, es *esdbtest.Server, store *mo
 	return []*demoPath{catchUp, group}, nil
 }
 
-// startTraffic appends the carts' lives through the official client,
-// interleaved, at the configured rate, dropping every subscription c.drops
-// times along the way. lives returns what was appended, per cart.
-func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives func() map[string][]projector.Event, appended *atomic.Int64, errc chan error) {
-	appended = new(atomic.Int64)
+// startTraffic sends the carts' lives as commands through the write side
+// (cart.Handler, on the official client), interleaved, at the configured rate;
+// one command in ten is sent twice, as a client retrying after a lost answer
+// would, and must append nothing the second time. It drops every subscription
+// c.drops times along the way. lives reads back what the streams hold, per
+// cart, once the traffic is done.
+func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives func(context.Context) (map[string][]projector.Event, error), appended, retried *atomic.Int64, errc chan error) {
+	appended, retried = new(atomic.Int64), new(atomic.Int64)
 	errc = make(chan error, 1)
-	var mu sync.Mutex
-	byCart := map[string][]projector.Event{}
-	lives = func() map[string][]projector.Event {
-		mu.Lock()
-		defer mu.Unlock()
-		return byCart
+	client, err := subscription.Dial(es.URI(), nil)
+	if err != nil {
+		errc <- err
+		return nil, appended, retried, errc
 	}
+	var ids []string
+	lives = func(ctx context.Context) (map[string][]projector.Event, error) {
+		defer client.Close()
+		cl, err := client.ESDB()
+		if err != nil {
+			return nil, err
+		}
+		store := cart.NewESDBStore(cl)
+		out := map[string][]projector.Event{}
+		for _, id := range ids {
+			recorded, _, err := store.Read(ctx, cart.StreamID(id))
+			if err != nil {
+				return nil, err
+			}
+			for rev, r := range recorded {
+				ev, err := cart.Registry().Decode(projector.Event{Type: r.Type, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Data: r.Data})
+				if err != nil {
+					return nil, err
+				}
+				out[id] = append(out[id], ev)
+			}
+		}
+		return out, nil
+	}
+	r := rand.New(rand.NewPCG(c.seed, c.seed^0x5eed))
+	start := time.Now().UTC()
+	plans := map[string][]any{}
+	var order []string
+	for i := range c.carts {
+		id := fmt.Sprintf("cart-%04d", i)
+		ids = append(ids, id)
+		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(10)), c.events, start)
+		for range plans[id] {
+			order = append(order, id)
+		}
+	}
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	go func() {
 		errc <- func() error {
-			client, err := subscription.Dial(es.URI(), nil)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
 			cl, err := client.ESDB()
 			if err != nil {
 				return err
 			}
+			h := cart.NewHandler(cart.NewESDBStore(cl), nil)
 			es.DuplicateDeliveries(c.duplicates)
-			r := rand.New(rand.NewPCG(c.seed, c.seed^0x5eed))
-			start := time.Now().UTC()
-			plans := map[string][]any{}
-			var order []string
-			for i := range c.carts {
-				id := fmt.Sprintf("cart-%04d", i)
-				plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(10)), c.events, start)
-				for range plans[id] {
-					order = append(order, id)
-				}
-			}
-			r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			total := len(order)
 			dropAt := map[int]bool{}
 			for range c.drops {
@@ -334,25 +360,27 @@ func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives
 						return ctx.Err()
 					}
 				}
-				payload := plans[id][next[id]]
-				rev := uint64(next[id])
+				n := next[id]
 				next[id]++
-				name, data, err := cart.Registry().Encode(payload)
+				cmd, err := cart.CommandOf(fmt.Sprintf("%s/%d", id, n), plans[id][n])
 				if err != nil {
 					return err
 				}
-				expected := esdb.ExpectedRevision(esdb.NoStream{})
-				if rev > 0 {
-					expected = esdb.Revision(rev - 1)
+				res, err := h.Handle(ctx, cmd)
+				if err != nil {
+					return fmt.Errorf("command %T on %s: %w", cmd, id, err)
 				}
-				if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{ExpectedRevision: expected},
-					esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
-					return fmt.Errorf("append to %s: %w", cart.StreamID(id), err)
+				appended.Add(int64(res.Appended))
+				if r.IntN(10) == 0 {
+					again, err := h.Handle(ctx, cmd)
+					if err != nil {
+						return fmt.Errorf("retried command %T on %s: %w", cmd, id, err)
+					}
+					if !again.Duplicate || again.Appended != 0 {
+						return fmt.Errorf("retried command %T on %s appended %d events", cmd, id, again.Appended)
+					}
+					retried.Add(1)
 				}
-				mu.Lock()
-				byCart[id] = append(byCart[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: rev, Payload: payload})
-				mu.Unlock()
-				appended.Add(1)
 				if dropAt[i] {
 					es.DropSubscriptions()
 				}
@@ -360,7 +388,7 @@ func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives
 			return nil
 		}()
 	}()
-	return lives, appended, errc
+	return lives, appended, retried, errc
 }
 
 // waitDemo waits until every event is appended and each path has applied

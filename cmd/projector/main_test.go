@@ -81,6 +81,9 @@ func TestDemo_checks_every_document_against_the_fold(t *testing.T) {
 			t.Errorf("%s: %s duplicates and %s drops: the faults did not happen", path, m[1], m[2])
 		}
 	}
+	if m := regexp.MustCompile(`through the write side \((\d+) commands retried, appended once\)`).FindStringSubmatch(out); m == nil || m[1] == "0" {
+		t.Errorf("no retried commands reported:\n%s", out)
+	}
 	if !strings.Contains(out, "every document is right") {
 		t.Fatalf("report:\n%s", out)
 	}
