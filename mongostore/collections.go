@@ -67,15 +67,17 @@ func (s *Store) StartRebuild(ctx context.Context, projection, collection string)
 	return c.Building, nil
 }
 
-// FinishRebuild switches readers of projection to the collection its rebuild
-// filled, keeping the one they used as Previous.
-func (s *Store) FinishRebuild(ctx context.Context, projection, def string) (Collections, error) {
+// FinishRebuild switches readers of projection to building, the collection
+// the caller's rebuild filled, keeping the one they used as Previous. It fails
+// when the rebuild in progress is not that one (another process finished it
+// and started the next).
+func (s *Store) FinishRebuild(ctx context.Context, projection, building, def string) (Collections, error) {
 	c, err := s.CollectionsOf(ctx, projection)
 	if err != nil {
 		return Collections{}, err
 	}
-	if c.Building == "" {
-		return Collections{}, fmt.Errorf("mongostore: no rebuild of %q in progress", projection)
+	if c.Building != building {
+		return Collections{}, fmt.Errorf("mongostore: the rebuild of %q in progress fills %q, not %q", projection, c.Building, building)
 	}
 	prev := c.Active
 	if prev == "" {

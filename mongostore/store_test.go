@@ -148,20 +148,23 @@ func TestCollections_a_rebuild_resumes_then_switches_readers(t *testing.T) {
 	if got, _ := s.ActiveCollection(ctx, "p", "p_docs"); got != "p_docs" {
 		t.Fatalf("readers moved before the switch: %q", got)
 	}
-	c, err := s.FinishRebuild(ctx, "p", "p_docs")
+	if _, err := s.FinishRebuild(ctx, "p", "p_r2", "p_docs"); err == nil {
+		t.Fatal("switched to a collection that is not the one being built")
+	}
+	c, err := s.FinishRebuild(ctx, "p", "p_r1", "p_docs")
 	if err != nil || c.Active != "p_r1" || c.Previous != "p_docs" || c.Building != "" {
 		t.Fatalf("finish: %+v %v", c, err)
 	}
 	if got, _ := s.ActiveCollection(ctx, "p", "p_docs"); got != "p_r1" {
 		t.Fatalf("active %q after the switch", got)
 	}
-	if _, err := s.FinishRebuild(ctx, "p", "p_docs"); err == nil {
+	if _, err := s.FinishRebuild(ctx, "p", "p_r1", "p_docs"); err == nil {
 		t.Fatal("finished a rebuild that was not in progress")
 	}
 	if got, _ := s.StartRebuild(ctx, "p", "p_r3"); got != "p_r3" {
 		t.Fatalf("second rebuild: %q", got)
 	}
-	if c, _ := s.FinishRebuild(ctx, "p", "p_docs"); c.Active != "p_r3" || c.Previous != "p_r1" {
+	if c, _ := s.FinishRebuild(ctx, "p", "p_r3", "p_docs"); c.Active != "p_r3" || c.Previous != "p_r1" {
 		t.Fatalf("second switch: %+v", c)
 	}
 }

@@ -473,6 +473,10 @@ func (x *run) handle(ctx context.Context, it item) {
 		return // left for the next run: the checkpoint stays before it
 	}
 	results, err := r.engine.Handle(ctx, *it.d.Event)
+	if ctx.Err() != nil {
+		r.counts.abandoned.Add(1)
+		return // abandoned at the drain timeout: not a failure of the event
+	}
 	if created := it.d.Event.Created; !created.IsZero() {
 		for ns := created.UnixNano(); ; {
 			old := r.latest.Load()
@@ -493,10 +497,6 @@ func (x *run) handle(ctx context.Context, it item) {
 		case Failed:
 			r.counts.failed.Add(1)
 		}
-	}
-	if ctx.Err() != nil {
-		r.counts.abandoned.Add(1)
-		return // abandoned at the drain timeout
 	}
 	if it.d.Settle != nil {
 		if serr := it.d.Settle(results); serr != nil {

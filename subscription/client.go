@@ -150,6 +150,13 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Do runs fn with the official client, bounded by ctx and by a hang limit
+// (the client can block for ever after its discovery gave up; see call).
+func (c *Client) Do(ctx context.Context, fn func(*esdb.Client) error) error {
+	_, err := call(ctx, c, func(cl *esdb.Client) (struct{}, error) { return struct{}{}, fn(cl) })
+	return err
+}
+
 // hangLimit bounds one call into the official client. Its connection state
 // machine stops for good when discovery fails, and a call that was already
 // queued for it then blocks forever (esdb/impl.go, v4.2.0): after hangLimit

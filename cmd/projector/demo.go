@@ -41,9 +41,9 @@ func (c demoConfig) validate() error {
 		return errors.New("--consumers must be at least 1")
 	case c.drops < 0:
 		return errors.New("--drops must be at least 0")
-	case c.rate < 0:
-		return errors.New("--rate must be at least 0")
-	case c.duplicates < 0 || c.duplicates > 1:
+	case !(c.rate >= 0) || c.rate > 1e6:
+		return errors.New("--rate must be in [0, 1000000]")
+	case !(c.duplicates >= 0 && c.duplicates <= 1):
 		return errors.New("--duplicates must be in [0, 1]")
 	case c.timeout <= 0 || c.connectTimeout <= 0:
 		return errors.New("--timeout and --connect-timeout must be > 0")

@@ -107,6 +107,8 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown flag", []string{"demo", "--nope"}, 2, "flag provided but not defined"},
 		{"bad value", []string{"demo", "--carts", "0"}, 2, "--carts must be at least 1"},
+		{"rate not a number", []string{"demo", "--rate", "NaN"}, 2, "--rate must be in"},
+		{"rate too high", []string{"demo", "--rate", "1e12"}, 2, "--rate must be in"},
 		{"unparsable mongo URI", []string{"demo", "--mongo", "nonsense"}, 1, "invalid MongoDB URI"},
 		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},

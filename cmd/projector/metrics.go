@@ -40,7 +40,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 		drops:         d("subscription_drops_total", "Subscriptions that dropped and were opened again."),
 		position:      d("checkpoint_position", "Stored checkpoint: commit position in $all (a revision for a stream subscription)."),
 		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled."),
-		lagSeconds:    d("lag_seconds", "Age of the newest event handled, while behind the head; 0 when caught up."),
+		lagSeconds:    d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
 		lagEvents:     d("lag_events", "Events in $all after the stored checkpoint, counted up to 10000 every 5s."),
 		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
 		headPosition:  prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
@@ -73,16 +73,20 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.Checkpoint != nil {
 			gauge(c.position, float64(st.Checkpoint.Position), name)
 		}
-		up, lag := 0.0, 0.0
+		up := 0.0
 		if r.CaughtUp() {
 			up = 1
-		} else if !st.Latest.IsZero() {
-			lag = time.Since(st.Latest).Seconds()
 		}
 		gauge(c.caughtUp, up, name)
-		gauge(c.lagSeconds, lag, name)
-		if n, ok := lags[name]; ok {
-			gauge(c.lagEvents, float64(n), name)
+		behind, sampled := lags[name]
+		switch {
+		case up == 1 || (sampled && behind == 0):
+			gauge(c.lagSeconds, 0, name) // nothing after the checkpoint
+		case !st.Latest.IsZero():
+			gauge(c.lagSeconds, time.Since(st.Latest).Seconds(), name)
+		}
+		if sampled {
+			gauge(c.lagEvents, float64(behind), name)
 		}
 		if p, ok := r.(interface{ Parked() (uint64, bool) }); ok {
 			if n, group := p.Parked(); group {
@@ -128,24 +132,28 @@ func (h *headSampler) run(ctx context.Context, client *subscription.Client, runn
 func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
-	cl, err := client.ESDB()
-	if err != nil {
-		return
-	}
-	head, err := lastPosition(ctx, cl)
-	if err != nil {
-		logger.Debug("sampling the head of $all", "err", err)
-		return
-	}
+	var head uint64
 	lags := map[string]int{}
-	for _, r := range runners {
-		if cp := r.Stats().Checkpoint; cp != nil && cp.Position < head {
-			if n, err := countAfter(ctx, cl, *cp); err == nil {
-				lags[r.Name()] = n
-			}
-		} else if cp != nil {
-			lags[r.Name()] = 0
+	err := client.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		if head, err = lastPosition(ctx, cl); err != nil {
+			return err
 		}
+		for _, r := range runners {
+			if cp := r.Stats().Checkpoint; cp != nil && cp.Position < head {
+				if n, err := countAfter(ctx, cl, *cp); err == nil {
+					lags[r.Name()] = n
+				}
+			} else if cp != nil {
+				lags[r.Name()] = 0
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		// Stale figures are worse than none: drop them until the next sample.
+		logger.Debug("sampling the head of $all", "err", err)
+		head, lags = 0, map[string]int{}
 	}
 	h.mu.Lock()
 	h.head, h.lags = head, lags

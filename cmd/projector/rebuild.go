@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -97,6 +99,24 @@ drop it when no reader uses it.
 		return err
 	}
 
+	// A persistent group's position is the server's: events it acknowledged
+	// into the old collection after the rebuild's checkpoint would never
+	// reach the new one.
+	var groups []esdb.PersistentSubscriptionInfo
+	err = client.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		groups, err = cl.ListPersistentSubscriptionsToAll(ctx, esdb.ListPersistentSubscriptionsOptions{})
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("listing persistent subscription groups: %w", err)
+	}
+	for _, g := range groups {
+		if strings.HasSuffix(g.GroupName, "-"+name) {
+			return fmt.Errorf("persistent subscription group %q feeds %s: a rebuild works with catch-up projectors only "+
+				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g.GroupName, name)
+		}
+	}
 	active, err := store.ActiveCollection(ctx, name, entry.collection)
 	if err != nil {
 		return err
@@ -130,12 +150,13 @@ drop it when no reader uses it.
 	if err != nil {
 		return err
 	}
-	cl, err := client.ESDB()
-	if err != nil {
-		return err
-	}
 	hctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	head, err := lastPosition(hctx, cl)
+	var head uint64
+	err = client.Do(hctx, func(cl *esdb.Client) error {
+		var err error
+		head, err = lastPosition(hctx, cl)
+		return err
+	})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reading the head of $all: %w", err)
@@ -180,7 +201,7 @@ drop it when no reader uses it.
 	if err := <-done; err != nil {
 		return err
 	}
-	switched, err := store.FinishRebuild(ctx, name, entry.collection)
+	switched, err := store.FinishRebuild(ctx, name, building, entry.collection)
 	if err != nil {
 		return err
 	}
@@ -188,4 +209,10 @@ drop it when no reader uses it.
 	fmt.Fprintf(stdout, "rebuilt %s: %d events in %v; readers now use %s (the previous collection %s is kept)\n",
 		name, st.Applied, time.Since(began).Round(time.Millisecond), switched.Active, switched.Previous)
 	return nil
+}
+
+// isNotFound reports an EventStoreDB "not found" error (no groups at all).
+func isNotFound(err error) bool {
+	var e *esdb.Error
+	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/internal/esdbtest"
 	"github.com/revgate/projector/internal/mongotest"
@@ -120,4 +122,19 @@ func TestRebuild_interrupted_resumes_when_run_again(t *testing.T) {
 		t.Fatalf("second rebuild: exit %d\n%s\n%s", code, out, errOut)
 	}
 	checkCarts(t, store, c.Building, carts)
+}
+
+func TestRebuild_refuses_a_projection_fed_by_a_persistent_group(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	settings := esdb.SubscriptionSettingsDefault()
+	if err := client.CreatePersistentSubscriptionToAll(context.Background(), "projector-"+cart.DetailsName,
+		esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}}); err != nil {
+		t.Fatal(err)
+	}
+	db := mongotest.Database(t)
+	_, errOut, code := runBinary(t, 20*time.Second, "rebuild", cart.DetailsName, "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
+	if code != 1 || !strings.Contains(errOut, "catch-up projectors only") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
 }

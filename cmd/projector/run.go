@@ -54,6 +54,7 @@ type runConfig struct {
 	projections, group, httpAddr         string
 	logFormat, logLevel, onFailure       string
 	connectTimeout, checkpointInterval   time.Duration
+	drainTimeout                         time.Duration
 	workers, checkpointEvery             int
 	retry                                retry.Policy
 }
@@ -82,6 +83,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops) or skip (the document moves past it)")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for EventStoreDB and MongoDB to answer at start")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.IntVar(&c.workers, "workers", 4, "events handled at once per projection (one stream's events stay in order)")
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
@@ -199,7 +201,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				cps = nil // the server keeps the group's position
 			}
 			return projector.NewRunner(collection, eng, src, cps,
-				projector.WithWorkers(c.workers), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval))
+				projector.WithWorkers(c.workers), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
+				projector.WithDrainTimeout(c.drainTimeout))
 		}
 	}
 	// Settings that cannot work fail here, before anything runs.
@@ -239,7 +242,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	wg.Wait()
 	stopAll()
-	sampler.Wait()
+	samplerDone := make(chan struct{})
+	go func() { sampler.Wait(); close(samplerDone) }()
+	select {
+	case <-samplerDone:
+	case <-time.After(5 * time.Second):
+		logger.Warn("the metrics sampler did not stop; leaving it")
+	}
 	for _, sl := range slots {
 		st := sl.Stats()
 		logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,

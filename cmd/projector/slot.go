@@ -28,6 +28,7 @@ type slot struct {
 	name  string
 	entry catalogEntry
 	cur   atomic.Pointer[projector.Runner]
+	past  atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
 	group atomic.Pointer[subscription.Persistent] // with --group
 }
 
@@ -43,11 +44,27 @@ var _ runnerView = (*slot)(nil)
 
 func (s *slot) Name() string { return s.name }
 
+// Stats returns the current runner's figures, with the counters of the
+// runners it replaced added, so that counters never go down.
 func (s *slot) Stats() projector.RunnerStats {
+	var st projector.RunnerStats
 	if r := s.cur.Load(); r != nil {
-		return r.Stats()
+		st = r.Stats()
 	}
-	return projector.RunnerStats{}
+	if p := s.past.Load(); p != nil {
+		st.Events += p.Events
+		st.Checkpoints += p.Checkpoints
+		st.Abandoned += p.Abandoned
+		st.Applied += p.Applied
+		st.Duplicates += p.Duplicates
+		st.Skipped += p.Skipped
+		st.Failed += p.Failed
+		st.Waits += p.Waits
+		st.Saved += p.Saved
+		st.Subscriptions += p.Subscriptions
+		st.Drops += p.Drops
+	}
+	return st
 }
 
 func (s *slot) CaughtUp() bool  { r := s.cur.Load(); return r != nil && r.CaughtUp() }
@@ -69,6 +86,8 @@ func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, lo
 		if err != nil {
 			return err
 		}
+		past := s.Stats()
+		s.past.Store(&past)
 		s.cur.Store(r)
 		rctx, cancel := context.WithCancel(ctx)
 		switched := make(chan string, 1)

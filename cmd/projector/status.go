@@ -103,7 +103,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		hctx, cancel := context.WithTimeout(ctx, connectTimeout)
-		head, err = lastPosition(hctx, cl)
+		err = client.Do(hctx, func(cl *esdb.Client) error { head, err = lastPosition(hctx, cl); return err })
 		cancel()
 		if err != nil {
 			return fmt.Errorf("reading the head of $all: %w", err)
@@ -140,10 +140,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			behind := 0
 			switch {
 			case cp.Checkpoint == nil:
-				behind, err = countAfterStart(ctx, cl, connectTimeout)
+				err = client.Do(ctx, func(cl *esdb.Client) error { behind, err = countAfterStart(ctx, cl, connectTimeout); return err })
 			case cp.Checkpoint.Position < head:
 				lctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				behind, err = countAfter(lctx, cl, *cp.Checkpoint)
+				err = client.Do(lctx, func(cl *esdb.Client) error { behind, err = countAfter(lctx, cl, *cp.Checkpoint); return err })
 				cancel()
 			}
 			if err != nil {
@@ -152,7 +152,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.Behind, st.BehindAtLeast = &behind, behind >= lagCap
 			if group != "" {
 				gctx, cancel := context.WithTimeout(ctx, connectTimeout)
-				info, err := cl.GetPersistentSubscriptionInfoToAll(gctx, group+"-"+def.Name(), esdb.GetPersistentSubscriptionOptions{})
+				var info *esdb.PersistentSubscriptionInfo
+				err := client.Do(gctx, func(cl *esdb.Client) error {
+					var err error
+					info, err = cl.GetPersistentSubscriptionInfoToAll(gctx, group+"-"+def.Name(), esdb.GetPersistentSubscriptionOptions{})
+					return err
+				})
 				cancel()
 				if err != nil {
 					return fmt.Errorf("group %s-%s: %w", group, def.Name(), err)
