@@ -27,7 +27,7 @@ type Collections struct {
 	Building string `bson:"building"`
 	// Previous is the collection Active replaced, kept until someone drops it.
 	Previous string    `bson:"previous"`
-	Switched time.Time `bson:"switchedAt,omitzero"`
+	Switched time.Time `bson:"switchedAt,omitempty"`
 }
 
 // CollectionsOf returns the record of projection (zero when none).

@@ -22,6 +22,7 @@ type Engine struct {
 	logger      *slog.Logger
 	queue       *queue
 	onFailure   FailurePolicy
+	parker      Parker
 }
 
 // Option configures an [Engine].
@@ -61,8 +62,13 @@ func NewEngine(store Store, registry *Registry, projections []Definition, opts .
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
-	if e.onFailure != Block && e.onFailure != Skip {
-		return nil, fmt.Errorf("projector: unknown failure policy %d", int(e.onFailure))
+	for _, pol := range append([]FailurePolicy{e.onFailure}, projectionPolicies(projections)...) {
+		switch {
+		case pol != Block && pol != Skip && pol != Park:
+			return nil, fmt.Errorf("projector: unknown failure policy %d", int(pol))
+		case pol == Park && e.parker == nil:
+			return nil, errors.New("projector: the park policy needs a place to record parked events: WithParker (mongostore.Store is one)")
+		}
 	}
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
@@ -111,6 +117,9 @@ const (
 	// the [Skip] policy, the document's revision moved past it with its state
 	// unchanged, so the stream's later events apply.
 	Skipped
+	// Parked: as Skipped, under the [Park] policy: the event was recorded
+	// first.
+	Parked
 )
 
 // FailurePolicy is what the gate does with an event that fails permanently:
@@ -129,7 +138,31 @@ const (
 	// document is then the fold of the stream without that event. A skipped
 	// creation event creates the document with the zero state.
 	Skip
+	// Park is Skip that first records the event, the error and the attempts
+	// with the engine's [Parker], so that it can be looked at and replayed
+	// ([Engine.Replay]) once the projection is fixed. It reports [Parked].
+	Park
 )
+
+// projectionPolicies returns the failure policies projections set themselves.
+func projectionPolicies(defs []Definition) []FailurePolicy {
+	var out []FailurePolicy
+	for _, d := range defs {
+		if p, ok := d.failurePolicy(); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// policyOf returns the failure policy of projection p: its own, or the
+// engine's.
+func (e *Engine) policyOf(p Definition) FailurePolicy {
+	if pol, ok := p.failurePolicy(); ok {
+		return pol
+	}
+	return e.onFailure
+}
 
 func (p FailurePolicy) String() string {
 	switch p {
@@ -137,6 +170,8 @@ func (p FailurePolicy) String() string {
 		return "block"
 	case Skip:
 		return "skip"
+	case Park:
+		return "park"
 	}
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }
@@ -151,6 +186,8 @@ func (o Outcome) String() string {
 		return "failed"
 	case Skipped:
 		return "skipped"
+	case Parked:
+		return "parked"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -163,7 +200,7 @@ type Result struct {
 	// Waits is how many times the gate waited with backoff for the document
 	// to reach the event's predecessor (or for a write that matched nothing).
 	Waits int
-	// Err is set when Outcome is Failed or Skipped: an [*Error].
+	// Err is set when Outcome is Failed, Skipped or Parked: an [*Error].
 	Err error
 }
 
@@ -187,11 +224,17 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 	}
 	decoded, decodeErr := e.registry.Decode(ev)
 	results := make([]Result, len(targets))
-	if decodeErr != nil && e.onFailure == Block {
+	if decodeErr != nil {
+		blocked := 0
 		for i, t := range targets {
-			results[i] = e.fail(t.p, t.id, ev, -1, -1, 0, retry.Permanent(decodeErr))
+			if e.policyOf(t.p) == Block {
+				results[i] = e.fail(t.p, t.id, ev, -1, -1, 0, retry.Permanent(decodeErr))
+				blocked++
+			}
 		}
-		return results, joinFailures(results)
+		if blocked == len(targets) {
+			return results, joinFailures(results)
+		}
 	}
 	if decodeErr != nil {
 		// Skipped through the gate, undecoded. The zero value of its type
@@ -205,6 +248,9 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 	} else {
 		var wg sync.WaitGroup
 		for i, t := range targets {
+			if decodeErr != nil && e.policyOf(t.p) == Block {
+				continue // failed above
+			}
 			wg.Go(func() { results[i] = e.gate(ctx, t.p, t.id, decoded, decodeErr) })
 		}
 		wg.Wait()

@@ -52,7 +52,7 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 	if err == nil {
 		return next, nil, nil
 	}
-	if e.onFailure != Skip {
+	if e.policyOf(p) == Block {
 		return nil, nil, retry.Permanent(err)
 	}
 	if state == nil {
@@ -66,6 +66,9 @@ func (e *Engine) result(p Definition, id string, ev Event, outcome Outcome, wait
 	if outcome == Applied && skipped != nil {
 		r := e.fail(p, id, ev, -1, -1, 0, retry.Permanent(skipped))
 		r.Outcome, r.Waits = Skipped, waits
+		if e.policyOf(p) == Park {
+			r.Outcome = Parked
+		}
 		return r
 	}
 	return Result{Projection: p.Name(), Document: id, Outcome: outcome, Waits: waits}
@@ -81,6 +84,11 @@ func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event, 
 	}
 	waits := 0
 	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
+		if skipped != nil {
+			if err := e.park(ctx, p, id, ev, skipped, waits+1); err != nil {
+				return 0, err
+			}
+		}
 		err := e.store.Insert(ctx, p.Collection(), id, n, state)
 		if !errors.Is(err, ErrDuplicate) {
 			return Applied, err
@@ -149,6 +157,11 @@ func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string
 			next = fresh
 		}
 		skipped = why
+		if skipped != nil {
+			if err := e.park(ctx, p, id, ev, skipped, attempts); err != nil {
+				return 0, err
+			}
+		}
 		matched, err := e.store.Update(ctx, p.Collection(), id, n-1, n, next)
 		switch {
 		case err != nil:

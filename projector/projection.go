@@ -15,6 +15,8 @@ type Projection[S any] struct {
 	id         IDFunc
 	handlers   map[reflect.Type]handler[S]
 	indexes    []Index
+	onFailure  FailurePolicy
+	hasPolicy  bool
 }
 
 type handler[S any] struct {
@@ -124,7 +126,17 @@ type Definition interface {
 	creates(Event) bool
 	newState() any
 	applyTo(state any, e Event) (any, error)
+	failurePolicy() (FailurePolicy, bool)
 }
+
+// OnFailure sets what the engine does with an event that fails permanently
+// in this projection, instead of the engine's policy ([WithFailurePolicy]).
+func (p *Projection[S]) OnFailure(policy FailurePolicy) *Projection[S] {
+	p.onFailure, p.hasPolicy = policy, true
+	return p
+}
+
+func (p *Projection[S]) failurePolicy() (FailurePolicy, bool) { return p.onFailure, p.hasPolicy }
 
 func (p *Projection[S]) creates(e Event) bool {
 	return e.StreamRevision == 0 || p.handlers[reflect.TypeOf(e.Payload)].creates

@@ -44,8 +44,9 @@ type Runner struct {
 	inFlight  atomic.Int64 // events dispatched and not yet handled
 	latest    atomic.Int64 // creation time (Unix ns) of the newest event handled
 	counts    struct {
-		events, checkpoints, applied, duplicates, skipped, failed, waits atomic.Uint64
-		abandoned, saved, subscriptions, drops                           atomic.Uint64
+		events, checkpoints, applied, duplicates, skipped, parked, failed atomic.Uint64
+		waits                                                             atomic.Uint64
+		abandoned, saved, subscriptions, drops                            atomic.Uint64
 	}
 	saveMu  sync.Mutex // one save at a time
 	savedMu sync.Mutex // guards saved
@@ -162,7 +163,7 @@ type RunnerStats struct {
 	// (they were queued; the checkpoint stayed before them).
 	Abandoned uint64
 	// Results of the events, summed over projections.
-	Applied, Duplicates, Skipped, Failed uint64
+	Applied, Duplicates, Skipped, Parked, Failed uint64
 	// Waits of the gate, summed over events.
 	Waits uint64
 	// Saved is how many checkpoints were stored; Checkpoint is the last one.
@@ -181,7 +182,7 @@ func (r *Runner) Stats() RunnerStats {
 	c := &r.counts
 	s := RunnerStats{
 		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(),
-		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Failed: c.failed.Load(),
+		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
 		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.ready.Load(),
 	}
@@ -494,6 +495,8 @@ func (x *run) handle(ctx context.Context, it item) {
 			r.counts.duplicates.Add(1)
 		case Skipped:
 			r.counts.skipped.Add(1)
+		case Parked:
+			r.counts.parked.Add(1)
 		case Failed:
 			r.counts.failed.Add(1)
 		}

@@ -231,7 +231,7 @@ func (c *consumer) settle(re *esdb.ResolvedEvent, results []projector.Result) er
 	var permanent, transient []string
 	for _, r := range results {
 		switch r.Outcome {
-		case projector.Skipped:
+		case projector.Skipped, projector.Parked:
 			permanent = append(permanent, r.Err.Error())
 		case projector.Failed:
 			var perr *projector.Error

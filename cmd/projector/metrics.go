@@ -32,7 +32,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 	return &runnerCollector{
 		runners:       runners,
 		head:          head,
-		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped (failed permanently, document moved past it), failed.", "outcome"),
+		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped or parked (failed permanently, document moved past it; parked ones are recorded), failed.", "outcome"),
 		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),
 		checkpoints:   d("checkpoints_saved_total", "Checkpoints stored."),
 		waits:         d("gate_waits_total", "Times the revision gate waited, with backoff, for a document to reach an event's predecessor (its retries)."),
@@ -64,6 +64,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.outcomes, st.Applied, name, "applied")
 		counter(c.outcomes, st.Duplicates, name, "duplicate")
 		counter(c.outcomes, st.Skipped, name, "skipped")
+		counter(c.outcomes, st.Parked, name, "parked")
 		counter(c.outcomes, st.Failed, name, "failed")
 		counter(c.delivered, st.Events, name)
 		counter(c.checkpoints, st.Saved, name)

@@ -58,6 +58,7 @@ func (s *slot) Stats() projector.RunnerStats {
 		st.Applied += p.Applied
 		st.Duplicates += p.Duplicates
 		st.Skipped += p.Skipped
+		st.Parked += p.Parked
 		st.Failed += p.Failed
 		st.Waits += p.Waits
 		st.Saved += p.Saved

@@ -1,0 +1,91 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/revgate/projector/projector"
+)
+
+// ParkedCollection holds the events parked under the park policy, one
+// document per (projection, event).
+const ParkedCollection = "projector_parked"
+
+var _ projector.Parker = (*Store)(nil)
+
+type parkedDoc struct {
+	ID         string     `bson:"_id"`
+	Projection string     `bson:"projection"`
+	Document   string     `bson:"document"`
+	Stream     string     `bson:"stream"`
+	Revision   int64      `bson:"revision"`
+	Position   int64      `bson:"position"`
+	EventID    string     `bson:"eventId"`
+	Type       string     `bson:"type"`
+	Data       []byte     `bson:"data"`
+	Metadata   []byte     `bson:"metadata,omitempty"`
+	Created    time.Time  `bson:"created"`
+	Error      string     `bson:"error"`
+	Attempts   int        `bson:"attempts"`
+	ParkedAt   time.Time  `bson:"parkedAt"`
+	Replayed   *time.Time `bson:"replayedAt,omitempty"`
+}
+
+func parkedID(projection, eventID string) string { return projection + "/" + eventID }
+
+// Park implements [projector.Parker]. Parking an event again keeps the first
+// record.
+func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
+	d := parkedDoc{
+		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
+		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
+		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt,
+	}
+	_, err := s.db.Collection(ParkedCollection).InsertOne(ctx, d)
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// Parked returns the events of projection that are parked and not replayed,
+// in the order they were parked.
+func (s *Store) Parked(ctx context.Context, projection string) ([]projector.ParkedEvent, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	cur, err := s.db.Collection(ParkedCollection).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "parkedAt", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: parked events of %q: %w", projection, err)
+	}
+	var docs []parkedDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("mongostore: parked events of %q: %w", projection, err)
+	}
+	out := make([]projector.ParkedEvent, len(docs))
+	for i, d := range docs {
+		out[i] = projector.ParkedEvent{
+			Projection: d.Projection, Document: d.Document, Stream: d.Stream, Revision: uint64(d.Revision), Position: uint64(d.Position),
+			EventID: d.EventID, Type: d.Type, Data: d.Data, Metadata: d.Metadata, Created: d.Created,
+			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt,
+		}
+	}
+	return out, nil
+}
+
+// Replayed marks a parked event replayed (it stays, for the record); a replay
+// that failed again records the new error instead (replayErr non-nil).
+func (s *Store) Replayed(ctx context.Context, projection, eventID string, replayErr error) error {
+	set := bson.D{{Key: "replayedAt", Value: time.Now().UTC()}}
+	update := bson.D{{Key: "$set", Value: set}}
+	if replayErr != nil {
+		update = bson.D{{Key: "$set", Value: bson.D{{Key: "error", Value: replayErr.Error()}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}}
+	}
+	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: parkedID(projection, eventID)}}, update); err != nil {
+		return fmt.Errorf("mongostore: mark %s replayed: %w", parkedID(projection, eventID), err)
+	}
+	return nil
+}

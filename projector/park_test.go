@@ -1,0 +1,119 @@
+package projector_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+)
+
+// fixable is the cart-details projection with a bug that panics on product
+// "x" while broken is set: what a deploy with a bad handler looks like.
+func fixable(broken *atomic.Bool) *projector.Projection[cart.Details] {
+	p := projector.New[cart.Details]("fixable", projector.StreamSuffix(cart.StreamPrefix)).OnFailure(projector.Park)
+	projector.Create(p, func(e cart.ShoppingCartOpened) (cart.Details, error) {
+		return cart.Details{ClientID: e.ClientID, Status: cart.StatusOpened, ProductItems: []cart.ProductItem{}}, nil
+	})
+	projector.On(p, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
+		if broken.Load() && e.ProductItem.ProductID == "x" {
+			var m map[string]int
+			m["x"]++ // nil map
+		}
+		items, err := cart.AddProductItem(d.ProductItems, e.ProductItem)
+		d.ProductItems = items
+		return d, err
+	})
+	return p
+}
+
+func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(t *testing.T) {
+	s := newStore(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	p := fixable(&broken)
+	// The engine blocks by default; the projection parks.
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()), projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	add := func(id string, q int) cart.ProductItemAddedToShoppingCart {
+		return cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k1", ProductItem: cart.ProductItem{ProductID: id, Quantity: q}}
+	}
+	evs := log.MustAppend(t, cart.StreamID("k1"), cart.ShoppingCartOpened{ShoppingCartID: "k1", ClientID: "c", OpenedAt: t0}, add("p", 1), add("x", 2), add("q", 3))
+	var outcomes []projector.Outcome
+	for _, ev := range evs {
+		outcomes = append(outcomes, handle(t, e, ev)[0].Outcome)
+	}
+	if outcomes[2] != projector.Parked || outcomes[3] != projector.Applied {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+	// The fold without x, at revision 3 (the last event's).
+	if err := projectortest.CheckDocument(context.Background(), s, p, "k1", []projector.Event{evs[0], evs[1], evs[3]}); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := s.Parked(context.Background(), "fixable")
+	if err != nil || len(parked) != 1 {
+		t.Fatalf("parked %v %v", parked, err)
+	}
+	pe := parked[0]
+	if pe.EventID != evs[2].ID || pe.Revision != 2 || pe.Document != "k1" || !strings.Contains(pe.Error, "panicked") || pe.Attempts < 1 {
+		t.Fatalf("parked record %+v", pe)
+	}
+	// Delivered again, it is a duplicate, not parked twice.
+	if r := handle(t, e, evs[2])[0]; r.Outcome != projector.Duplicate {
+		t.Fatalf("redelivered: %v", r.Outcome)
+	}
+
+	// Replaying while still broken fails and keeps it parked.
+	if r := e.Replay(context.Background(), pe); r.Outcome != projector.Failed {
+		t.Fatalf("replay while broken: %v", r.Outcome)
+	}
+	broken.Store(false)
+	if r := e.Replay(context.Background(), pe); r.Outcome != projector.Applied {
+		t.Fatalf("replay after the fix: %v %v", r.Outcome, r.Err)
+	}
+	if err := s.Replayed(context.Background(), "fixable", pe.EventID, nil); err != nil {
+		t.Fatal(err)
+	}
+	// After the replay the document holds every event's effect. The item
+	// list is in the order the events were applied (x last), so compare the
+	// quantities per product with the fold's.
+	want, _ := p.Fold(evs...)
+	var got cart.Details
+	rev, _, err := s.Load(context.Background(), "fixable", "k1", 0, &got)
+	if err != nil || rev != 3 || !sameItems(got.ProductItems, want.ProductItems) {
+		t.Fatalf("after the replay: revision %d, items %v, want %v (%v)", rev, got.ProductItems, want.ProductItems, err)
+	}
+	if left, _ := s.Parked(context.Background(), "fixable"); len(left) != 0 {
+		t.Fatalf("still parked: %v", left)
+	}
+}
+
+func TestPark_needs_a_parker(t *testing.T) {
+	var broken atomic.Bool
+	if _, err := projector.NewEngine(newStore(t), cart.Registry(), []projector.Definition{fixable(&broken)}); err == nil || !strings.Contains(err.Error(), "WithParker") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func sameItems(a, b []cart.ProductItem) bool {
+	count := map[string]int{}
+	for _, i := range a {
+		count[i.ProductID] += i.Quantity
+	}
+	for _, i := range b {
+		count[i.ProductID] -= i.Quantity
+	}
+	for _, n := range count {
+		if n != 0 {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
