@@ -4,6 +4,7 @@
 //	projector run       project EventStoreDB events into MongoDB read models
 //	projector status    where each projection stands
 //	projector rebuild   replay a projection into a new collection, then switch to it
+//	projector replay-parked  apply a projection's parked events again, after a fix
 //	projector demo      the engine on embedded parts, with faults, checked
 //	projector version   the version of this binary
 //
@@ -29,6 +30,7 @@ type command struct {
 var commands = []command{
 	{"run", "project EventStoreDB events into MongoDB read models, until stopped", runRun},
 	{"status", "per projection: stored checkpoint, head, events behind, parked events, last error", runStatus},
+	{"replay-parked", "apply a projection's parked events again, after a fix", runReplayParked},
 	{"rebuild", "replay a projection into a new collection, then switch readers to it", runRebuild},
 	{"demo", "run the engine on embedded parts with injected faults and check every document", runDemo},
 	{"version", "print the version", runVersion},

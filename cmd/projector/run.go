@@ -81,7 +81,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops) or skip (the document moves past it)")
+	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it)")
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for EventStoreDB and MongoDB to answer at start")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.IntVar(&c.workers, "workers", 4, "events handled at once per projection (one stream's events stay in order)")
@@ -110,8 +110,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "block":
 	case "skip":
 		policy = projector.Skip
+	case "park":
+		policy = projector.Park
 	default:
-		fmt.Fprintf(stderr, "--on-failure %q: want block or skip\n", c.onFailure)
+		fmt.Fprintf(stderr, "--on-failure %q: want block, park or skip\n", c.onFailure)
 		return errUsage
 	}
 	if err := c.retry.Validate(); err != nil {
@@ -182,7 +184,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return func(ctx context.Context, collection string) (*projector.Runner, error) {
 			def := sl.entry.in(collection)
 			eng, err := projector.NewEngine(timedStore{store, latency}, registry(), []projector.Definition{def},
-				projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", sl.name)), projector.WithFailurePolicy(policy))
+				projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", sl.name)), projector.WithFailurePolicy(policy), projector.WithParker(store))
 			if err != nil {
 				return nil, err
 			}

@@ -270,3 +270,39 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 		t.Fatalf("status %v, want group projector-cart_details with 1 parked event", lines[0])
 	}
 }
+
+func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_still_failing(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 5, 4, carts)
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart002"), esdb.AppendToStreamOptions{},
+		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`)}); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--mongo", mongotest.URI(t), "--database", db.Name()}
+	p := startBinary(t, append([]string{"run", "--esdb", srv.URI(), "--http", "", "--on-failure", "park", "--checkpoint-interval", "100ms"}, common...)...)
+	waitCheckpoint(t, p, store, srv.Head())
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderrText())
+	}
+	out, errOut, code := runBinary(t, 20*time.Second, append([]string{"status", "--json"}, common...)...)
+	var lines []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 1 || lines[0]["parkedEvents"] != float64(1) {
+		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, _, code = runBinary(t, 20*time.Second, append([]string{"status", "--parked"}, common...)...)
+	if code != 0 || !strings.Contains(out, "shopping_cart-cart002@4") || !strings.Contains(out, "does not decode") {
+		t.Fatalf("status --parked: exit %d\n%s", code, out)
+	}
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common...)...)
+	if code != 1 || !strings.Contains(out, "replayed 0 of 1") || !strings.Contains(errOut, "still fail") {
+		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, errOut)
+	}
+	parked, err := store.Parked(context.Background(), cart.DetailsName)
+	if err != nil || len(parked) != 1 || parked[0].Attempts < 2 {
+		t.Fatalf("after a failed replay: %+v %v", parked, err)
+	}
+}

@@ -34,8 +34,11 @@ type projectionStatus struct {
 	Rebuilding        string  `json:"rebuilding,omitempty"`
 	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
 	// Group and Parked describe a persistent subscription group (--group).
-	Group       string    `json:"group,omitempty"`
-	Parked      *int64    `json:"parked,omitempty"`
+	Group  string `json:"group,omitempty"`
+	Parked *int64 `json:"parked,omitempty"`
+	// ParkedHere counts the events parked in projector_parked (--on-failure
+	// park) and not replayed yet.
+	ParkedHere  int       `json:"parkedEvents"`
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 }
@@ -43,7 +46,7 @@ type projectionStatus struct {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var esdbURI, mongoURI, database, dataDir, projections, group string
 	var connectTimeout time.Duration
-	var asJSON bool
+	var asJSON, showParked bool
 	fs := newFlags("status", "status [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
 	fs.StringVar(&esdbURI, "esdb", "", "EventStoreDB connection string, for the head and the lag (optional)")
 	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI; empty opens the embedded server's data under --data-dir")
@@ -53,6 +56,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
 	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&showParked, "parked", false, "list the parked events (projection, stream@revision, type, when, attempts, error)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -134,6 +138,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			st.Checkpoint, st.Updated = &pos, cp.Updated
 		}
 		st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
+		parked, err := store.Parked(ctx, def.Name())
+		if err != nil {
+			return err
+		}
+		st.ParkedHere = len(parked)
 		if cl != nil {
 			h := head
 			st.Head = &h
@@ -171,20 +180,36 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		lines = append(lines, st)
 	}
+	if showParked {
+		for _, def := range defs {
+			parked, err := store.Parked(ctx, def.Name())
+			if err != nil {
+				return err
+			}
+			for _, p := range parked {
+				fmt.Fprintf(stdout, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, p.Error)
+			}
+		}
+		return nil
+	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(lines)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tGROUP\tPARKED\tREBUILDING\tLAST ERROR")
+	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tGROUP (PARKED)\tREBUILDING\tLAST ERROR")
 	for _, s := range lines {
 		rebuilding := "-"
 		if s.Rebuilding != "" {
 			rebuilding = fmt.Sprintf("%s at %s", s.Rebuilding, optU(s.RebuildCheckpoint, "start"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
-			optU(s.Head, "?"), behindText(s), orDash(s.Group), optI(s.Parked), rebuilding, errText(s))
+		group := "-"
+		if s.Group != "" {
+			group = fmt.Sprintf("%s (%s)", s.Group, optI(s.Parked))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
+			optU(s.Head, "?"), behindText(s), s.ParkedHere, group, rebuilding, errText(s))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+func runReplayParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var mongoURI, database, dataDir string
+	var connectTimeout time.Duration
+	fs := newFlags("replay-parked", "replay-parked NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI; empty opens the embedded server's data under --data-dir")
+	fs.StringVar(&database, "database", "projector", "database of the read models")
+	fs.StringVar(&dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server")
+	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for MongoDB to answer")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: projector replay-parked NAME [flags]
+
+Applies the events parked for projection NAME (--on-failure park) with this
+binary's projection, meant to run once its bug is fixed, to each document as
+it is now. Replayed events are marked; those that fail again stay parked with
+the new error (exit status 1).
+
+`)
+		fs.PrintDefaults()
+	}
+	name := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		return errUsage
+	}
+	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
+		fmt.Fprintln(stderr, err)
+		return errUsage
+	}
+	entry, ok := catalog()[name]
+	if !ok {
+		fmt.Fprintf(stderr, "replay-parked needs the NAME of a projection; known: %s\n", strings.Join(projectionNames(), ", "))
+		return errUsage
+	}
+	if connectTimeout <= 0 {
+		fmt.Fprintln(stderr, "--connect-timeout must be > 0")
+		return errUsage
+	}
+	if mongoURI == "" {
+		srv, err := embedded.Start(embedded.Config{Dir: dataDir})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		mongoURI = srv.URI()
+	}
+	store, err := mongostore.Open(ctx, mongoURI, database, connectTimeout)
+	if err != nil {
+		return err
+	}
+	defer store.Close(context.Background())
+	coll, err := store.ActiveCollection(ctx, name, entry.collection)
+	if err != nil {
+		return err
+	}
+	eng, err := projector.NewEngine(store, registry(), []projector.Definition{entry.in(coll)})
+	if err != nil {
+		return err
+	}
+	parked, err := store.Parked(ctx, name)
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for _, pe := range parked {
+		r := eng.Replay(ctx, pe)
+		var why error
+		if r.Outcome != projector.Applied {
+			why, failed = r.Err, failed+1
+			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, r.Err)
+		}
+		if err := store.Replayed(ctx, name, pe.EventID, why); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-failed, len(parked), name, coll)
+	if failed > 0 {
+		return fmt.Errorf("%d events still fail; they stay parked", failed)
+	}
+	return nil
+}
