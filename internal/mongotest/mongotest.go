@@ -98,6 +98,19 @@ func Database(tb testing.TB) *mongo.Database {
 	return db
 }
 
+// ExampleDatabase returns a fresh database on the test server for an
+// Example function, which has no testing.TB; it panics when there is no
+// server.
+func ExampleDatabase(name string) *mongo.Database {
+	once.Do(func() { shared, initErr = start() })
+	if initErr != nil {
+		panic(fmt.Sprintf("mongotest: %v", initErr))
+	}
+	db := shared.client.Database(fmt.Sprintf("x%d_%d_%s", os.Getpid()%100000, dbSeq.Add(1), name))
+	_ = db.Drop(context.Background())
+	return db
+}
+
 // URI returns the connection string of the server Database uses, for a
 // process the test starts.
 func URI(tb testing.TB) string {

@@ -1,0 +1,69 @@
+package projectortest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
+
+func lives(n, size int, seed uint64) map[string][]any {
+	r := rand.New(rand.NewPCG(seed, seed))
+	out := map[string][]any{}
+	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	for i := range n {
+		id := fmt.Sprintf("cart%02d", i)
+		out[cart.StreamID(id)] = cart.RandomLife(r, id, fmt.Sprintf("client%d", i%3), size, at)
+	}
+	return out
+}
+
+func TestProve_passes_the_cart_details_projection(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	rep, err := projectortest.Prove(context.Background(), store, cart.Registry(), cart.NewDetailsProjection(), lives(20, 8, 1),
+		projectortest.Delivery{Shuffle: true, Seed: 1})
+	t.Log(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Applied != rep.Events || rep.Duplicates == 0 || rep.Documents != 20 {
+		t.Fatalf("report %v", rep)
+	}
+}
+
+// clientCarts counts a client's carts in one document per client, but uses
+// the single-stream revision gate although many streams feed the document:
+// the revisions of different carts collide, and events are lost or refused.
+type clientCarts struct {
+	Carts int `bson:"carts"`
+}
+
+func TestProve_catches_a_projection_that_is_not_exactly_once(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	p := projector.New[clientCarts]("client_carts", func(ev projector.Event) (string, bool) {
+		if o, ok := ev.Payload.(cart.ShoppingCartOpened); ok {
+			return o.ClientID, true
+		}
+		return "", false
+	})
+	projector.On(p, func(s clientCarts, _ cart.ShoppingCartOpened) (clientCarts, error) { s.Carts++; return s, nil })
+	rep, err := projectortest.Prove(context.Background(), store, cart.Registry(), p, lives(9, 3, 2), projectortest.Delivery{Seed: 2})
+	t.Log(rep, err)
+	if err == nil {
+		t.Fatal("Prove passed a projection whose documents are fed by several streams through the single-stream gate")
+	}
+	if !errors.Is(err, projectortest.ErrNotExactlyOnce) {
+		t.Logf("caught as a failed event rather than a wrong document: %v", err)
+	}
+}
