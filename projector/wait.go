@@ -1,0 +1,71 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/revgate/projector/retry"
+)
+
+// ErrNotYet: a read-your-writes wait ran out before the read model caught up.
+var ErrNotYet = errors.New("read model has not caught up")
+
+// WaitForRevision is read-your-writes for an API: after appending an event at
+// stream revision revision, it waits until document id of collection has
+// applied it (its revision is at least revision), reading with backoff under
+// policy and bounded by ctx. The error wraps [ErrNotYet] and says where the
+// document was.
+func WaitForRevision(ctx context.Context, store Store, collection, id string, revision uint64, policy retry.Policy) error {
+	seen := int64(-1)
+	err := retry.Do(ctx, policy, func(ctx context.Context) error {
+		rev, found, err := store.Load(ctx, collection, id, 0, nil)
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return ErrNotYet
+		}
+		seen = int64(rev)
+		if rev < revision {
+			return ErrNotYet
+		}
+		return nil
+	})
+	if err == nil {
+		return nil
+	}
+	where := "no document"
+	if seen >= 0 {
+		where = fmt.Sprintf("revision %d", seen)
+	}
+	if errors.Is(err, ErrNotYet) || ctx.Err() != nil {
+		return fmt.Errorf("projector: %s/%s wanted at revision %d, saw %s: %w", collection, id, revision, where, ErrNotYet)
+	}
+	return fmt.Errorf("projector: waiting for %s/%s: %w", collection, id, err)
+}
+
+// WaitForPosition is read-your-writes by global position: it waits until the
+// checkpoint of subscription name has reached position (every event up to it
+// is applied), under policy and bounded by ctx. The error wraps [ErrNotYet].
+func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
+	var seen *Checkpoint
+	err := retry.Do(ctx, policy, func(ctx context.Context) error {
+		c, err := checkpoints.LoadCheckpoint(ctx, name)
+		if err != nil {
+			return err
+		}
+		seen = c
+		if c == nil || c.Position < position {
+			return ErrNotYet
+		}
+		return nil
+	})
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ErrNotYet) || ctx.Err() != nil {
+		return fmt.Errorf("projector: checkpoint of %q wanted at %d, saw %s: %w", name, position, checkpointAttr(seen), ErrNotYet)
+	}
+	return fmt.Errorf("projector: waiting for the checkpoint of %q: %w", name, err)
+}

@@ -1,0 +1,82 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+)
+
+func shortWait() retry.Policy {
+	p := retry.Default()
+	p.InitialDelay, p.MaxDelay, p.MaxRetries, p.MaxElapsed = 5*time.Millisecond, 50*time.Millisecond, -1, 3*time.Second
+	return p
+}
+
+func TestWaitForRevision_returns_once_the_document_has_the_write(t *testing.T) {
+	s := newStore(t)
+	e := newEngine(t, s, retry.Default())
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("w1"),
+		cart.ShoppingCartOpened{ShoppingCartID: "w1", ClientID: "c", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "w1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(100 * time.Millisecond) // the projector is a little behind
+		for _, ev := range evs {
+			e.Handle(context.Background(), ev)
+		}
+	}()
+	start := time.Now()
+	if err := projector.WaitForRevision(context.Background(), s, cart.DetailsName, "w1", 1, shortWait()); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 90*time.Millisecond {
+		t.Fatal("returned before the write was projected")
+	}
+	<-done
+	assertDocument(t, s, "w1", evs)
+}
+
+func TestWaitForRevision_gives_up_with_where_the_document_is(t *testing.T) {
+	s := newStore(t)
+	e := newEngine(t, s, retry.Default())
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("w2"), cart.ShoppingCartOpened{ShoppingCartID: "w2", ClientID: "c", OpenedAt: t0})
+	handle(t, e, evs[0])
+	p := shortWait()
+	p.MaxElapsed = 200 * time.Millisecond
+	err := projector.WaitForRevision(context.Background(), s, cart.DetailsName, "w2", 3, p)
+	if !errors.Is(err, projector.ErrNotYet) || !strings.Contains(err.Error(), "saw revision 0") {
+		t.Fatalf("err %v", err)
+	}
+	err = projector.WaitForRevision(context.Background(), s, cart.DetailsName, "nope", 0, p)
+	if !errors.Is(err, projector.ErrNotYet) || !strings.Contains(err.Error(), "no document") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestWaitForPosition_follows_the_checkpoint(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		s.SaveCheckpoint(ctx, "sub", projector.Checkpoint{Position: 500})
+	}()
+	if err := projector.WaitForPosition(ctx, s, "sub", 400, shortWait()); err != nil {
+		t.Fatal(err)
+	}
+	p := shortWait()
+	p.MaxElapsed = 100 * time.Millisecond
+	if err := projector.WaitForPosition(ctx, s, "sub", 900, p); !errors.Is(err, projector.ErrNotYet) || !strings.Contains(err.Error(), "saw 500") {
+		t.Fatalf("err %v", err)
+	}
+}
