@@ -2,8 +2,10 @@ package cart
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -76,9 +78,10 @@ func (c CancelCart) requestID() string  { return c.RequestID }
 
 // writeState is what the decisions need of a cart.
 type writeState struct {
-	exists bool
-	status string
-	items  []ProductItem
+	exists   bool
+	clientID string
+	status   string
+	items    []ProductItem
 }
 
 func (s writeState) open() error {
@@ -125,7 +128,7 @@ func (c ConfirmCart) decide(s writeState, now time.Time) ([]any, error) {
 	if len(s.items) == 0 {
 		return nil, ErrEmptyCart
 	}
-	return []any{ShoppingCartConfirmed{ShoppingCartID: c.CartID, ConfirmedAt: now}}, nil
+	return []any{ShoppingCartConfirmed{ShoppingCartID: c.CartID, ConfirmedAt: now, ProductItems: slices.Clone(s.items)}}, nil
 }
 
 func (c CancelCart) decide(s writeState, now time.Time) ([]any, error) {
@@ -142,7 +145,7 @@ func fold(events []any) (writeState, error) {
 		var err error
 		switch e := e.(type) {
 		case ShoppingCartOpened:
-			s = writeState{exists: true, status: StatusOpened, items: []ProductItem{}}
+			s = writeState{exists: true, clientID: e.ClientID, status: StatusOpened, items: []ProductItem{}}
 		case ProductItemAddedToShoppingCart:
 			s.items, err = AddProductItem(s.items, e.ProductItem)
 		case ProductItemRemovedFromShoppingCart:
@@ -168,9 +171,10 @@ type RecordedEvent struct {
 
 // NewEvent is an event the write side appends.
 type NewEvent struct {
-	ID   uuid.UUID
-	Type string
-	Data []byte
+	ID       uuid.UUID
+	Type     string
+	Data     []byte
+	Metadata []byte
 }
 
 // EventStore is what the write side needs of EventStoreDB ([NewESDBStore]
@@ -182,6 +186,26 @@ type EventStore interface {
 	// Append appends events if the stream's last revision is expected (-1:
 	// no stream), else returns an error wrapping [ErrConflict].
 	Append(ctx context.Context, stream string, expected int64, events []NewEvent) error
+}
+
+// Metadata is what the write side puts in every cart event's metadata: the
+// cart's client, so that read models per client can route any cart event
+// (events other than the opening do not name the client), and the request.
+type Metadata struct {
+	ClientID  string `json:"clientId"`
+	RequestID string `json:"requestId,omitempty"`
+}
+
+// ClientOf returns the client an event's metadata names.
+func ClientOf(ev projector.Event) (string, bool) {
+	if o, ok := ev.Payload.(ShoppingCartOpened); ok && o.ClientID != "" {
+		return o.ClientID, true
+	}
+	var m Metadata
+	if len(ev.Metadata) == 0 || json.Unmarshal(ev.Metadata, &m) != nil || m.ClientID == "" {
+		return "", false
+	}
+	return m.ClientID, true
 }
 
 // Namespace is the name space of the event ids the write side derives
@@ -254,13 +278,21 @@ func (h *Handler) Handle(ctx context.Context, cmd Command) (Result, error) {
 		if err != nil {
 			return Result{Revision: rev}, fmt.Errorf("cart %s: %w", cmd.cartID(), err)
 		}
+		client := state.clientID
+		if o, ok := cmd.(OpenCart); ok {
+			client = o.ClientID
+		}
+		meta, err := json.Marshal(Metadata{ClientID: client, RequestID: cmd.requestID()})
+		if err != nil {
+			return Result{}, err
+		}
 		events := make([]NewEvent, len(decided))
 		for i, p := range decided {
 			name, data, err := h.registry.Encode(p)
 			if err != nil {
 				return Result{}, err
 			}
-			events[i] = NewEvent{ID: EventID(cmd.requestID(), i), Type: name, Data: data}
+			events[i] = NewEvent{ID: EventID(cmd.requestID(), i), Type: name, Data: data, Metadata: meta}
 		}
 		err = h.store.Append(ctx, stream, rev, events)
 		if err == nil {

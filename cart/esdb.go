@@ -48,7 +48,7 @@ func (s esdbStore) Append(ctx context.Context, stream string, expected int64, ev
 	}
 	data := make([]esdb.EventData, len(events))
 	for i, e := range events {
-		data[i] = esdb.EventData{EventID: e.ID, EventType: e.Type, ContentType: esdb.ContentTypeJson, Data: e.Data}
+		data[i] = esdb.EventData{EventID: e.ID, EventType: e.Type, ContentType: esdb.ContentTypeJson, Data: e.Data, Metadata: e.Metadata}
 	}
 	_, err := s.client.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{ExpectedRevision: want}, data...)
 	var e *esdb.Error

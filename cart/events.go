@@ -45,10 +45,13 @@ type ProductItemRemovedFromShoppingCart struct {
 	ProductItem    ProductItem `json:"productItem"`
 }
 
-// ShoppingCartConfirmed closes a cart for checkout.
+// ShoppingCartConfirmed closes a cart for checkout. It carries the items
+// confirmed, so that read models of what was bought (the shop summary) need
+// not keep every cart's items.
 type ShoppingCartConfirmed struct {
-	ShoppingCartID string    `json:"shoppingCartId"`
-	ConfirmedAt    time.Time `json:"confirmedAt"`
+	ShoppingCartID string        `json:"shoppingCartId"`
+	ConfirmedAt    time.Time     `json:"confirmedAt"`
+	ProductItems   []ProductItem `json:"productItems,omitempty"`
 }
 
 // ShoppingCartCanceled closes a cart without checkout: the client abandoned it.

@@ -23,7 +23,7 @@ func RandomLife(r *rand.Rand, cartID, clientID string, size int, at time.Time) [
 		case i == closeAt && (r.IntN(4) == 0 || len(items) == 0): // an empty cart cannot be confirmed
 			out = append(out, ShoppingCartCanceled{ShoppingCartID: cartID, CanceledAt: at})
 		case i == closeAt:
-			out = append(out, ShoppingCartConfirmed{ShoppingCartID: cartID, ConfirmedAt: at})
+			out = append(out, ShoppingCartConfirmed{ShoppingCartID: cartID, ConfirmedAt: at, ProductItems: append([]ProductItem(nil), items...)})
 		case len(items) > 0 && r.IntN(3) == 0:
 			held := items[r.IntN(len(items))]
 			item := ProductItem{ProductID: held.ProductID, Quantity: 1 + r.IntN(held.Quantity)}

@@ -23,6 +23,7 @@ type Engine struct {
 	queue       *queue
 	onFailure   FailurePolicy
 	parker      Parker
+	locks       docLocks
 }
 
 // Option configures an [Engine].
@@ -86,8 +87,12 @@ func NewEngine(store Store, registry *Registry, projections []Definition, opts .
 	return e, nil
 }
 
-// Prepare creates what the projections need in the store: their indexes.
+// Prepare checks that the store can keep the projections' strategies (the
+// inbox needs transactions) and creates what they need: indexes, inboxes.
 func (e *Engine) Prepare(ctx context.Context) error {
+	if err := e.prepareStrategies(ctx); err != nil {
+		return err
+	}
 	for _, p := range e.projections {
 		if err := e.store.EnsureIndexes(ctx, p.Collection(), p.Indexes()); err != nil {
 			return fmt.Errorf("projector: indexes of %q: %w", p.Name(), err)

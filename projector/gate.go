@@ -19,6 +19,16 @@ var (
 // undecodable is the decoding error of ev's payload (only under [Skip]): the
 // gate then moves the document past ev without applying it.
 func (e *Engine) gate(ctx context.Context, p Definition, id string, ev Event, undecodable error) Result {
+	if strategyOf(p).kind != kindStreamRevision {
+		// Not revision-ordered: no queue by revision, only a lock around each
+		// read-apply-write.
+		return e.guarded(ctx, p, id, ev, func(state any) (any, error) {
+			if undecodable != nil {
+				return nil, undecodable
+			}
+			return p.applyTo(state, ev)
+		})
+	}
 	t := e.queue.enter(docKey{p.Collection(), id}, ev.StreamRevision)
 	res := e.gateTurn(ctx, t, p, id, ev, undecodable)
 	e.queue.leave(t, res.Outcome != Failed, res.Err)

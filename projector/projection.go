@@ -17,6 +17,7 @@ type Projection[S any] struct {
 	indexes    []Index
 	onFailure  FailurePolicy
 	hasPolicy  bool
+	strat      Strategy
 }
 
 type handler[S any] struct {
@@ -127,7 +128,20 @@ type Definition interface {
 	newState() any
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
+	strategy() Strategy
 }
+
+// Idempotency sets how the engine gets exactly-once effect for this
+// projection (default [StreamRevision]).
+func (p *Projection[S]) Idempotency(s Strategy) *Projection[S] {
+	p.strat = s
+	return p
+}
+
+// Strategy returns the projection's idempotency strategy.
+func (p *Projection[S]) Strategy() Strategy { return p.strat }
+
+func (p *Projection[S]) strategy() Strategy { return p.strat }
 
 // OnFailure sets what the engine does with an event that fails permanently
 // in this projection, instead of the engine's policy ([WithFailurePolicy]).

@@ -38,3 +38,29 @@ func CheckDocument[S any](ctx context.Context, store projector.Store, p *project
 	}
 	return nil
 }
+
+// CheckState compares the state of document id, kept under a strategy other
+// than the revision gate (a document fed by several streams), with the fold
+// of events, the document's events in log order. The store must be a
+// [projector.GuardedStore].
+func CheckState[S any](ctx context.Context, store projector.Store, p *projector.Projection[S], id string, events []projector.Event) error {
+	gs, ok := store.(projector.GuardedStore)
+	if !ok {
+		return fmt.Errorf("projectortest: %T keeps no guarded documents", store)
+	}
+	want, err := p.Fold(events...)
+	if err != nil {
+		return fmt.Errorf("projectortest: fold: %w", err)
+	}
+	var got S
+	_, found, err := gs.LoadGuarded(ctx, p.Collection(), id, &got)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("%w: %s/%s: no document", ErrMismatch, p.Collection(), id)
+	case !reflect.DeepEqual(got, want):
+		return fmt.Errorf("%w: %s/%s:\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, got, want)
+	}
+	return nil
+}

@@ -34,6 +34,11 @@ func NewLog(registry *projector.Registry) *Log {
 // receives them: encoded, decoded, with ids, revisions and positions. It fails
 // only for a payload whose type is not registered.
 func (l *Log) Append(stream string, payloads ...any) ([]projector.Event, error) {
+	return l.AppendWithMetadata(stream, nil, payloads...)
+}
+
+// AppendWithMetadata is [Log.Append] with the same metadata on every event.
+func (l *Log) AppendWithMetadata(stream string, metadata []byte, payloads ...any) ([]projector.Event, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]projector.Event, 0, len(payloads))
@@ -52,6 +57,7 @@ func (l *Log) Append(stream string, payloads ...any) ([]projector.Event, error) 
 			StreamRevision: rev,
 			Position:       l.position,
 			Data:           data,
+			Metadata:       metadata,
 			Created:        l.clock(),
 			Payload:        p,
 		})

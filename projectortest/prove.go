@@ -38,6 +38,9 @@ type Delivery struct {
 	Retry *retry.Policy
 	// Options are passed to every engine (a failure policy, a parker).
 	Options []projector.Option
+	// Metadata, if set, gives the metadata of each stream's events (the
+	// write side's, such as the cart's client).
+	Metadata func(stream string) []byte
 }
 
 // Report is what [Prove] did.
@@ -99,7 +102,11 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 		if next[s] == len(streams[s]) {
 			continue
 		}
-		evs, err := log.Append(s, streams[s][next[s]])
+		var meta []byte
+		if d.Metadata != nil {
+			meta = d.Metadata(s)
+		}
+		evs, err := log.AppendWithMetadata(s, meta, streams[s][next[s]])
 		if err != nil {
 			return Report{}, err
 		}
@@ -203,8 +210,12 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 	}
 
 	var wrong []string
+	check := CheckDocument[S]
+	if p.Strategy().String() != projector.StreamRevision().String() {
+		check = CheckState[S]
+	}
 	for id, evs := range byDoc {
-		if err := CheckDocument(ctx, store, p, id, evs); err != nil {
+		if err := check(ctx, store, p, id, evs); err != nil {
 			if !errors.Is(err, ErrMismatch) {
 				return rep, err
 			}

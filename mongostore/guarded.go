@@ -1,0 +1,166 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/revgate/projector/projector"
+)
+
+// FieldMeta holds, in a document kept under a strategy other than the
+// revision gate, what the engine knows of the events applied to it.
+const FieldMeta = "_meta"
+
+var _ projector.InboxStore = (*Store)(nil)
+
+type metaDoc struct {
+	Version   int64            `bson:"v"`
+	Revisions map[string]int64 `bson:"revs,omitempty"`
+	Position  int64            `bson:"pos,omitempty"`
+	Handled   []handledDoc     `bson:"handled,omitempty"`
+	Evicted   int64            `bson:"evicted,omitempty"`
+}
+
+type handledDoc struct {
+	ID       string `bson:"id"`
+	Position int64  `bson:"pos"`
+}
+
+func toMetaDoc(m projector.Meta) metaDoc {
+	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted)}
+	if len(m.Revisions) > 0 {
+		d.Revisions = make(map[string]int64, len(m.Revisions))
+		for k, v := range m.Revisions {
+			d.Revisions[k] = int64(v)
+		}
+	}
+	for _, h := range m.Handled {
+		d.Handled = append(d.Handled, handledDoc{ID: h.ID, Position: int64(h.Position)})
+	}
+	return d
+}
+
+func (d metaDoc) meta() projector.Meta {
+	m := projector.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted)}
+	if len(d.Revisions) > 0 {
+		m.Revisions = make(map[string]uint64, len(d.Revisions))
+		for k, v := range d.Revisions {
+			m.Revisions[k] = uint64(v)
+		}
+	}
+	for _, h := range d.Handled {
+		m.Handled = append(m.Handled, projector.Handled{ID: h.ID, Position: uint64(h.Position)})
+	}
+	return m
+}
+
+// LoadGuarded implements [projector.GuardedStore].
+func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state any) (projector.Meta, bool, error) {
+	raw, err := s.db.Collection(collection).FindOne(ctx, bson.D{{Key: FieldID, Value: id}}).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return projector.Meta{}, false, nil
+	}
+	if err != nil {
+		return projector.Meta{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+	}
+	var wrap struct {
+		Meta metaDoc `bson:"_meta"`
+	}
+	if err := bson.Unmarshal(raw, &wrap); err != nil {
+		return projector.Meta{}, false, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+	}
+	if state != nil {
+		if err := bson.Unmarshal(raw, state); err != nil {
+			return projector.Meta{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+		}
+	}
+	return wrap.Meta.meta(), true, nil
+}
+
+// PutGuarded implements [projector.GuardedStore]: an insert when expected is
+// -1, else a replace filtered on the stored version.
+func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta projector.Meta, state any) (bool, error) {
+	raw, err := bson.Marshal(state)
+	if err != nil {
+		return false, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	elems, err := bson.Raw(raw).Elements()
+	if err != nil {
+		return false, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	doc := bson.D{{Key: FieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}}
+	for _, el := range elems {
+		if k := el.Key(); k == FieldID || k == FieldMeta {
+			return false, fmt.Errorf("mongostore: %T has a field the engine owns (%s): %w", state, k, ErrReservedField)
+		}
+		doc = append(doc, bson.E{Key: el.Key(), Value: el.Value()})
+	}
+	coll := s.db.Collection(collection)
+	if expected < 0 {
+		_, err := coll.InsertOne(ctx, doc)
+		if mongo.IsDuplicateKeyError(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, err)
+		}
+		return true, nil
+	}
+	res, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: id}, {Key: FieldMeta + ".v", Value: expected}}, doc)
+	if err != nil {
+		return false, fmt.Errorf("mongostore: update %s/%s: %w", collection, id, err)
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// Transactions implements [projector.InboxStore].
+func (s *Store) Transactions(ctx context.Context) (bool, error) {
+	c, err := s.Capabilities(ctx)
+	return c.Transactions, err
+}
+
+// InboxCollection returns the inbox collection of projection.
+func InboxCollection(projection string) string { return "projector_inbox_" + projection }
+
+// EnsureInbox implements [projector.InboxStore]: the inbox collection with a
+// TTL index that removes records after retention.
+func (s *Store) EnsureInbox(ctx context.Context, projection string, retention time.Duration) error {
+	model := mongo.IndexModel{
+		Keys:    bson.D{{Key: "at", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(int32(retention / time.Second)),
+	}
+	if _, err := s.db.Collection(InboxCollection(projection)).Indexes().CreateOne(ctx, model); err != nil {
+		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
+	}
+	return nil
+}
+
+// Receive implements [projector.InboxStore].
+func (s *Store) Receive(ctx context.Context, projection, eventID string) error {
+	_, err := s.db.Collection(InboxCollection(projection)).InsertOne(ctx, bson.D{{Key: FieldID, Value: eventID}, {Key: "at", Value: time.Now().UTC()}})
+	if mongo.IsDuplicateKeyError(err) {
+		return projector.ErrDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
+	}
+	return nil
+}
+
+// InTransaction implements [projector.InboxStore] with a session's
+// transaction (retried by the driver on transient errors).
+func (s *Store) InTransaction(ctx context.Context, fn func(ctx context.Context) error) error {
+	sess, err := s.db.Client().StartSession()
+	if err != nil {
+		return fmt.Errorf("mongostore: session: %w", err)
+	}
+	defer sess.EndSession(context.WithoutCancel(ctx))
+	_, err = sess.WithTransaction(ctx, func(ctx context.Context) (any, error) { return nil, fn(ctx) })
+	return err
+}
