@@ -104,7 +104,10 @@ type addsCounted struct {
 
 func TestProve_catches_a_projection_that_counts_a_redelivered_event_twice(t *testing.T) {
 	p := projector.New[addsCounted]("adds_counted", cart.ClientOf).Idempotency(projector.None())
-	projector.On(p, func(s addsCounted, _ cart.ProductItemAddedToShoppingCart) (addsCounted, error) { s.Adds++; return s, nil })
+	projector.On(p, func(s addsCounted, _ cart.ProductItemAddedToShoppingCart) (addsCounted, error) {
+		s.Adds++
+		return s, nil
+	})
 	lives, meta := shop(30, 6, 5)
 	rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), p, lives,
 		projectortest.Delivery{MaxTimes: 3, Workers: 4, Seed: 5, Metadata: meta})
@@ -124,7 +127,10 @@ func TestHandledIDs_the_window_never_grows_past_its_bound_and_an_older_event_is_
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
 	p := projector.New[addsCounted]("adds_window", func(projector.Event) (string, bool) { return "all", true }).Idempotency(projector.HandledIDs(3))
-	projector.On(p, func(s addsCounted, _ cart.ProductItemAddedToShoppingCart) (addsCounted, error) { s.Adds++; return s, nil })
+	projector.On(p, func(s addsCounted, _ cart.ProductItemAddedToShoppingCart) (addsCounted, error) {
+		s.Adds++
+		return s, nil
+	})
 	e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()))
 	if err != nil {
 		t.Fatal(err)
