@@ -37,7 +37,9 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 	broken.Store(true)
 	p := fixable(&broken)
 	// The engine blocks by default; the projection parks.
-	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()), projector.WithParker(s))
+	// Another projection of the same events goes on regardless.
+	details := cart.NewDetailsProjection()
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p, details}, projector.WithRetry(retry.Default()), projector.WithParker(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +50,19 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 	evs := log.MustAppend(t, cart.StreamID("k1"), cart.ShoppingCartOpened{ShoppingCartID: "k1", ClientID: "c", OpenedAt: t0}, add("p", 1), add("x", 2), add("q", 3))
 	var outcomes []projector.Outcome
 	for _, ev := range evs {
-		outcomes = append(outcomes, handle(t, e, ev)[0].Outcome)
+		rs, _ := e.Handle(context.Background(), ev)
+		for _, r := range rs {
+			if r.Projection == "fixable" {
+				outcomes = append(outcomes, r.Outcome)
+			} else if r.Outcome != projector.Applied {
+				t.Fatalf("details: %v %v", r.Outcome, r.Err)
+			}
+		}
 	}
-	if outcomes[2] != projector.Parked || outcomes[3] != projector.Applied {
+	if len(outcomes) != 4 || outcomes[2] != projector.Parked || outcomes[3] != projector.Applied {
 		t.Fatalf("outcomes %v", outcomes)
 	}
+	assertDocument(t, s, "k1", evs) // the details projection has every event
 	// The fold without x, at revision 3 (the last event's).
 	if err := projectortest.CheckDocument(context.Background(), s, p, "k1", []projector.Event{evs[0], evs[1], evs[3]}); err != nil {
 		t.Fatal(err)
@@ -66,8 +76,8 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 		t.Fatalf("parked record %+v", pe)
 	}
 	// Delivered again, it is a duplicate, not parked twice.
-	if r := handle(t, e, evs[2])[0]; r.Outcome != projector.Duplicate {
-		t.Fatalf("redelivered: %v", r.Outcome)
+	if rs, _ := e.Handle(context.Background(), evs[2]); rs[0].Outcome != projector.Duplicate {
+		t.Fatalf("redelivered: %v", rs[0].Outcome)
 	}
 
 	// Replaying while still broken fails and keeps it parked.

@@ -125,6 +125,17 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	if err := r.reconnect.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: reconnect: %w", name, err)
 	}
+	for _, p := range engine.projections {
+		if !strategyOf(p).NeedsOrderedSource() {
+			continue
+		}
+		o, ok := source.(interface{ Ordered() bool })
+		if !ok || !o.Ordered() || r.workers != 1 {
+			return nil, fmt.Errorf("projector: runner %q: projection %q uses the global-position strategy, which needs one consumer "+
+				"reading the log in order: a catch-up subscription with one worker (not a persistent subscription group, "+
+				"not %d workers)", name, p.Name(), r.workers)
+		}
+	}
 	if f, ok := source.(interface{ FiltersEventTypes() bool }); ok && f.FiltersEventTypes() && len(engine.projections) > 0 {
 		return nil, fmt.Errorf("projector: runner %q: the source filters events by type, which leaves holes in each stream's revisions; "+
 			"the revision gate of projection %q would wait for them forever: filter by stream name instead", name, engine.projections[0].Name())

@@ -84,6 +84,12 @@ func allFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
 	return esdb.ExcludeSystemEventsFilter(), nil
 }
 
+// Ordered reports that the subscription delivers $all in log order.
+func (a *All) Ordered() bool { return true }
+
+// Ordered reports that the subscription delivers the stream in order.
+func (s *Stream) Ordered() bool { return true }
+
 // FiltersEventTypes reports whether the subscription leaves out events by
 // type, so that streams arrive with holes.
 func (a *All) FiltersEventTypes() bool { return len(a.opts.EventTypePrefixes) > 0 }

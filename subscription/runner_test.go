@@ -400,3 +400,26 @@ func TestAll_an_outage_longer_than_the_clients_discovery_gets_a_new_client(t *te
 	}
 	g.check(t, g.store)
 }
+
+func TestRunner_refuses_the_global_position_strategy_with_competing_consumers(t *testing.T) {
+	g := newRig(t)
+	p := cart.NewClientSummaryProjection().Idempotency(projector.GlobalPosition())
+	e, err := projector.NewEngine(g.store, cart.Registry(), []projector.Definition{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := subscription.NewPersistent(dial(t, g.server), subscription.PersistentOptions{Stream: subscription.AllStreams, Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := projector.NewRunner("x", e, group, nil); err == nil || !strings.Contains(err.Error(), "global-position") {
+		t.Fatalf("persistent group: %v", err)
+	}
+	all := cartsOnAll(t, dial(t, g.server))
+	if _, err := projector.NewRunner("x", e, all, g.store); err == nil || !strings.Contains(err.Error(), "4 workers") {
+		t.Fatalf("4 workers: %v", err)
+	}
+	if _, err := projector.NewRunner("x", e, all, g.store, projector.WithWorkers(1)); err != nil {
+		t.Fatalf("one ordered consumer: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )
@@ -200,10 +201,22 @@ func countAfter(ctx context.Context, cl *esdb.Client, cp projector.Checkpoint) (
 	}
 }
 
-// timedStore measures the store's calls for the write-latency histogram.
+// timedStore measures the store's calls for the write-latency histogram. It
+// embeds the store itself, so that what the strategies need of it (guarded
+// writes, transactions, parking) stays reachable.
 type timedStore struct {
-	projector.Store
+	*mongostore.Store
 	latency *prometheus.HistogramVec
+}
+
+func (s timedStore) LoadGuarded(ctx context.Context, collection, id string, state any) (projector.Meta, bool, error) {
+	defer s.observe("load", collection, time.Now())
+	return s.Store.LoadGuarded(ctx, collection, id, state)
+}
+
+func (s timedStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta projector.Meta, state any) (bool, error) {
+	defer s.observe("put", collection, time.Now())
+	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
 }
 
 func (s timedStore) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
@@ -228,7 +241,7 @@ func (s timedStore) observe(op, collection string, start time.Time) {
 func storeLatency() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projector_store_seconds",
-		Help:    "Latency of the revision gate's calls to MongoDB, by collection and operation (load, insert, update).",
+		Help:    "Latency of the engine's calls to MongoDB, by collection and operation (load, insert, update, put).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"collection", "op"})
 }

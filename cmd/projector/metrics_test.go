@@ -71,7 +71,7 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 	}
 
 	var stderr syncBuffer
-	cmd := exec.Command(binary(t), "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(),
+	cmd := exec.Command(binary(t), "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", "cart_details",
 		"--http", "127.0.0.1:0", "--checkpoint-interval", "100ms")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

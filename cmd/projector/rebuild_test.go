@@ -52,7 +52,7 @@ func TestRebuild_fills_a_new_collection_while_run_serves_then_switches_and_run_f
 	appendCarts(t, client, 0, 20, 6, carts)
 	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
 
-	live := startBinary(t, append([]string{"run", "--http", "", "--checkpoint-interval", "100ms"}, common...)...)
+	live := startBinary(t, append([]string{"run", "--http", "", "--checkpoint-interval", "100ms", "--projections", cart.DetailsName}, common...)...)
 	waitCheckpoint(t, live, store, srv.Head())
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
@@ -112,7 +112,7 @@ func TestRebuild_interrupted_resumes_when_run_again(t *testing.T) {
 	if cp == nil || cp.Position >= srv.Head() {
 		t.Fatalf("checkpoint of the interrupted rebuild: %v (head %d)", cp, srv.Head())
 	}
-	status, _, _ := runBinary(t, 20*time.Second, append([]string{"status"}, common[:len(common)-2]...)...)
+	status, _, _ := runBinary(t, 20*time.Second, append([]string{"status", "--projections", cart.DetailsName}, common[:len(common)-2]...)...)
 	if !strings.Contains(status, c.Building+" at "+cp.String()) {
 		t.Fatalf("status does not show the rebuild in progress:\n%s", status)
 	}

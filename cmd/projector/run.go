@@ -44,6 +44,14 @@ func catalog() map[string]catalogEntry {
 			def: cart.NewDetailsProjection(), streamPrefix: cart.StreamPrefix, collection: cart.DetailsName,
 			in: func(c string) projector.Definition { return cart.NewDetailsProjection().InCollection(c) },
 		},
+		cart.ClientSummaryName: {
+			def: cart.NewClientSummaryProjection(), streamPrefix: cart.StreamPrefix, collection: cart.ClientSummaryName,
+			in: func(c string) projector.Definition { return cart.NewClientSummaryProjection().InCollection(c) },
+		},
+		cart.ShopSummaryName: {
+			def: cart.NewShopSummaryProjection(), streamPrefix: cart.StreamPrefix, collection: cart.ShopSummaryName,
+			in: func(c string) projector.Definition { return cart.NewShopSummaryProjection().InCollection(c) },
+		},
 	}
 }
 

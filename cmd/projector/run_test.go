@@ -154,10 +154,16 @@ func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint
 	status := func() map[string]any {
 		out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
 		var lines []map[string]any
-		if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 1 {
-			t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
+		if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 {
+			t.Fatalf("status: exit %d, want a line per projection\n%s\n%s", code, out, errOut)
 		}
-		return lines[0]
+		for _, l := range lines {
+			if l["projection"] == cart.DetailsName {
+				return l
+			}
+		}
+		t.Fatalf("no %s in status:\n%s", cart.DetailsName, out)
+		return nil
 	}
 	st := status()
 	if st["checkpoint"] != float64(srv.Head()) || st["head"] != float64(srv.Head()) || st["behind"] != float64(0) || st["lastError"] != nil {
@@ -237,7 +243,7 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	}
 	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
 
-	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
 	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "skip"}, common...)...)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -282,7 +288,7 @@ func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_s
 		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`)}); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--mongo", mongotest.URI(t), "--database", db.Name()}
+	common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
 	p := startBinary(t, append([]string{"run", "--esdb", srv.URI(), "--http", "", "--on-failure", "park", "--checkpoint-interval", "100ms"}, common...)...)
 	waitCheckpoint(t, p, store, srv.Head())
 	if code := p.terminate(t); code != 0 {
@@ -297,7 +303,7 @@ func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_s
 	if code != 0 || !strings.Contains(out, "shopping_cart-cart002@4") || !strings.Contains(out, "does not decode") {
 		t.Fatalf("status --parked: exit %d\n%s", code, out)
 	}
-	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common...)...)
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
 	if code != 1 || !strings.Contains(out, "replayed 0 of 1") || !strings.Contains(errOut, "still fail") {
 		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, errOut)
 	}
