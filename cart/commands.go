@@ -212,10 +212,11 @@ func ClientOf(ev projector.Event) (string, bool) {
 // (RFC 4122 name-based, SHA-1).
 var Namespace = uuid.MustParse("4f1f1a4c-8e0b-5b8e-9c35-6b0d8e1c2a77")
 
-// EventID is the id of the n-th event a request appends: the same request id
-// always gives the same ids.
-func EventID(requestID string, n int) uuid.UUID {
-	return uuid.NewSHA1(Namespace, fmt.Appendf(nil, "%s/%d", requestID, n))
+// EventID is the id of the n-th event a request appends to a cart: the same
+// cart and request id always give the same ids, and two carts never share one
+// (read models that remember event ids key on them).
+func EventID(cartID, requestID string, n int) uuid.UUID {
+	return uuid.NewSHA1(Namespace, fmt.Appendf(nil, "%s/%s/%d", cartID, requestID, n))
 }
 
 // Handler decides commands and appends their events.
@@ -258,7 +259,7 @@ func (h *Handler) Handle(ctx context.Context, cmd Command) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("cart: read %s: %w", stream, err)
 		}
-		first := EventID(cmd.requestID(), 0).String()
+		first := EventID(cmd.cartID(), cmd.requestID(), 0).String()
 		payloads := make([]any, 0, len(recorded))
 		for _, r := range recorded {
 			if r.ID == first {
@@ -292,7 +293,7 @@ func (h *Handler) Handle(ctx context.Context, cmd Command) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			events[i] = NewEvent{ID: EventID(cmd.requestID(), i), Type: name, Data: data, Metadata: meta}
+			events[i] = NewEvent{ID: EventID(cmd.cartID(), cmd.requestID(), i), Type: name, Data: data, Metadata: meta}
 		}
 		err = h.store.Append(ctx, stream, rev, events)
 		if err == nil {

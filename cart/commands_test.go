@@ -41,7 +41,7 @@ func TestHandle_a_cart_life_appends_its_events_with_ids_derived_from_the_request
 		t.Fatalf("stream: %d events, revision %d, %v", len(evs), rev, err)
 	}
 	for i, req := range []string{"r1", "r2", "r3", "r4"} {
-		if evs[i].ID != cart.EventID(req, 0).String() {
+		if evs[i].ID != cart.EventID("c1", req, 0).String() {
 			t.Errorf("event %d id %s, want the id derived from %s", i, evs[i].ID, req)
 		}
 	}

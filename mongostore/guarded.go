@@ -141,12 +141,20 @@ func (s *Store) EnsureInbox(ctx context.Context, projection string, retention ti
 	return nil
 }
 
-// Receive implements [projector.InboxStore].
+// Receive implements [projector.InboxStore]. It looks for the record before
+// inserting it: inside a transaction, a failed insert (a duplicate key) would
+// abort the transaction. Two deliveries racing past the look both insert; the
+// loser's transaction fails and is retried, and then finds the record.
 func (s *Store) Receive(ctx context.Context, projection, eventID string) error {
-	_, err := s.db.Collection(InboxCollection(projection)).InsertOne(ctx, bson.D{{Key: FieldID, Value: eventID}, {Key: "at", Value: time.Now().UTC()}})
-	if mongo.IsDuplicateKeyError(err) {
+	coll := s.db.Collection(InboxCollection(projection))
+	err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: eventID}}).Err()
+	if err == nil {
 		return projector.ErrDuplicate
 	}
+	if !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
+	}
+	_, err = coll.InsertOne(ctx, bson.D{{Key: FieldID, Value: eventID}, {Key: "at", Value: time.Now().UTC()}})
 	if err != nil {
 		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
 	}

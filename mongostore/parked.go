@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +47,15 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
 		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt,
 	}
-	_, err := s.db.Collection(ParkedCollection).InsertOne(ctx, d)
+	// Looked up first: inside a transaction (the inbox strategy) a failed
+	// insert would abort it.
+	coll := s.db.Collection(ParkedCollection)
+	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {
+		return nil
+	} else if !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+	}
+	_, err := coll.InsertOne(ctx, d)
 	if err != nil && !mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 	}

@@ -218,16 +218,21 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 		p  Definition
 		id string
 	}
+	// Decoded first, so that a projection's IDFunc may read the payload.
+	decoded, decodeErr := e.registry.Decode(ev)
+	route := decoded
+	if decodeErr != nil {
+		route = ev
+	}
 	var targets []target
 	for _, p := range e.projections {
-		if id, ok := p.DocumentID(ev); ok {
+		if id, ok := p.DocumentID(route); ok {
 			targets = append(targets, target{p, id})
 		}
 	}
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	decoded, decodeErr := e.registry.Decode(ev)
 	results := make([]Result, len(targets))
 	if decodeErr != nil {
 		blocked := 0

@@ -69,6 +69,12 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // order-sensitive read model gets the event's effect out of its order, and is
 // made exact by a rebuild instead. The result is Applied, or Failed with why
 // (the event stays parked).
+//
+// Under the revision gate the write cannot be conditional on anything the
+// gate changes (the revision stays), so replay while the projection is not
+// running, or at least while no event of the parked documents arrives; under
+// the other strategies the write is conditional on the document's version and
+// safe at any time.
 func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	var p Definition
 	for _, d := range e.projections {
@@ -85,6 +91,38 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return e.fail(p, pe.Document, ev, -1, -1, 1, retry.Permanent(err))
 	}
 	attempts := 0
+	if strategyOf(p).kind != kindStreamRevision {
+		gs := e.store.(GuardedStore)
+		err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
+			attempts++
+			state := p.newState()
+			meta, found, err := gs.LoadGuarded(ctx, p.Collection(), pe.Document, state)
+			switch {
+			case err != nil:
+				return err
+			case !found:
+				return retry.Permanent(fmt.Errorf("document %q is gone", pe.Document))
+			}
+			next, err := p.applyTo(state, decoded)
+			if err != nil {
+				return retry.Permanent(err)
+			}
+			expected := meta.Version
+			meta.Version++
+			written, err := gs.PutGuarded(ctx, p.Collection(), pe.Document, expected, meta, next)
+			switch {
+			case err != nil:
+				return err
+			case !written:
+				return errMoved
+			}
+			return nil
+		}, e.retryOpts...)
+		if err != nil {
+			return e.fail(p, pe.Document, decoded, -1, -1, attempts, err)
+		}
+		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
+	}
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
 		state := p.newState()

@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,4 +127,77 @@ func sameItems(a, b []cart.ProductItem) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+func TestPark_replay_of_a_document_kept_by_another_strategy_is_conditional_on_its_version(t *testing.T) {
+	s := newStore(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	p := fixable(&broken).Idempotency(projector.HandledIDs(100))
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()), projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	add := func(id string) cart.ProductItemAddedToShoppingCart {
+		return cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k2", ProductItem: cart.ProductItem{ProductID: id, Quantity: 1}}
+	}
+	evs := log.MustAppend(t, cart.StreamID("k2"), cart.ShoppingCartOpened{ShoppingCartID: "k2", ClientID: "c", OpenedAt: t0}, add("x"), add("q"))
+	for _, ev := range evs {
+		e.Handle(context.Background(), ev)
+	}
+	parked, _ := s.Parked(context.Background(), "fixable")
+	if len(parked) != 1 {
+		t.Fatalf("parked %v", parked)
+	}
+	broken.Store(false)
+	if r := e.Replay(context.Background(), parked[0]); r.Outcome != projector.Applied {
+		t.Fatalf("replay: %v %v", r.Outcome, r.Err)
+	}
+	var got cart.Details
+	meta, _, err := s.LoadGuarded(context.Background(), "fixable", "k2", &got)
+	want, _ := p.Fold(evs...)
+	if err != nil || !sameItems(got.ProductItems, want.ProductItems) || meta.Version != 4 {
+		t.Fatalf("after the replay: %+v version %d (%v)", got, meta.Version, err)
+	}
+}
+
+func TestGuarded_strategies_that_need_a_position_refuse_an_event_without_one(t *testing.T) {
+	s := newStore(t)
+	var broken atomic.Bool
+	p := fixable(&broken).Idempotency(projector.GlobalPosition()).OnFailure(projector.Block)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := projectortest.NewLog(cart.Registry()).MustAppend(t, cart.StreamID("k3"), cart.ShoppingCartOpened{ShoppingCartID: "k3", ClientID: "c", OpenedAt: t0})[0]
+	ev.Position = 0
+	if rs, _ := e.Handle(context.Background(), ev); rs[0].Outcome != projector.Failed || !strings.Contains(rs[0].Err.Error(), "global position") {
+		t.Fatalf("%v %v", rs[0].Outcome, rs[0].Err)
+	}
+}
+
+func TestHandledIDs_an_event_outside_the_window_is_parked_under_Park(t *testing.T) {
+	s := newStore(t)
+	var broken atomic.Bool
+	p := fixable(&broken).Idempotency(projector.HandledIDs(2))
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("k4"), cart.ShoppingCartOpened{ShoppingCartID: "k4", ClientID: "c", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k4", ProductItem: cart.ProductItem{ProductID: "a", Quantity: 1}},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k4", ProductItem: cart.ProductItem{ProductID: "b", Quantity: 1}},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k4", ProductItem: cart.ProductItem{ProductID: "c", Quantity: 1}})
+	for _, ev := range evs {
+		e.Handle(context.Background(), ev)
+	}
+	rs, _ := e.Handle(context.Background(), evs[0]) // older than the window of 2
+	if rs[0].Outcome != projector.Parked || !errors.Is(rs[0].Err, projector.ErrOutsideWindow) {
+		t.Fatalf("%v %v", rs[0].Outcome, rs[0].Err)
+	}
+	if parked, _ := s.Parked(context.Background(), "fixable"); len(parked) != 1 || !strings.Contains(parked[0].Error, "older than the window") {
+		t.Fatalf("parked %v", parked)
+	}
 }

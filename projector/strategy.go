@@ -299,6 +299,9 @@ func (e *Engine) guardedStep(ctx context.Context, gs GuardedStore, p Definition,
 		return 0, nil, err
 	}
 	sk := streamKey(ev.StreamID)
+	if (s.kind == kindGlobalPosition || s.kind == kindHandledIDs) && ev.Position == 0 {
+		return 0, nil, retry.Permanent(fmt.Errorf("the %s strategy needs the event's global position, and it has none", s))
+	}
 	switch s.kind {
 	case kindRevisionMap:
 		have, seen := meta.Revisions[sk]
@@ -317,7 +320,15 @@ func (e *Engine) guardedStep(ctx context.Context, gs GuardedStore, p Definition,
 			return Duplicate, nil, nil
 		}
 		if found && ev.Position <= meta.Evicted {
-			return 0, nil, retry.Permanent(fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, meta.Evicted))
+			why := fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, meta.Evicted)
+			if e.policyOf(p) == Block {
+				return 0, nil, retry.Permanent(why)
+			}
+			// Skipped or parked, per the policy: reported, the document untouched.
+			if err := e.park(ctx, p, id, ev, why, attempts); err != nil {
+				return 0, nil, err
+			}
+			return Applied, why, nil
 		}
 	}
 	var from any

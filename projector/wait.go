@@ -15,7 +15,9 @@ var ErrNotYet = errors.New("read model has not caught up")
 // stream revision revision, it waits until document id of collection has
 // applied it (its revision is at least revision), reading with backoff under
 // policy and bounded by ctx. The error wraps [ErrNotYet] and says where the
-// document was.
+// document was. It is for documents under the revision gate (one stream per
+// document); for documents fed by several streams, wait on the position
+// ([WaitForPosition]).
 func WaitForRevision(ctx context.Context, store Store, collection, id string, revision uint64, policy retry.Policy) error {
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {

@@ -122,6 +122,28 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 		}
 	}
 
+	// The documents must not exist yet: on a store that has them already,
+	// every delivery would be a duplicate and prove nothing.
+	for id := range byDoc {
+		var found bool
+		var err error
+		if gs, ok := store.(projector.GuardedStore); ok && p.Strategy().String() != projector.StreamRevision().String() {
+			_, found, err = gs.LoadGuarded(ctx, p.Collection(), id, nil)
+		} else {
+			_, found, err = store.Load(ctx, p.Collection(), id, 0, nil)
+		}
+		if err != nil {
+			return Report{}, err
+		}
+		if found {
+			return Report{}, fmt.Errorf("projectortest: %s/%s exists already: Prove needs an empty collection", p.Collection(), id)
+		}
+	}
+	// Delivered as a subscription delivers: undecoded, so that the engine
+	// routes and decodes them as it does in production.
+	for i := range events {
+		events[i].Payload = nil
+	}
 	deliveries := Redeliver(r, events, d.MaxTimes)
 	if d.Shuffle {
 		deliveries = Shuffled(r, deliveries)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,17 @@ func TestProve_catches_a_projection_that_is_not_exactly_once(t *testing.T) {
 	}
 	if !errors.Is(err, projectortest.ErrNotExactlyOnce) {
 		t.Logf("caught as a failed event rather than a wrong document: %v", err)
+	}
+}
+
+func TestProve_refuses_a_store_that_has_the_documents_already(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	ctx := context.Background()
+	if _, err := projectortest.Prove(ctx, store, cart.Registry(), cart.NewDetailsProjection(), lives(3, 4, 9), projectortest.Delivery{Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := projectortest.Prove(ctx, store, cart.Registry(), cart.NewDetailsProjection(), lives(3, 4, 9), projectortest.Delivery{Seed: 9})
+	if err == nil || !strings.Contains(err.Error(), "needs an empty collection") {
+		t.Fatalf("second Prove on the same store: %v", err)
 	}
 }
