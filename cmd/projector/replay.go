@@ -30,6 +30,11 @@ binary's projection, meant to run once its bug is fixed, to each document as
 it is now. Replayed events are marked; those that fail again stay parked with
 the new error (exit status 1).
 
+For a projection under the revision gate (cart_details), stop "projector run"
+for it first: the replay's write cannot be made conditional on the events the
+gate applies meanwhile. Projections under the other strategies replay safely
+while running (the write is conditional on the document's version).
+
 `)
 		fs.PrintDefaults()
 	}
