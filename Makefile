@@ -6,7 +6,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test-sqlite test-docker test-compose demo build fuzz lint
+.PHONY: test test-sqlite test-docker test-compose demo bench build fuzz lint
 
 test:
 	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(PKGS)
@@ -30,6 +30,13 @@ test-compose:
 
 demo:
 	$(GO) run ./cmd/projector demo
+
+# Catch-up three ways on the same events (the projector, the seed's per-event
+# code, the bulk-write floor), with ratios; on FerretDB's PostgreSQL backend
+# when PostgreSQL is installed. BENCH_FLAGS scales it: --carts, --events.
+BENCH_FLAGS ?=
+bench:
+	scripts/with-postgres sh -c '$(GO) run ./cmd/projector bench --postgres "$${PROJECTOR_TEST_POSTGRES:+$$PROJECTOR_TEST_POSTGRES?pool_max_conns=200}" $(BENCH_FLAGS)'
 
 build:
 	$(GO) build -o bin/projector ./cmd/projector

@@ -32,6 +32,7 @@ var commands = []command{
 	{"status", "per projection: stored checkpoint, head, events behind, parked events, last error", runStatus},
 	{"replay-parked", "apply a projection's parked events again, after a fix", runReplayParked},
 	{"rebuild", "replay a projection into a new collection, then switch readers to it", runRebuild},
+	{"bench", "measure catch-up: the projector, the per-event approach, the bulk-write floor", runBench},
 	{"demo", "run the engine on embedded parts with injected faults and check every document", runDemo},
 	{"version", "print the version", runVersion},
 }
