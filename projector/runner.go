@@ -34,6 +34,8 @@ type Runner struct {
 	interval    time.Duration
 	reconnect   retry.Policy
 	drain       time.Duration
+	batch       int
+	window      time.Duration
 	logger      *slog.Logger
 	seed        maphash.Seed
 
@@ -46,7 +48,7 @@ type Runner struct {
 	counts    struct {
 		events, checkpoints, applied, duplicates, skipped, parked, failed atomic.Uint64
 		waits                                                             atomic.Uint64
-		abandoned, saved, subscriptions, drops                            atomic.Uint64
+		abandoned, saved, subscriptions, drops, batches, batched          atomic.Uint64
 	}
 	saveMu  sync.Mutex // one save at a time
 	savedMu sync.Mutex // guards saved
@@ -60,7 +62,7 @@ type RunnerOption func(*Runner)
 // one stream always go to the same worker, in order.
 func WithWorkers(n int) RunnerOption { return func(r *Runner) { r.workers = n } }
 
-// WithBuffer sets how many events may wait for each worker (default 64). When
+// WithBuffer sets how many events may wait for each worker (default 1024). When
 // the workers are that far behind, the runner stops reading the subscription:
 // a slow store slows the subscription instead of filling memory.
 func WithBuffer(n int) RunnerOption { return func(r *Runner) { r.buffer = n } }
@@ -77,6 +79,15 @@ func WithCheckpointEvery(events int, interval time.Duration) RunnerOption {
 // the server is unreachable (default [DefaultReconnect]). When it runs out,
 // Run returns the error.
 func WithReconnect(p retry.Policy) RunnerOption { return func(r *Runner) { r.reconnect = p } }
+
+// WithBatch sets how many queued events a worker folds and writes together
+// (default 1000; 1 turns batching off), and how long, while the source is
+// behind its head, it waits for a batch to fill (default 20ms). Behind the
+// head the queue is full and batches are large; at the head nothing queues,
+// nothing waits, and events are handled as they arrive.
+func WithBatch(size int, window time.Duration) RunnerOption {
+	return func(r *Runner) { r.batch, r.window = size, window }
+}
 
 // WithDrainTimeout bounds how long a stopping runner waits for the events being
 // handled (default 30s); past it they are abandoned, uncheckpointed.
@@ -103,8 +114,8 @@ func DefaultReconnect() retry.Policy {
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
 	r := &Runner{
 		name: name, engine: engine, source: source, checkpoints: checkpoints,
-		workers: 4, buffer: 64, every: 500, interval: time.Second,
-		reconnect: DefaultReconnect(), drain: 30 * time.Second,
+		workers: 4, buffer: 1024, every: 500, interval: time.Second,
+		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: 1000, window: 20 * time.Millisecond,
 		seed: maphash.MakeSeed(),
 	}
 	for _, o := range opts {
@@ -121,6 +132,8 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		return nil, fmt.Errorf("projector: runner %q: checkpoint every %d events / %v: both must be > 0", name, r.every, r.interval)
 	case r.drain <= 0:
 		return nil, fmt.Errorf("projector: runner %q: drain timeout must be > 0", name)
+	case r.batch < 1 || r.window < 0:
+		return nil, fmt.Errorf("projector: runner %q: batch size must be >= 1 and its window >= 0", name)
 	}
 	if err := r.reconnect.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: reconnect: %w", name, err)
@@ -186,6 +199,8 @@ type RunnerStats struct {
 	// Latest is the creation time of the newest event handled: how far the
 	// runner has got, in the source's time.
 	Latest time.Time
+	// Batches handled together while catching up, and the events in them.
+	Batches, Batched uint64
 }
 
 // Stats returns the runner's counters.
@@ -196,6 +211,7 @@ func (r *Runner) Stats() RunnerStats {
 		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
 		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.ready.Load(),
+		Batches: c.batches.Load(), Batched: c.batched.Load(),
 	}
 	r.savedMu.Lock()
 	if r.saved != nil {
@@ -468,23 +484,94 @@ func (x *run) completed(seq uint64) {
 	}
 }
 
-// work handles the events of one partition in order.
+// work handles the events of one partition in order, in batches of what has
+// queued up: large while the source is behind its head (catching up, a
+// rebuild), one event at a time at the head, where nothing queues.
 func (x *run) work(ctx context.Context, part <-chan item) {
 	r := x.r
+	batching := r.batch > 1 && r.engine.batchable()
 	for it := range part {
-		x.handle(ctx, it)
-		r.inFlight.Add(-1)
+		batch := []item{it}
+		if batching && it.d.Settle == nil {
+			batch = x.fill(batch, part)
+		}
+		if len(batch) == 1 {
+			x.handle(ctx, it)
+		} else {
+			x.handleBatch(ctx, batch)
+		}
+		r.inFlight.Add(-int64(len(batch)))
 		r.settled()
 	}
 }
 
-func (x *run) handle(ctx context.Context, it item) {
+// fill adds to batch what the partition has queued, up to the batch size,
+// waiting up to the window for more.
+func (x *run) fill(batch []item, part <-chan item) []item {
 	r := x.r
+	var timer <-chan time.Time
+	if r.window > 0 && !r.caughtUp.Load() { // at the head, no waiting
+		t := time.NewTimer(r.window)
+		defer t.Stop()
+		timer = t.C
+	}
+	for len(batch) < r.batch {
+		select {
+		case it, ok := <-part:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+			continue
+		default:
+		}
+		if timer == nil {
+			return batch
+		}
+		select {
+		case it, ok := <-part:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+		case <-timer:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (x *run) handle(ctx context.Context, it item) {
 	if x.halt.Load() {
-		r.counts.abandoned.Add(1)
+		x.r.counts.abandoned.Add(1)
 		return // left for the next run: the checkpoint stays before it
 	}
-	results, err := r.engine.Handle(ctx, *it.d.Event)
+	results, err := x.r.engine.Handle(ctx, *it.d.Event)
+	x.settle(ctx, it, results, err)
+}
+
+// handleBatch handles the events of batch together (none is settled by its
+// source: batches are for catch-up).
+func (x *run) handleBatch(ctx context.Context, batch []item) {
+	if x.halt.Load() {
+		x.r.counts.abandoned.Add(uint64(len(batch)))
+		return
+	}
+	events := make([]Event, len(batch))
+	for i, it := range batch {
+		events[i] = *it.d.Event
+	}
+	x.r.counts.batches.Add(1)
+	x.r.counts.batched.Add(uint64(len(batch)))
+	all := x.r.engine.HandleBatch(ctx, events)
+	for i, it := range batch {
+		x.settle(ctx, it, all[i], joinFailures(all[i]))
+	}
+}
+
+// settle counts an event's results and completes it, or fails the run.
+func (x *run) settle(ctx context.Context, it item, results []Result, err error) {
+	r := x.r
 	if ctx.Err() != nil {
 		r.counts.abandoned.Add(1)
 		return // abandoned at the drain timeout: not a failure of the event

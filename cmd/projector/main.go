@@ -37,6 +37,9 @@ var commands = []command{
 	{"version", "print the version", runVersion},
 }
 
+// hidden commands are for the binary's own use (bench starts one).
+var hidden = []command{{"bench-catch-up", "", runBenchCatchUp}}
+
 // errUsage is returned for bad flags; the flag package has printed why.
 var errUsage = errors.New("usage")
 
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	for _, c := range commands {
+	for _, c := range append(commands, hidden...) {
 		if c.name != args[0] {
 			continue
 		}

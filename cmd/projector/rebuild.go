@@ -201,7 +201,8 @@ drop it when no reader uses it.
 	if err := <-done; err != nil {
 		return err
 	}
-	switched, err := store.FinishRebuild(ctx, name, building, entry.collection)
+	// Caught up: the switch completes even if a signal came meanwhile.
+	switched, err := store.FinishRebuild(context.WithoutCancel(ctx), name, building, entry.collection)
 	if err != nil {
 		return err
 	}

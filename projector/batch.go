@@ -1,0 +1,197 @@
+package projector
+
+import (
+	"context"
+	"slices"
+)
+
+// BatchStore is what batched catch-up needs of the store: one read for many
+// documents and unordered bulk writes, each still conditional on the revision
+// it starts from. mongostore implements it.
+type BatchStore interface {
+	Store
+	// LoadMany reads the documents of ids that exist, decoding each state
+	// into a value from newState.
+	LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]Loaded, error)
+	// WriteMany applies writes, in any order; ok[i] reports whether writes[i]
+	// took effect (an insert found no document, a replace found its From).
+	WriteMany(ctx context.Context, collection string, writes []Write) (ok []bool, err error)
+}
+
+// Loaded is a document as LoadMany read it.
+type Loaded struct {
+	Revision uint64
+	State    any
+}
+
+// Write is one document write of a batch: an insert at Revision, or a
+// replace from revision From to Revision.
+type Write struct {
+	ID       string
+	Insert   bool
+	From     uint64
+	Revision uint64
+	State    any
+}
+
+// batchable reports whether HandleBatch can fold events of every projection:
+// all under the revision gate, on a store that writes in bulk.
+func (e *Engine) batchable() bool {
+	if _, ok := e.store.(BatchStore); !ok {
+		return false
+	}
+	for _, p := range e.projections {
+		if strategyOf(p).kind != kindStreamRevision {
+			return false
+		}
+	}
+	return true
+}
+
+// HandleBatch handles events as Handle does, one result list per event, but
+// reads and writes each document once: for each projection it reads the
+// documents the batch touches with one query, folds each document's events
+// in memory from the revision it is at, and writes it with one conditional
+// bulk write. A document whose events do not follow on from what is stored
+// (a predecessor not applied yet), whose fold fails, or whose write misses
+// (another writer moved it) has its events handled one by one through the
+// gate instead, with its waits and its failure policy. Events of one document
+// must be in revision order in events, as a catch-up subscription gives them.
+func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
+	out := make([][]Result, len(events))
+	if !e.batchable() || len(events) < 2 {
+		for i, ev := range events {
+			out[i], _ = e.Handle(ctx, ev)
+		}
+		return out
+	}
+	bs := e.store.(BatchStore)
+	decoded := make([]Event, len(events))
+	for i, ev := range events {
+		d, err := e.registry.Decode(ev)
+		if err != nil {
+			// A payload that does not decode: the whole batch goes through
+			// the gate in order, which applies the failure policy.
+			for i, ev := range events {
+				out[i], _ = e.Handle(ctx, ev)
+			}
+			return out
+		}
+		decoded[i] = d
+	}
+	type docEvents struct {
+		id  string
+		idx []int // into events, in order
+	}
+	for _, p := range e.projections {
+		var docs []*docEvents
+		byID := map[string]*docEvents{}
+		for i := range events {
+			id, ok := p.DocumentID(decoded[i])
+			if !ok {
+				continue
+			}
+			d := byID[id]
+			if d == nil {
+				d = &docEvents{id: id}
+				byID[id] = d
+				docs = append(docs, d)
+			}
+			d.idx = append(d.idx, i)
+		}
+		if len(docs) == 0 {
+			continue
+		}
+		ids := make([]string, len(docs))
+		for i, d := range docs {
+			ids[i] = d.id
+		}
+		loaded, err := bs.LoadMany(ctx, p.Collection(), ids, p.newState)
+		if err != nil {
+			for _, d := range docs {
+				e.slowDoc(ctx, p, d.idx, events, out)
+			}
+			continue
+		}
+		var writes []Write
+		var writeDocs []*docEvents
+		for _, d := range docs {
+			cur, found := loaded[d.id]
+			state, rev := cur.State, cur.Revision
+			results := make([]Result, 0, len(d.idx))
+			fallback, changed := false, false
+			var insert bool
+			for _, i := range d.idx {
+				ev := decoded[i]
+				n := ev.StreamRevision
+				switch {
+				case found && n <= rev:
+					results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
+					continue
+				case !found && p.creates(ev):
+					next, err := p.applyTo(nil, ev)
+					if err != nil {
+						fallback = true
+						break
+					}
+					state, rev, found, insert, changed = next, n, true, true, true
+				case found && n == rev+1:
+					next, err := p.applyTo(state, ev)
+					if err != nil {
+						fallback = true
+						break
+					}
+					state, rev, changed = next, n, true
+				default:
+					fallback = true // a predecessor is missing: the gate waits for it
+				}
+				if fallback {
+					break
+				}
+				results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
+			}
+			if fallback {
+				e.slowDoc(ctx, p, d.idx, events, out)
+				continue
+			}
+			if !changed {
+				for k, i := range d.idx {
+					out[i] = append(out[i], results[k])
+				}
+				continue
+			}
+			w := Write{ID: d.id, Insert: insert, From: cur.Revision, Revision: rev, State: state}
+			writes = append(writes, w)
+			writeDocs = append(writeDocs, d)
+			for k, i := range d.idx {
+				out[i] = append(out[i], results[k])
+			}
+		}
+		if len(writes) == 0 {
+			continue
+		}
+		ok, err := bs.WriteMany(ctx, p.Collection(), writes)
+		for k, d := range writeDocs {
+			if err == nil && ok[k] {
+				continue
+			}
+			// The write missed: drop this document's batch results and let
+			// the gate handle its events one by one.
+			for _, i := range d.idx {
+				out[i] = slices.DeleteFunc(out[i], func(r Result) bool { return r.Projection == p.Name() })
+			}
+			e.slowDoc(ctx, p, d.idx, events, out)
+		}
+	}
+	return out
+}
+
+// slowDoc handles the events idx of one document of p through the gate, in
+// order (they all decode: see HandleBatch).
+func (e *Engine) slowDoc(ctx context.Context, p Definition, idx []int, events []Event, out [][]Result) {
+	for _, i := range idx {
+		decoded, _ := e.registry.Decode(events[i])
+		id, _ := p.DocumentID(decoded)
+		out[i] = append(out[i], e.gate(ctx, p, id, decoded, nil))
+	}
+}
