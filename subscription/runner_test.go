@@ -97,7 +97,8 @@ func TestAll_stopped_halfway_resumes_from_its_checkpoint(t *testing.T) {
 	g := newRig(t)
 	g.appendCarts(t, 3, 200, 10)
 	c := dial(t, g.server)
-	first := newRunner(t, "carts", engine(t, g.store), cartsOnAll(t, c), g.store, projector.WithCheckpointEvery(50, time.Hour))
+	// Small batches, so that halfway is somewhere: large ones finish first.
+	first := newRunner(t, "carts", engine(t, g.store), cartsOnAll(t, c), g.store, projector.WithCheckpointEvery(50, time.Hour), projector.WithBatch(10, 0))
 	x := start(t, first)
 	x.waitFor(t, "half the events", func(st projector.RunnerStats) bool { return st.Applied >= uint64(g.total/2) })
 	if err := x.stop(); err != nil {
@@ -144,7 +145,7 @@ func TestAll_abandoned_without_storing_its_checkpoint_resumes_from_the_older_one
 	g.appendCarts(t, 4, 200, 10)
 	c := dial(t, g.server)
 	cps := &crashable{CheckpointStore: g.store}
-	first := newRunner(t, "carts", engine(t, g.store), cartsOnAll(t, c), cps, projector.WithCheckpointEvery(200, time.Hour))
+	first := newRunner(t, "carts", engine(t, g.store), cartsOnAll(t, c), cps, projector.WithCheckpointEvery(200, time.Hour), projector.WithBatch(10, 0))
 	x := start(t, first)
 	x.waitFor(t, "a stored checkpoint", func(st projector.RunnerStats) bool { return st.Saved >= 2 })
 	cps.crashed.Store(true)
