@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -45,7 +46,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
 	var skipB bool
+	var cpuProfile string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -157,6 +160,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// projector's alone, not the harness's events.
 	var rssA int64
 	dbA, err := run("A", func(db *mongo.Database) error {
+		if cpuProfile != "" {
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
 		var err error
 		rssA, err = benchChild(ctx, es.URI(), mongoURI, db.Name())
 		return err
