@@ -234,6 +234,16 @@ func (s timedStore) Load(ctx context.Context, collection, id string, minRevision
 	return s.Store.Load(ctx, collection, id, minRevision, state)
 }
 
+func (s timedStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
+	defer s.observe("load_many", collection, time.Now())
+	return s.Store.LoadMany(ctx, collection, ids, newState)
+}
+
+func (s timedStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+	defer s.observe("write_many", collection, time.Now())
+	return s.Store.WriteMany(ctx, collection, writes)
+}
+
 func (s timedStore) observe(op, collection string, start time.Time) {
 	s.latency.WithLabelValues(collection, op).Observe(time.Since(start).Seconds())
 }
@@ -241,7 +251,7 @@ func (s timedStore) observe(op, collection string, start time.Time) {
 func storeLatency() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "projector_store_seconds",
-		Help:    "Latency of the engine's calls to MongoDB, by collection and operation (load, insert, update, put).",
+		Help:    "Latency of the engine's calls to MongoDB, by collection and operation (load, insert, update, put; load_many and write_many for a batch).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"collection", "op"})
 }

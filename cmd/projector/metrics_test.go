@@ -64,7 +64,7 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 	client := srv.Client(t)
 	db := mongotest.Database(t)
 	carts := map[string][]projector.Event{}
-	appendCarts(t, client, 0, 100, 10, carts)
+	appendCarts(t, client, 0, 300, 10, carts)
 	total := 0
 	for _, evs := range carts {
 		total += len(evs)
@@ -106,7 +106,7 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 	applied := `projector_events_total{outcome="applied",projection="cart_details"}`
 	var seen []float64
 	notReady := 0
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
 		code, _ := get(t, base+"/readyz")
 		_, body := get(t, base+"/metrics")
 		if v := metric(t, body, applied); len(seen) == 0 || v != seen[len(seen)-1] {
@@ -137,7 +137,7 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 	_, body := get(t, base+"/metrics")
 	for _, name := range []string{
 		`projector_caught_up{projection="cart_details"}`,
-		`projector_store_seconds_count{collection="cart_details",op="update"}`,
+		`projector_store_seconds_count{collection="cart_details",op="write_many"}`,
 		`projector_deliveries_total{projection="cart_details"}`,
 	} {
 		if v := metric(t, body, name); v <= 0 {
