@@ -127,7 +127,7 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 	for id := range byDoc {
 		var found bool
 		var err error
-		if gs, ok := store.(projector.GuardedStore); ok && p.Strategy().String() != projector.StreamRevision().String() {
+		if gs, ok := store.(projector.GuardedStore); ok && p.Strategy() != projector.StreamRevision() {
 			_, found, err = gs.LoadGuarded(ctx, p.Collection(), id, nil)
 		} else {
 			_, found, err = store.Load(ctx, p.Collection(), id, 0, nil)
@@ -233,7 +233,7 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 
 	var wrong []string
 	check := CheckDocument[S]
-	if p.Strategy().String() != projector.StreamRevision().String() {
+	if p.Strategy() != projector.StreamRevision() {
 		check = CheckState[S]
 	}
 	for id, evs := range byDoc {

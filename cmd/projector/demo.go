@@ -13,7 +13,6 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/internal/esdbtest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -98,20 +97,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return errUsage
 	}
 
-	mongoURI, where := c.mongoURI, "MongoDB at --mongo"
-	if mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: c.dataDir})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI, where = srv.URI(), srv.String()
-	}
-	store, err := mongostore.Open(ctx, mongoURI, c.database, c.connectTimeout)
+	opened, err := openStore(ctx, c.mongoURI, c.dataDir, c.database, c.connectTimeout, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close(context.Background())
+	defer opened.close()
+	store, mongoURI, where := opened.Store, opened.uri, "MongoDB at --mongo"
+	if opened.embedded != nil {
+		where = opened.embedded.String()
+	}
 	if err := store.Database().Drop(ctx); err != nil {
 		return fmt.Errorf("empty database %s: %w", c.database, err)
 	}

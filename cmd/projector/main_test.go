@@ -97,12 +97,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 	if err := os.WriteFile(unwritable, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		args []string
-		code int
-		want string
-	}{
+	checkBadInputs(t, []badInput{
 		{"no command", nil, 2, "usage: projector"},
 		{"unknown command", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"unknown flag", []string{"demo", "--nope"}, 2, "flag provided but not defined"},
@@ -112,18 +107,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"unparsable mongo URI", []string{"demo", "--mongo", "nonsense"}, 1, "invalid MongoDB URI"},
 		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, errOut, code := runBinary(t, 10*time.Second, c.args...)
-			if code != c.code || !strings.Contains(errOut, c.want) {
-				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
-			}
-			if strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") {
-				t.Fatalf("crashed: %s", errOut)
-			}
-		})
-	}
+	})
 }
 
 func TestVersion(t *testing.T) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/internal/embedded"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )
@@ -40,25 +37,9 @@ drop it when no reader uses it.
 `)
 		fs.PrintDefaults()
 	}
-	name := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if name == "" && fs.NArg() == 1 {
-		name = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return errUsage
-	}
-	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
+	name, err := parseNamed(fs, args)
+	if err != nil {
+		return err
 	}
 	if name == "" {
 		fmt.Fprintln(stderr, "rebuild needs the NAME of a projection; known: "+strings.Join(projectionNames(), ", "))
@@ -82,19 +63,12 @@ drop it when no reader uses it.
 		return err
 	}
 	defer client.Close()
-	if mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: dataDir})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI = srv.URI()
-	}
-	store, err := mongostore.Open(ctx, mongoURI, database, connectTimeout)
+	opened, err := openStore(ctx, mongoURI, dataDir, database, connectTimeout, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close(context.Background())
+	defer opened.close()
+	store := opened.Store
 	if err := probeESDB(ctx, client, connectTimeout); err != nil {
 		return err
 	}

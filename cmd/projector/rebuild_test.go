@@ -28,21 +28,6 @@ func checkCarts(t *testing.T, store *mongostore.Store, collection string, carts 
 	}
 }
 
-func waitCheckpointOf(t *testing.T, p *process, s *mongostore.Store, name string, want uint64) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		cp, err := s.LoadCheckpoint(context.Background(), name)
-		if err == nil && cp != nil && cp.Position == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint of %s: %v, want %d", name, cp, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestRebuild_fills_a_new_collection_while_run_serves_then_switches_and_run_follows(t *testing.T) {
 	srv := esdbtest.New(t)
 	client := srv.Client(t)

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/revgate/projector/internal/embedded"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -38,23 +34,9 @@ while running (the write is conditional on the document's version).
 `)
 		fs.PrintDefaults()
 	}
-	name := ""
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
-		return errUsage
-	}
-	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
+	name, err := parseNamed(fs, args)
+	if err != nil {
+		return err
 	}
 	entry, ok := catalog()[name]
 	if !ok {
@@ -65,19 +47,12 @@ while running (the write is conditional on the document's version).
 		fmt.Fprintln(stderr, "--connect-timeout must be > 0")
 		return errUsage
 	}
-	if mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: dataDir})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI = srv.URI()
-	}
-	store, err := mongostore.Open(ctx, mongoURI, database, connectTimeout)
+	opened, err := openStore(ctx, mongoURI, dataDir, database, connectTimeout, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close(context.Background())
+	defer opened.close()
+	store := opened.Store
 	coll, err := store.ActiveCollection(ctx, name, entry.collection)
 	if err != nil {
 		return err

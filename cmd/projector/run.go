@@ -21,8 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/embedded"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
@@ -96,12 +94,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
 	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
-	if err := parse(fs, args); err != nil {
+	if err := parseWithEnv(fs, args); err != nil {
 		return err
-	}
-	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
 	}
 	logger, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
@@ -150,21 +144,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		defer listener.Close()
 	}
 
-	mongoURI := c.mongoURI
-	if mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: c.dataDir, Logger: logger.With("component", "ferretdb")})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI = srv.URI()
-		fmt.Fprintf(stdout, "read models on %s: mongosh %q, database %s\n", srv, mongoURI, c.database)
-	}
-	store, err := mongostore.Open(ctx, mongoURI, c.database, c.connectTimeout)
+	opened, err := openStore(ctx, c.mongoURI, c.dataDir, c.database, c.connectTimeout, logger.With("component", "ferretdb"))
 	if err != nil {
 		return err
 	}
-	defer store.Close(context.Background())
+	defer opened.close()
+	if opened.embedded != nil {
+		fmt.Fprintf(stdout, "read models on %s: mongosh %q, database %s\n", opened.embedded, opened.uri, c.database)
+	}
+	store := opened.Store
 	if err := probeESDB(ctx, client, c.connectTimeout); err != nil {
 		return err
 	}

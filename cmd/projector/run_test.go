@@ -86,11 +86,19 @@ func (p *process) terminate(t *testing.T) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
+// waitCheckpoint waits until the cart details' checkpoint is want.
 func waitCheckpoint(t *testing.T, p *process, s *mongostore.Store, want uint64) {
+	t.Helper()
+	waitCheckpointOf(t, p, s, cart.DetailsName, want)
+}
+
+// waitCheckpointOf waits until the checkpoint name is want, failing when p
+// exits first or after two minutes.
+func waitCheckpointOf(t *testing.T, p *process, s *mongostore.Store, name string, want uint64) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		cp, err := s.LoadCheckpoint(context.Background(), cart.DetailsName)
+		cp, err := s.LoadCheckpoint(context.Background(), name)
 		if err == nil && cp != nil && cp.Position == want {
 			return
 		}
@@ -100,8 +108,33 @@ func waitCheckpoint(t *testing.T, p *process, s *mongostore.Store, want uint64) 
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint %v, want %d\nstderr: %s", cp, want, p.stderr.String())
+			t.Fatalf("checkpoint of %s: %v, want %d\nstderr: %s", name, cp, want, p.stderr.String())
 		}
+	}
+}
+
+// badInput is a command line that must fail with code and say want.
+type badInput struct {
+	name string
+	args []string
+	code int
+	want string
+}
+
+// checkBadInputs runs each case: its exit code and message within 10 s, no
+// panic, no password shown.
+func checkBadInputs(t *testing.T, cases []badInput) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, errOut, code := runBinary(t, 10*time.Second, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
+			}
+			if strings.Contains(errOut, "hunter2") || strings.Contains(errOut, "panic") || strings.Contains(errOut, "goroutine ") {
+				t.Fatalf("stderr shows a password or a crash: %s", errOut)
+			}
+		})
 	}
 }
 
@@ -191,12 +224,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		args []string
-		code int
-		want string
-	}{
+	checkBadInputs(t, []badInput{
 		{"no esdb", []string{"run", "--mongo", mongo}, 2, "--esdb (or PROJECTOR_ESDB) is required"},
 		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 1, "EventStoreDB connection string"},
 		{"esdb not answering", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
@@ -208,18 +236,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"bad env value", []string{"run", "--esdb", srv.URI(), "--workers", "2", "--checkpoint-every", "x"}, 2, "invalid value"},
 		{"data dir is a file", []string{"run", "--esdb", srv.URI(), "--http", "", "--data-dir", filepath.Join(file, "sub")}, 1, "data dir"},
 		{"bad retry", []string{"run", "--esdb", srv.URI(), "--retry-multiplier", "0.5"}, 2, "multiplier must be >= 1"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, errOut, code := runBinary(t, 10*time.Second, c.args...)
-			if code != c.code || !strings.Contains(errOut, c.want) {
-				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
-			}
-			if strings.Contains(errOut, "hunter2") || strings.Contains(errOut, "panic") {
-				t.Fatalf("stderr shows a password or a panic: %s", errOut)
-			}
-		})
-	}
+	})
 }
 
 func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t *testing.T) {

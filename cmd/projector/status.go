@@ -11,8 +11,6 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/internal/embedded"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/subscription"
 )
 
@@ -57,12 +55,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer")
 	fs.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&showParked, "parked", false, "list the parked events (projection, stream@revision, type, when, attempts, error)")
-	if err := parse(fs, args); err != nil {
+	if err := parseWithEnv(fs, args); err != nil {
 		return err
-	}
-	if err := fromEnv(fs, "PROJECTOR_"); err != nil {
-		fmt.Fprintln(stderr, err)
-		return errUsage
 	}
 	if connectTimeout <= 0 {
 		fmt.Fprintln(stderr, "--connect-timeout must be > 0")
@@ -80,19 +74,11 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		defer client.Close()
 	}
-	if mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: dataDir})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI = srv.URI()
-	}
-	store, err := mongostore.Open(ctx, mongoURI, database, connectTimeout)
+	store, err := openStore(ctx, mongoURI, dataDir, database, connectTimeout, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close(context.Background())
+	defer store.close()
 	stored, err := store.Checkpoints(ctx)
 	if err != nil {
 		return err
