@@ -4,53 +4,122 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/revgate/projector/projector"
 )
 
 var _ projector.BatchStore = (*Store)(nil)
 
-// batchChunk bounds one write command: FerretDB 1.24 holds a connection per
-// statement of an update command and hangs past about 95 of them.
-const batchChunk = 50
+// bulkLimits is how the store splits a batch's reads and writes for the
+// server it talks to.
+type bulkLimits struct {
+	inserts, replaces int // writes per command
+	// byID reads a batch's documents one _id at a time, a few at once,
+	// instead of with one $in query.
+	byID bool
+}
 
-// LoadMany implements [projector.BatchStore]: one query for ids.
+var (
+	// MongoDB takes a batch in one command of each kind, and finds by $in
+	// through the _id index.
+	mongoBulk = bulkLimits{inserts: 1000, replaces: 1000}
+	// FerretDB 1.24 holds a PostgreSQL connection for each statement of an
+	// update command until the command ends (it hangs past about 95 of them,
+	// and opening the connections costs more than the writes), and it does
+	// not push $in down to PostgreSQL: a $in query reads the whole
+	// collection, while a query on one _id uses its index.
+	ferretBulk = bulkLimits{inserts: 50, replaces: 10, byID: true}
+)
+
+// byIDReaders is how many documents a byID read fetches at once.
+const byIDReaders = 8
+
+// bulkLimits returns the limits for the store's server, asking it once. If
+// the server does not answer, it returns FerretDB's, which are safe on both,
+// and asks again next time.
+func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
+	s.bulkMu.Lock()
+	defer s.bulkMu.Unlock()
+	if s.bulk != nil {
+		return *s.bulk
+	}
+	caps, err := s.Capabilities(ctx)
+	if err != nil {
+		return ferretBulk
+	}
+	l := mongoBulk
+	if strings.HasPrefix(caps.Server, "FerretDB") {
+		l = ferretBulk
+	}
+	s.bulk = &l
+	return l
+}
+
+// LoadMany implements [projector.BatchStore]: one query for ids (on
+// FerretDB, one per id, a few at a time).
 func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
 	out := make(map[string]projector.Loaded, len(ids))
-	for chunk := range slices.Chunk(ids, 1000) {
-		cur, err := s.db.Collection(collection).Find(ctx, bson.D{{Key: FieldID, Value: bson.D{{Key: "$in", Value: chunk}}}})
-		if err != nil {
-			return nil, fmt.Errorf("mongostore: load %d documents of %s: %w", len(chunk), collection, err)
-		}
-		for cur.Next(ctx) {
-			id, ok := cur.Current.Lookup(FieldID).StringValueOK()
-			if !ok {
-				continue
+	if !s.bulkLimits(ctx).byID {
+		for chunk := range slices.Chunk(ids, 1000) {
+			if err := s.find(ctx, collection, bson.D{{Key: FieldID, Value: bson.D{{Key: "$in", Value: chunk}}}}, newState, out); err != nil {
+				return nil, fmt.Errorf("mongostore: load %d documents of %s: %w", len(chunk), collection, err)
 			}
-			rev, err := revisionOf(cur.Current)
-			if err != nil {
-				cur.Close(ctx)
-				return nil, fmt.Errorf("mongostore: %s/%s: %w", collection, id, err)
-			}
-			state := newState()
-			if err := bson.Unmarshal(cur.Current, state); err != nil {
-				cur.Close(ctx)
-				return nil, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
-			}
-			out[id] = projector.Loaded{Revision: rev, State: state}
 		}
-		if err := cur.Err(); err != nil {
-			cur.Close(ctx)
-			return nil, err
-		}
-		cur.Close(ctx)
+		return out, nil
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(byIDReaders)
+	for _, id := range ids {
+		g.Go(func() error {
+			one := map[string]projector.Loaded{}
+			if err := s.find(gctx, collection, bson.D{{Key: FieldID, Value: id}}, newState, one); err != nil {
+				return fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+			}
+			mu.Lock()
+			maps.Copy(out, one)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// find adds the documents filter selects to out, by id.
+func (s *Store) find(ctx context.Context, collection string, filter bson.D, newState func() any, out map[string]projector.Loaded) error {
+	cur, err := s.db.Collection(collection).Find(ctx, filter)
+	if err != nil {
+		return err
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		id, ok := cur.Current.Lookup(FieldID).StringValueOK()
+		if !ok {
+			continue
+		}
+		rev, err := revisionOf(cur.Current)
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		state := newState()
+		if err := bson.Unmarshal(cur.Current, state); err != nil {
+			return fmt.Errorf("decode %s into %T: %w", id, state, err)
+		}
+		out[id] = projector.Loaded{Revision: rev, State: state}
+	}
+	return cur.Err()
 }
 
 // WriteMany implements [projector.BatchStore]: unordered bulk inserts and
@@ -59,6 +128,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
 	ok := make([]bool, len(writes))
 	coll := s.db.Collection(collection)
+	limits := s.bulkLimits(ctx)
 	var inserts, replaces []int
 	for i, w := range writes {
 		if w.Insert {
@@ -67,7 +137,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 			replaces = append(replaces, i)
 		}
 	}
-	for chunk := range slices.Chunk(inserts, batchChunk) {
+	for chunk := range slices.Chunk(inserts, limits.inserts) {
 		docs := make([]any, len(chunk))
 		for j, i := range chunk {
 			d, err := document(writes[i].ID, writes[i].Revision, writes[i].State)
@@ -91,7 +161,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 			return nil, fmt.Errorf("mongostore: insert %d documents into %s: %w", len(chunk), collection, err)
 		}
 	}
-	for chunk := range slices.Chunk(replaces, batchChunk) {
+	for chunk := range slices.Chunk(replaces, limits.replaces) {
 		models := make([]mongo.WriteModel, len(chunk))
 		for j, i := range chunk {
 			w := writes[i]

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -36,6 +37,9 @@ const (
 type Store struct {
 	db     *mongo.Database
 	client *mongo.Client // set when the store opened it and must close it
+
+	bulkMu sync.Mutex
+	bulk   *bulkLimits // how to split batches for this server, once known
 }
 
 var _ projector.Store = (*Store)(nil)

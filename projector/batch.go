@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"slices"
 )
 
@@ -57,11 +58,17 @@ func (e *Engine) batchable() bool {
 // (another writer moved it) has its events handled one by one through the
 // gate instead, with its waits and its failure policy. Events of one document
 // must be in revision order in events, as a catch-up subscription gives them.
+//
+// A failed event stops a runner, so once one fails, the events still to go
+// through the gate are left alone, with results that are [Failed] with
+// [ErrNotHandled], instead of each waiting out its retry policy for a
+// predecessor that will not come.
 func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 	out := make([][]Result, len(events))
+	b := &batchRun{Engine: e, events: events, out: out}
 	if !e.batchable() || len(events) < 2 {
-		for i, ev := range events {
-			out[i], _ = e.Handle(ctx, ev)
+		for i := range events {
+			b.handle(ctx, i)
 		}
 		return out
 	}
@@ -72,8 +79,8 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		if err != nil {
 			// A payload that does not decode: the whole batch goes through
 			// the gate in order, which applies the failure policy.
-			for i, ev := range events {
-				out[i], _ = e.Handle(ctx, ev)
+			for i := range events {
+				b.handle(ctx, i)
 			}
 			return out
 		}
@@ -102,14 +109,24 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		if len(docs) == 0 {
 			continue
 		}
-		ids := make([]string, len(docs))
-		for i, d := range docs {
-			ids[i] = d.id
+		// A document whose first event here creates it is most likely new: it
+		// is not read, and it is written with an insert, which fails if it
+		// exists after all (a redelivery), and then its events go through the
+		// gate. The others are read with one query.
+		ids := make([]string, 0, len(docs))
+		for _, d := range docs {
+			if !p.creates(decoded[d.idx[0]]) {
+				ids = append(ids, d.id)
+			}
 		}
-		loaded, err := bs.LoadMany(ctx, p.Collection(), ids, p.newState)
+		loaded := map[string]Loaded{}
+		var err error
+		if len(ids) > 0 {
+			loaded, err = bs.LoadMany(ctx, p.Collection(), ids, p.newState)
+		}
 		if err != nil {
 			for _, d := range docs {
-				e.slowDoc(ctx, p, d.idx, events, out)
+				b.slowDoc(ctx, p, d.idx)
 			}
 			continue
 		}
@@ -151,7 +168,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 				results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 			}
 			if fallback {
-				e.slowDoc(ctx, p, d.idx, events, out)
+				b.slowDoc(ctx, p, d.idx)
 				continue
 			}
 			if !changed {
@@ -180,18 +197,60 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			for _, i := range d.idx {
 				out[i] = slices.DeleteFunc(out[i], func(r Result) bool { return r.Projection == p.Name() })
 			}
-			e.slowDoc(ctx, p, d.idx, events, out)
+			b.slowDoc(ctx, p, d.idx)
 		}
 	}
 	return out
 }
 
-// slowDoc handles the events idx of one document of p through the gate, in
-// order (they all decode: see HandleBatch).
-func (e *Engine) slowDoc(ctx context.Context, p Definition, idx []int, events []Event, out [][]Result) {
-	for _, i := range idx {
-		decoded, _ := e.registry.Decode(events[i])
-		id, _ := p.DocumentID(decoded)
-		out[i] = append(out[i], e.gate(ctx, p, id, decoded, nil))
+// batchRun is one HandleBatch call: its events, their results, and whether
+// one has failed.
+type batchRun struct {
+	*Engine
+	events []Event
+	out    [][]Result
+	failed bool
+}
+
+// handle handles event i alone, through Handle, unless an event has failed.
+func (b *batchRun) handle(ctx context.Context, i int) {
+	if b.failed {
+		b.out[i] = []Result{{Outcome: Failed, Err: ErrNotHandled}}
+		return
 	}
+	b.out[i], _ = b.Handle(ctx, b.events[i])
+	b.note(b.out[i]...)
+}
+
+// slowDoc handles the events idx of one document of p through the gate, in
+// order (they all decode: see HandleBatch), until an event fails.
+func (b *batchRun) slowDoc(ctx context.Context, p Definition, idx []int) {
+	for _, i := range idx {
+		decoded, _ := b.registry.Decode(b.events[i])
+		id, _ := p.DocumentID(decoded)
+		res := Result{Projection: p.Name(), Document: id, Outcome: Failed, Err: ErrNotHandled}
+		if !b.failed {
+			res = b.gate(ctx, p, id, decoded, nil)
+			b.note(res)
+		}
+		b.out[i] = append(b.out[i], res)
+	}
+}
+
+func (b *batchRun) note(results ...Result) {
+	for _, r := range results {
+		if r.Outcome == Failed {
+			b.failed = true
+		}
+	}
+}
+
+// notHandled reports whether HandleBatch left an event alone.
+func notHandled(results []Result) bool {
+	for _, r := range results {
+		if r.Outcome == Failed && errors.Is(r.Err, ErrNotHandled) {
+			return true
+		}
+	}
+	return false
 }

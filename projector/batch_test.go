@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -48,7 +49,8 @@ func TestHandleBatch_equals_the_per_event_path_and_falls_back_on_a_gate_miss(t *
 	all = projectortest.Redeliver(r, all, 2)
 
 	// Another engine applies b3's first two events right before the batch
-	// writes: the batch read b3 as missing, so its insert misses.
+	// writes: the batch took b3 for new (its first event here creates it),
+	// so its insert misses.
 	other := newEngine(t, base, retry.Default())
 	store := &racingStore{Store: base, before: func() {
 		for _, ev := range lives["b3"][:2] {
@@ -83,6 +85,43 @@ func TestHandleBatch_equals_the_per_event_path_and_falls_back_on_a_gate_miss(t *
 	}
 }
 
+func TestHandleBatch_again_is_all_duplicates(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	r := rand.New(rand.NewPCG(6, 6))
+	lives := map[string][]projector.Event{}
+	var all []projector.Event
+	for i := range 5 {
+		id := fmt.Sprint("d", i)
+		lives[id] = log.MustAppend(t, cart.StreamID(id), cart.RandomLife(r, id, "c", 6, t0)...)
+		all = append(all, lives[id]...)
+	}
+	e := newEngine(t, s, patient())
+	first := e.HandleBatch(context.Background(), all)
+	// The same batch again, as after a restart from an older checkpoint: the
+	// documents exist, so the inserts of the creations miss and the gate
+	// finds every event applied. And a batch that starts mid-stream reads
+	// the documents first.
+	again := e.HandleBatch(context.Background(), all)
+	mid := e.HandleBatch(context.Background(), all[3:])
+	for i := range all {
+		if got := first[i][0].Outcome; got != projector.Applied {
+			t.Fatalf("first, event %d: %v %v", i, got, first[i][0].Err)
+		}
+		if got := again[i][0].Outcome; got != projector.Duplicate {
+			t.Fatalf("again, event %d: %v %v", i, got, again[i][0].Err)
+		}
+	}
+	for i := range mid {
+		if got := mid[i][0].Outcome; got != projector.Duplicate {
+			t.Fatalf("mid-stream, event %d: %v %v", i+3, got, mid[i][0].Err)
+		}
+	}
+	for id, evs := range lives {
+		assertDocument(t, s, id, evs)
+	}
+}
+
 func TestHandleBatch_a_missing_predecessor_goes_through_the_gate(t *testing.T) {
 	s := newStore(t)
 	log := projectortest.NewLog(cart.Registry())
@@ -103,4 +142,37 @@ func TestHandleBatch_a_missing_predecessor_goes_through_the_gate(t *testing.T) {
 		}
 	}
 	assertDocument(t, s, "g1", evs)
+}
+
+func TestRunner_batch_stops_at_its_first_failed_event_instead_of_waiting_out_each(t *testing.T) {
+	s := newStore(t)
+	all, _ := cartEvents(t, 20)
+	// Every cart's creation is missing: each document waits for a
+	// predecessor that never comes. The first to give up stops the run; the
+	// other documents of its batch must not each wait out the policy.
+	var src scripted
+	for _, ev := range all {
+		if ev.StreamRevision > 0 {
+			src.events = append(src.events, ev)
+		}
+	}
+	p := patient()
+	p.MaxElapsed = 200 * time.Millisecond
+	r, err := projector.NewRunner("stops", newEngine(t, s, p), &src, s, projector.WithWorkers(1), projector.WithReconnect(fastReconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	if !errors.Is(err, projector.ErrPredecessorMissing) {
+		t.Fatalf("Run: %v", err)
+	}
+	st := r.Stats()
+	if st.Batches == 0 || st.Failed != 1 || st.Applied != 0 || st.Abandoned != uint64(len(src.events))-1 {
+		t.Fatalf("want 1 failed and the other %d abandoned, in batches: %+v", len(src.events)-1, st)
+	}
+	if cp, err := s.LoadCheckpoint(context.Background(), "stops"); err != nil || cp != nil {
+		t.Fatalf("checkpoint %v (%v), want none", cp, err)
+	}
 }

@@ -25,6 +25,10 @@ var (
 	// ErrAlreadyCreated: a creation event arrived for a document that exists
 	// at an earlier revision.
 	ErrAlreadyCreated = errors.New("document already created")
+	// ErrNotHandled: [Engine.HandleBatch] left the event alone because an
+	// earlier one of the batch failed, which stops a runner: the event is
+	// delivered again when the runner starts over.
+	ErrNotHandled = errors.New("not handled: an earlier event of the batch failed")
 )
 
 // Error is a failed event in one projection, with where it happened.

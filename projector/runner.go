@@ -80,11 +80,23 @@ func WithCheckpointEvery(events int, interval time.Duration) RunnerOption {
 // Run returns the error.
 func WithReconnect(p retry.Policy) RunnerOption { return func(r *Runner) { r.reconnect = p } }
 
+// The runner's default batching: see [WithBatch].
+const (
+	DefaultBatch       = 1000
+	DefaultBatchWindow = 20 * time.Millisecond
+)
+
+// holdWindows bounds how long a batch is held while events keep coming, in
+// windows: see [WithBatch].
+const holdWindows = 10
+
 // WithBatch sets how many queued events a worker folds and writes together
-// (default 1000; 1 turns batching off), and how long, while the source is
-// behind its head, it waits for a batch to fill (default 20ms). Behind the
-// head the queue is full and batches are large; at the head nothing queues,
-// nothing waits, and events are handled as they arrive.
+// (default 1000; 1 turns batching off), and, while the source is behind its
+// head, how long a worker whose batch is not full waits for its next event
+// before it writes what it has (default 20ms). A batch is never held longer
+// than 10 windows in all. Behind the head, events keep coming and batches are
+// large, so that each document is written once for many events; at the head
+// nothing queues, nothing waits, and events are handled as they arrive.
 func WithBatch(size int, window time.Duration) RunnerOption {
 	return func(r *Runner) { r.batch, r.window = size, window }
 }
@@ -115,7 +127,7 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	r := &Runner{
 		name: name, engine: engine, source: source, checkpoints: checkpoints,
 		workers: 4, buffer: 1024, every: 500, interval: time.Second,
-		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: 1000, window: 20 * time.Millisecond,
+		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow,
 		seed: maphash.MakeSeed(),
 	}
 	for _, o := range opts {
@@ -505,15 +517,20 @@ func (x *run) work(ctx context.Context, part <-chan item) {
 	}
 }
 
-// fill adds to batch what the partition has queued, up to the batch size,
-// waiting up to the window for more.
+// fill adds to batch what the partition has queued, up to the batch size.
+// While the source is behind its head it waits for more: up to the window for
+// each next event, up to holdWindows windows in all.
 func (x *run) fill(batch []item, part <-chan item) []item {
 	r := x.r
-	var timer <-chan time.Time
-	if r.window > 0 && !r.caughtUp.Load() { // at the head, no waiting
-		t := time.NewTimer(r.window)
+	wait := r.window > 0 && !r.caughtUp.Load() // at the head, no waiting
+	var hold <-chan time.Time
+	var gap *time.Timer
+	if wait {
+		t := time.NewTimer(holdWindows * r.window)
 		defer t.Stop()
-		timer = t.C
+		hold = t.C
+		gap = time.NewTimer(r.window)
+		defer gap.Stop()
 	}
 	for len(batch) < r.batch {
 		select {
@@ -525,16 +542,19 @@ func (x *run) fill(batch []item, part <-chan item) []item {
 			continue
 		default:
 		}
-		if timer == nil {
+		if !wait {
 			return batch
 		}
+		gap.Reset(r.window)
 		select {
 		case it, ok := <-part:
 			if !ok {
 				return batch
 			}
 			batch = append(batch, it)
-		case <-timer:
+		case <-gap.C:
+			return batch
+		case <-hold:
 			return batch
 		}
 	}
@@ -565,6 +585,12 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	x.r.counts.batched.Add(uint64(len(batch)))
 	all := x.r.engine.HandleBatch(ctx, events)
 	for i, it := range batch {
+		if notHandled(all[i]) {
+			// Left alone after an earlier event failed: the run stops, and
+			// the checkpoint stays before this event.
+			x.r.counts.abandoned.Add(1)
+			continue
+		}
 		x.settle(ctx, it, all[i], joinFailures(all[i]))
 	}
 }

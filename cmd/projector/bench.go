@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
@@ -45,15 +44,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&postgres, "postgres", "", "PostgreSQL URL for the embedded server's PostgreSQL backend (default: its SQLite backend)")
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
-	var skipB bool
-	var cpuProfile string
+	var skipB, warmup bool
+	var cpuProfile, cpuProfileA, memProfileA string
+	var tune catchUpSettings
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
+	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
+	fs.IntVar(&tune.workers, "workers", 0, "A's workers (0: the runner's default)")
+	fs.IntVar(&tune.batch, "batch", 0, "A's largest batch (0: the runner's default)")
+	fs.DurationVar(&tune.window, "window", -1, "A's batch window while behind the head (-1: the runner's default)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
+	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
+	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --live-events >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 0 || tune.batch < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --live-events, --workers and --batch >= 0")
 		return errUsage
 	}
 	where := "MongoDB at --mongo"
@@ -131,7 +137,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		peakHeap uint64
 	}
 	var phases []phase
-	run := func(name string, fn func(db *mongo.Database) error) (*mongo.Database, error) {
+	// run runs one way on a database of its own. fn may return how long the
+	// way took by its own measure (A, measured in its process from its start
+	// to caught up); otherwise the call is timed.
+	run := func(name string, fn func(db *mongo.Database) (time.Duration, error)) (*mongo.Database, error) {
 		db := client.Database("bench_" + strings.ToLower(name))
 		if err := db.Drop(ctx); err != nil {
 			return nil, err
@@ -141,8 +150,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		runtime.ReadMemStats(&before)
 		peak, stop := heapPeak()
 		began := time.Now()
-		err := fn(db)
+		own, err := fn(db)
 		took := time.Since(began)
+		if own > 0 {
+			took = own
+		}
 		stop()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -158,34 +170,53 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	// A runs in a process of its own, so that its peak memory is the
 	// projector's alone, not the harness's events.
-	var rssA int64
-	dbA, err := run("A", func(db *mongo.Database) error {
+	if warmup {
+		if err := client.Database("bench_warmup").Drop(ctx); err != nil {
+			return err
+		}
+		w, err := benchChild(ctx, es.URI(), mongoURI, "bench_warmup", tune, "", "")
+		if err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+		fmt.Fprintf(stderr, "  warm-up (A, untimed): %v\n", w.took.Round(time.Millisecond))
+	}
+	var resA childReport
+	dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
 		if cpuProfile != "" {
 			f, err := os.Create(cpuProfile)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			defer f.Close()
 			if err := pprof.StartCPUProfile(f); err != nil {
-				return err
+				return 0, err
 			}
 			defer pprof.StopCPUProfile()
 		}
 		var err error
-		rssA, err = benchChild(ctx, es.URI(), mongoURI, db.Name())
-		return err
+		resA, err = benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, cpuProfileA, memProfileA)
+		return resA.took, err
 	})
 	if err != nil {
 		return err
 	}
 	if !skipB {
-		if _, err := run("B", func(db *mongo.Database) error { return benchPerEvent(ctx, cl, db) }); err != nil {
+		if _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db) }); err != nil {
 			return err
 		}
 	}
-	if _, err := run("L", func(db *mongo.Database) error { return benchFloor(ctx, db, lives) }); err != nil {
+	if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
 		return err
 	}
+	var readOnly time.Duration
+	if _, err := run("R", func(*mongo.Database) (time.Duration, error) {
+		var err error
+		readOnly, err = benchRead(ctx, sub, total)
+		return readOnly, err
+	}); err != nil {
+		return err
+	}
+	phases = phases[:len(phases)-1] // R is not a way to the read model
 	wrong := 0
 	details := cart.NewDetailsProjection()
 	storeA := mongostore.New(dbA)
@@ -197,10 +228,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	rate := func(p phase) float64 { return float64(total) / p.took.Seconds() }
 	a, l := phases[0], phases[len(phases)-1]
+	settings := "default settings"
+	if tune != (catchUpSettings{window: -1}) {
+		settings = tune.String()
+	}
 	fmt.Fprintf(stdout, "\n  %-44s %12s %10s %14s\n", "way", "events/s", "time", "bench heap")
 	for _, p := range phases {
 		label := map[string]string{
-			"A": "A  projector catch-up (default settings)",
+			"A": "A  projector catch-up (" + settings + ")",
 			"B": "B  seed per-event (find revision>=n-1, update)",
 			"L": "L  floor: one bulk write of the folded docs",
 		}[p.name]
@@ -211,7 +246,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", rate(a)/rate(l), carts-wrong, carts)
 
-	fmt.Fprintf(stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(rssA)/1024)
+	if resA.maxRSS > 0 {
+		fmt.Fprintf(stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(resA.maxRSS)/1024)
+	}
+	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v\n",
+		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond))
 	if liveEvents > 0 {
 		p50, p99, err := benchLive(ctx, es, client.Database("bench_live"), liveEvents, liveRate)
 		if err != nil {
@@ -225,31 +264,96 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// benchChild runs A in a child process and returns its peak resident set in
-// KiB.
-func benchChild(ctx context.Context, esdbURI, mongoURI, database string) (int64, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.CommandContext(ctx, self, "bench-catch-up", "--esdb", esdbURI, "--mongo", mongoURI, "--database", database)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("catch-up process: %w", err)
-	}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss, nil
-	}
-	return 0, nil
+// catchUpSettings are the runner settings bench passes on to A.
+type catchUpSettings struct {
+	workers, batch int
+	window         time.Duration
 }
 
-// runBenchCatchUp is A, in the process bench starts for it.
-func runBenchCatchUp(ctx context.Context, args []string, _, stderr io.Writer) error {
-	var esdbURI, mongoURI, database string
+func (c catchUpSettings) options() []projector.RunnerOption {
+	var opts []projector.RunnerOption
+	if c.workers > 0 {
+		opts = append(opts, projector.WithWorkers(c.workers))
+	}
+	if c.batch > 0 || c.window >= 0 {
+		size, window := projector.DefaultBatch, projector.DefaultBatchWindow
+		if c.batch > 0 {
+			size = c.batch
+		}
+		if c.window >= 0 {
+			window = c.window
+		}
+		opts = append(opts, projector.WithBatch(size, window))
+	}
+	return opts
+}
+
+func (c catchUpSettings) String() string {
+	var parts []string
+	if c.workers > 0 {
+		parts = append(parts, fmt.Sprintf("workers %d", c.workers))
+	}
+	if c.batch > 0 {
+		parts = append(parts, fmt.Sprintf("batch %d", c.batch))
+	}
+	if c.window >= 0 {
+		parts = append(parts, fmt.Sprintf("window %v", c.window))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c catchUpSettings) args() []string {
+	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--window", c.window.String()}
+}
+
+// childReport is what the catch-up process reports of its run.
+type childReport struct {
+	took                time.Duration // from its start (engine, subscription) to caught up
+	batches, batched    uint64
+	reads, writes       uint64
+	readTime, writeTime time.Duration
+	maxRSS              int64 // KiB
+}
+
+// benchChild runs A in a child process and returns what it measured and its
+// peak resident set. With profile or memProfile set, the child writes a CPU
+// profile of itself, or a heap profile at its peak, there.
+func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune catchUpSettings, profile, memProfile string) (childReport, error) {
+	var rep childReport
+	self, err := os.Executable()
+	if err != nil {
+		return rep, err
+	}
+	args := append([]string{"bench-catch-up", "--esdb", esdbURI, "--mongo", mongoURI, "--database", database, "--cpuprofile", profile, "--memprofile", memProfile}, tune.args()...)
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return rep, fmt.Errorf("catch-up process: %w", err)
+	}
+	var took, readTime, writeTime int64
+	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB",
+		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS); err != nil {
+		return rep, fmt.Errorf("catch-up process: unexpected report %q: %w", out, err)
+	}
+	rep.took, rep.readTime, rep.writeTime = time.Duration(took), time.Duration(readTime), time.Duration(writeTime)
+	return rep, nil
+}
+
+// runBenchCatchUp is A, in the process bench starts for it. It reports on
+// stdout, in one line, what benchChild reads.
+func runBenchCatchUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var esdbURI, mongoURI, database, profile, memProfile string
+	tune := catchUpSettings{window: -1}
 	fs := newFlags("bench-catch-up", "bench-catch-up (started by bench)", stderr)
 	fs.StringVar(&esdbURI, "esdb", "", "")
 	fs.StringVar(&mongoURI, "mongo", "", "")
 	fs.StringVar(&database, "database", "", "")
+	fs.StringVar(&profile, "cpuprofile", "", "")
+	fs.StringVar(&memProfile, "memprofile", "", "")
+	fs.IntVar(&tune.workers, "workers", 0, "")
+	fs.IntVar(&tune.batch, "batch", 0, "")
+	fs.DurationVar(&tune.window, "window", -1, "")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -258,7 +362,81 @@ func runBenchCatchUp(ctx context.Context, args []string, _, stderr io.Writer) er
 		return err
 	}
 	defer client.Disconnect(context.Background())
-	return benchProjector(ctx, esdbURI, client.Database(database))
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var stopSampling func()
+	if memProfile != "" {
+		stopSampling = heapProfileAtPeak(memProfile)
+	}
+	rep, err := benchProjector(ctx, esdbURI, client.Database(database), tune)
+	if stopSampling != nil {
+		stopSampling()
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB\n",
+		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident())
+	return err
+}
+
+// peakResident returns this process's peak resident set in KiB: VmHWM, the
+// high-water mark of its own address space. (The rusage of a child is no
+// use here: Linux folds into it the resident set of the parent the child was
+// forked from, before its exec.) It returns -1 where /proc is not there.
+func peakResident() int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(rest, "%d kB", &kib); err == nil {
+				return kib
+			}
+		}
+	}
+	return -1
+}
+
+// heapProfileAtPeak writes a heap profile to path each time the heap in
+// use passes its peak so far, until stop: the last one written is the
+// profile at the peak.
+func heapProfileAtPeak(path string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var peak uint64
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak+peak/20 {
+				peak = m.HeapInuse
+				if f, err := os.Create(path); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // heapPeak samples the heap in use every 10 ms until stop.
@@ -288,28 +466,31 @@ func heapPeak() (*atomic.Uint64, func()) {
 	return &peak, func() { close(done); wg.Wait(); sample() }
 }
 
-// benchProjector is A: the runner catching up from the start of $all.
-func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database) error {
-	store := mongostore.New(db)
+// benchProjector is A: the runner catching up from the start of $all. The
+// time runs from before the engine prepares its collections to caught up.
+func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tune catchUpSettings) (childReport, error) {
+	var rep childReport
+	began := time.Now()
+	store := &countingStore{Store: mongostore.New(db)}
 	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
 	if err != nil {
-		return err
+		return rep, err
 	}
 	if err := eng.Prepare(ctx); err != nil {
-		return err
+		return rep, err
 	}
 	c, err := subscription.Dial(esdbURI, nil)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	defer c.Close()
 	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
 	if err != nil {
-		return err
+		return rep, err
 	}
-	r, err := projector.NewRunner("bench", eng, src, store)
+	r, err := projector.NewRunner("bench", eng, src, store, tune.options()...)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -318,15 +499,74 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database) err
 		select {
 		case err := <-done:
 			stop()
-			return fmt.Errorf("runner ended: %v", err)
-		case <-time.After(5 * time.Millisecond):
+			return rep, fmt.Errorf("runner ended: %v", err)
+		case <-time.After(time.Millisecond):
 		}
 	}
+	rep.took = time.Since(began)
 	stop()
-	err = <-done
+	if err := <-done; err != nil {
+		return rep, err
+	}
 	st := r.Stats()
-	fmt.Fprintf(os.Stderr, "  A: %d batches of %.0f events on average\n", st.Batches, float64(st.Batched)/float64(max(1, st.Batches)))
-	return err
+	rep.batches, rep.batched = st.Batches, st.Batched
+	rep.reads, rep.readTime = store.reads.Load(), time.Duration(store.readNanos.Load())
+	rep.writes, rep.writeTime = store.writes.Load(), time.Duration(store.writeNanos.Load())
+	return rep, nil
+}
+
+// countingStore counts and times A's batch reads and writes.
+type countingStore struct {
+	*mongostore.Store
+	reads, writes         atomic.Uint64
+	readNanos, writeNanos atomic.Int64
+}
+
+func (s *countingStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
+	defer s.add(&s.reads, &s.readNanos, time.Now())
+	return s.Store.LoadMany(ctx, collection, ids, newState)
+}
+
+func (s *countingStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+	defer s.add(&s.writes, &s.writeNanos, time.Now())
+	return s.Store.WriteMany(ctx, collection, writes)
+}
+
+func (s *countingStore) add(n *atomic.Uint64, nanos *atomic.Int64, start time.Time) {
+	n.Add(1)
+	nanos.Add(int64(time.Since(start)))
+}
+
+// benchRead reads the events alone, through the subscription A uses, from
+// the start of $all to its head: the least time any catch-up takes.
+func benchRead(ctx context.Context, c *subscription.Client, total int) (time.Duration, error) {
+	began := time.Now()
+	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
+	if err != nil {
+		return 0, err
+	}
+	s, err := src.Subscribe(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	n := 0
+	for {
+		d, err := s.Next(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if d.Event != nil {
+			n++
+		}
+		if d.CaughtUp {
+			break
+		}
+	}
+	if n != total {
+		return 0, fmt.Errorf("read %d events of %d", n, total)
+	}
+	return time.Since(began), nil
 }
 
 // benchPerEvent is B, the seed article's code: for each event, in order,
