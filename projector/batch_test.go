@@ -176,3 +176,82 @@ func TestRunner_batch_stops_at_its_first_failed_event_instead_of_waiting_out_eac
 		t.Fatalf("checkpoint %v (%v), want none", cp, err)
 	}
 }
+
+// stalledStore holds every write until released: a MongoDB that has stopped
+// answering.
+type stalledStore struct {
+	*mongostore.Store
+	release chan struct{}
+}
+
+func (s *stalledStore) hold(ctx context.Context) {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+}
+
+func (s *stalledStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+	s.hold(ctx)
+	return s.Store.WriteMany(ctx, collection, writes)
+}
+
+func (s *stalledStore) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+	s.hold(ctx)
+	return s.Store.Insert(ctx, collection, id, revision, state)
+}
+
+func (s *stalledStore) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+	s.hold(ctx)
+	return s.Store.Update(ctx, collection, id, from, revision, state)
+}
+
+func TestRunner_a_stalled_store_stops_the_reading_at_the_buffers(t *testing.T) {
+	base := newStore(t)
+	all, by := cartEvents(t, 26)
+	store := &stalledStore{Store: base, release: make(chan struct{})}
+	const workers, buffer, batch = 2, 4, 3
+	r, err := projector.NewRunner("stalled", newEngine(t, store, patient()), &scripted{events: all}, base,
+		projector.WithWorkers(workers), projector.WithBuffer(buffer), projector.WithBatch(batch, time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	// Each worker holds a batch in the stalled write and a full buffer; the
+	// reader holds one more event, blocked on a full buffer.
+	bound := uint64(workers*(buffer+batch) + 1)
+	last, still := uint64(0), 0
+	for still < 20 {
+		time.Sleep(10 * time.Millisecond)
+		n := r.Stats().Events
+		if n > bound {
+			t.Fatalf("read %d events while the store was stalled; the buffers hold %d", n, bound)
+		}
+		if n == last && n > 0 {
+			still++
+		} else {
+			last, still = n, 0
+		}
+	}
+	if last >= uint64(len(all)) {
+		t.Fatalf("read all %d events while the store was stalled", last)
+	}
+	close(store.release)
+	for r.Stats().Applied < uint64(len(all)) {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended: %v (%+v)", err, r.Stats())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	for id, evs := range by {
+		assertDocument(t, base, id, evs)
+	}
+}

@@ -45,9 +45,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
 	var skipB, warmup bool
+	var scale int
 	var cpuProfile, cpuProfileA, memProfileA string
 	var tune catchUpSettings
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
+	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	fs.IntVar(&tune.workers, "workers", 0, "A's workers (0: the runner's default)")
 	fs.IntVar(&tune.batch, "batch", 0, "A's largest batch (0: the runner's default)")
@@ -58,8 +60,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 0 || tune.batch < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --live-events, --workers and --batch >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 0 || tune.batch < 0 || scale < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --live-events, --memory-scale, --workers and --batch >= 0")
 		return errUsage
 	}
 	where := "MongoDB at --mongo"
@@ -101,33 +103,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	r := rand.New(rand.NewPCG(1, 2))
-	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	lives := map[string][]projector.Event{}
-	var order []string
-	plans := map[string][]any{}
-	for i := range carts {
-		id := fmt.Sprintf("cart-%05d", i)
-		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(50)), events, start)
-		for range plans[id] {
-			order = append(order, id)
-		}
+	appended := time.Now()
+	lives, total, err := benchEvents(ctx, cl, carts, events)
+	if err != nil {
+		return err
 	}
-	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	next := map[string]int{}
-	for _, id := range order {
-		n := next[id]
-		next[id]++
-		name, data, err := cart.Registry().Encode(plans[id][n])
-		if err != nil {
-			return err
-		}
-		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
-			return err
-		}
-		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Payload: plans[id][n]})
-	}
-	total := len(order)
+	fmt.Fprintf(stderr, "  appended %d events: %v\n", total, time.Since(appended).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart); documents on %s; events on the in-process EventStoreDB-protocol server\n",
 		total, carts, events, where)
 
@@ -217,14 +198,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	phases = phases[:len(phases)-1] // R is not a way to the read model
-	wrong := 0
-	details := cart.NewDetailsProjection()
-	storeA := mongostore.New(dbA)
-	for id, evs := range lives {
-		if err := projectortest.CheckDocument(ctx, storeA, details, id, evs); err != nil {
-			wrong++
-		}
-	}
+	wrong := wrongDocuments(ctx, dbA, lives)
 
 	rate := func(p phase) float64 { return float64(total) / p.took.Seconds() }
 	a, l := phases[0], phases[len(phases)-1]
@@ -251,6 +225,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v\n",
 		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond))
+	if scale > 1 {
+		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, carts, events*scale, tune, resA.maxRSS); err != nil {
+			return fmt.Errorf("%dx: %w", scale, err)
+		}
+	}
 	if liveEvents > 0 {
 		p50, p99, err := benchLive(ctx, es, client.Database("bench_live"), liveEvents, liveRate)
 		if err != nil {
@@ -262,6 +241,94 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%d of %d documents of A differ from the fold", wrong, carts)
 	}
 	return nil
+}
+
+// wrongDocuments returns how many of the carts' documents in db differ from
+// the fold of their events.
+func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) int {
+	wrong := 0
+	details := cart.NewDetailsProjection()
+	store := mongostore.New(db)
+	for id, evs := range lives {
+		if err := projectortest.CheckDocument(ctx, store, details, id, evs); err != nil {
+			wrong++
+		}
+	}
+	return wrong
+}
+
+// benchScaled runs A on carts carts of events events each, on an event
+// server of its own, and compares its peak resident set with base's (KiB).
+func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
+	es, err := esdbtest.Start(esdbtest.Options{})
+	if err != nil {
+		return err
+	}
+	defer es.Close()
+	sub, err := subscription.Dial(es.URI(), nil)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	cl, err := sub.ESDB()
+	if err != nil {
+		return err
+	}
+	lives, total, err := benchEvents(ctx, cl, carts, events)
+	if err != nil {
+		return err
+	}
+	db := client.Database("bench_scaled")
+	if err := db.Drop(ctx); err != nil {
+		return err
+	}
+	rep, err := benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, "", "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "  A on %d events: %v\n", total, rep.took.Round(time.Millisecond))
+	wrong := wrongDocuments(ctx, db, lives)
+	if rep.maxRSS > 0 && base > 0 {
+		fmt.Fprintf(stdout, "  A on %d events (the same %d carts, %d events each): peaked at %.1f MiB resident, %.2fx the run above; documents equal the fold: %d of %d\n",
+			total, carts, events, float64(rep.maxRSS)/1024, float64(rep.maxRSS)/float64(base), carts-wrong, carts)
+	}
+	if wrong > 0 {
+		return fmt.Errorf("%d of %d documents differ from the fold", wrong, carts)
+	}
+	return nil
+}
+
+// benchEvents appends the lives of carts carts of events events each, their
+// events interleaved at random as many clients' would be, and returns each
+// cart's events as the fold takes them, and their number.
+func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int) (map[string][]projector.Event, int, error) {
+	r := rand.New(rand.NewPCG(1, 2))
+	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	lives := map[string][]projector.Event{}
+	var order []string
+	plans := map[string][]any{}
+	for i := range carts {
+		id := fmt.Sprintf("cart-%05d", i)
+		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(50)), events, start)
+		for range plans[id] {
+			order = append(order, id)
+		}
+	}
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	next := map[string]int{}
+	for _, id := range order {
+		n := next[id]
+		next[id]++
+		name, data, err := cart.Registry().Encode(plans[id][n])
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+			return nil, 0, err
+		}
+		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Payload: plans[id][n]})
+	}
+	return lives, len(order), nil
 }
 
 // catchUpSettings are the runner settings bench passes on to A.

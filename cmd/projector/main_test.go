@@ -107,6 +107,8 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"unparsable mongo URI", []string{"demo", "--mongo", "nonsense"}, 1, "invalid MongoDB URI"},
 		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
+		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events and --live-rate must be > 0"},
+		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch >= 1"},
 	})
 }
 

@@ -17,7 +17,8 @@ import (
 func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var esdbURI, mongoURI, database, dataDir string
 	var connectTimeout time.Duration
-	var workers int
+	var workers, batch int
+	var batchWindow time.Duration
 	fs := newFlags("rebuild", "rebuild NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
 	fs.StringVar(&esdbURI, "esdb", "", "EventStoreDB connection string (required)")
 	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI; empty opens the embedded server's data under --data-dir")
@@ -25,6 +26,7 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server")
 	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer")
 	fs.IntVar(&workers, "workers", 4, "events handled at once (one stream's events stay in order)")
+	batchFlags(fs, &batch, &batchWindow)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: projector rebuild NAME [flags]
 
@@ -54,8 +56,8 @@ drop it when no reader uses it.
 		fmt.Fprintln(stderr, "--esdb (or PROJECTOR_ESDB) is required")
 		return errUsage
 	}
-	if connectTimeout <= 0 || workers < 1 {
-		fmt.Fprintln(stderr, "--connect-timeout must be > 0 and --workers >= 1")
+	if connectTimeout <= 0 || workers < 1 || batch < 1 || batchWindow < 0 {
+		fmt.Fprintln(stderr, "--connect-timeout must be > 0, --workers and --batch >= 1, --batch-window >= 0")
 		return errUsage
 	}
 	client, err := subscription.Dial(esdbURI, nil)
@@ -120,7 +122,7 @@ drop it when no reader uses it.
 	if err != nil {
 		return err
 	}
-	r, err := projector.NewRunner(building, eng, src, store, projector.WithWorkers(workers))
+	r, err := projector.NewRunner(building, eng, src, store, projector.WithWorkers(workers), projector.WithBatch(batch, batchWindow))
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,15 @@ type runConfig struct {
 	connectTimeout, checkpointInterval   time.Duration
 	drainTimeout                         time.Duration
 	workers, checkpointEvery             int
+	batch                                int
+	batchWindow                          time.Duration
 	retry                                retry.Policy
+}
+
+// batchFlags registers the batching of catch-up.
+func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration) {
+	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time)")
+	fs.DurationVar(window, "batch-window", projector.DefaultBatchWindow, "while catching up, how long a worker waits for its next event before it writes its batch")
 }
 
 // retryFlags registers every setting of a retry policy as flags with prefix.
@@ -91,6 +99,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for EventStoreDB and MongoDB to answer at start")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.IntVar(&c.workers, "workers", 4, "events handled at once per projection (one stream's events stay in order)")
+	batchFlags(fs, &c.batch, &c.batchWindow)
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
 	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
@@ -200,7 +209,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			return projector.NewRunner(collection, eng, src, cps,
 				projector.WithWorkers(c.workers), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
-				projector.WithDrainTimeout(c.drainTimeout))
+				projector.WithBatch(c.batch, c.batchWindow), projector.WithDrainTimeout(c.drainTimeout))
 		}
 	}
 	// Settings that cannot work fail here, before anything runs.

@@ -1,0 +1,99 @@
+package subscription_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// The batched catch-up and the per-event path, each on a database of its
+// own, through the same faults: duplicated deliveries, two dropped
+// subscriptions, and a restart from a checkpoint older than what was applied
+// (a process that died before storing it). Their documents must be the same,
+// and the fold.
+func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplicates_drops_and_restarts(t *testing.T) {
+	g := newRig(t)
+	g.appendCarts(t, 11, 12, 40)
+	g.server.DuplicateDeliveries(0.2)
+	ctx := context.Background()
+
+	run := func(name string, store *mongostore.Store, batch int) (first, second projector.RunnerStats) {
+		c := dial(t, g.server)
+		opts := []projector.RunnerOption{projector.WithCheckpointEvery(40, 50*time.Millisecond), projector.WithBatch(batch, 5*time.Millisecond)}
+		r := newRunner(t, name, engine(t, store), cartsOnAll(t, c), store, opts...)
+		x := start(t, r)
+		for i := range 2 {
+			x.waitFor(t, "events", func(st projector.RunnerStats) bool { return st.Events >= uint64((i+1)*g.total/3) })
+			g.server.DropSubscriptions()
+			x.waitFor(t, "resubscription", func(st projector.RunnerStats) bool { return st.Subscriptions >= uint64(i+2) })
+		}
+		x.waitFor(t, "the checkpoint at the head", atHead(g.server))
+		if err := x.stop(); err != nil {
+			t.Fatalf("%s: Run: %v", name, err)
+		}
+		first = r.Stats()
+		// Restart from halfway, as if the later checkpoints were never stored.
+		if err := store.DeleteCheckpoint(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		half := g.server.Head() / 2
+		if err := store.SaveCheckpoint(ctx, name, projector.Checkpoint{Position: half, Prepare: half}); err != nil {
+			t.Fatal(err)
+		}
+		r2 := newRunner(t, name, engine(t, store), cartsOnAll(t, c), store, opts...)
+		y := start(t, r2)
+		y.waitFor(t, "the checkpoint at the head again", atHead(g.server))
+		if err := y.stop(); err != nil {
+			t.Fatalf("%s: second Run: %v", name, err)
+		}
+		return first, r2.Stats()
+	}
+
+	batched := mongostore.New(mongotest.Database(t))
+	perEvent := mongostore.New(mongotest.Database(t))
+	b1, b2 := run("batched", batched, 100)
+	p1, p2 := run("per-event", perEvent, 1)
+	t.Logf("batched %+v then %+v", b1, b2)
+	t.Logf("per-event %+v then %+v", p1, p2)
+	for _, c := range []struct {
+		name          string
+		first, second projector.RunnerStats
+		batches       bool
+	}{{"batched", b1, b2, true}, {"per-event", p1, p2, false}} {
+		if c.first.Applied != uint64(g.total) || c.first.Drops < 2 || c.first.Duplicates == 0 || c.first.Failed != 0 {
+			t.Errorf("%s, first run: want each of the %d events applied once through 2 drops and duplicates: %+v", c.name, g.total, c.first)
+		}
+		if c.second.Applied != 0 || c.second.Duplicates == 0 || c.second.Failed != 0 {
+			t.Errorf("%s, restart: want the second half again, all duplicates: %+v", c.name, c.second)
+		}
+		if got := c.first.Batches > 0 && c.first.Batched > 2*c.first.Batches; got != c.batches {
+			t.Errorf("%s: %d batches of %d events in all; want batching %v", c.name, c.first.Batches, c.first.Batched, c.batches)
+		}
+	}
+	g.check(t, batched)
+	g.check(t, perEvent)
+	for id := range g.carts {
+		a, b := document(t, batched, id), document(t, perEvent, id)
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("cart %s: batched %+v, per-event %+v", id, a, b)
+		}
+	}
+}
+
+// document reads a cart's document as stored.
+func document(t *testing.T, s *mongostore.Store, id string) any {
+	t.Helper()
+	var d cart.Details
+	rev, found, err := s.Load(context.Background(), cart.DetailsName, id, 0, &d)
+	if err != nil || !found {
+		t.Fatalf("load %s: found %v, %v", id, found, err)
+	}
+	return fmt.Sprintf("revision %d: %+v", rev, d)
+}
