@@ -277,6 +277,7 @@ type run struct {
 	r        *Runner
 	tr       *tracker
 	parts    []chan item
+	heads    []chan struct{} // a worker's batch is written now: the source reached its head
 	halt     atomic.Bool // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
 	saveNow  chan struct{}
@@ -302,9 +303,11 @@ func (x *run) execute(ctx context.Context) error {
 
 	var workers sync.WaitGroup
 	x.parts = make([]chan item, r.workers)
+	x.heads = make([]chan struct{}, r.workers)
 	for i := range x.parts {
 		x.parts[i] = make(chan item, r.buffer)
-		workers.Go(func() { x.work(workCtx, x.parts[i]) })
+		x.heads[i] = make(chan struct{}, 1)
+		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i]) })
 	}
 	saverDone := make(chan struct{})
 	stopSaver := make(chan struct{})
@@ -462,6 +465,12 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	r := x.r
 	if d.CaughtUp && !r.caughtUp.Swap(true) {
 		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
+		for _, h := range x.heads {
+			select {
+			case h <- struct{}{}: // a batch filling need not wait for more
+			default:
+			}
+		}
 		r.settled()
 	}
 	if d.Event == nil {
@@ -499,13 +508,13 @@ func (x *run) completed(seq uint64) {
 // work handles the events of one partition in order, in batches of what has
 // queued up: large while the source is behind its head (catching up, a
 // rebuild), one event at a time at the head, where nothing queues.
-func (x *run) work(ctx context.Context, part <-chan item) {
+func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}) {
 	r := x.r
 	batching := r.batch > 1 && r.engine.batchable()
 	for it := range part {
 		batch := []item{it}
 		if batching && it.d.Settle == nil {
-			batch = x.fill(batch, part)
+			batch = x.fill(batch, part, head)
 		}
 		if len(batch) == 1 {
 			x.handle(ctx, it)
@@ -519,8 +528,9 @@ func (x *run) work(ctx context.Context, part <-chan item) {
 
 // fill adds to batch what the partition has queued, up to the batch size.
 // While the source is behind its head it waits for more: up to the window for
-// each next event, up to holdWindows windows in all.
-func (x *run) fill(batch []item, part <-chan item) []item {
+// each next event, up to holdWindows windows in all, and no longer once the
+// source reaches its head.
+func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item {
 	r := x.r
 	wait := r.window > 0 && !r.caughtUp.Load() // at the head, no waiting
 	var hold <-chan time.Time
@@ -555,6 +565,8 @@ func (x *run) fill(batch []item, part <-chan item) []item {
 		case <-gap.C:
 			return batch
 		case <-hold:
+			return batch
+		case <-head:
 			return batch
 		}
 	}
