@@ -58,6 +58,9 @@ type Runner struct {
 // RunnerOption configures a [Runner].
 type RunnerOption func(*Runner)
 
+// DefaultWorkers is how many workers a runner has unless [WithWorkers] says.
+const DefaultWorkers = 4
+
 // WithWorkers sets how many events are handled at once (default 4); events of
 // one stream always go to the same worker, in order.
 func WithWorkers(n int) RunnerOption { return func(r *Runner) { r.workers = n } }
@@ -126,7 +129,7 @@ func DefaultReconnect() retry.Policy {
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
 	r := &Runner{
 		name: name, engine: engine, source: source, checkpoints: checkpoints,
-		workers: 4, buffer: 1024, every: 500, interval: time.Second,
+		workers: DefaultWorkers, buffer: 1024, every: 500, interval: time.Second,
 		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow,
 		seed: maphash.MakeSeed(),
 	}
@@ -278,7 +281,7 @@ type run struct {
 	tr       *tracker
 	parts    []chan item
 	heads    []chan struct{} // a worker's batch is written now: the source reached its head
-	halt     atomic.Bool // stopping: queued events are left for the next run
+	halt     atomic.Bool     // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
 	saveNow  chan struct{}
 	open     Subscription // the subscription open when reading stopped

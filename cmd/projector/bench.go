@@ -47,21 +47,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var skipB, warmup bool
 	var scale int
 	var cpuProfile, cpuProfileA, memProfileA string
-	var tune catchUpSettings
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
-	fs.IntVar(&tune.workers, "workers", 0, "A's workers (0: the runner's default)")
-	fs.IntVar(&tune.batch, "batch", 0, "A's largest batch (0: the runner's default)")
-	fs.DurationVar(&tune.window, "window", -1, "A's batch window while behind the head (-1: the runner's default)")
+	tune := defaultCatchUp
+	fs.IntVar(&tune.workers, "workers", tune.workers, "A's workers")
+	fs.IntVar(&tune.batch, "batch", tune.batch, "A's largest batch")
+	fs.DurationVar(&tune.window, "batch-window", tune.window, "A's batch window while behind the head")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
 	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 0 || tune.batch < 0 || scale < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --live-events, --memory-scale, --workers and --batch >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale and --batch-window >= 0")
 		return errUsage
 	}
 	where := "MongoDB at --mongo"
@@ -203,7 +203,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rate := func(p phase) float64 { return float64(total) / p.took.Seconds() }
 	a, l := phases[0], phases[len(phases)-1]
 	settings := "default settings"
-	if tune != (catchUpSettings{window: -1}) {
+	if tune != defaultCatchUp {
 		settings = tune.String()
 	}
 	fmt.Fprintf(stdout, "\n  %-44s %12s %10s %14s\n", "way", "events/s", "time", "bench heap")
@@ -337,40 +337,19 @@ type catchUpSettings struct {
 	window         time.Duration
 }
 
+// defaultCatchUp is the runner's defaults.
+var defaultCatchUp = catchUpSettings{workers: projector.DefaultWorkers, batch: projector.DefaultBatch, window: projector.DefaultBatchWindow}
+
 func (c catchUpSettings) options() []projector.RunnerOption {
-	var opts []projector.RunnerOption
-	if c.workers > 0 {
-		opts = append(opts, projector.WithWorkers(c.workers))
-	}
-	if c.batch > 0 || c.window >= 0 {
-		size, window := projector.DefaultBatch, projector.DefaultBatchWindow
-		if c.batch > 0 {
-			size = c.batch
-		}
-		if c.window >= 0 {
-			window = c.window
-		}
-		opts = append(opts, projector.WithBatch(size, window))
-	}
-	return opts
+	return []projector.RunnerOption{projector.WithWorkers(c.workers), projector.WithBatch(c.batch, c.window)}
 }
 
 func (c catchUpSettings) String() string {
-	var parts []string
-	if c.workers > 0 {
-		parts = append(parts, fmt.Sprintf("workers %d", c.workers))
-	}
-	if c.batch > 0 {
-		parts = append(parts, fmt.Sprintf("batch %d", c.batch))
-	}
-	if c.window >= 0 {
-		parts = append(parts, fmt.Sprintf("window %v", c.window))
-	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("workers %d, batch %d, window %v", c.workers, c.batch, c.window)
 }
 
 func (c catchUpSettings) args() []string {
-	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--window", c.window.String()}
+	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String()}
 }
 
 // childReport is what the catch-up process reports of its run.
@@ -411,16 +390,16 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 // stdout, in one line, what benchChild reads.
 func runBenchCatchUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var esdbURI, mongoURI, database, profile, memProfile string
-	tune := catchUpSettings{window: -1}
+	tune := defaultCatchUp
 	fs := newFlags("bench-catch-up", "bench-catch-up (started by bench)", stderr)
 	fs.StringVar(&esdbURI, "esdb", "", "")
 	fs.StringVar(&mongoURI, "mongo", "", "")
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
-	fs.IntVar(&tune.workers, "workers", 0, "")
-	fs.IntVar(&tune.batch, "batch", 0, "")
-	fs.DurationVar(&tune.window, "window", -1, "")
+	fs.IntVar(&tune.workers, "workers", tune.workers, "")
+	fs.IntVar(&tune.batch, "batch", tune.batch, "")
+	fs.DurationVar(&tune.window, "batch-window", tune.window, "")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -108,6 +108,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
 		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events and --live-rate must be > 0"},
+		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers and --batch >= 1"},
 		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch >= 1"},
 	})
 }
@@ -116,5 +117,29 @@ func TestVersion(t *testing.T) {
 	out, _, code := runBinary(t, 10*time.Second, "version")
 	if code != 0 || !strings.HasPrefix(out, "projector ") {
 		t.Fatalf("exit %d: %q", code, out)
+	}
+}
+
+func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.T) {
+	out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t),
+		"--carts", "6", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"30 events over 6 carts",
+		"A  projector catch-up (default settings)",
+		"B  seed per-event",
+		"L  floor",
+		"A/B = ",
+		"A's documents equal the fold (and L's): 6 of 6",
+		"A's process peaked at ",
+		"A on 60 events (the same 6 carts, 10 events each)",
+		"documents equal the fold: 6 of 6",
+		"live, 10 events at 100/s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
 	}
 }

@@ -25,7 +25,7 @@ func runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&database, "database", "projector", "database of the read models and checkpoints")
 	fs.StringVar(&dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server")
 	fs.DurationVar(&connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer")
-	fs.IntVar(&workers, "workers", 4, "events handled at once (one stream's events stay in order)")
+	fs.IntVar(&workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order)")
 	batchFlags(fs, &batch, &batchWindow)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: projector rebuild NAME [flags]
