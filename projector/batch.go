@@ -145,7 +145,11 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 				case found && n <= rev:
 					results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
 					continue
-				case !found && p.creates(ev):
+				case found && p.creates(ev):
+					// A second creation: the gate refuses it
+					// (ErrAlreadyCreated) under the failure policy.
+					fallback = true
+				case p.creates(ev):
 					next, err := p.applyTo(nil, ev)
 					if err != nil {
 						fallback = true

@@ -122,6 +122,32 @@ func TestHandleBatch_again_is_all_duplicates(t *testing.T) {
 	}
 }
 
+func TestHandleBatch_refuses_a_second_creation_as_the_gate_does(t *testing.T) {
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("twice"),
+		cart.ShoppingCartOpened{ShoppingCartID: "twice", ClientID: "a", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "twice", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+		cart.ShoppingCartOpened{ShoppingCartID: "twice", ClientID: "b", OpenedAt: t0},
+	)
+	perEvent, batched := newStore(t), newStore(t)
+	var one [][]projector.Result
+	e := newEngine(t, perEvent, patient())
+	for _, ev := range evs {
+		rs, _ := e.Handle(context.Background(), ev)
+		one = append(one, rs)
+	}
+	all := newEngine(t, batched, patient()).HandleBatch(context.Background(), evs)
+	for i := range evs {
+		if one[i][0].Outcome != all[i][0].Outcome || errors.Is(one[i][0].Err, projector.ErrAlreadyCreated) != errors.Is(all[i][0].Err, projector.ErrAlreadyCreated) {
+			t.Fatalf("event %d: per event %v (%v), batched %v (%v)", i, one[i][0].Outcome, one[i][0].Err, all[i][0].Outcome, all[i][0].Err)
+		}
+	}
+	if !errors.Is(all[2][0].Err, projector.ErrAlreadyCreated) {
+		t.Fatalf("second creation: %v %v", all[2][0].Outcome, all[2][0].Err)
+	}
+	assertDocument(t, batched, "twice", evs[:2])
+}
+
 func TestHandleBatch_a_missing_predecessor_goes_through_the_gate(t *testing.T) {
 	s := newStore(t)
 	log := projectortest.NewLog(cart.Registry())
