@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -44,16 +45,23 @@ var (
 const byIDReaders = 8
 
 // bulkLimits returns the limits for the store's server, asking it once. If
-// the server does not answer, it returns FerretDB's, which are safe on both,
-// and asks again next time.
+// the server does not answer, it returns FerretDB's, which work on both, and
+// asks again after a minute.
 func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 	s.bulkMu.Lock()
-	defer s.bulkMu.Unlock()
-	if s.bulk != nil {
-		return *s.bulk
+	known, retry := s.bulk, s.bulkRetry
+	s.bulkMu.Unlock()
+	if known != nil {
+		return *known
+	}
+	if time.Now().Before(retry) {
+		return ferretBulk
 	}
 	caps, err := s.Capabilities(ctx)
+	s.bulkMu.Lock()
+	defer s.bulkMu.Unlock()
 	if err != nil {
+		s.bulkRetry = time.Now().Add(time.Minute)
 		return ferretBulk
 	}
 	l := mongoBulk

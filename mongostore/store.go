@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -38,8 +39,9 @@ type Store struct {
 	db     *mongo.Database
 	client *mongo.Client // set when the store opened it and must close it
 
-	bulkMu sync.Mutex
-	bulk   *bulkLimits // how to split batches for this server, once known
+	bulkMu    sync.Mutex
+	bulk      *bulkLimits // how to split batches for this server, once known
+	bulkRetry time.Time   // after a failed ask, when to ask again
 }
 
 var _ projector.Store = (*Store)(nil)

@@ -125,6 +125,8 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			loaded, err = bs.LoadMany(ctx, p.Collection(), ids, p.newState)
 		}
 		if err != nil {
+			e.logger.Warn("batch read failed: its documents go through the gate one event at a time",
+				"projection", p.Name(), "documents", len(ids), "err", err)
 			for _, d := range docs {
 				b.slowDoc(ctx, p, d.idx)
 			}
@@ -192,6 +194,10 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			continue
 		}
 		ok, err := bs.WriteMany(ctx, p.Collection(), writes)
+		if err != nil {
+			e.logger.Warn("batch write failed: its documents go through the gate one event at a time",
+				"projection", p.Name(), "documents", len(writes), "err", err)
+		}
 		for k, d := range writeDocs {
 			if err == nil && ok[k] {
 				continue
@@ -249,12 +255,16 @@ func (b *batchRun) note(results ...Result) {
 	}
 }
 
-// notHandled reports whether HandleBatch left an event alone.
-func notHandled(results []Result) bool {
+// handledOnly returns the results of an event without those HandleBatch left
+// alone ([ErrNotHandled]), and whether there were any.
+func handledOnly(results []Result) (handled []Result, left bool) {
+	handled = make([]Result, 0, len(results))
 	for _, r := range results {
 		if r.Outcome == Failed && errors.Is(r.Err, ErrNotHandled) {
-			return true
+			left = true
+			continue
 		}
+		handled = append(handled, r)
 	}
-	return false
+	return handled, left
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -279,5 +280,48 @@ func TestRunner_a_stalled_store_stops_the_reading_at_the_buffers(t *testing.T) {
 	}
 	for id, evs := range by {
 		assertDocument(t, base, id, evs)
+	}
+}
+
+// noBulkWrites refuses every bulk write: every document of a batch goes
+// through the gate.
+type noBulkWrites struct{ *mongostore.Store }
+
+func (noBulkWrites) WriteMany(context.Context, string, []projector.Write) ([]bool, error) {
+	return nil, errors.New("bulk writes refused")
+}
+
+func TestRunner_a_failure_in_one_of_two_projections_stops_the_batched_run(t *testing.T) {
+	base := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	var all []projector.Event
+	for _, id := range []string{"m1", "m2", "m3"} {
+		all = append(all, log.MustAppend(t, cart.StreamID(id),
+			cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p-" + id, Quantity: 1}},
+		)...)
+	}
+	// picky refuses m2's item; cart_details takes everything.
+	picky := projector.New[cart.Details]("picky", projector.StreamSuffix(cart.StreamPrefix))
+	projector.Create(picky, func(e cart.ShoppingCartOpened) (cart.Details, error) { return cart.Details{ClientID: e.ClientID}, nil })
+	projector.On(picky, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
+		if e.ProductItem.ProductID == "p-m2" {
+			return d, errors.New("no such product")
+		}
+		return d, nil
+	})
+	e := newEngine(t, noBulkWrites{base}, patient(), picky, cart.NewDetailsProjection())
+	r, err := projector.NewRunner("two", e, &scripted{events: all}, base, projector.WithWorkers(1), projector.WithBatch(100, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "no such product") {
+		t.Fatalf("Run: %v, want the failure of picky", err)
+	}
+	if st := r.Stats(); st.Batches == 0 || st.Failed != 1 {
+		t.Fatalf("want 1 failed event, in batches: %+v", st)
 	}
 }

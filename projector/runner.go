@@ -407,6 +407,12 @@ func (x *run) read(ctx context.Context) error {
 		r.counts.drops.Add(1)
 		r.caughtUp.Store(false)
 		r.ready.Store(false)
+		for _, h := range x.heads {
+			select {
+			case <-h: // behind again: a head signal not taken is stale
+			default:
+			}
+		}
 		if n == 0 {
 			if quick == 0 {
 				quickSince = time.Now()
@@ -600,13 +606,14 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	x.r.counts.batched.Add(uint64(len(batch)))
 	all := x.r.engine.HandleBatch(ctx, events)
 	for i, it := range batch {
-		if notHandled(all[i]) {
-			// Left alone after an earlier event failed: the run stops, and
-			// the checkpoint stays before this event.
-			x.r.counts.abandoned.Add(1)
+		results, left := handledOnly(all[i])
+		if err := joinFailures(results); err != nil || !left {
+			x.settle(ctx, it, results, err)
 			continue
 		}
-		x.settle(ctx, it, all[i], joinFailures(all[i]))
+		// Left alone (in some projection) after an earlier event failed: the
+		// run stops, and the checkpoint stays before this event.
+		x.r.counts.abandoned.Add(1)
 	}
 }
 

@@ -676,7 +676,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database) err
 }
 
 // benchFloor is L: the documents the pure fold gives, written by unordered
-// bulk inserts (in chunks the embedded server handles).
+// bulk inserts, in commands as large as the store's.
 func benchFloor(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) error {
 	details := cart.NewDetailsProjection()
 	var docs []any
@@ -702,8 +702,15 @@ func benchFloor(ctx context.Context, db *mongo.Database, lives map[string][]proj
 		}
 		docs = append(docs, doc)
 	}
+	// As many to a command as the store sends: FerretDB takes 50 at a time.
+	size := 1000
+	if caps, err := mongostore.New(db).Capabilities(ctx); err != nil {
+		return err
+	} else if strings.HasPrefix(caps.Server, "FerretDB") {
+		size = 50
+	}
 	coll := db.Collection(cart.DetailsName)
-	for chunk := range slices.Chunk(docs, 50) {
+	for chunk := range slices.Chunk(docs, size) {
 		if _, err := coll.InsertMany(ctx, chunk, options.InsertMany().SetOrdered(false)); err != nil {
 			return err
 		}
