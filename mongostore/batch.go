@@ -72,10 +72,30 @@ func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 	return l
 }
 
-// LoadMany implements [projector.BatchStore]: one query for ids (on
-// FerretDB, one per id, a few at a time).
+// LoadMany implements [projector.BatchStore]: the documents in the store's
+// cache from there (marked Cached), the others with one query (on FerretDB,
+// one per id, a few at a time).
 func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
 	out := make(map[string]projector.Loaded, len(ids))
+	missing := ids[:0:0]
+	for _, id := range ids {
+		c, ok := s.cacheGet(collection, id)
+		if !ok {
+			missing = append(missing, id)
+			continue
+		}
+		state := newState()
+		if err := bson.Unmarshal(c.raw, state); err != nil {
+			s.cacheDrop(collection, id)
+			missing = append(missing, id)
+			continue
+		}
+		out[id] = projector.Loaded{Revision: c.revision, State: state, Cached: true}
+	}
+	ids = missing
+	if len(ids) == 0 {
+		return out, nil
+	}
 	if !s.bulkLimits(ctx).byID {
 		for chunk := range slices.Chunk(ids, 1000) {
 			if err := s.find(ctx, collection, bson.D{{Key: FieldID, Value: bson.D{{Key: "$in", Value: chunk}}}}, newState, out); err != nil {
@@ -126,6 +146,7 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 			return fmt.Errorf("decode %s into %T: %w", id, state, err)
 		}
 		out[id] = projector.Loaded{Revision: rev, State: state}
+		s.cachePut(collection, id, rev, slices.Clone(cur.Current))
 	}
 	return cur.Err()
 }
@@ -137,6 +158,26 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 	ok := make([]bool, len(writes))
 	coll := s.db.Collection(collection)
 	limits := s.bulkLimits(ctx)
+	// What the cache holds of these documents is about to be out of date;
+	// what is written goes into it once the write is known to have taken.
+	docs := make([]bson.D, len(writes))
+	for i, w := range writes {
+		s.cacheDrop(collection, w.ID)
+		d, err := document(w.ID, w.Revision, w.State)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = d
+	}
+	defer func() {
+		for i, w := range writes {
+			if !ok[i] {
+				s.cacheDrop(collection, w.ID)
+			} else if raw, err := bson.Marshal(docs[i]); err == nil {
+				s.cachePut(collection, w.ID, w.Revision, raw)
+			}
+		}
+	}()
 	var inserts, replaces []int
 	for i, w := range writes {
 		if w.Insert {
@@ -146,16 +187,12 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		}
 	}
 	for chunk := range slices.Chunk(inserts, limits.inserts) {
-		docs := make([]any, len(chunk))
+		batch := make([]any, len(chunk))
 		for j, i := range chunk {
-			d, err := document(writes[i].ID, writes[i].Revision, writes[i].State)
-			if err != nil {
-				return nil, err
-			}
-			docs[j] = d
+			batch[j] = docs[i]
 			ok[i] = true
 		}
-		_, err := coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 		var bw mongo.BulkWriteException
 		switch {
 		case err == nil:
@@ -166,6 +203,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 				}
 			}
 		default:
+			clear(ok)
 			return nil, fmt.Errorf("mongostore: insert %d documents into %s: %w", len(chunk), collection, err)
 		}
 	}
@@ -173,14 +211,11 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		models := make([]mongo.WriteModel, len(chunk))
 		for j, i := range chunk {
 			w := writes[i]
-			d, err := document(w.ID, w.Revision, w.State)
-			if err != nil {
-				return nil, err
-			}
-			models[j] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: FieldID, Value: w.ID}, {Key: FieldRevision, Value: int64(w.From)}}).SetReplacement(d)
+			models[j] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: FieldID, Value: w.ID}, {Key: FieldRevision, Value: int64(w.From)}}).SetReplacement(docs[i])
 		}
 		res, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
 		if err != nil {
+			clear(ok)
 			return nil, fmt.Errorf("mongostore: write %d documents of %s: %w", len(chunk), collection, err)
 		}
 		if int(res.MatchedCount) == len(chunk) {
@@ -196,6 +231,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		}
 		now, err := s.LoadMany(ctx, collection, ids, func() any { return new(bson.Raw) })
 		if err != nil {
+			clear(ok)
 			return nil, err
 		}
 		for _, i := range chunk {

@@ -44,12 +44,14 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 
 // Open connects to uri (see [Connect]) and returns a store on database that
 // owns the client: Close disconnects it.
-func Open(ctx context.Context, uri, database string, timeout time.Duration) (*Store, error) {
+func Open(ctx context.Context, uri, database string, timeout time.Duration, opts ...Option) (*Store, error) {
 	client, err := Connect(ctx, uri, timeout)
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: client.Database(database), client: client}, nil
+	s := New(client.Database(database), opts...)
+	s.client = client
+	return s, nil
 }
 
 // redact removes the URI's password from an error message, in case the parser

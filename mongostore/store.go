@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -39,6 +40,8 @@ type Store struct {
 	db     *mongo.Database
 	client *mongo.Client // set when the store opened it and must close it
 
+	cache *lru.Cache[cacheKey, cached] // documents batches read or wrote; nil: none
+
 	bulkMu    sync.Mutex
 	bulk      *bulkLimits // how to split batches for this server, once known
 	bulkRetry time.Time   // after a failed ask, when to ask again
@@ -48,7 +51,14 @@ var _ projector.Store = (*Store)(nil)
 
 // New returns a store on db. Closing the store leaves db's client open: it is
 // the caller's.
-func New(db *mongo.Database) *Store { return &Store{db: db} }
+func New(db *mongo.Database, opts ...Option) *Store {
+	s := &Store{db: db}
+	WithDocumentCache(DefaultDocumentCache)(s)
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // Database returns the database the store writes to.
 func (s *Store) Database() *mongo.Database { return s.db }
@@ -90,6 +100,7 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 
 // Insert implements [projector.Store].
 func (s *Store) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+	s.cacheDrop(collection, id)
 	doc, err := document(id, revision, state)
 	if err != nil {
 		return err
@@ -108,6 +119,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, revision uint
 // fields the new state leaves out do not linger, and reports a match, not a
 // modification: an event that changes nothing but the revision still counts.
 func (s *Store) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+	s.cacheDrop(collection, id)
 	doc, err := document(id, revision, state)
 	if err != nil {
 		return false, err

@@ -23,6 +23,11 @@ type BatchStore interface {
 type Loaded struct {
 	Revision uint64
 	State    any
+	// Cached: from the store's cache of what it read or wrote, not from the
+	// server, so possibly out of date. A write from it is conditional on
+	// Revision and misses if so; HandleBatch does not count events
+	// duplicates on a cached document's word alone.
+	Cached bool
 }
 
 // Write is one document write of a batch: an insert at Revision, or a
@@ -178,6 +183,13 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 				continue
 			}
 			if !changed {
+				if cur.Cached {
+					// Every event a duplicate, by the cache's word only: the
+					// gate reads the server. (A document deleted or rebuilt
+					// under the projector would otherwise lose them.)
+					b.slowDoc(ctx, p, d.idx)
+					continue
+				}
 				for k, i := range d.idx {
 					out[i] = append(out[i], results[k])
 				}

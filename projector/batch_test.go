@@ -325,3 +325,26 @@ func TestRunner_a_failure_in_one_of_two_projections_stops_the_batched_run(t *tes
 		t.Fatalf("want 1 failed event, in batches: %+v", st)
 	}
 }
+
+func TestHandleBatch_does_not_count_duplicates_on_a_stale_cache(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("gone"), cart.RandomLife(rand.New(rand.NewPCG(8, 8)), "gone", "c", 5, t0)...)
+	p := patient()
+	p.MaxElapsed = 200 * time.Millisecond
+	e := newEngine(t, s, p)
+	for i, rs := range e.HandleBatch(context.Background(), evs) {
+		if rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %v %v", i, rs[0].Outcome, rs[0].Err)
+		}
+	}
+	// The document goes behind the store's back; the events come again.
+	if _, err := s.Database().Collection(cart.DetailsName).DeleteOne(context.Background(), map[string]string{"_id": "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, rs := range e.HandleBatch(context.Background(), evs[1:]) {
+		if rs[0].Outcome == projector.Duplicate {
+			t.Fatalf("event %d counted a duplicate of a document that is not there", i+1)
+		}
+	}
+}

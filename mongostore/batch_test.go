@@ -1,0 +1,66 @@
+package mongostore_test
+
+import (
+	"context"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+type note struct {
+	Text string `bson:"text"`
+}
+
+func newNote() any { return new(note) }
+
+func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.Database(t)
+	s := mongostore.New(db)
+	ok, err := s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", Insert: true, Revision: 0, State: note{"first"}}})
+	if err != nil || !ok[0] {
+		t.Fatalf("insert: %v %v", ok, err)
+	}
+	got, err := s.LoadMany(ctx, "notes", []string{"a", "b"}, newNote)
+	if a := got["a"]; err != nil || !a.Cached || a.Revision != 0 || a.State.(*note).Text != "first" || len(got) != 1 {
+		t.Fatalf("after the write: %+v %v", got, err)
+	}
+
+	// Another process moves the document: the cache does not know, and the
+	// next conditional write from it misses.
+	if _, err := db.Collection("notes").UpdateOne(ctx, bson.D{{Key: "_id", Value: "a"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "revision", Value: int64(5)}, {Key: "text", Value: "theirs"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.LoadMany(ctx, "notes", []string{"a"}, newNote); !got["a"].Cached || got["a"].Revision != 0 {
+		t.Fatalf("stale entry: %+v", got["a"])
+	}
+	ok, err = s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", From: 0, Revision: 1, State: note{"mine"}}})
+	if err != nil || ok[0] {
+		t.Fatalf("write from the stale revision: took %v (%v), want a miss", ok, err)
+	}
+	got, err = s.LoadMany(ctx, "notes", []string{"a"}, newNote)
+	if a := got["a"]; err != nil || a.Cached || a.Revision != 5 || a.State.(*note).Text != "theirs" {
+		t.Fatalf("after the miss, want the server's document: %+v %v", a, err)
+	}
+
+	// The per-event path writes around the cache and drops the entry.
+	if took, err := s.Update(ctx, "notes", "a", 5, 6, note{"gate"}); err != nil || !took {
+		t.Fatalf("update: %v %v", took, err)
+	}
+	if got, _ := s.LoadMany(ctx, "notes", []string{"a"}, newNote); got["a"].Cached || got["a"].Revision != 6 {
+		t.Fatalf("after a gate write: %+v", got["a"])
+	}
+
+	none := mongostore.New(db, mongostore.WithDocumentCache(0))
+	if _, err := none.WriteMany(ctx, "notes", []projector.Write{{ID: "c", Insert: true, State: note{"x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := none.LoadMany(ctx, "notes", []string{"c"}, newNote); got["c"].Cached {
+		t.Fatal("a store without a cache served from one")
+	}
+}

@@ -1,0 +1,56 @@
+package mongostore
+
+import (
+	lru "github.com/hashicorp/golang-lru/v2"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// DefaultDocumentCache is how many documents a store keeps for batched
+// catch-up unless [WithDocumentCache] says otherwise.
+const DefaultDocumentCache = 4096
+
+// Option configures a [Store].
+type Option func(*Store)
+
+// WithDocumentCache keeps the last n documents the store read or wrote in
+// bulk (default [DefaultDocumentCache]; 0 keeps none), so that batched
+// catch-up reads a document from the server only the first time a batch
+// needs it. A cached document can be stale (another process moved it): the
+// batch's write is conditional on the cached revision, misses, and the
+// engine takes the document through the revision gate, which reads the
+// server. The per-event path never reads the cache.
+func WithDocumentCache(n int) Option {
+	return func(s *Store) {
+		s.cache = nil
+		if n > 0 {
+			s.cache, _ = lru.New[cacheKey, cached](n) // n > 0: no error
+		}
+	}
+}
+
+type cacheKey struct{ collection, id string }
+
+// cached is a document as the store last read or wrote it.
+type cached struct {
+	revision uint64
+	raw      bson.Raw // the document, or the state alone: both decode into the state
+}
+
+func (s *Store) cacheGet(collection, id string) (cached, bool) {
+	if s.cache == nil {
+		return cached{}, false
+	}
+	return s.cache.Get(cacheKey{collection, id})
+}
+
+func (s *Store) cachePut(collection, id string, revision uint64, raw bson.Raw) {
+	if s.cache != nil {
+		s.cache.Add(cacheKey{collection, id}, cached{revision, raw})
+	}
+}
+
+func (s *Store) cacheDrop(collection, id string) {
+	if s.cache != nil {
+		s.cache.Remove(cacheKey{collection, id})
+	}
+}
