@@ -184,6 +184,10 @@ func TestAll_server_unreachable_for_a_while_then_back(t *testing.T) {
 	x := start(t, r)
 	x.waitFor(t, "some events", func(st projector.RunnerStats) bool { return st.Applied >= 100 })
 	g.server.Refuse(2 * time.Second)
+	// The runner may be at the head already: wait for the drop, then for it
+	// to subscribe again once the server is back.
+	x.waitFor(t, "the drop", func(st projector.RunnerStats) bool { return st.Drops >= 1 })
+	x.waitFor(t, "a new subscription", func(st projector.RunnerStats) bool { return st.Subscriptions >= 2 })
 	x.waitFor(t, "the checkpoint at the head", atHead(g.server))
 	if err := x.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
