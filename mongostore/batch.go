@@ -169,9 +169,12 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		}
 		docs[i] = d
 	}
+	// sure[i]: the server took docs[i] itself, not only a document at its
+	// revision (which a re-read after a miss can find: another writer's).
+	sure := make([]bool, len(writes))
 	defer func() {
 		for i, w := range writes {
-			if !ok[i] {
+			if !ok[i] || !sure[i] {
 				s.cacheDrop(collection, w.ID)
 			} else if raw, err := bson.Marshal(docs[i]); err == nil {
 				s.cachePut(collection, w.ID, w.Revision, raw)
@@ -190,7 +193,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		batch := make([]any, len(chunk))
 		for j, i := range chunk {
 			batch[j] = docs[i]
-			ok[i] = true
+			ok[i], sure[i] = true, true
 		}
 		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
 		var bw mongo.BulkWriteException
@@ -220,7 +223,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []proje
 		}
 		if int(res.MatchedCount) == len(chunk) {
 			for _, i := range chunk {
-				ok[i] = true
+				ok[i], sure[i] = true, true
 			}
 			continue
 		}

@@ -56,6 +56,25 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 		t.Fatalf("after a gate write: %+v", got["a"])
 	}
 
+	// A write that misses while another writer put the document at the same
+	// revision counts as taken, but what the cache keeps is the server's
+	// document, not the one that was not written.
+	if _, err := s.LoadMany(ctx, "notes", []string{"a"}, newNote); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Collection("notes").UpdateOne(ctx, bson.D{{Key: "_id", Value: "a"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "revision", Value: int64(7)}, {Key: "text", Value: "also theirs"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ok, err = s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", From: 6, Revision: 7, State: note{"not written"}}})
+	if err != nil || !ok[0] {
+		t.Fatalf("write to the revision another writer reached: %v %v", ok, err)
+	}
+	got, err = s.LoadMany(ctx, "notes", []string{"a"}, newNote)
+	if a := got["a"]; err != nil || a.Cached || a.State.(*note).Text != "also theirs" {
+		t.Fatalf("after a write another writer beat: %+v %v", a, err)
+	}
+
 	none := mongostore.New(db, mongostore.WithDocumentCache(0))
 	if _, err := none.WriteMany(ctx, "notes", []projector.Write{{ID: "c", Insert: true, State: note{"x"}}}); err != nil {
 		t.Fatal(err)

@@ -15,10 +15,17 @@ type Option func(*Store)
 // WithDocumentCache keeps the last n documents the store read or wrote in
 // bulk (default [DefaultDocumentCache]; 0 keeps none), so that batched
 // catch-up reads a document from the server only the first time a batch
-// needs it. A cached document can be stale (another process moved it): the
-// batch's write is conditional on the cached revision, misses, and the
-// engine takes the document through the revision gate, which reads the
-// server. The per-event path never reads the cache.
+// needs it. The per-event path (at the head, and the gate) never reads the
+// cache, and its writes drop the document from it.
+//
+// A cached document another process has moved is caught: the batch's write
+// is conditional on the cached revision, misses, and the engine takes the
+// document through the revision gate, which reads the server. A change that
+// keeps the revision is not caught: a parked event replayed by another
+// process, or an edit by hand, is written over by the next batch of a
+// projector that holds the document. Replay parked events while the
+// projection is stopped (as replay-parked asks), or with the store the
+// running engine uses, or turn the cache off.
 func WithDocumentCache(n int) Option {
 	return func(s *Store) {
 		s.cache = nil

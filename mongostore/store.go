@@ -106,6 +106,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, revision uint
 		return err
 	}
 	_, err = s.db.Collection(collection).InsertOne(ctx, doc)
+	s.cacheDrop(collection, id) // again: a batch may have read it meanwhile
 	if mongo.IsDuplicateKeyError(err) {
 		return projector.ErrDuplicate
 	}
@@ -126,6 +127,7 @@ func (s *Store) Update(ctx context.Context, collection, id string, from, revisio
 	}
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(from)}}
 	res, err := s.db.Collection(collection).ReplaceOne(ctx, filter, doc)
+	s.cacheDrop(collection, id) // again: a batch may have read it meanwhile
 	if err != nil {
 		return false, fmt.Errorf("mongostore: update %s/%s: %w", collection, id, err)
 	}

@@ -72,9 +72,10 @@ var ErrNotParked = errors.New("no such projection in this engine")
 //
 // Under the revision gate the write cannot be conditional on anything the
 // gate changes (the revision stays), so replay while the projection is not
-// running, or at least while no event of the parked documents arrives; under
-// the other strategies the write is conditional on the document's version and
-// safe at any time.
+// running: a running projector that is catching up folds from what it has
+// read before (mongostore caches the documents of its batches) and would
+// write over the replay. Under the other strategies the write is conditional
+// on the document's version and safe at any time.
 func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	var p Definition
 	for _, d := range e.projections {
