@@ -91,6 +91,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		}
 		decoded[i] = d
 	}
+	b.decoded = decoded
 	type docEvents struct {
 		id  string
 		idx []int // into events, in order
@@ -133,7 +134,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			e.logger.Warn("batch read failed: its documents go through the gate one event at a time",
 				"projection", p.Name(), "documents", len(ids), "err", err)
 			for _, d := range docs {
-				b.slowDoc(ctx, p, d.idx)
+				b.slowDoc(ctx, p, d.id, d.idx)
 			}
 			continue
 		}
@@ -179,7 +180,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 				results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 			}
 			if fallback {
-				b.slowDoc(ctx, p, d.idx)
+				b.slowDoc(ctx, p, d.id, d.idx)
 				continue
 			}
 			if !changed {
@@ -187,7 +188,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 					// Every event a duplicate, by the cache's word only: the
 					// gate reads the server. (A document deleted or rebuilt
 					// under the projector would otherwise lose them.)
-					b.slowDoc(ctx, p, d.idx)
+					b.slowDoc(ctx, p, d.id, d.idx)
 					continue
 				}
 				for k, i := range d.idx {
@@ -219,7 +220,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			for _, i := range d.idx {
 				out[i] = slices.DeleteFunc(out[i], func(r Result) bool { return r.Projection == p.Name() })
 			}
-			b.slowDoc(ctx, p, d.idx)
+			b.slowDoc(ctx, p, d.id, d.idx)
 		}
 	}
 	return out
@@ -229,9 +230,10 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 // one has failed.
 type batchRun struct {
 	*Engine
-	events []Event
-	out    [][]Result
-	failed bool
+	events  []Event
+	decoded []Event // the events with their payloads decoded, once they all decode
+	out     [][]Result
+	failed  bool
 }
 
 // handle handles event i alone, through Handle, unless an event has failed.
@@ -244,15 +246,13 @@ func (b *batchRun) handle(ctx context.Context, i int) {
 	b.note(b.out[i]...)
 }
 
-// slowDoc handles the events idx of one document of p through the gate, in
-// order (they all decode: see HandleBatch), until an event fails.
-func (b *batchRun) slowDoc(ctx context.Context, p Definition, idx []int) {
+// slowDoc handles the events idx of document id of p through the gate, in
+// order, until an event fails.
+func (b *batchRun) slowDoc(ctx context.Context, p Definition, id string, idx []int) {
 	for _, i := range idx {
-		decoded, _ := b.registry.Decode(b.events[i])
-		id, _ := p.DocumentID(decoded)
 		res := Result{Projection: p.Name(), Document: id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
-			res = b.gate(ctx, p, id, decoded, nil)
+			res = b.gate(ctx, p, id, b.decoded[i], nil)
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

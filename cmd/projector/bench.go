@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -51,9 +52,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	tune := defaultCatchUp
-	fs.IntVar(&tune.workers, "workers", tune.workers, "A's workers")
-	fs.IntVar(&tune.batch, "batch", tune.batch, "A's largest batch")
-	fs.DurationVar(&tune.window, "batch-window", tune.window, "A's batch window while behind the head")
+	tune.register(fs)
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
 	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
@@ -87,27 +86,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer client.Disconnect(context.Background())
-	es, err := esdbtest.Start(esdbtest.Options{})
-	if err != nil {
-		return err
-	}
-	defer es.Close()
-
 	// The events, through the official client, and the fold of every cart.
-	sub, err := subscription.Dial(es.URI(), nil)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	cl, err := sub.ESDB()
-	if err != nil {
-		return err
-	}
 	appended := time.Now()
-	lives, total, err := benchEvents(ctx, cl, carts, events)
+	elog, err := startEventLog(ctx, carts, events)
 	if err != nil {
 		return err
 	}
+	defer elog.Close()
+	es, sub, cl, lives, total := elog.server, elog.client, elog.esdb, elog.lives, elog.total
 	fmt.Fprintf(stderr, "  appended %d events: %v\n", total, time.Since(appended).Round(time.Millisecond))
 	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart); documents on %s; events on the in-process EventStoreDB-protocol server\n",
 		total, carts, events, where)
@@ -260,24 +246,12 @@ func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]
 // benchScaled runs A on carts carts of events events each, on an event
 // server of its own, and compares its peak resident set with base's (KiB).
 func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
-	es, err := esdbtest.Start(esdbtest.Options{})
+	elog, err := startEventLog(ctx, carts, events)
 	if err != nil {
 		return err
 	}
-	defer es.Close()
-	sub, err := subscription.Dial(es.URI(), nil)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	cl, err := sub.ESDB()
-	if err != nil {
-		return err
-	}
-	lives, total, err := benchEvents(ctx, cl, carts, events)
-	if err != nil {
-		return err
-	}
+	defer elog.Close()
+	es, lives, total := elog.server, elog.lives, elog.total
 	db := client.Database("bench_scaled")
 	if err := db.Drop(ctx); err != nil {
 		return err
@@ -296,6 +270,45 @@ func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string,
 		return fmt.Errorf("%d of %d documents differ from the fold", wrong, carts)
 	}
 	return nil
+}
+
+// eventLog is an in-process event server holding the lives of the bench's
+// carts, with a client on it.
+type eventLog struct {
+	server *esdbtest.Server
+	client *subscription.Client
+	esdb   *esdb.Client
+	lives  map[string][]projector.Event // each cart's events, as the fold takes them
+	total  int
+}
+
+// startEventLog starts an event server and appends carts carts of events
+// events each to it (see benchEvents).
+func startEventLog(ctx context.Context, carts, events int) (*eventLog, error) {
+	es, err := esdbtest.Start(esdbtest.Options{})
+	if err != nil {
+		return nil, err
+	}
+	l := &eventLog{server: es}
+	if l.client, err = subscription.Dial(es.URI(), nil); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if l.esdb, err = l.client.ESDB(); err == nil {
+		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *eventLog) Close() {
+	if l.client != nil {
+		l.client.Close()
+	}
+	l.server.Close()
 }
 
 // benchEvents appends the lives of carts carts of events events each, their
@@ -339,6 +352,13 @@ type catchUpSettings struct {
 
 // defaultCatchUp is the runner's defaults.
 var defaultCatchUp = catchUpSettings{workers: projector.DefaultWorkers, batch: projector.DefaultBatch, window: projector.DefaultBatchWindow}
+
+// register makes the settings flags of fs; args gives them back.
+func (c *catchUpSettings) register(fs *flag.FlagSet) {
+	fs.IntVar(&c.workers, "workers", c.workers, "A's workers")
+	fs.IntVar(&c.batch, "batch", c.batch, "A's largest batch")
+	fs.DurationVar(&c.window, "batch-window", c.window, "A's batch window while behind the head")
+}
 
 func (c catchUpSettings) options() []projector.RunnerOption {
 	return []projector.RunnerOption{projector.WithWorkers(c.workers), projector.WithBatch(c.batch, c.window)}
@@ -397,9 +417,7 @@ func runBenchCatchUp(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
-	fs.IntVar(&tune.workers, "workers", tune.workers, "")
-	fs.IntVar(&tune.batch, "batch", tune.batch, "")
-	fs.DurationVar(&tune.window, "batch-window", tune.window, "")
+	tune.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -456,60 +474,56 @@ func peakResident() int64 {
 }
 
 // heapProfileAtPeak writes a heap profile to path each time the heap in
-// use passes its peak so far, until stop: the last one written is the
+// use passes its peak so far by 5%, until stop: the last one written is the
 // profile at the peak.
 func heapProfileAtPeak(path string) (stop func()) {
+	var peak uint64
+	return sampleHeap(20*time.Millisecond, func(inUse uint64) {
+		if inUse > peak+peak/20 {
+			peak = inUse
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+	})
+}
+
+// heapPeak samples the heap in use every 10 ms until stop.
+func heapPeak() (*atomic.Uint64, func()) {
+	var peak atomic.Uint64
+	stop := sampleHeap(10*time.Millisecond, func(inUse uint64) {
+		if inUse > peak.Load() {
+			peak.Store(inUse)
+		}
+	})
+	return &peak, stop
+}
+
+// sampleHeap calls fn with the heap in use now, then every interval, and
+// once more when stopped; fn runs on one goroutine.
+func sampleHeap(every time.Duration, fn func(inUse uint64)) (stop func()) {
+	sample := func() {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		fn(m.HeapInuse)
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		var peak uint64
-		t := time.NewTicker(20 * time.Millisecond)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			if m.HeapInuse > peak+peak/20 {
-				peak = m.HeapInuse
-				if f, err := os.Create(path); err == nil {
-					_ = pprof.Lookup("heap").WriteTo(f, 0)
-					f.Close()
-				}
-			}
+			sample()
 			select {
 			case <-done:
+				sample()
 				return
 			case <-t.C:
 			}
 		}
 	})
 	return func() { close(done); wg.Wait() }
-}
-
-// heapPeak samples the heap in use every 10 ms until stop.
-func heapPeak() (*atomic.Uint64, func()) {
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	sample := func() {
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		if m.HeapInuse > peak.Load() {
-			peak.Store(m.HeapInuse)
-		}
-	}
-	wg.Go(func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			sample()
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	return &peak, func() { close(done); wg.Wait(); sample() }
 }
 
 // benchProjector is A: the runner catching up from the start of $all. The
