@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 )
 
 func handler(t *testing.T) (*cart.Handler, cart.EventStore) {

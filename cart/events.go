@@ -14,8 +14,11 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
+// Category is the EventStoreDB category of the cart streams.
+const Category = "shopping_cart"
+
 // StreamPrefix starts the name of every cart stream; the rest is the cart id.
-const StreamPrefix = "shopping_cart-"
+const StreamPrefix = Category + "-"
 
 // StreamID returns the stream of cart id.
 func StreamID(cartID string) string { return StreamPrefix + cartID }

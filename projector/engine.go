@@ -74,15 +74,8 @@ func NewEngine(store Store, registry *Registry, projections []Definition, opts .
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
-	names, colls := map[string]bool{}, map[string]string{}
-	for _, p := range projections {
-		if names[p.Name()] {
-			return nil, fmt.Errorf("projector: two projections named %q", p.Name())
-		}
-		if other, ok := colls[p.Collection()]; ok {
-			return nil, fmt.Errorf("projector: projections %q and %q share collection %q", other, p.Name(), p.Collection())
-		}
-		names[p.Name()], colls[p.Collection()] = true, p.Name()
+	if err := Validate(registry, projections...); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
+	"strings"
 )
 
 // Projection is a read model: a state type S kept in one document per id, and
@@ -123,8 +125,12 @@ type Definition interface {
 	Collection() string
 	Indexes() []Index
 	DocumentID(Event) (string, bool)
+	Strategy() Strategy
 
 	creates(Event) bool
+	handledTypes() []reflect.Type
+	routes() bool
+	copyTo(collection string) Definition
 	newState() any
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
@@ -157,6 +163,31 @@ func (p *Projection[S]) creates(e Event) bool {
 }
 
 func (p *Projection[S]) newState() any { return new(S) }
+
+func (p *Projection[S]) handledTypes() []reflect.Type {
+	out := make([]reflect.Type, 0, len(p.handlers))
+	for t := range p.handlers {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b reflect.Type) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+func (p *Projection[S]) routes() bool { return p.id != nil }
+
+// copyTo returns a copy of p that keeps its documents in collection. The
+// handlers are shared: they are not changed once the engine starts.
+func (p *Projection[S]) copyTo(collection string) Definition {
+	c := *p
+	c.collection = collection
+	c.indexes = slices.Clone(p.indexes)
+	return &c
+}
+
+// Copy returns a copy of projection p that keeps its documents in collection
+// instead: the same name, handlers, strategy and failure policy. A rebuild
+// fills such a copy while p's own collection keeps serving readers.
+func Copy(p Definition, collection string) Definition { return p.copyTo(collection) }
 
 // applyTo applies e to *state (a *S, nil for the zero state) and returns a *S.
 func (p *Projection[S]) applyTo(state any, e Event) (any, error) {

@@ -49,6 +49,14 @@ func (r *Registry) zero(name string) (any, bool) {
 	return reflect.Zero(t).Interface(), true
 }
 
+// nameOf returns the event type name Go type t is registered under.
+func (r *Registry) nameOf(t reflect.Type) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	name, ok := r.byType[t]
+	return name, ok
+}
+
 // Name returns the event type name a payload is registered under.
 func (r *Registry) Name(payload any) (string, bool) {
 	r.mu.RLock()

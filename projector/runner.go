@@ -164,9 +164,14 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 				"not %d workers)", name, p.Name(), r.workers)
 		}
 	}
-	if f, ok := source.(interface{ FiltersEventTypes() bool }); ok && f.FiltersEventTypes() && len(engine.projections) > 0 {
-		return nil, fmt.Errorf("projector: runner %q: the source filters events by type, which leaves holes in each stream's revisions; "+
-			"the revision gate of projection %q would wait for them forever: filter by stream name instead", name, engine.projections[0].Name())
+	if f, ok := source.(interface{ FiltersEventTypes() bool }); ok && f.FiltersEventTypes() {
+		for _, p := range engine.projections {
+			if strategyOf(p).NeedsEveryRevision() {
+				return nil, fmt.Errorf("projector: runner %q: the source filters events by type, which leaves holes in each stream's revisions; "+
+					"the %s strategy of projection %q would wait for them forever: filter by stream name instead, "+
+					"or use a strategy that needs no revision order (HandledIDs, Inbox, None)", name, strategyOf(p), p.Name())
+			}
+		}
 	}
 	r.logger = engine.logger.With("runner", name)
 	return r, nil

@@ -99,6 +99,13 @@ func (s Strategy) String() string {
 	return "unknown strategy"
 }
 
+// NeedsEveryRevision reports whether the strategy needs every event of a
+// stream that feeds a document, in revision order: a source that leaves
+// events out by type leaves holes it would wait for forever.
+func (s Strategy) NeedsEveryRevision() bool {
+	return s.kind == kindStreamRevision || s.kind == kindRevisionMap
+}
+
 // NeedsOrderedSource reports whether the strategy is valid only with one
 // consumer seeing the log in order.
 func (s Strategy) NeedsOrderedSource() bool { return s.kind == kindGlobalPosition }
@@ -173,9 +180,6 @@ func (e *Engine) prepareStrategies(ctx context.Context) error {
 		}
 		if _, ok := e.store.(GuardedStore); !ok {
 			return fmt.Errorf("projector: projection %q uses the %s strategy, which the store %T cannot keep", p.Name(), s, e.store)
-		}
-		if s.kind == kindHandledIDs && s.window < 1 {
-			return fmt.Errorf("projector: projection %q: a handled-ids window must hold at least 1 id", p.Name())
 		}
 		if s.kind != kindInbox {
 			continue

@@ -25,6 +25,9 @@ type AllOptions struct {
 	// It leaves holes in the revisions of a stream, which the revision gate
 	// would wait for forever: the runner refuses it for gated projections.
 	EventTypePrefixes []string
+	// EventTypeRegex keeps only events whose type matches it; it replaces
+	// EventTypePrefixes. The same holes in revisions follow.
+	EventTypeRegex string
 	// MaxSearchWindow and CheckpointInterval tune the server's checkpoint
 	// messages: one after every MaxSearchWindow*CheckpointInterval events it
 	// scans, kept or not (server defaults when 0). They move the stored
@@ -54,7 +57,7 @@ func NewAll(client *Client, opts AllOptions) (*All, error) {
 	if client == nil {
 		return nil, errors.New("subscription: no client")
 	}
-	f, err := allFilter(opts)
+	f, err := ServerFilter(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -64,21 +67,28 @@ func NewAll(client *Client, opts AllOptions) (*All, error) {
 	return &All{client: client, opts: opts, filter: f}, nil
 }
 
-func allFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
+// ServerFilter returns the server-side filter of o's stream or event-type
+// settings, for a catch-up subscription to $all or a persistent subscription
+// group on $all; with none set it leaves out system events only.
+func ServerFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
 	streams := len(o.StreamPrefixes) > 0 || o.StreamRegex != ""
-	if streams && len(o.EventTypePrefixes) > 0 {
+	types := len(o.EventTypePrefixes) > 0 || o.EventTypeRegex != ""
+	if streams && types {
 		return nil, errors.New("subscription: $all filters by stream or by event type, not both (the server takes one filter)")
 	}
-	if o.StreamRegex != "" {
-		if _, err := regexp.Compile(o.StreamRegex); err != nil {
-			return nil, fmt.Errorf("subscription: stream regex: %w", err)
+	for _, rx := range []string{o.StreamRegex, o.EventTypeRegex} {
+		if _, err := regexp.Compile(rx); err != nil {
+			return nil, fmt.Errorf("subscription: filter regex: %w", err)
 		}
+	}
+	switch {
+	case o.StreamRegex != "":
 		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Regex: o.StreamRegex}, nil
-	}
-	if len(o.StreamPrefixes) > 0 {
+	case len(o.StreamPrefixes) > 0:
 		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: o.StreamPrefixes}, nil
-	}
-	if len(o.EventTypePrefixes) > 0 {
+	case o.EventTypeRegex != "":
+		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Regex: o.EventTypeRegex}, nil
+	case len(o.EventTypePrefixes) > 0:
 		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: o.EventTypePrefixes}, nil
 	}
 	return esdb.ExcludeSystemEventsFilter(), nil
@@ -91,8 +101,11 @@ func (a *All) Ordered() bool { return true }
 func (s *Stream) Ordered() bool { return true }
 
 // FiltersEventTypes reports whether the subscription leaves out events by
-// type, so that streams arrive with holes.
-func (a *All) FiltersEventTypes() bool { return len(a.opts.EventTypePrefixes) > 0 }
+// type, so that streams arrive with holes. (Leaving out system events only,
+// the default, leaves no hole in a user's stream.)
+func (a *All) FiltersEventTypes() bool {
+	return len(a.opts.EventTypePrefixes) > 0 || a.opts.EventTypeRegex != ""
+}
 
 // Subscribe implements [projector.Source]: after from, or from the start.
 func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {

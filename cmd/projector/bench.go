@@ -22,9 +22,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/embedded"
-	"github.com/revgate/projector/internal/esdbtest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -38,7 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var carts, events, liveEvents int
 	var mongoURI, postgres string
 	var liveRate float64
-	fs := newFlags("bench", "bench [flags]", stderr)
+	fs := app.NewFlagSet("projector bench", "projector bench [flags]", stderr)
 	fs.IntVar(&carts, "carts", 200, "carts")
 	fs.IntVar(&events, "events", 20, "events per cart")
 	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI (default: the embedded Mongo-wire server, in a temporary directory)")
@@ -56,12 +57,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
 	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
-	if err := parse(fs, args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 {
 		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale and --batch-window >= 0")
-		return errUsage
+		return app.ErrUsage
 	}
 	where := "MongoDB at --mongo"
 	if mongoURI == "" {
@@ -411,14 +412,14 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 func runBenchCatchUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var esdbURI, mongoURI, database, profile, memProfile string
 	tune := defaultCatchUp
-	fs := newFlags("bench-catch-up", "bench-catch-up (started by bench)", stderr)
+	fs := app.NewFlagSet("projector bench-catch-up", "projector bench-catch-up (started by bench)", stderr)
 	fs.StringVar(&esdbURI, "esdb", "", "")
 	fs.StringVar(&mongoURI, "mongo", "", "")
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
 	tune.register(fs)
-	if err := parse(fs, args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	client, err := mongostore.Connect(ctx, mongoURI, 10*time.Second)

@@ -12,8 +12,10 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
+	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/app/embedmongo"
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -75,7 +77,7 @@ func (p *demoPath) stats() projector.RunnerStats {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var c demoConfig
-	fs := newFlags("demo", "demo [flags]", stderr)
+	fs := app.NewFlagSet("projector demo", "projector demo [flags]", stderr)
 	fs.IntVar(&c.carts, "carts", 50, "shopping carts to simulate")
 	fs.IntVar(&c.events, "events", 10, "events per cart")
 	fs.Float64Var(&c.rate, "rate", 0, "events appended per second (0: as fast as the server takes them)")
@@ -89,23 +91,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for MongoDB to answer")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up if the read models are not complete by then")
 	fs.BoolVar(&c.hold, "hold", false, "after the report, keep the servers up (until Ctrl-C) to look at the data")
-	if err := parse(fs, args); err != nil {
+	if err := app.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(stderr, err)
-		return errUsage
+		return app.ErrUsage
 	}
 
-	opened, err := openStore(ctx, c.mongoURI, c.dataDir, c.database, c.connectTimeout, nil)
+	opened, err := app.OpenStore(ctx, app.StoreOptions{MongoURI: c.mongoURI, DataDir: c.dataDir, Database: c.database,
+		Timeout: c.connectTimeout, Embedded: embedmongo.Start})
 	if err != nil {
 		return err
 	}
-	defer opened.close()
-	store, mongoURI, where := opened.Store, opened.uri, "MongoDB at --mongo"
-	if opened.embedded != nil {
-		where = opened.embedded.String()
-	}
+	defer opened.Close()
+	store, mongoURI, where := opened.Store, opened.URI, opened.Where()
 	if err := store.Database().Drop(ctx); err != nil {
 		return fmt.Errorf("empty database %s: %w", c.database, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/projector"
 )

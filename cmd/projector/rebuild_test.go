@@ -11,7 +11,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"

@@ -20,7 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/revgate/projector/cart"
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 )
 
 // A test starts a server, connects the official client to it and injects a

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/revgate/projector/internal/esdbtest"
+	"github.com/revgate/projector/esdbtest"
 )
 
 // --- helpers ---

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -25,11 +25,11 @@ type runnerView interface {
 // from the checkpoint the rebuild left (checkpoints are named after their
 // collection).
 type slot struct {
-	name  string
-	entry catalogEntry
-	cur   atomic.Pointer[projector.Runner]
-	past  atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
-	group atomic.Pointer[subscription.Persistent] // with --group
+	name       string
+	projection Projection
+	cur        atomic.Pointer[projector.Runner]
+	past       atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
+	group      atomic.Pointer[subscription.Persistent] // with --group
 }
 
 // Parked returns how many events this process parked in its group.
@@ -79,7 +79,7 @@ const followInterval = time.Second
 func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, logger *slog.Logger,
 	build func(ctx context.Context, collection string) (*projector.Runner, error)) error {
 	for {
-		coll, err := store.ActiveCollection(ctx, s.name, s.entry.collection)
+		coll, err := store.ActiveCollection(ctx, s.name, s.projection.Definition.Collection())
 		if err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, lo
 						return
 					case <-t.C:
 					}
-					if now, err := store.ActiveCollection(rctx, s.name, s.entry.collection); err == nil && now != coll {
+					if now, err := store.ActiveCollection(rctx, s.name, s.projection.Definition.Collection()); err == nil && now != coll {
 						switched <- now
 						cancel()
 						return

@@ -1,14 +1,11 @@
-package main
+package app
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/revgate/projector/mongostore"
@@ -109,9 +106,6 @@ type headSampler struct {
 	lags map[string]int
 }
 
-// lagCap bounds how many events the sampler counts behind a checkpoint.
-const lagCap = 10000
-
 func (h *headSampler) read() (uint64, map[string]int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -134,71 +128,30 @@ func (h *headSampler) run(ctx context.Context, client *subscription.Client, runn
 func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
-	var head uint64
 	lags := map[string]int{}
-	err := client.Do(ctx, func(cl *esdb.Client) error {
-		var err error
-		if head, err = lastPosition(ctx, cl); err != nil {
-			return err
+	pos, err := head(ctx, client)
+	for _, r := range runners {
+		if err != nil {
+			break
 		}
-		for _, r := range runners {
-			if cp := r.Stats().Checkpoint; cp != nil && cp.Position < head {
-				if n, err := countAfter(ctx, cl, *cp); err == nil {
-					lags[r.Name()] = n
-				}
-			} else if cp != nil {
-				lags[r.Name()] = 0
+		switch cp := r.Stats().Checkpoint; {
+		case cp == nil:
+		case cp.Position < pos:
+			if n, err := countAfter(ctx, client, &cp.Position, cp.Prepare); err == nil {
+				lags[r.Name()] = n
 			}
+		default:
+			lags[r.Name()] = 0
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		// Stale figures are worse than none: drop them until the next sample.
 		logger.Debug("sampling the head of $all", "err", err)
-		head, lags = 0, map[string]int{}
+		pos = 0
 	}
 	h.mu.Lock()
-	h.head, h.lags = head, lags
+	h.head, h.lags = pos, lags
 	h.mu.Unlock()
-}
-
-// lastPosition returns the commit position of the last event in $all.
-func lastPosition(ctx context.Context, cl *esdb.Client) (uint64, error) {
-	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
-	if err != nil {
-		return 0, err
-	}
-	defer s.Close()
-	ev, err := s.Recv()
-	if errors.Is(err, io.EOF) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ev.OriginalEvent().Position.Commit, nil
-}
-
-// countAfter counts the events of $all after cp, up to lagCap.
-func countAfter(ctx context.Context, cl *esdb.Client, cp projector.Checkpoint) (int, error) {
-	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, lagCap+1)
-	if err != nil {
-		return 0, err
-	}
-	defer s.Close()
-	n := 0
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return max(n, 0), nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		if ev.OriginalEvent().Position.Commit > cp.Position {
-			n++ // reading forwards from a position includes the event there
-		}
-	}
 }
 
 // timedStore measures the store's calls for the write-latency histogram. It

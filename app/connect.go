@@ -1,0 +1,138 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/subscription"
+)
+
+// servers are the connection flags every built-in command shares.
+type servers struct {
+	esdb, mongo, database, dataDir string
+	timeout                        time.Duration
+}
+
+// register declares the connection flags on fs; esdbHelp says what the
+// command needs EventStoreDB for ("" leaves --esdb out).
+func (s *servers) register(fs *flag.FlagSet, embedded bool, esdbHelp string) {
+	if esdbHelp != "" {
+		fs.StringVar(&s.esdb, "esdb", "", esdbHelp)
+	}
+	if embedded {
+		fs.StringVar(&s.mongo, "mongo", "", "MongoDB URI; empty starts the embedded Mongo-wire server with its data under --data-dir")
+		fs.StringVar(&s.dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server (kept across runs)")
+	} else {
+		fs.StringVar(&s.mongo, "mongo", "", "MongoDB URI, e.g. mongodb://localhost:27017/?directConnection=true (required)")
+	}
+	fs.StringVar(&s.database, "database", "projector", "database of the read models and checkpoints")
+	fs.DurationVar(&s.timeout, "connect-timeout", 10*time.Second, "how long to wait for each server to answer at start")
+}
+
+// check reports flags that cannot work, before any I/O.
+func (s *servers) check(stderr io.Writer, needESDB, embedded bool) error {
+	switch {
+	case s.timeout <= 0:
+		return usageError(stderr, "--connect-timeout must be > 0, got %v", s.timeout)
+	case needESDB && s.esdb == "":
+		return usageError(stderr, "--esdb (or PROJECTOR_ESDB) is required: the EventStoreDB to read, e.g. esdb://localhost:2113?tls=false")
+	case s.mongo == "" && !embedded:
+		return usageError(stderr, "%v", errNoMongo)
+	}
+	return nil
+}
+
+// openStore opens the read models' database.
+func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*Store, error) {
+	return OpenStore(ctx, StoreOptions{MongoURI: s.mongo, DataDir: s.dataDir, Database: s.database, Timeout: s.timeout,
+		Embedded: x.Embedded, Logger: logger})
+}
+
+// dial returns a client of the EventStoreDB at s.esdb that has answered
+// within the connect timeout.
+func dial(ctx context.Context, s servers, logger *slog.Logger) (*subscription.Client, error) {
+	client, err := subscription.Dial(s.esdb, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := probeESDB(ctx, client, s.timeout); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return client, nil
+}
+
+// probeESDB reads one event of $all, so that a wrong address or a server that
+// does not answer fails the start within timeout, with a clear message.
+func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := head(ctx, c)
+	if err != nil {
+		return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
+	}
+	return nil
+}
+
+// head returns the commit position of the last event in $all.
+func head(ctx context.Context, c *subscription.Client) (uint64, error) {
+	var pos uint64
+	err := c.Do(ctx, func(cl *esdb.Client) error {
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		pos = ev.OriginalEvent().Position.Commit
+		return nil
+	})
+	return pos, err
+}
+
+// lagCap bounds how many events are counted behind a checkpoint.
+const lagCap = 10000
+
+// countAfter counts the events of $all after cp (from the start when cp is
+// nil), up to lagCap.
+func countAfter(ctx context.Context, c *subscription.Client, cp *uint64, prepare uint64) (int, error) {
+	n := 0
+	err := c.Do(ctx, func(cl *esdb.Client) error {
+		var from esdb.AllPosition = esdb.Start{}
+		if cp != nil {
+			from = esdb.Position{Commit: *cp, Prepare: prepare}
+		}
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, lagCap+1)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		for n = 0; ; {
+			ev, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				n = min(n, lagCap)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if cp == nil || ev.OriginalEvent().Position.Commit > *cp {
+				n++ // reading forwards from a position includes the event there
+			}
+		}
+	})
+	return n, err
+}

@@ -1,0 +1,41 @@
+// Package app turns your projections into the projector command line: a
+// main function hands it the projections and the event registry, and gets
+// the commands run, status, rebuild, replay-parked and version, every flag
+// with its PROJECTOR_<FLAG> environment variable, /metrics, /healthz and
+// /readyz, graceful shutdown on SIGINT and SIGTERM, structured logs, and
+// (opted into with package embedmongo) an embedded Mongo-wire server when
+// --mongo is not given.
+//
+//	func main() {
+//		app.Main(app.Config{
+//			Registry: library.Registry(),
+//			Projections: []app.Projection{
+//				{Definition: library.NewLoansProjection(), Reads: app.StreamPrefix("loan/")},
+//				{Definition: library.NewMembersProjection(), Reads: app.StreamPrefix("loan/"), Workers: 2},
+//			},
+//			Embedded: embedmongo.Start, // optional: run without --mongo
+//		})
+//	}
+//
+// Each [Projection] carries its definition (state, handlers, idempotency
+// strategy and failure policy, from package projector), what its
+// subscription reads ([StreamPrefix], [Category], [StreamRegex],
+// [EventTypes]: a server-side filter on $all), and the runner settings it
+// wants; the flags --workers, --batch and --on-failure give the defaults a
+// projection does not set.
+//
+// The catalog is checked before any command connects to anything: two
+// projections with one name or collection, a projection without handlers, a
+// handler of an event type the registry does not know, a filter the server
+// cannot take or that the projection's strategy cannot keep, or an unknown
+// name in --projections print one line and exit with status 2. A command
+// that fails while running exits with 1.
+//
+// Only [Main] reads the process's arguments, environment and signals, and
+// exits; [Config.Run] does the same work for a test or another front end,
+// with the arguments, environment and output it is given.
+//
+// A binary built with this package links no test double: neither the
+// EventStoreDB-protocol test server (package esdbtest), nor projectortest,
+// nor package testing.
+package app

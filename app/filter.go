@@ -1,0 +1,120 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/revgate/projector/subscription"
+)
+
+// Filter is what a projection's subscription reads from $all: the server
+// sends only the events that pass it (and checkpoint messages while the
+// others go by, so that a quiet projection's position still moves). Build it
+// with [StreamPrefix], [Category], [StreamRegex] or [EventTypes].
+type Filter struct {
+	kind     filterKind
+	prefixes []string // stream-name prefixes
+	regex    string   // stream-name regular expression
+	types    []string // event types, exactly
+	what     string   // for messages
+}
+
+type filterKind int
+
+const (
+	readsNothing filterKind = iota
+	byPrefix
+	byRegex
+	byTypes
+)
+
+// StreamPrefix reads the streams whose names start with one of prefixes
+// ("loan/" reads loan/1, loan/2, ...).
+func StreamPrefix(prefixes ...string) Filter {
+	return Filter{kind: byPrefix, prefixes: prefixes, what: fmt.Sprintf("streams %q*", prefixes)}
+}
+
+// Category reads the streams of an EventStoreDB category: "<category>-<id>",
+// as Category("shopping_cart") reads shopping_cart-1, shopping_cart-2, ...
+// It is a stream-name prefix on $all, so the server needs no system
+// projection (no $ce- stream) for it.
+func Category(category string) Filter {
+	f := StreamPrefix(category + "-")
+	f.what = fmt.Sprintf("category %q", category)
+	return f
+}
+
+// StreamRegex reads the streams whose names match expr. The server
+// evaluates it: EventStoreDB and KurrentDB use .NET regular expressions
+// (the test server uses Go's RE2), so keep to the syntax both share.
+func StreamRegex(expr string) Filter {
+	return Filter{kind: byRegex, regex: expr, what: fmt.Sprintf("streams matching %q", expr)}
+}
+
+// EventTypes reads the events of these types only, from any stream. It
+// leaves holes in each stream's revisions, so it suits projections whose
+// strategy needs no revision order (HandledIDs, Inbox, None, GlobalPosition);
+// the command line refuses it for StreamRevision and RevisionMap, which would
+// wait for the holes forever.
+func EventTypes(types ...string) Filter {
+	return Filter{kind: byTypes, types: types, what: fmt.Sprintf("event types %q", types)}
+}
+
+func (f Filter) String() string {
+	if f.what == "" {
+		return "nothing"
+	}
+	return f.what
+}
+
+// byType reports whether the filter leaves events out by type.
+func (f Filter) byType() bool { return f.kind == byTypes }
+
+// check reports a filter that reads nothing or cannot be sent to a server.
+func (f Filter) check() error {
+	switch f.kind {
+	case readsNothing:
+		return errors.New("reads nothing: set Reads to app.StreamPrefix, app.Category, app.StreamRegex or app.EventTypes")
+	case byPrefix:
+		if len(f.prefixes) == 0 {
+			return errors.New("reads no stream: StreamPrefix needs at least one prefix")
+		}
+		for _, p := range f.prefixes {
+			if strings.TrimSpace(p) == "" || p == "-" {
+				return fmt.Errorf("reads %s: an empty prefix or category would read every stream", f)
+			}
+		}
+	case byTypes:
+		if len(f.types) == 0 {
+			return errors.New("reads no event: EventTypes needs at least one type")
+		}
+		for _, t := range f.types {
+			if strings.TrimSpace(t) == "" {
+				return fmt.Errorf("reads %s: an event type is empty", f)
+			}
+		}
+	case byRegex:
+		if f.regex == "" {
+			return errors.New("reads no stream: StreamRegex needs an expression")
+		}
+		if _, err := regexp.Compile(f.regex); err != nil {
+			return fmt.Errorf("reads an invalid stream regex: %v", err)
+		}
+	}
+	return nil
+}
+
+// options are the subscription settings of the filter.
+func (f Filter) options() subscription.AllOptions {
+	o := subscription.AllOptions{StreamPrefixes: f.prefixes, StreamRegex: f.regex}
+	if f.kind == byTypes {
+		quoted := make([]string, len(f.types))
+		for i, t := range f.types {
+			quoted[i] = regexp.QuoteMeta(t)
+		}
+		o.EventTypeRegex = "^(?:" + strings.Join(quoted, "|") + ")$"
+	}
+	return o
+}

@@ -1,0 +1,153 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/retry"
+)
+
+// envPrefix is the prefix of the environment variables that stand in for
+// flags: PROJECTOR_ESDB for --esdb.
+const envPrefix = "PROJECTOR_"
+
+// NewFlagSet returns a flag set named name ("projector demo") that reports
+// errors instead of exiting, with the usage line "usage: synopsis".
+func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s\n\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// flags returns the flag set of built-in command cmd.
+func (x *cli) flags(cmd, synopsis string, stderr io.Writer) *flag.FlagSet {
+	return NewFlagSet(x.name()+" "+cmd, x.name()+" "+synopsis, stderr)
+}
+
+// ParseFlags parses a command's arguments, which must all be flags. It
+// returns [flag.ErrHelp] for -h, or an error wrapping [ErrUsage] once it has
+// printed what is wrong in one line and where to look.
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	if _, err := parseArgs(fs, args, false); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parseArgs parses args into fs, quietly: a bad flag is one line and a
+// pointer to --help, not the whole usage. With named, a NAME may come before
+// or after the flags; it is returned ("" when none).
+func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
+	name := ""
+	if named && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	out, usage := fs.Output(), fs.Usage
+	var discard strings.Builder
+	fs.SetOutput(&discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return "", err
+	case err != nil:
+		fmt.Fprintf(out, "%v (see %s --help)\n", err, fs.Name())
+		return "", ErrUsage
+	}
+	if named && name == "" && fs.NArg() == 1 {
+		name = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(out, "unexpected arguments %q (see %s --help)\n", fs.Args(), fs.Name())
+		return "", ErrUsage
+	}
+	return name, nil
+}
+
+// parse parses a built-in command's flags, then fills the flags not given
+// from PROJECTOR_<FLAG>. With named, it returns the NAME argument.
+func (x *cli) parse(fs *flag.FlagSet, args []string, named bool) (string, error) {
+	name, err := parseArgs(fs, args, named)
+	if err != nil {
+		return "", err
+	}
+	if err := fromEnv(fs, x.lookup); err != nil {
+		fmt.Fprintln(fs.Output(), err)
+		return "", ErrUsage
+	}
+	return name, nil
+}
+
+// fromEnv sets every flag not given on the command line from the
+// environment variable PROJECTOR_NAME (dashes as underscores, upper case),
+// if lookup has it.
+func fromEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		return nil
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(name); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// usageError prints msg and returns ErrUsage.
+func usageError(w io.Writer, format string, args ...any) error {
+	fmt.Fprintf(w, format+"\n", args...)
+	return ErrUsage
+}
+
+// batchFlags registers the batching of catch-up.
+func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration) {
+	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time); a projection's own Batch wins")
+	fs.DurationVar(window, "batch-window", projector.DefaultBatchWindow, "while catching up, how long a worker waits for its next event before it writes its batch")
+}
+
+// retryFlags registers every setting of a retry policy as flags with prefix.
+func retryFlags(fs *flag.FlagSet, p *retry.Policy, prefix, what string) {
+	fs.DurationVar(&p.InitialDelay, prefix+"initial-delay", p.InitialDelay, what+": first wait")
+	fs.Float64Var(&p.Multiplier, prefix+"multiplier", p.Multiplier, what+": growth of each wait")
+	fs.Float64Var(&p.Jitter, prefix+"jitter", p.Jitter, what+": random share of each wait, in [0, 1)")
+	fs.DurationVar(&p.MaxDelay, prefix+"max-delay", p.MaxDelay, what+": longest wait")
+	fs.IntVar(&p.MaxRetries, prefix+"max-retries", p.MaxRetries, what+": retries after the first attempt (-1: bounded by max-elapsed only)")
+	fs.DurationVar(&p.MaxElapsed, prefix+"max-elapsed", p.MaxElapsed, what+": bound on the whole wait (0: none)")
+}
+
+// newLogger returns a slog logger on w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}

@@ -1,0 +1,202 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
+)
+
+// rebuildConfig is the command line of rebuild.
+type rebuildConfig struct {
+	servers
+	workers, batch int
+	batchWindow    time.Duration
+}
+
+func (x *cli) runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c rebuildConfig
+	fs := x.flags("rebuild", "rebuild NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	c.register(fs, x.Embedded != nil, "EventStoreDB connection string (required)")
+	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
+	batchFlags(fs, &c.batch, &c.batchWindow)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: %s rebuild NAME [flags]
+
+Replays projection NAME from the start of $all into a new collection while the
+live one keeps serving, then switches readers (and a running "%[1]s run")
+to the new collection once it has caught up with the head. Interrupted, it
+keeps its checkpoint: run it again to resume. The previous collection is kept;
+drop it when no reader uses it.
+
+`, x.name())
+		fs.PrintDefaults()
+	}
+	name, err := x.parse(fs, args, true)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return usageError(stderr, "rebuild needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
+	}
+	p, ok := x.cat.get(name)
+	if !ok {
+		return usageError(stderr, "%v", x.cat.unknown(name))
+	}
+	if err := c.servers.check(stderr, true, x.Embedded != nil); err != nil {
+		return err
+	}
+	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 {
+		return usageError(stderr, "want --workers and --batch >= 1, --batch-window >= 0")
+	}
+	client, err := dial(ctx, c.servers, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	opened, err := x.openStore(ctx, c.servers, nil)
+	if err != nil {
+		return err
+	}
+	defer opened.Close()
+	if err := refuseGroups(ctx, client, name); err != nil {
+		return err
+	}
+	return x.rebuild(ctx, &c, p, client, opened.Store, stdout, stderr)
+}
+
+// refuseGroups fails when a persistent subscription group feeds projection
+// name: a group's position is the server's, and events it acknowledged into
+// the old collection after the rebuild's checkpoint would never reach the
+// new one.
+func refuseGroups(ctx context.Context, client *subscription.Client, name string) error {
+	var groups []esdb.PersistentSubscriptionInfo
+	err := client.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		groups, err = cl.ListPersistentSubscriptionsToAll(ctx, esdb.ListPersistentSubscriptionsOptions{})
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("listing persistent subscription groups: %w", err)
+	}
+	for _, g := range groups {
+		if strings.HasSuffix(g.GroupName, "-"+name) {
+			return fmt.Errorf("persistent subscription group %q feeds %s: a rebuild works with catch-up projectors only "+
+				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g.GroupName, name)
+		}
+	}
+	return nil
+}
+
+// rebuild fills a new collection with p from the start of $all (or from
+// where an interrupted rebuild stopped), then switches readers to it.
+func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, client *subscription.Client, store *mongostore.Store, stdout, stderr io.Writer) error {
+	name, def := p.Definition.Name(), p.Definition.Collection()
+	active, err := store.ActiveCollection(ctx, name, def)
+	if err != nil {
+		return err
+	}
+	building, err := store.StartRebuild(ctx, name, fmt.Sprintf("%s_r%d", def, time.Now().Unix()))
+	if err != nil {
+		return err
+	}
+	from, err := store.LoadCheckpoint(ctx, building)
+	if err != nil {
+		return err
+	}
+	if from == nil {
+		fmt.Fprintf(stdout, "rebuilding %s into %s; readers stay on %s until it has caught up\n", name, building, active)
+	} else {
+		fmt.Fprintf(stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
+	}
+	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, building)})
+	if err != nil {
+		return err
+	}
+	if err := eng.Prepare(ctx); err != nil {
+		return err
+	}
+	src, err := subscription.NewAll(client, p.Reads.options())
+	if err != nil {
+		return err
+	}
+	r, err := projector.NewRunner(building, eng, src, store,
+		projector.WithWorkers(orDefault(p.Workers, c.workers)), projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow))
+	if err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, c.timeout)
+	end, err := head(hctx, client)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the head of $all: %w", err)
+	}
+	began := time.Now()
+	if err := follow(ctx, r, from, end, stderr); err != nil {
+		return err
+	}
+	// Caught up: the switch completes even if a signal came meanwhile.
+	switched, err := store.FinishRebuild(context.WithoutCancel(ctx), name, building, def)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt %s: %d events in %v; readers now use %s (the previous collection %s is kept)\n",
+		name, r.Stats().Applied, time.Since(began).Round(time.Millisecond), switched.Active, switched.Previous)
+	return nil
+}
+
+// follow runs r until it has caught up with the head, printing its progress
+// every second; then it stops r.
+func follow(ctx context.Context, r *projector.Runner, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	began := time.Now()
+	start := uint64(0)
+	if from != nil {
+		start = from.Position
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for !r.CaughtUp() {
+		select {
+		case err := <-done:
+			if err == nil {
+				err = ctx.Err()
+			}
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("interrupted at position %s; run it again to resume", checkpointString(r.Stats().Checkpoint))
+			}
+			return err
+		case <-tick.C:
+		}
+		st := r.Stats()
+		pos := start
+		if st.Checkpoint != nil {
+			pos = st.Checkpoint.Position
+		}
+		rate := float64(st.Applied+st.Duplicates) / time.Since(began).Seconds()
+		left := "?"
+		if moved := pos - start; moved > 0 && end > pos {
+			left = (time.Duration(float64(time.Since(began)) * float64(end-pos) / float64(moved))).Round(time.Second).String()
+		}
+		fmt.Fprintf(stderr, "  %d events, %.0f events/s, position %d of %d, about %s left\n", st.Applied, rate, pos, end, left)
+	}
+	stop()
+	return <-done
+}
+
+// isNotFound reports an EventStoreDB "not found" error (no groups at all).
+func isNotFound(err error) bool {
+	var e *esdb.Error
+	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound
+}

@@ -1,0 +1,298 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/retry"
+	"github.com/revgate/projector/subscription"
+)
+
+// runConfig is the command line of run.
+type runConfig struct {
+	servers
+	projections, group, httpAddr     string
+	logFormat, logLevel, onFailure   string
+	checkpointInterval, drainTimeout time.Duration
+	workers, checkpointEvery, batch  int
+	batchWindow                      time.Duration
+	retry                            retry.Policy
+	policy                           projector.FailurePolicy
+	selected                         []Projection
+}
+
+func (x *cli) runFlags(c *runConfig, stderr io.Writer) *flag.FlagSet {
+	fs := x.flags("run", "run [flags]  (every flag can also be set as PROJECTOR_<FLAG>, e.g. PROJECTOR_ESDB)", stderr)
+	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, e.g. esdb://localhost:2113?tls=false (required)")
+	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(x.cat.names(), ", ")+")")
+	fs.StringVar(&c.group, "group", "", "consume a persistent subscription group of this name (created if missing) instead of a catch-up subscription")
+	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
+	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
+	batchFlags(fs, &c.batch, &c.batchWindow)
+	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
+	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
+	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
+	return fs
+}
+
+// check reports settings that cannot work, before any I/O.
+func (x *cli) checkRun(c *runConfig, stderr io.Writer) error {
+	var err error
+	if c.selected, err = x.cat.selected(c.projections); err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	if c.policy, err = parsePolicy(c.onFailure); err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	if err := c.retry.Validate(); err != nil {
+		return usageError(stderr, "--retry-*: %v", err)
+	}
+	return c.servers.check(stderr, true, x.Embedded != nil)
+}
+
+func parsePolicy(s string) (projector.FailurePolicy, error) {
+	switch s {
+	case "block":
+		return projector.Block, nil
+	case "skip":
+		return projector.Skip, nil
+	case "park":
+		return projector.Park, nil
+	}
+	return 0, fmt.Errorf("--on-failure %q: want block, park or skip", s)
+}
+
+func (x *cli) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := runConfig{retry: retry.Default()}
+	fs := x.runFlags(&c, stderr)
+	if _, err := x.parse(fs, args, false); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, c.logFormat, c.logLevel)
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	if err := x.checkRun(&c, stderr); err != nil {
+		return err
+	}
+	client, err := subscription.Dial(c.esdb, logger)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	var listener net.Listener
+	if c.httpAddr != "" {
+		if listener, err = net.Listen("tcp", c.httpAddr); err != nil {
+			return fmt.Errorf("--http %s: %w", c.httpAddr, err)
+		}
+		defer listener.Close()
+	}
+
+	opened, err := x.openStore(ctx, c.servers, logger.With("component", "ferretdb"))
+	if err != nil {
+		return err
+	}
+	defer opened.Close()
+	if opened.Embedded != nil {
+		fmt.Fprintf(stdout, "read models on %s: mongosh %q, database %s\n", opened.Embedded, opened.URI, c.database)
+	}
+	store := opened.Store
+	if err := probeESDB(ctx, client, c.timeout); err != nil {
+		return err
+	}
+	caps, err := store.Capabilities(ctx)
+	if err != nil {
+		return err
+	}
+	if c.group != "" && !caps.AtomicConditionalWrites {
+		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
+	}
+
+	metrics := prometheus.NewRegistry()
+	latency := storeLatency()
+	metrics.MustRegister(latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	slots := make([]*slot, len(c.selected))
+	views := make([]runnerView, len(c.selected))
+	for i, p := range c.selected {
+		slots[i] = &slot{name: p.Definition.Name(), projection: p}
+		views[i] = slots[i]
+	}
+	build := func(sl *slot) func(context.Context, string) (*projector.Runner, error) {
+		return func(ctx context.Context, collection string) (*projector.Runner, error) {
+			return x.runner(ctx, &c, sl, collection, client, timedStore{store, latency}, store, logger)
+		}
+	}
+	// Settings that cannot work fail here, before anything runs.
+	for _, sl := range slots {
+		if _, err := build(sl)(ctx, sl.projection.Definition.Collection()); err != nil {
+			return usageError(stderr, "%v", err)
+		}
+	}
+
+	errs := make([]error, len(slots))
+	var wg sync.WaitGroup
+	runCtx, stopAll := context.WithCancel(ctx)
+	defer stopAll()
+	head := &headSampler{}
+	metrics.MustRegister(newRunnerCollector(views, head))
+	var sampler sync.WaitGroup
+	sampler.Go(func() { head.run(runCtx, client, views, logger) })
+	if listener != nil {
+		mux := healthHandler(views, c.group != "")
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(listener)
+		defer srv.Close()
+		logger.Info("http", "addr", listener.Addr().String(), "paths", "/metrics /healthz /readyz")
+	}
+	logger.Info("projector runs", "esdb", client.String(), "projections", strings.Join(names(c.selected), ","), "group", c.group)
+
+	for i, sl := range slots {
+		wg.Go(func() {
+			// A group's position is the server's, not a checkpoint: a
+			// --group projector does not follow a rebuild's switch.
+			if errs[i] = sl.run(runCtx, store, c.group == "", logger, build(sl)); errs[i] != nil {
+				stopAll() // one projection failing stops the process: a supervisor restarts it
+			}
+		})
+	}
+	wg.Wait()
+	stopAll()
+	samplerDone := make(chan struct{})
+	go func() { sampler.Wait(); close(samplerDone) }()
+	select {
+	case <-samplerDone:
+	case <-time.After(5 * time.Second):
+		logger.Warn("the metrics sampler did not stop; leaving it")
+	}
+	for _, sl := range slots {
+		st := sl.Stats()
+		logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
+			"skipped", st.Skipped, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
+	}
+	return errors.Join(errs...)
+}
+
+// runner makes the runner of one projection writing to collection; its
+// checkpoint is named after the collection, so that a rebuild's carries over
+// when readers switch to it.
+func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client *subscription.Client,
+	engineStore projector.Store, store *mongostore.Store, logger *slog.Logger) (*projector.Runner, error) {
+	p := sl.projection
+	def := projector.Copy(p.Definition, collection)
+	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
+		projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", sl.name)),
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store))
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Prepare(ctx); err != nil {
+		return nil, err
+	}
+	src, err := source(client, c.group, p, logger)
+	if err != nil {
+		return nil, err
+	}
+	if g, ok := src.(*subscription.Persistent); ok {
+		sl.group.Store(g)
+	}
+	var cps projector.CheckpointStore = store
+	if c.group != "" {
+		cps = nil // the server keeps the group's position
+	}
+	return projector.NewRunner(collection, eng, src, cps,
+		projector.WithWorkers(orDefault(p.Workers, c.workers)), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
+		projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow), projector.WithDrainTimeout(c.drainTimeout))
+}
+
+// orDefault is v, or def when v is 0.
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func names(ps []Projection) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Definition.Name()
+	}
+	return out
+}
+
+func checkpointString(c *projector.Checkpoint) string {
+	if c == nil {
+		return "none"
+	}
+	return c.String()
+}
+
+// source is the subscription of one projection: $all filtered to what it
+// reads, or a persistent group on $all with the same filter.
+func source(client *subscription.Client, group string, p Projection, logger *slog.Logger) (projector.Source, error) {
+	opts := p.Reads.options()
+	if group == "" {
+		opts.Logger = logger
+		return subscription.NewAll(client, opts)
+	}
+	filter, err := subscription.ServerFilter(opts)
+	if err != nil {
+		return nil, err
+	}
+	settings := esdb.SubscriptionSettingsDefault()
+	settings.StartFrom = esdb.Start{}
+	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
+	return subscription.NewPersistent(client, subscription.PersistentOptions{
+		Stream: subscription.AllStreams, Group: groupName(group, p.Definition.Name()), Logger: logger,
+		CreateAll: &esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}, Filter: filter},
+	})
+}
+
+// groupName is the persistent subscription group of a projection under
+// --group.
+func groupName(group, projection string) string { return group + "-" + projection }
+
+// healthHandler serves /healthz (the process is alive) and /readyz (every
+// projection has caught up with the head of its subscription; for a
+// persistent group, which has no head to reach, every consumer is connected).
+func healthHandler(runners []runnerView, group bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		var behind []string
+		for _, r := range runners {
+			if (!group && !r.CaughtUp()) || (group && !r.Connected()) {
+				behind = append(behind, r.Name())
+			}
+		}
+		if len(behind) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "catching up: %s\n", strings.Join(behind, ", "))
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	return mux
+}

@@ -1,0 +1,253 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/subscription"
+)
+
+// projectionStatus is one line of "status".
+type projectionStatus struct {
+	Projection string `json:"projection"`
+	// Checkpoint is the stored position; nil before the first store.
+	Checkpoint *uint64   `json:"checkpoint"`
+	Updated    time.Time `json:"updatedAt,omitzero"`
+	// Head is the position of the last event in $all; nil without --esdb.
+	Head *uint64 `json:"head,omitempty"`
+	// Behind is how many events of $all follow the checkpoint, counted up to
+	// 10000 (BehindAtLeast is then true); nil without --esdb.
+	Behind        *int `json:"behind,omitempty"`
+	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
+	// Collection is the collection readers use; Rebuilding, one a rebuild
+	// in progress fills, with its checkpoint.
+	Collection        string  `json:"collection"`
+	Rebuilding        string  `json:"rebuilding,omitempty"`
+	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
+	// Group and Parked describe a persistent subscription group (--group).
+	Group  string `json:"group,omitempty"`
+	Parked *int64 `json:"parked,omitempty"`
+	// ParkedHere counts the events parked in projector_parked (--on-failure
+	// park) and not replayed yet.
+	ParkedHere  int       `json:"parkedEvents"`
+	LastError   string    `json:"lastError,omitempty"`
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+}
+
+// statusConfig is the command line of status.
+type statusConfig struct {
+	servers
+	projections, group string
+	asJSON, showParked bool
+}
+
+func (x *cli) runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c statusConfig
+	fs := x.flags("status", "status [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, for the head and the lag (optional)")
+	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
+	fs.StringVar(&c.group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
+	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&c.showParked, "parked", false, "list the parked events (projection, stream@revision, type, when, attempts, error)")
+	if _, err := x.parse(fs, args, false); err != nil {
+		return err
+	}
+	selected, err := x.cat.selected(c.projections)
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	if err := c.servers.check(stderr, false, x.Embedded != nil); err != nil {
+		return err
+	}
+	var client *subscription.Client
+	if c.esdb != "" {
+		if client, err = dial(ctx, c.servers, nil); err != nil {
+			return err
+		}
+		defer client.Close()
+	}
+	store, err := x.openStore(ctx, c.servers, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if c.showParked {
+		return printParked(ctx, stdout, store.Store, selected)
+	}
+	var lines []projectionStatus
+	for _, p := range selected {
+		st, err := c.status(ctx, store.Store, client, p)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, st)
+	}
+	if c.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(lines)
+	}
+	return printStatus(stdout, lines)
+}
+
+// status is where projection p stands: in the store, and against the head
+// of $all when client is set.
+func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, client *subscription.Client, p Projection) (projectionStatus, error) {
+	name := p.Definition.Name()
+	st := projectionStatus{Projection: name}
+	stored, err := store.Checkpoints(ctx)
+	if err != nil {
+		return st, err
+	}
+	colls, err := store.CollectionsOf(ctx, name)
+	if err != nil {
+		return st, err
+	}
+	st.Collection = colls.Active
+	if st.Collection == "" {
+		st.Collection = p.Definition.Collection()
+	}
+	if colls.Building != "" {
+		st.Rebuilding = colls.Building
+		if b := stored[colls.Building].Checkpoint; b != nil {
+			st.RebuildCheckpoint = &b.Position
+		}
+	}
+	cp := stored[st.Collection]
+	if cp.Checkpoint != nil {
+		st.Checkpoint, st.Updated = &cp.Checkpoint.Position, cp.Updated
+	}
+	st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
+	parked, err := store.Parked(ctx, name)
+	if err != nil {
+		return st, err
+	}
+	st.ParkedHere = len(parked)
+	if client == nil {
+		return st, nil
+	}
+	return st, c.againstHead(ctx, client, cp, &st)
+}
+
+// againstHead fills in the head of $all, the events behind the checkpoint,
+// and a group's parked events.
+func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, cp mongostore.CheckpointStatus, st *projectionStatus) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	pos, err := head(ctx, client)
+	if err != nil {
+		return fmt.Errorf("reading the head of $all: %w", err)
+	}
+	st.Head = &pos
+	behind := 0
+	switch {
+	case cp.Checkpoint == nil:
+		behind, err = countAfter(ctx, client, nil, 0)
+	case cp.Checkpoint.Position < pos:
+		behind, err = countAfter(ctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare)
+	}
+	if err != nil {
+		return fmt.Errorf("counting the events after %s's checkpoint: %w", st.Projection, err)
+	}
+	st.Behind, st.BehindAtLeast = &behind, behind >= lagCap
+	if c.group == "" {
+		return nil
+	}
+	group := groupName(c.group, st.Projection)
+	var info *esdb.PersistentSubscriptionInfo
+	err = client.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		info, err = cl.GetPersistentSubscriptionInfoToAll(ctx, group, esdb.GetPersistentSubscriptionOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("group %s: %w", group, err)
+	}
+	st.Group = info.GroupName
+	if info.Stats != nil {
+		parked := info.Stats.ParkedMessagesCount
+		st.Parked = &parked
+	}
+	return nil
+}
+
+// printParked lists the parked events of the projections.
+func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\tERROR")
+	for _, p := range selected {
+		parked, err := store.Parked(ctx, p.Definition.Name())
+		if err != nil {
+			return err
+		}
+		for _, p := range parked {
+			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, p.Error)
+		}
+	}
+	return tw.Flush()
+}
+
+// printStatus prints the lines as a table.
+func printStatus(w io.Writer, lines []projectionStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tGROUP (PARKED)\tREBUILDING\tLAST ERROR")
+	for _, s := range lines {
+		rebuilding := "-"
+		if s.Rebuilding != "" {
+			rebuilding = fmt.Sprintf("%s at %s", s.Rebuilding, optU(s.RebuildCheckpoint, "start"))
+		}
+		group := "-"
+		if s.Group != "" {
+			group = fmt.Sprintf("%s (%s)", s.Group, optI(s.Parked))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
+			optU(s.Head, "?"), behindText(s), s.ParkedHere, group, rebuilding, errText(s))
+	}
+	return tw.Flush()
+}
+
+func optU(v *uint64, none string) string {
+	if v == nil {
+		return none
+	}
+	return strconv.FormatUint(*v, 10)
+}
+
+func optI(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10)
+}
+
+func optT(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func behindText(s projectionStatus) string {
+	switch {
+	case s.Behind == nil:
+		return "?"
+	case s.BehindAtLeast:
+		return fmt.Sprintf(">=%d", *s.Behind)
+	}
+	return strconv.Itoa(*s.Behind)
+}
+
+func errText(s projectionStatus) string {
+	if s.LastError == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s: %s", optT(s.LastErrorAt), s.LastError)
+}

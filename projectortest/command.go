@@ -1,0 +1,114 @@
+package projectortest
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/mongostore"
+)
+
+// Command is a command line of a projector binary ([app.Config]) running in
+// the test's process, as its main would run it, minus the process: no
+// environment variables are read, and [Command.Stop] stands in for SIGTERM.
+type Command struct {
+	cancel         context.CancelFunc
+	done           chan struct{}
+	code           int
+	stdout, stderr lockedBuffer
+}
+
+// StartCommand runs c's command line args ("run", "--esdb", ...) in the
+// background; it is stopped when tb ends if the test has not stopped it.
+func StartCommand(tb testing.TB, c app.Config, args ...string) *Command {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := &Command{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(cmd.done)
+		cmd.code = c.Run(ctx, args, nil, &cmd.stdout, &cmd.stderr)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-cmd.done
+	})
+	return cmd
+}
+
+// Stop stops the command as SIGTERM would (events being handled finish,
+// checkpoints are stored) and returns its exit status. It fails tb if the
+// command has not ended a minute later.
+func (c *Command) Stop(tb testing.TB) int {
+	tb.Helper()
+	c.cancel()
+	return c.Wait(tb, time.Minute)
+}
+
+// Wait waits for the command to end by itself and returns its exit status;
+// it fails tb after timeout.
+func (c *Command) Wait(tb testing.TB, timeout time.Duration) int {
+	tb.Helper()
+	select {
+	case <-c.done:
+		return c.code
+	case <-time.After(timeout):
+		tb.Fatalf("projectortest: the command has not ended after %v\nstderr:\n%s", timeout, c.Stderr())
+		return -1
+	}
+}
+
+// Done is closed when the command has ended.
+func (c *Command) Done() <-chan struct{} { return c.done }
+
+// Stdout is what the command has printed so far.
+func (c *Command) Stdout() string { return c.stdout.String() }
+
+// Stderr is what the command has logged so far.
+func (c *Command) Stderr() string { return c.stderr.String() }
+
+// WaitCheckpoint waits until the checkpoint of name (a projection's
+// collection) in db has reached position: every event up to it is applied
+// (for a caught-up projection, position is [Servers.Head]). It fails tb when
+// the command ends first, or after two minutes.
+func (c *Command) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string, position uint64) {
+	tb.Helper()
+	store := mongostore.New(db)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		cp, err := store.LoadCheckpoint(context.Background(), name)
+		if err == nil && cp != nil && cp.Position >= position {
+			return
+		}
+		select {
+		case <-c.done:
+			tb.Fatalf("projectortest: the command ended (exit %d) before the checkpoint of %s reached %d\nstderr:\n%s", c.code, name, position, c.Stderr())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("projectortest: the checkpoint of %s is %v, not %d, after two minutes\nstderr:\n%s", name, cp, position, c.Stderr())
+		}
+	}
+}
+
+// lockedBuffer is a buffer written by the command while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,158 @@
+package projectortest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
+)
+
+// Servers are what an end-to-end test of a projection runs against, inside
+// the test's process and without Docker: the EventStoreDB-protocol test
+// double of package esdbtest (a test double of the protocol over an
+// in-memory log, driven through the official client; not a database) and an
+// embedded MongoDB wire-protocol server (FerretDB on SQLite in the test's
+// temporary directory), or the MongoDB named by [ServersOptions.MongoURI].
+// Point the projector at them with [Servers.ESDBURI] and [Servers.MongoURI].
+type Servers struct {
+	// ESDB is the EventStoreDB-protocol test double: faults such as
+	// DropSubscriptions and DuplicateDeliveries are its methods.
+	ESDB     *esdbtest.Server
+	client   *esdb.Client
+	mongoURI string
+	mongo    *mongo.Client
+}
+
+// ServersOptions configure [StartServers]. The zero value starts both
+// servers in the process.
+type ServersOptions struct {
+	// MongoURI is a MongoDB to use instead of the embedded server (a real
+	// one, where a test run has it: os.Getenv("MONGO_URI")).
+	MongoURI string
+	// Seed seeds the test double's duplicated deliveries, so that a run with
+	// the same traffic duplicates the same events.
+	Seed int64
+}
+
+var databases atomic.Int64
+
+// StartServers starts the servers for tb; they stop when tb ends. It fails
+// tb when one cannot start.
+func StartServers(tb testing.TB, o ServersOptions) *Servers {
+	tb.Helper()
+	es, err := esdbtest.Start(esdbtest.Options{Seed: o.Seed})
+	if err != nil {
+		tb.Fatalf("projectortest: %v", err)
+	}
+	tb.Cleanup(es.Close)
+	s := &Servers{ESDB: es, client: es.Client(tb), mongoURI: o.MongoURI}
+	if s.mongoURI == "" {
+		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(tb.TempDir(), "ferretdb")})
+		if err != nil {
+			tb.Fatalf("projectortest: %v", err)
+		}
+		tb.Cleanup(srv.Close)
+		s.mongoURI = srv.URI()
+	}
+	if s.mongo, err = mongostore.Connect(context.Background(), s.mongoURI, 30*time.Second); err != nil {
+		tb.Fatalf("projectortest: %v", err)
+	}
+	tb.Cleanup(func() { s.mongo.Disconnect(context.Background()) })
+	return s
+}
+
+// ESDBURI is the connection string of the EventStoreDB-protocol test double,
+// for --esdb.
+func (s *Servers) ESDBURI() string { return s.ESDB.URI() }
+
+// MongoURI is the connection string of the Mongo-wire server, for --mongo.
+func (s *Servers) MongoURI() string { return s.mongoURI }
+
+// Client is an official EventStoreDB client connected to the test double.
+func (s *Servers) Client() *esdb.Client { return s.client }
+
+// Database returns a new, empty database on the Mongo-wire server, dropped
+// when tb ends: give its name to --database.
+func (s *Servers) Database(tb testing.TB) *mongo.Database {
+	tb.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name()))
+	if len(name) > 40 {
+		name = name[len(name)-40:]
+	}
+	db := s.mongo.Database(fmt.Sprintf("t%d_%d_%s", os.Getpid()%100000, databases.Add(1), strings.Trim(name, "_")))
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		db.Drop(ctx)
+	})
+	return db
+}
+
+// Append appends payloads to stream through the official client, encoded
+// with registry, and returns them as the engine receives them (ids, stream
+// revisions, positions, times, decoded payloads): what a projection's fold
+// is checked against. It fails tb on an error.
+func (s *Servers) Append(tb testing.TB, registry *projector.Registry, stream string, payloads ...any) []projector.Event {
+	tb.Helper()
+	return s.AppendWithMetadata(tb, registry, stream, nil, payloads...)
+}
+
+// AppendWithMetadata is [Servers.Append] with the same metadata (JSON) on
+// every event.
+func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry, stream string, metadata []byte, payloads ...any) []projector.Event {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data := make([]esdb.EventData, len(payloads))
+	for i, p := range payloads {
+		name, body, err := registry.Encode(p)
+		if err != nil {
+			tb.Fatalf("projectortest: %v", err)
+		}
+		data[i] = esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: body, Metadata: metadata}
+	}
+	res, err := s.client.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, data...)
+	if err != nil {
+		tb.Fatalf("projectortest: append to %s: %v", stream, err)
+	}
+	first := res.NextExpectedVersion + 1 - uint64(len(payloads))
+	rs, err := s.client.ReadStream(ctx, stream, esdb.ReadStreamOptions{From: esdb.Revision(first)}, uint64(len(payloads)))
+	if err != nil {
+		tb.Fatalf("projectortest: read back %s: %v", stream, err)
+	}
+	defer rs.Close()
+	out := make([]projector.Event, 0, len(payloads))
+	for range payloads {
+		re, err := rs.Recv()
+		if err != nil {
+			tb.Fatalf("projectortest: read back %s: %v", stream, err)
+		}
+		ev, err := subscription.Envelope(re)
+		if err == nil {
+			ev, err = registry.Decode(ev)
+		}
+		if err != nil {
+			tb.Fatalf("projectortest: %v", err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// Head is the commit position of the last event appended: where a caught-up
+// projection's checkpoint is.
+func (s *Servers) Head() uint64 { return s.ESDB.Head() }
