@@ -8,12 +8,18 @@ PKGS ?= ./...
 
 .PHONY: test test-sqlite test-docker test-compose demo bench build fuzz lint
 
+# The example is a module of its own (examples/library): its tests run after
+# the project's, as a user's would.
+EXAMPLES ?= examples/library
+
 test:
 	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(PKGS)
+	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # The same tests on FerretDB's SQLite backend, the embedded default.
 test-sqlite:
 	PROJECTOR_TEST_POSTGRES= $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # Only the Docker tier (EventStoreDB and MongoDB in testcontainers); skips
 # without a Docker engine.
@@ -47,3 +53,4 @@ fuzz:
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
+	for m in $(EXAMPLES); do (cd $$m && $(GO) vet ./...) || exit 1; done

@@ -11,8 +11,9 @@
 //	})
 //
 // It adds FerretDB and its SQLite and PostgreSQL drivers to the binary
-// (about 20 MB); a binary that does not import this package has none of it,
-// and needs --mongo.
+// (17.5 MB of the example's 45 MB binary, 12 MB once stripped; see the
+// README); a binary that does not import this package has none of it, and
+// needs --mongo.
 //
 // FerretDB is not MongoDB: it has no transactions or change streams, its
 // conditional updates are not atomic across processes, and its updates are

@@ -116,7 +116,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer es.Close()
 	fmt.Fprintf(stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
 		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
-	fmt.Fprintf(stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s, database %s\n", es.Addr(), where, mongoURI, c.database)
+	fmt.Fprintf(stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s, database %s\n", es.Addr(), where, subscription.Redact(mongoURI), c.database)
 
 	caps, err := store.Capabilities(ctx)
 	if err != nil {
@@ -197,7 +197,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintln(stdout)
 	if c.hold {
-		fmt.Fprintln(stdout, "holding the servers up; Ctrl-C to stop")
+		esdbURI, mongo := subscription.Redact(es.URI()), subscription.Redact(mongoURI)
+		fmt.Fprintf(stdout, "holding the servers up; Ctrl-C to stop. Point projector commands, or your own binary, at them:\n"+
+			"  projector run --esdb '%s' --mongo '%s' --http ''\n"+
+			"  projector status --esdb '%[1]s' --mongo '%[2]s'\n"+
+			"  mongosh '%[2]s'   (the demo's read models are in database %s)\n", esdbURI, mongo, c.database)
 		<-ctx.Done()
 	}
 	return nil

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
 )
 
 // binary builds the projector once for the tests of this package.
@@ -141,5 +144,68 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+func TestDemo_hold_prints_connection_strings_that_run_and_status_accept(t *testing.T) {
+	var stdout, stderr syncBuffer
+	demo := exec.Command(binary(t), "demo", "--carts", "5", "--events", "4", "--consumers", "1", "--drops", "0",
+		"--duplicates", "0", "--seed", "2", "--data-dir", t.TempDir(), "--hold")
+	demo.Stdout, demo.Stderr = &stdout, &stderr
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { demo.Wait(); close(done) }()
+	t.Cleanup(func() {
+		demo.Process.Kill()
+		<-done
+	})
+	re := regexp.MustCompile(`projector status --esdb '([^']+)' --mongo '([^']+)'`)
+	var m []string
+	for deadline := time.Now().Add(2 * time.Minute); m == nil; time.Sleep(20 * time.Millisecond) {
+		m = re.FindStringSubmatch(stdout.String())
+		select {
+		case <-done:
+			t.Fatalf("the demo ended without holding:\n%s\n%s", stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection strings printed:\n%s", stdout.String())
+		}
+	}
+	esdbURI, mongoURI := m[1], m[2]
+	if !strings.Contains(stdout.String(), "projector run --esdb '"+esdbURI+"' --mongo '"+mongoURI+"'") {
+		t.Fatalf("no run command line printed:\n%s", stdout.String())
+	}
+
+	out, errOut, code := runBinary(t, 30*time.Second, "status", "--esdb", esdbURI, "--mongo", mongoURI, "--json")
+	var lines []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 {
+		t.Fatalf("status on the held servers: exit %d\n%s\n%s", code, out, errOut)
+	}
+	head := uint64(lines[0]["head"].(float64))
+	store, err := mongostore.Open(context.Background(), mongoURI, "held", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(context.Background())
+	run := startBinary(t, "run", "--esdb", esdbURI, "--mongo", mongoURI, "--database", "held", "--projections", cart.DetailsName,
+		"--http", "", "--checkpoint-interval", "100ms")
+	waitCheckpoint(t, run, store, head)
+	if code := run.terminate(t); code != 0 {
+		t.Fatalf("run on the held servers: exit %d\n%s", code, run.stderrText())
+	}
+	if n := applied(t, run.stderrText()); n != 20 {
+		t.Fatalf("run on the held servers applied %d events, want the demo's 20", n)
+	}
+	demo.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held demo did not stop on SIGINT")
+	}
+	if code := demo.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("the held demo exited %d\n%s", code, stderr.String())
 	}
 }
