@@ -11,6 +11,8 @@
 #
 # In your own repository, copy this file and build with MAIN=./cmd/<yours>.
 # The binary is /usr/local/bin/projector in the image whatever its name.
+# VERSION sets main.version: cmd/projector prints it; in your main, declare
+# `var version string` and pass it as app.Config.Version to do the same.
 FROM golang:1.26 AS build
 ARG MODULE=.
 ARG MAIN=./cmd/projector

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/revgate/projector/projector"
@@ -35,6 +36,9 @@ type Config struct {
 	// Version is what the version command prints (default: the main
 	// module's version from the build information).
 	Version string
+	// EnvPrefix starts the environment variables that stand in for flags
+	// not given (default "PROJECTOR_": PROJECTOR_ESDB for --esdb).
+	EnvPrefix string
 }
 
 // Projection is one projection of a binary: the definition (its state,
@@ -49,7 +53,9 @@ type Projection struct {
 	// server for: [StreamPrefix], [Category], [StreamRegex] or [EventTypes].
 	// Required.
 	Reads Filter
-	// Workers handle events at once, a stream's events in order (0: --workers).
+	// Workers handle events at once, a stream's events in order (0:
+	// --workers; always 1 for a strategy that needs the log in order, such
+	// as GlobalPosition).
 	Workers int
 	// Batch is how many queued events a worker folds and writes together
 	// while catching up (0: --batch; 1 turns batching off).
@@ -57,15 +63,63 @@ type Projection struct {
 }
 
 // Command is a subcommand added to the command line. Run parses its own
-// flags (see [NewFlagSet] and [ParseFlags]) and returns nil for exit status
-// 0, an error wrapping [ErrUsage] for 2 (after printing why), or any other
-// error for 1 (printed as "NAME COMMAND: error").
+// flags from the invocation ([Invocation.Parse]) and returns nil for exit
+// status 0, an error wrapping [ErrUsage] for 2 (after printing why), or any
+// other error for 1 (printed as "NAME COMMAND: error").
 type Command struct {
 	Name, Summary string
 	// Hidden commands are left out of the usage (a command the binary
 	// starts itself).
 	Hidden bool
-	Run    func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	Run    func(ctx context.Context, inv Invocation) error
+}
+
+// Invocation is one run of a command: its arguments, where it writes, and
+// where the values of flags not given come from.
+type Invocation struct {
+	// Name is the binary's name; Command the command's.
+	Name, Command string
+	// Args are the command's arguments, after its name.
+	Args []string
+	// Env looks up the environment variables that stand in for flags not
+	// given (never nil), named EnvPrefix + the flag's name in upper case with
+	// dashes as underscores.
+	Env       func(string) (string, bool)
+	EnvPrefix string
+	Stdout    io.Writer
+	Stderr    io.Writer
+}
+
+// FlagSet returns a flag set for the command, with the usage line
+// "usage: NAME COMMAND synopsis".
+func (inv Invocation) FlagSet(synopsis string) *flag.FlagSet {
+	return NewFlagSet(inv.Name+" "+inv.Command, inv.Name+" "+inv.Command+" "+synopsis, inv.Stderr)
+}
+
+// Parse parses the arguments, which must all be flags, into fs, then sets the
+// flags not given from the environment. A bad flag or value is one line on
+// Stderr that points to --help, and an error wrapping [ErrUsage].
+func (inv Invocation) Parse(fs *flag.FlagSet) error {
+	_, err := inv.parse(fs, false)
+	return err
+}
+
+// ParseNamed is [Invocation.Parse] for a command that takes one NAME before
+// or after its flags; it returns it ("" when none was given).
+func (inv Invocation) ParseNamed(fs *flag.FlagSet) (string, error) {
+	return inv.parse(fs, true)
+}
+
+func (inv Invocation) parse(fs *flag.FlagSet, named bool) (string, error) {
+	name, err := parseArgs(fs, inv.Args, named)
+	if err != nil {
+		return "", err
+	}
+	if err := fromEnv(fs, inv.EnvPrefix, inv.Env); err != nil {
+		fmt.Fprintln(fs.Output(), err)
+		return "", ErrUsage
+	}
+	return name, nil
 }
 
 // ErrUsage is returned by a command for a bad command line; the command has
@@ -90,9 +144,9 @@ func Main(c Config) {
 
 // Run runs one command line (args without the binary's name) and returns
 // its exit status: 0 done, 1 failed while running, 2 a bad command line or a
-// bad catalog. env looks up the PROJECTOR_<FLAG> variables that stand in for
-// flags not given (nil: none); Run reads no environment itself and never
-// exits. Cancelling ctx stops a running command gracefully.
+// bad catalog. env looks up the variables that stand in for flags not given
+// (nil: none); Run reads no environment itself and never exits. Cancelling
+// ctx stops a running command gracefully.
 func (c Config) Run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -105,13 +159,24 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 		}
 		return 0
 	}
-	cmd, ok := c.command(args[0], env)
-	if !ok {
+	cmds := c.commands()
+	if err := checkCommands(cmds); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	var cmd *Command
+	for i := range cmds {
+		if cmds[i].Name == args[0] {
+			cmd = &cmds[i]
+		}
+	}
+	if cmd == nil {
 		fmt.Fprintf(stderr, "%s: unknown command %q\n", name, args[0])
 		c.usage(stderr)
 		return 2
 	}
-	err := cmd.Run(ctx, args[1:], stdout, stderr)
+	inv := Invocation{Name: name, Command: cmd.Name, Args: args[1:], Env: env, EnvPrefix: c.envPrefix(), Stdout: stdout, Stderr: stderr}
+	err := cmd.Run(ctx, inv)
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
@@ -129,60 +194,69 @@ func (c Config) name() string {
 	return c.Name
 }
 
-// command returns the command called name: a built-in one, which checks the
-// catalog first, or one of c.Commands.
-func (c Config) command(name string, env func(string) (string, bool)) (Command, bool) {
-	for _, cmd := range c.builtins(env) {
-		if cmd.Name == name {
-			return cmd, true
-		}
+func (c Config) envPrefix() string {
+	if c.EnvPrefix == "" {
+		return "PROJECTOR_"
 	}
-	for _, cmd := range c.Commands {
-		if cmd.Name == name {
-			return cmd, true
-		}
-	}
-	return Command{}, false
+	return c.EnvPrefix
 }
 
-// cli is what a built-in command works with: the binary's configuration,
-// its checked catalog, and where PROJECTOR_<FLAG> values come from.
-type cli struct {
-	Config
-	cat    *catalog
-	lookup func(string) (string, bool)
-}
-
-// builtins are the commands every binary has.
-func (c Config) builtins(env func(string) (string, bool)) []Command {
-	x := &cli{Config: c, lookup: env}
-	// checked checks the catalog, without I/O, before the command runs.
-	checked := func(run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) func(context.Context, []string, io.Writer, io.Writer) error {
-		return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// commands are the built-in commands, then c.Commands.
+func (c Config) commands() []Command {
+	// checked checks the catalog, without I/O, before a built-in command
+	// runs.
+	checked := func(run func(x *cli, ctx context.Context, inv Invocation) error) func(context.Context, Invocation) error {
+		return func(ctx context.Context, inv Invocation) error {
 			cat, err := newCatalog(c)
 			if err != nil {
-				fmt.Fprintf(stderr, "%s: %v\n", c.name(), err)
+				fmt.Fprintf(inv.Stderr, "%s: %s\n", c.name(), strings.TrimPrefix(err.Error(), "projector: "))
 				return ErrUsage
 			}
-			x.cat = cat
-			return run(ctx, args, stdout, stderr)
+			return run(&cli{Config: c, cat: cat}, ctx, inv)
 		}
 	}
-	return []Command{
-		{Name: "run", Summary: "project EventStoreDB events into MongoDB read models, until stopped", Run: checked(x.runRun)},
-		{Name: "status", Summary: "per projection: stored checkpoint, head, events behind, parked events, last error", Run: checked(x.runStatus)},
-		{Name: "replay-parked", Summary: "apply a projection's parked events again, after a fix", Run: checked(x.runReplayParked)},
-		{Name: "rebuild", Summary: "replay a projection into a new collection, then switch readers to it", Run: checked(x.runRebuild)},
-		{Name: "version", Summary: "print the version", Run: x.runVersion},
+	builtin := []Command{
+		{Name: "run", Summary: "project EventStoreDB events into MongoDB read models, until stopped", Run: checked((*cli).runRun)},
+		{Name: "status", Summary: "per projection: stored checkpoint, head, events behind, parked events, last error", Run: checked((*cli).runStatus)},
+		{Name: "replay-parked", Summary: "apply a projection's parked events again, after a fix", Run: checked((*cli).runReplayParked)},
+		{Name: "rebuild", Summary: "replay a projection into a new collection, then switch readers to it", Run: checked((*cli).runRebuild)},
+		{Name: "version", Summary: "print the version", Run: c.runVersion},
 	}
+	return append(builtin, c.Commands...)
+}
+
+// checkCommands refuses two commands with one name (an added command that
+// would shadow a built-in one, or another added one) and commands without a
+// name or a Run.
+func checkCommands(cmds []Command) error {
+	seen := map[string]bool{}
+	for _, cmd := range cmds {
+		switch {
+		case cmd.Name == "" || strings.HasPrefix(cmd.Name, "-") || strings.ContainsAny(cmd.Name, " \t"):
+			return fmt.Errorf("a command of Config.Commands has no usable name (%q)", cmd.Name)
+		case cmd.Run == nil:
+			return fmt.Errorf("command %q has no Run", cmd.Name)
+		case seen[cmd.Name]:
+			return fmt.Errorf("two commands named %q (an added command cannot replace a built-in one)", cmd.Name)
+		}
+		seen[cmd.Name] = true
+	}
+	return nil
+}
+
+// cli is what a built-in command works with: the binary's configuration and
+// its checked catalog.
+type cli struct {
+	Config
+	cat *catalog
 }
 
 func (c Config) usage(w io.Writer) {
 	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", c.name())
-	for _, cmd := range append(c.builtins(nil), c.Commands...) {
+	for _, cmd := range c.commands() {
 		if !cmd.Hidden {
 			fmt.Fprintf(w, "  %-13s %s\n", cmd.Name, cmd.Summary)
 		}
 	}
-	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for the flags of a command.\n", c.name())
+	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for the flags of a command; every flag can also be set as %s<FLAG>.\n", c.name(), c.envPrefix())
 }

@@ -5,18 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/projectortest/e2e"
 )
 
 // A small domain of the tests' own: tickets opened and noted.
@@ -107,7 +108,21 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"negative workers", config(app.Projection{Definition: tickets("tickets"), Reads: good.Reads, Workers: -1}), nil, "Workers and Batch must be >= 0", ""},
 		{"global position with two workers", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads, Workers: 2}), nil,
 			"needs one worker", ""},
+		{"rebuild with a setting that cannot work", config(good), []string{"tickets", "--batch-window", "-1s"}, "--batch-window >= 0", "rebuild"},
+		{"a nil definition of a type", config(app.Projection{Definition: (*projector.Projection[ticket])(nil), Reads: good.Reads}), nil, "has no Definition", ""},
+		{"an event type not in the registry", config(app.Projection{Definition: counter("notes", "ticket.noted"), Reads: app.EventTypes("ticket.noted", "ticket.nited")}), nil,
+			`reads event type "ticket.nited", which is not in the event registry`, ""},
+		{"a handled type the filter leaves out", config(app.Projection{Definition: counter("notes", "ticket.noted"), Reads: app.EventTypes("ticket.opened")}), nil,
+			`handles event type "ticket.noted" but reads only event types ["ticket.opened"]`, ""},
+		{"an added command named as a built-in", func() app.Config {
+			c := config(good)
+			c.Commands = []app.Command{{Name: "status", Run: func(context.Context, app.Invocation) error { return nil }}}
+			return c
+		}(), nil, `two commands named "status"`, ""},
 		{"an unknown name in --projections", config(good), []string{"--projections", "tickets,nope"}, `unknown projection "nope"; known: tickets`, ""},
+		{"a runner setting that cannot work", config(good), []string{"--checkpoint-every", "0"}, `projection "tickets": projector: runner: checkpoint every 0 events`, ""},
+		{"global position in a group", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads}),
+			[]string{"--group", "g"}, "cannot run in a persistent subscription group", ""},
 		{"status of a bad catalog", config(app.Projection{Definition: noHandlers, Reads: good.Reads}), nil, "has no handlers", "status"},
 		{"rebuild of an unknown projection", config(good), []string{"nope"}, `unknown projection "nope"`, "rebuild"},
 		{"replay-parked of an unknown projection", config(good), []string{"nope"}, `unknown projection "nope"`, "replay-parked"},
@@ -132,6 +147,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			if code != 2 || len(lines) != 1 || !strings.Contains(stderr, c.want) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one line with %q", code, stderr, c.want)
 			}
+			time.Sleep(100 * time.Millisecond) // a client that dials in the background would have by now
 			if n := accepted.Load(); n > 0 {
 				t.Fatalf("%d connections to a server before the catalog was refused", n)
 			}
@@ -159,6 +175,7 @@ func TestRun_flags_come_from_PROJECTOR_variables_and_the_command_line_wins(t *te
 	if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "-wokrers") || !strings.Contains(stderr, "see tickets run --help") {
 		t.Fatalf("a flag typo: exit %d, %q; want one line that points to --help", code, stderr)
 	}
+	time.Sleep(100 * time.Millisecond) // a client that dials in the background would have by now
 	if accepted.Load() > 0 {
 		t.Fatalf("bad command lines reached a server")
 	}
@@ -176,30 +193,35 @@ func TestConfig_without_an_embedded_server_needs_mongo(t *testing.T) {
 	}
 }
 
-func TestConfig_usage_lists_the_added_commands_and_not_the_hidden_ones(t *testing.T) {
+func TestConfig_added_commands_run_with_the_invocation_and_only_the_visible_ones_are_listed(t *testing.T) {
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	c.EnvPrefix = "TICKETS_"
 	c.Commands = []app.Command{
-		{Name: "hello", Summary: "say hello", Run: func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-			fs := app.NewFlagSet("tickets hello", "tickets hello [--to NAME]", stderr)
+		{Name: "hello", Summary: "say hello", Run: func(_ context.Context, inv app.Invocation) error {
+			fs := inv.FlagSet("[--to NAME]")
 			to := fs.String("to", "world", "whom to greet")
-			if err := app.ParseFlags(fs, args); err != nil {
+			if err := inv.Parse(fs); err != nil {
 				return err
 			}
 			if *to == "" {
-				fmt.Fprintln(stderr, "--to must not be empty")
+				fmt.Fprintln(inv.Stderr, "--to must not be empty")
 				return app.ErrUsage
 			}
-			fmt.Fprintf(stdout, "hello, %s\n", *to)
+			fmt.Fprintf(inv.Stdout, "%s %s: hello, %s\n", inv.Name, inv.Command, *to)
 			return nil
 		}},
-		{Name: "secret", Hidden: true, Run: func(context.Context, []string, io.Writer, io.Writer) error { return errors.New("it broke") }},
+		{Name: "secret", Hidden: true, Run: func(context.Context, app.Invocation) error { return errors.New("it broke") }},
 	}
 	code, _, stderr := run(c, nil)
-	if code != 2 || !strings.Contains(stderr, "usage: tickets <command>") || !strings.Contains(stderr, "say hello") || strings.Contains(stderr, "secret") {
+	if code != 2 || !strings.Contains(stderr, "usage: tickets <command>") || !strings.Contains(stderr, "say hello") ||
+		strings.Contains(stderr, "secret") || !strings.Contains(stderr, "TICKETS_<FLAG>") {
 		t.Fatalf("exit %d, %q", code, stderr)
 	}
-	if code, out, _ := run(c, nil, "hello", "--to", "desk"); code != 0 || out != "hello, desk\n" {
-		t.Fatalf("hello: exit %d, %q", code, out)
+	if code, out, _ := run(c, map[string]string{"TICKETS_TO": "env"}, "hello", "--to", "desk"); code != 0 || out != "tickets hello: hello, desk\n" {
+		t.Fatalf("hello --to desk: exit %d, %q", code, out)
+	}
+	if code, out, _ := run(c, map[string]string{"TICKETS_TO": "env", "PROJECTOR_TO": "other"}, "hello"); code != 0 || out != "tickets hello: hello, env\n" {
+		t.Fatalf("hello with TICKETS_TO: exit %d, %q", code, out)
 	}
 	if code, _, stderr := run(c, nil, "hello", "--to", ""); code != 2 || !strings.Contains(stderr, "--to must not be empty") {
 		t.Fatalf("hello --to '': exit %d, %q", code, stderr)
@@ -207,32 +229,87 @@ func TestConfig_usage_lists_the_added_commands_and_not_the_hidden_ones(t *testin
 	if code, _, stderr := run(c, nil, "secret"); code != 1 || stderr != "tickets secret: it broke\n" {
 		t.Fatalf("secret: exit %d, %q", code, stderr)
 	}
+	if code, _, stderr := run(c, map[string]string{"TICKETS_WORKERS": "zz"}, "run", "--esdb", "esdb://127.0.0.1:1", "--mongo", "mongodb://127.0.0.1:1"); code != 2 ||
+		!strings.Contains(stderr, `TICKETS_WORKERS="zz": --workers wants int`) {
+		t.Fatalf("a bad variable under the binary's prefix: exit %d, %q", code, stderr)
+	}
 }
 
-// The projection's own settings win over the flags: a projection under the
-// global-position strategy runs with its one worker although --workers
-// says 4 (the runner refuses that strategy with more than one).
+// The projection's own settings win over the flags, which give the
+// defaults: one projection asks for one worker while --workers says 3, the
+// other takes the flag's, and one under the global-position strategy gets
+// the one worker it needs without asking.
 func TestRun_a_projections_own_workers_win_over_the_flag(t *testing.T) {
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{})
+	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
 	for i := range 3 {
 		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: "x"}, noted{Text: "a"}, noted{Text: "b"})
 	}
-	counted := tickets("tickets").Idempotency(projector.GlobalPosition())
-	args := []string{"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--workers", "4"}
-
-	refused := config(app.Projection{Definition: counted, Reads: app.StreamPrefix("ticket/")})
-	if code, _, stderr := run(refused, nil, args...); code != 2 || !strings.Contains(stderr, "one worker") {
-		t.Fatalf("4 workers under the global position: exit %d, %q", code, stderr)
+	c := config(
+		app.Projection{Definition: tickets("one"), Reads: app.StreamPrefix("ticket/"), Workers: 1},
+		app.Projection{Definition: tickets("flag"), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("ordered").Idempotency(projector.GlobalPosition()), Reads: app.StreamPrefix("ticket/")},
+	)
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--workers", "3")
+	for _, name := range []string{"one", "flag", "ordered"} {
+		cmd.WaitCheckpoint(t, db, name, servers.Head())
 	}
-	cmd := projectortest.StartCommand(t, config(app.Projection{Definition: counted, Reads: app.StreamPrefix("ticket/"), Workers: 1}), args...)
-	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
-	if !strings.Contains(cmd.Stderr(), "workers=1") {
-		t.Fatalf("the runner did not start with one worker:\n%s", cmd.Stderr())
+	if strings.Contains(cmd.Stderr(), "none of the events delivered") {
+		t.Errorf("a projection that routes its events was warned that it does not:\n%s", cmd.Stderr())
 	}
+	for name, workers := range map[string]int{"one": 1, "flag": 3, "ordered": 1} {
+		if want := fmt.Sprintf("msg=\"runner starts\" runner=%s from=start workers=%d", name, workers); !strings.Contains(cmd.Stderr(), want) {
+			t.Errorf("no %q in the log:\n%s", want, cmd.Stderr())
+		}
+	}
+}
+
+// A projection that parks its own failed events (OnFailure(Park), not the
+// flag) can have them replayed, and can be rebuilt past them.
+func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	picky := projector.New[ticket]("picky", projector.StreamSuffix("ticket/")).OnFailure(projector.Park)
+	projector.Create(picky, func(opened) (ticket, error) { return ticket{}, nil })
+	projector.On(picky, func(t ticket, n noted) (ticket, error) {
+		if n.Text == "bad" {
+			return t, errors.New("no bad notes")
+		}
+		t.Notes++
+		return t, nil
+	})
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "bad"}, noted{Text: "c"})
+	c := config(app.Projection{Definition: picky, Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	cmd := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+	cmd.WaitCheckpoint(t, db, "picky", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	code, out, stderr := run(c, nil, append([]string{"replay-parked", "picky"}, common...)...)
+	if code != 1 || !strings.Contains(out, "replayed 0 of 1 parked events of picky") || !strings.Contains(out, "no bad notes") {
+		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"rebuild", "picky", "--esdb", servers.ESDBURI()}, common...)...)
+	if code != 0 || !strings.Contains(out, "(0 skipped, 1 parked); readers now use picky_r") {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// counter is a projection of one document, "all", counting the events of
+// the types named; any other event routed to it lands in a document "leak".
+func counter(name string, types ...string) *projector.Projection[ticket] {
+	p := projector.New[ticket](name, func(ev projector.Event) (string, bool) {
+		if slices.Contains(types, ev.Type) {
+			return "all", true
+		}
+		return "leak", true
+	}).Idempotency(projector.HandledIDs(100))
+	projector.On(p, func(t ticket, _ noted) (ticket, error) { t.Notes++; return t, nil })
+	return p
 }
 
 // EventTypes asks the server for the types named, exactly: a type that only
@@ -241,25 +318,27 @@ func TestEventTypes_the_server_sends_exactly_the_types_named(t *testing.T) {
 	type notedLater struct{ Text string }
 	reg := registry()
 	projector.Register[notedLater](reg, "ticket.noted-later")
-	counter := projector.New[ticket]("notes", func(projector.Event) (string, bool) { return "all", true }).Idempotency(projector.HandledIDs(100))
-	projector.On(counter, func(t ticket, _ noted) (ticket, error) { t.Notes++; return t, nil })
-	projector.On(counter, func(t ticket, _ notedLater) (ticket, error) { t.Notes += 1000; return t, nil })
-	c := app.Config{Name: "tickets", Registry: reg, Projections: []app.Projection{{Definition: counter, Reads: app.EventTypes("ticket.noted")}}}
+	notes := counter("notes", "ticket.noted")
+	c := app.Config{Name: "tickets", Registry: reg, Projections: []app.Projection{{Definition: notes, Reads: app.EventTypes("ticket.noted")}}}
 
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{})
+	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var wanted []projector.Event
 	for i := range 4 {
 		evs := servers.Append(t, reg, fmt.Sprintf("ticket/%d", i), opened{ID: "x"}, noted{Text: "a"}, notedLater{Text: "b"}, noted{Text: "c"})
 		wanted = append(wanted, evs[1], evs[3])
 	}
-	cmd := projectortest.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
 	cmd.WaitCheckpoint(t, db, "notes", servers.Head())
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
-	if err := projectortest.CheckState(context.Background(), mongostore.New(db), counter, "all", wanted); err != nil {
+	store := mongostore.New(db)
+	if err := projectortest.CheckState(context.Background(), store, notes, "all", wanted); err != nil {
 		t.Fatal(err)
+	}
+	if _, found, err := store.LoadGuarded(context.Background(), "notes", "leak", nil); err != nil || found {
+		t.Fatalf("events of other types reached the projection (a document %q: %v, %v)", "leak", found, err)
 	}
 }
 
@@ -284,5 +363,27 @@ func TestApp_links_no_test_double_and_no_embedded_server(t *testing.T) {
 	if !slices.Contains(embedded, "github.com/FerretDB/FerretDB/ferretdb") || slices.Contains(embedded, "testing") {
 		t.Errorf("package embedmongo: FerretDB %v, testing %v; want FerretDB and no testing",
 			slices.Contains(embedded, "github.com/FerretDB/FerretDB/ferretdb"), slices.Contains(embedded, "testing"))
+	}
+}
+
+// A projection whose IDFunc wants none of what its subscription reads is
+// said so, once caught up, instead of looking healthy with nothing applied.
+func TestRun_a_projection_that_routes_none_of_its_events_is_told_so(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	mismatched := projector.New[ticket]("tickets", projector.StreamSuffix("tkt/"))
+	projector.Create(mismatched, func(opened) (ticket, error) { return ticket{}, nil })
+	cmd := e2e.StartCommand(t, config(app.Projection{Definition: mismatched, Reads: app.StreamPrefix("ticket/")}),
+		"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(cmd.Stderr(), `msg="none of the events delivered went to a document`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning about the IDFunc:\n%s", cmd.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -28,7 +29,7 @@ func newCatalog(c Config) (*catalog, error) {
 	}
 	defs := make([]projector.Definition, len(c.Projections))
 	for i, p := range c.Projections {
-		if p.Definition == nil {
+		if p.Definition == nil || reflect.ValueOf(p.Definition).IsNil() {
 			return nil, fmt.Errorf("projection %d of Config.Projections has no Definition", i+1)
 		}
 		defs[i] = p.Definition
@@ -46,6 +47,9 @@ func newCatalog(c Config) (*catalog, error) {
 				"would wait for them forever: read by stream (app.StreamPrefix, app.Category, app.StreamRegex), "+
 				"or pick a strategy that needs no revision order (HandledIDs, Inbox, None)", name, p.Reads, s)
 		}
+		if err := p.Reads.covers(c.Registry, p.Definition); err != nil {
+			return nil, fmt.Errorf("projection %q %w", name, err)
+		}
 		if p.Workers < 0 || p.Batch < 0 {
 			return nil, fmt.Errorf("projection %q: Workers and Batch must be >= 0 (0: the flags' values), got %d and %d", name, p.Workers, p.Batch)
 		}
@@ -58,13 +62,7 @@ func newCatalog(c Config) (*catalog, error) {
 }
 
 // names returns the projections' names, in the order of the configuration.
-func (k *catalog) names() []string {
-	names := make([]string, len(k.entries))
-	for i, e := range k.entries {
-		names[i] = e.Definition.Name()
-	}
-	return names
-}
+func (k *catalog) names() []string { return names(k.entries) }
 
 // get returns the projection called name.
 func (k *catalog) get(name string) (Projection, bool) {

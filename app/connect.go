@@ -37,14 +37,14 @@ func (s *servers) register(fs *flag.FlagSet, embedded bool, esdbHelp string) {
 }
 
 // check reports flags that cannot work, before any I/O.
-func (s *servers) check(stderr io.Writer, needESDB, embedded bool) error {
+func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 	switch {
 	case s.timeout <= 0:
-		return usageError(stderr, "--connect-timeout must be > 0, got %v", s.timeout)
+		return usageError(inv.Stderr, "--connect-timeout must be > 0, got %v", s.timeout)
 	case needESDB && s.esdb == "":
-		return usageError(stderr, "--esdb (or PROJECTOR_ESDB) is required: the EventStoreDB to read, e.g. esdb://localhost:2113?tls=false")
+		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the EventStoreDB to read, e.g. esdb://localhost:2113?tls=false", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
-		return usageError(stderr, "%v", errNoMongo)
+		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
 	}
 	return nil
 }

@@ -8,10 +8,11 @@
 //
 //	func main() {
 //		app.Main(app.Config{
-//			Registry: library.Registry(),
+//			Name:     "library-projector",
+//			Registry: lending.Registry(),
 //			Projections: []app.Projection{
-//				{Definition: library.NewLoansProjection(), Reads: app.StreamPrefix("loan/")},
-//				{Definition: library.NewMembersProjection(), Reads: app.StreamPrefix("loan/"), Workers: 2},
+//				{Definition: lending.NewLoans(), Reads: app.StreamPrefix("loan/")},
+//				{Definition: lending.NewMembers(), Reads: app.StreamPrefix("loan/"), Workers: 2},
 //			},
 //			Embedded: embedmongo.Start, // optional: run without --mongo
 //		})
@@ -33,7 +34,12 @@
 //
 // Only [Main] reads the process's arguments, environment and signals, and
 // exits; [Config.Run] does the same work for a test or another front end,
-// with the arguments, environment and output it is given.
+// with the arguments, environment and output it is given (package
+// projectortest/e2e runs it in a test). Commands of your own
+// ([Config.Commands]) get the same [Invocation]: flags, variables, output.
+//
+// examples/library in the projector's repository is a complete binary of
+// this kind, with its tests.
 //
 // A binary built with this package links no test double: neither the
 // EventStoreDB-protocol test server (package esdbtest), nor projectortest,

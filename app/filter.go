@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+
+	"github.com/revgate/projector/projector"
 
 	"github.com/revgate/projector/subscription"
 )
@@ -101,6 +104,27 @@ func (f Filter) check() error {
 		}
 		if _, err := regexp.Compile(f.regex); err != nil {
 			return fmt.Errorf("reads an invalid stream regex: %v", err)
+		}
+	}
+	return nil
+}
+
+// covers reports, for a filter by event type, a type it names that the
+// registry does not know (a typo reads nothing, and the projection would
+// look caught up for ever) and a type p handles that it leaves out (that
+// handler would never be called).
+func (f Filter) covers(registry *projector.Registry, p projector.Definition) error {
+	if f.kind != byTypes {
+		return nil
+	}
+	for _, t := range f.types {
+		if !registry.Has(t) {
+			return fmt.Errorf("reads event type %q, which is not in the event registry", t)
+		}
+	}
+	for _, t := range projector.HandledTypes(registry, p) {
+		if !slices.Contains(f.types, t) {
+			return fmt.Errorf("handles event type %q but reads only %s: its handler would never be called; add it to EventTypes", t, f)
 		}
 	}
 	return nil

@@ -13,10 +13,6 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
-// envPrefix is the prefix of the environment variables that stand in for
-// flags: PROJECTOR_ESDB for --esdb.
-const envPrefix = "PROJECTOR_"
-
 // NewFlagSet returns a flag set named name ("projector demo") that reports
 // errors instead of exiting, with the usage line "usage: synopsis".
 func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
@@ -29,14 +25,10 @@ func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// flags returns the flag set of built-in command cmd.
-func (x *cli) flags(cmd, synopsis string, stderr io.Writer) *flag.FlagSet {
-	return NewFlagSet(x.name()+" "+cmd, x.name()+" "+synopsis, stderr)
-}
-
-// ParseFlags parses a command's arguments, which must all be flags. It
-// returns [flag.ErrHelp] for -h, or an error wrapping [ErrUsage] once it has
-// printed what is wrong in one line and where to look.
+// ParseFlags parses a command's arguments, which must all be flags, without
+// looking at the environment ([Invocation.Parse] does). It returns
+// [flag.ErrHelp] for -h, or an error wrapping [ErrUsage] once it has printed
+// what is wrong in one line and where to look.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
 	if _, err := parseArgs(fs, args, false); err != nil {
 		return err
@@ -76,24 +68,10 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 	return name, nil
 }
 
-// parse parses a built-in command's flags, then fills the flags not given
-// from PROJECTOR_<FLAG>. With named, it returns the NAME argument.
-func (x *cli) parse(fs *flag.FlagSet, args []string, named bool) (string, error) {
-	name, err := parseArgs(fs, args, named)
-	if err != nil {
-		return "", err
-	}
-	if err := fromEnv(fs, x.lookup); err != nil {
-		fmt.Fprintln(fs.Output(), err)
-		return "", ErrUsage
-	}
-	return name, nil
-}
-
 // fromEnv sets every flag not given on the command line from the
-// environment variable PROJECTOR_NAME (dashes as underscores, upper case),
-// if lookup has it.
-func fromEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+// environment variable prefix+NAME (dashes as underscores, upper case), if
+// lookup has it.
+func fromEnv(fs *flag.FlagSet, prefix string, lookup func(string) (string, bool)) error {
 	if lookup == nil {
 		return nil
 	}
@@ -104,10 +82,14 @@ func fromEnv(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 		if given[f.Name] || err != nil {
 			return
 		}
-		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := lookup(name); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", name, v, e)
+				want, _ := flag.UnquoteUsage(f)
+				if want == "" {
+					want = "a value"
+				}
+				err = fmt.Errorf("%s=%q: --%s wants %s: %v", name, v, f.Name, want, e)
 			}
 		}
 	})

@@ -20,7 +20,7 @@ type runnerCollector struct {
 
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
-	parked                                                        *prometheus.Desc
+	parked, unrouted                                              *prometheus.Desc
 }
 
 func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollector {
@@ -32,6 +32,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 		head:          head,
 		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped or parked (failed permanently, document moved past it; parked ones are recorded), failed.", "outcome"),
 		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),
+		unrouted:      d("unrouted_total", "Events delivered that the projection's IDFunc left alone (all of them: the IDFunc does not match what the subscription reads)."),
 		checkpoints:   d("checkpoints_saved_total", "Checkpoints stored."),
 		waits:         d("gate_waits_total", "Times the revision gate waited, with backoff, for a document to reach an event's predecessor (its retries)."),
 		subscriptions: d("subscriptions_total", "Subscriptions opened."),
@@ -65,6 +66,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.outcomes, st.Parked, name, "parked")
 		counter(c.outcomes, st.Failed, name, "failed")
 		counter(c.delivered, st.Events, name)
+		counter(c.unrouted, st.Unrouted, name)
 		counter(c.checkpoints, st.Saved, name)
 		counter(c.waits, st.Waits, name)
 		counter(c.subscriptions, st.Subscriptions, name)

@@ -20,16 +20,19 @@ type rebuildConfig struct {
 	servers
 	workers, batch int
 	batchWindow    time.Duration
+	onFailure      string
+	policy         projector.FailurePolicy
 }
 
-func (x *cli) runRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	var c rebuildConfig
-	fs := x.flags("rebuild", "rebuild NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "EventStoreDB connection string (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow)
+	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), park or skip (as for run); a projection's own OnFailure wins")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s rebuild NAME [flags]
+		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
 
 Replays projection NAME from the start of $all into a new collection while the
 live one keeps serving, then switches readers (and a running "%[1]s run")
@@ -37,25 +40,31 @@ to the new collection once it has caught up with the head. Interrupted, it
 keeps its checkpoint: run it again to resume. The previous collection is kept;
 drop it when no reader uses it.
 
-`, x.name())
+`, inv.Name)
 		fs.PrintDefaults()
 	}
-	name, err := x.parse(fs, args, true)
+	name, err := inv.ParseNamed(fs)
 	if err != nil {
 		return err
 	}
 	if name == "" {
-		return usageError(stderr, "rebuild needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
+		return usageError(inv.Stderr, "rebuild needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
 	}
 	p, ok := x.cat.get(name)
 	if !ok {
-		return usageError(stderr, "%v", x.cat.unknown(name))
+		return usageError(inv.Stderr, "%v", x.cat.unknown(name))
 	}
-	if err := c.servers.check(stderr, true, x.Embedded != nil); err != nil {
+	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
 		return err
 	}
 	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 {
-		return usageError(stderr, "want --workers and --batch >= 1, --batch-window >= 0")
+		return usageError(inv.Stderr, "want --workers and --batch >= 1, --batch-window >= 0")
+	}
+	if c.policy, err = parsePolicy(c.onFailure); err != nil {
+		return usageError(inv.Stderr, "%v", err)
+	}
+	if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
+		return usageError(inv.Stderr, "projection %q: %v", name, err)
 	}
 	client, err := dial(ctx, c.servers, nil)
 	if err != nil {
@@ -67,17 +76,30 @@ drop it when no reader uses it.
 		return err
 	}
 	defer opened.Close()
-	if err := refuseGroups(ctx, client, name); err != nil {
+	if err := refuseGroups(ctx, client, name, x.cat.names()); err != nil {
 		return err
 	}
-	return x.rebuild(ctx, &c, p, client, opened.Store, stdout, stderr)
+	return x.rebuild(ctx, &c, p, client, opened.Store, inv)
+}
+
+// runnerOptions are the settings of p's rebuild runner: its own, else the
+// flags'.
+func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
+	return []projector.RunnerOption{projector.WithWorkers(p.workers(c.workers)), projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow)}
+}
+
+// engine returns the engine of a rebuild of p into collection.
+func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, store *mongostore.Store) (*projector.Engine, error) {
+	return projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, collection)},
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store))
 }
 
 // refuseGroups fails when a persistent subscription group feeds projection
 // name: a group's position is the server's, and events it acknowledged into
 // the old collection after the rebuild's checkpoint would never reach the
-// new one.
-func refuseGroups(ctx context.Context, client *subscription.Client, name string) error {
+// new one. A group "<group>-<projection>" belongs to the projection of names
+// with the longest name that ends it.
+func refuseGroups(ctx context.Context, client *subscription.Client, name string, names []string) error {
 	var groups []esdb.PersistentSubscriptionInfo
 	err := client.Do(ctx, func(cl *esdb.Client) error {
 		var err error
@@ -88,7 +110,13 @@ func refuseGroups(ctx context.Context, client *subscription.Client, name string)
 		return fmt.Errorf("listing persistent subscription groups: %w", err)
 	}
 	for _, g := range groups {
-		if strings.HasSuffix(g.GroupName, "-"+name) {
+		owner := ""
+		for _, n := range names {
+			if strings.HasSuffix(g.GroupName, "-"+n) && len(n) > len(owner) {
+				owner = n
+			}
+		}
+		if owner == name {
 			return fmt.Errorf("persistent subscription group %q feeds %s: a rebuild works with catch-up projectors only "+
 				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g.GroupName, name)
 		}
@@ -98,8 +126,13 @@ func refuseGroups(ctx context.Context, client *subscription.Client, name string)
 
 // rebuild fills a new collection with p from the start of $all (or from
 // where an interrupted rebuild stopped), then switches readers to it.
-func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, client *subscription.Client, store *mongostore.Store, stdout, stderr io.Writer) error {
+func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, client *subscription.Client, store *mongostore.Store, inv Invocation) error {
 	name, def := p.Definition.Name(), p.Definition.Collection()
+	// Whatever the projection needs of the store is checked before the
+	// rebuild is recorded.
+	if _, err := x.rebuildEngine(c, p, def, store); err != nil {
+		return err
+	}
 	active, err := store.ActiveCollection(ctx, name, def)
 	if err != nil {
 		return err
@@ -113,11 +146,11 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return err
 	}
 	if from == nil {
-		fmt.Fprintf(stdout, "rebuilding %s into %s; readers stay on %s until it has caught up\n", name, building, active)
+		fmt.Fprintf(inv.Stdout, "rebuilding %s into %s; readers stay on %s until it has caught up\n", name, building, active)
 	} else {
-		fmt.Fprintf(stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
+		fmt.Fprintf(inv.Stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
 	}
-	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, building)})
+	eng, err := x.rebuildEngine(c, p, building, store)
 	if err != nil {
 		return err
 	}
@@ -128,8 +161,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
-	r, err := projector.NewRunner(building, eng, src, store,
-		projector.WithWorkers(orDefault(p.Workers, c.workers)), projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow))
+	r, err := projector.NewRunner(building, eng, src, store, c.runnerOptions(p)...)
 	if err != nil {
 		return err
 	}
@@ -140,7 +172,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return fmt.Errorf("reading the head of $all: %w", err)
 	}
 	began := time.Now()
-	if err := follow(ctx, r, from, end, stderr); err != nil {
+	if err := follow(ctx, r, from, end, inv.Stderr); err != nil {
 		return err
 	}
 	// Caught up: the switch completes even if a signal came meanwhile.
@@ -148,8 +180,9 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "rebuilt %s: %d events in %v; readers now use %s (the previous collection %s is kept)\n",
-		name, r.Stats().Applied, time.Since(began).Round(time.Millisecond), switched.Active, switched.Previous)
+	st := r.Stats()
+	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v (%d skipped, %d parked); readers now use %s (the previous collection %s is kept)\n",
+		name, st.Applied, time.Since(began).Round(time.Millisecond), st.Skipped, st.Parked, switched.Active, switched.Previous)
 	return nil
 }
 

@@ -3,15 +3,15 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/revgate/projector/projector"
 )
 
-func (x *cli) runReplayParked(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
+	stdout, stderr := inv.Stdout, inv.Stderr
 	var c servers
-	fs := x.flags("replay-parked", "replay-parked NAME [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: %s replay-parked NAME [flags]
@@ -26,10 +26,10 @@ replay's write cannot be made conditional on the events the gate applies
 meanwhile. Projections under the other strategies replay safely while running
 (the write is conditional on the document's version).
 
-`, x.name())
+`, inv.Name)
 		fs.PrintDefaults()
 	}
-	name, err := x.parse(fs, args, true)
+	name, err := inv.ParseNamed(fs)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ meanwhile. Projections under the other strategies replay safely while running
 	if !ok {
 		return usageError(stderr, "%v", x.cat.unknown(name))
 	}
-	if err := c.check(stderr, false, x.Embedded != nil); err != nil {
+	if err := c.check(inv, false, x.Embedded != nil); err != nil {
 		return err
 	}
 	opened, err := x.openStore(ctx, c, nil)
@@ -53,7 +53,7 @@ meanwhile. Projections under the other strategies replay safely while running
 	if err != nil {
 		return err
 	}
-	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, coll)})
+	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, coll)}, projector.WithParker(store))
 	if err != nil {
 		return err
 	}

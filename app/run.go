@@ -37,8 +37,8 @@ type runConfig struct {
 	selected                         []Projection
 }
 
-func (x *cli) runFlags(c *runConfig, stderr io.Writer) *flag.FlagSet {
-	fs := x.flags("run", "run [flags]  (every flag can also be set as PROJECTOR_<FLAG>, e.g. PROJECTOR_ESDB)", stderr)
+func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
+	fs := inv.FlagSet("[flags]  (every flag can also be set as " + inv.EnvPrefix + "<FLAG>, e.g. " + inv.EnvPrefix + "ESDB)")
 	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, e.g. esdb://localhost:2113?tls=false (required)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(x.cat.names(), ", ")+")")
 	fs.StringVar(&c.group, "group", "", "consume a persistent subscription group of this name (created if missing) instead of a catch-up subscription")
@@ -55,19 +55,38 @@ func (x *cli) runFlags(c *runConfig, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// check reports settings that cannot work, before any I/O.
-func (x *cli) checkRun(c *runConfig, stderr io.Writer) error {
+// checkRun reports settings that cannot work, before any I/O: the
+// projections selected, the failure policy, the retries, and each
+// projection's runner settings.
+func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	var err error
 	if c.selected, err = x.cat.selected(c.projections); err != nil {
-		return usageError(stderr, "%v", err)
+		return usageError(inv.Stderr, "%v", err)
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
-		return usageError(stderr, "%v", err)
+		return usageError(inv.Stderr, "%v", err)
 	}
 	if err := c.retry.Validate(); err != nil {
-		return usageError(stderr, "--retry-*: %v", err)
+		return usageError(inv.Stderr, "--retry-*: %v", err)
 	}
-	return c.servers.check(stderr, true, x.Embedded != nil)
+	for _, p := range c.selected {
+		if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
+			return usageError(inv.Stderr, "projection %q: %v", p.Definition.Name(), err)
+		}
+		if s := p.Definition.Strategy(); c.group != "" && s.NeedsOrderedSource() {
+			return usageError(inv.Stderr, "projection %q uses the %s strategy, which needs one consumer reading the log in order: "+
+				"it cannot run in a persistent subscription group (--group)", p.Definition.Name(), s)
+		}
+	}
+	return c.servers.check(inv, true, x.Embedded != nil)
+}
+
+// runnerOptions are the settings of p's runner: its own, else the flags'.
+func (c *runConfig) runnerOptions(p Projection) []projector.RunnerOption {
+	return []projector.RunnerOption{
+		projector.WithWorkers(p.workers(c.workers)), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
+		projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow), projector.WithDrainTimeout(c.drainTimeout),
+	}
 }
 
 func parsePolicy(s string) (projector.FailurePolicy, error) {
@@ -82,17 +101,18 @@ func parsePolicy(s string) (projector.FailurePolicy, error) {
 	return 0, fmt.Errorf("--on-failure %q: want block, park or skip", s)
 }
 
-func (x *cli) runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (x *cli) runRun(ctx context.Context, inv Invocation) error {
+	stdout, stderr := inv.Stdout, inv.Stderr
 	c := runConfig{retry: retry.Default()}
-	fs := x.runFlags(&c, stderr)
-	if _, err := x.parse(fs, args, false); err != nil {
+	fs := x.runFlags(&c, inv)
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	logger, err := newLogger(stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
-	if err := x.checkRun(&c, stderr); err != nil {
+	if err := x.checkRun(&c, inv); err != nil {
 		return err
 	}
 	client, err := subscription.Dial(c.esdb, logger)
@@ -143,10 +163,11 @@ func (x *cli) runRun(ctx context.Context, args []string, stdout, stderr io.Write
 			return x.runner(ctx, &c, sl, collection, client, timedStore{store, latency}, store, logger)
 		}
 	}
-	// Settings that cannot work fail here, before anything runs.
+	// Each runner is built once before any runs, so that a store or a
+	// server that cannot do what a projection needs stops them all.
 	for _, sl := range slots {
 		if _, err := build(sl)(ctx, sl.projection.Definition.Collection()); err != nil {
-			return usageError(stderr, "%v", err)
+			return err
 		}
 	}
 
@@ -189,7 +210,7 @@ func (x *cli) runRun(ctx context.Context, args []string, stdout, stderr io.Write
 	for _, sl := range slots {
 		st := sl.Stats()
 		logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
-			"skipped", st.Skipped, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
+			"skipped", st.Skipped, "parked", st.Parked, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
 	}
 	return errors.Join(errs...)
 }
@@ -202,7 +223,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
-		projector.WithRetry(c.retry), projector.WithLogger(logger.With("projection", sl.name)),
+		projector.WithRetry(c.retry), projector.WithLogger(logger),
 		projector.WithFailurePolicy(c.policy), projector.WithParker(store))
 	if err != nil {
 		return nil, err
@@ -221,9 +242,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	if c.group != "" {
 		cps = nil // the server keeps the group's position
 	}
-	return projector.NewRunner(collection, eng, src, cps,
-		projector.WithWorkers(orDefault(p.Workers, c.workers)), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
-		projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow), projector.WithDrainTimeout(c.drainTimeout))
+	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
 }
 
 // orDefault is v, or def when v is 0.
@@ -240,6 +259,18 @@ func names(ps []Projection) []string {
 		out[i] = p.Definition.Name()
 	}
 	return out
+}
+
+// workers is how many workers p's runner has: its own setting, else one
+// for a strategy that needs the log in order, else flag.
+func (p Projection) workers(flag int) int {
+	switch {
+	case p.Workers > 0:
+		return p.Workers
+	case p.Definition.Strategy().NeedsOrderedSource():
+		return 1
+	}
+	return flag
 }
 
 func checkpointString(c *projector.Checkpoint) string {

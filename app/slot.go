@@ -55,6 +55,7 @@ func (s *slot) Stats() projector.RunnerStats {
 		st.Events += p.Events
 		st.Checkpoints += p.Checkpoints
 		st.Abandoned += p.Abandoned
+		st.Unrouted += p.Unrouted
 		st.Applied += p.Applied
 		st.Duplicates += p.Duplicates
 		st.Skipped += p.Skipped

@@ -49,22 +49,22 @@ type statusConfig struct {
 	asJSON, showParked bool
 }
 
-func (x *cli) runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	var c statusConfig
-	fs := x.flags("status", "status [flags]  (flags also as PROJECTOR_<FLAG>)", stderr)
+	fs := inv.FlagSet("[flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, for the head and the lag (optional)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
 	fs.StringVar(&c.group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&c.showParked, "parked", false, "list the parked events (projection, stream@revision, type, when, attempts, error)")
-	if _, err := x.parse(fs, args, false); err != nil {
+	if err := inv.Parse(fs); err != nil {
 		return err
 	}
 	selected, err := x.cat.selected(c.projections)
 	if err != nil {
-		return usageError(stderr, "%v", err)
+		return usageError(inv.Stderr, "%v", err)
 	}
-	if err := c.servers.check(stderr, false, x.Embedded != nil); err != nil {
+	if err := c.servers.check(inv, false, x.Embedded != nil); err != nil {
 		return err
 	}
 	var client *subscription.Client
@@ -80,33 +80,60 @@ func (x *cli) runStatus(ctx context.Context, args []string, stdout, stderr io.Wr
 	}
 	defer store.Close()
 	if c.showParked {
-		return printParked(ctx, stdout, store.Store, selected)
+		return printParked(ctx, inv.Stdout, store.Store, selected)
 	}
-	var lines []projectionStatus
-	for _, p := range selected {
-		st, err := c.status(ctx, store.Store, client, p)
-		if err != nil {
-			return err
-		}
-		lines = append(lines, st)
+	lines, err := c.statuses(ctx, store.Store, client, selected)
+	if err != nil {
+		return err
 	}
 	if c.asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(lines)
 	}
-	return printStatus(stdout, lines)
+	if client == nil {
+		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
+	}
+	return printStatus(inv.Stdout, lines)
 }
 
-// status is where projection p stands: in the store, and against the head
-// of $all when client is set.
-func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, client *subscription.Client, p Projection) (projectionStatus, error) {
-	name := p.Definition.Name()
-	st := projectionStatus{Projection: name}
+// statuses is where each projection stands: in the store, and against the
+// head of $all when client is set.
+func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, client *subscription.Client, selected []Projection) ([]projectionStatus, error) {
 	stored, err := store.Checkpoints(ctx)
 	if err != nil {
-		return st, err
+		return nil, err
 	}
+	var end *uint64
+	if client != nil {
+		hctx, cancel := context.WithTimeout(ctx, c.timeout)
+		pos, err := head(hctx, client)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reading the head of $all: %w", err)
+		}
+		end = &pos
+	}
+	lines := make([]projectionStatus, 0, len(selected))
+	for _, p := range selected {
+		st, err := c.status(ctx, store, stored, p)
+		if err != nil {
+			return nil, err
+		}
+		if end != nil {
+			if err := c.againstHead(ctx, client, *end, stored[st.Collection], &st); err != nil {
+				return nil, err
+			}
+		}
+		lines = append(lines, st)
+	}
+	return lines, nil
+}
+
+// status is where projection p stands in the store.
+func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stored map[string]mongostore.CheckpointStatus, p Projection) (projectionStatus, error) {
+	name := p.Definition.Name()
+	st := projectionStatus{Projection: name}
 	colls, err := store.CollectionsOf(ctx, name)
 	if err != nil {
 		return st, err
@@ -131,29 +158,23 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, clie
 		return st, err
 	}
 	st.ParkedHere = len(parked)
-	if client == nil {
-		return st, nil
-	}
-	return st, c.againstHead(ctx, client, cp, &st)
+	return st, nil
 }
 
 // againstHead fills in the head of $all, the events behind the checkpoint,
-// and a group's parked events.
-func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, cp mongostore.CheckpointStatus, st *projectionStatus) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	pos, err := head(ctx, client)
-	if err != nil {
-		return fmt.Errorf("reading the head of $all: %w", err)
-	}
-	st.Head = &pos
+// and a group's parked events; each read is bounded by the connect timeout.
+func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, end uint64, cp mongostore.CheckpointStatus, st *projectionStatus) error {
+	st.Head = &end
 	behind := 0
+	var err error
+	lctx, cancel := context.WithTimeout(ctx, c.timeout)
 	switch {
 	case cp.Checkpoint == nil:
-		behind, err = countAfter(ctx, client, nil, 0)
-	case cp.Checkpoint.Position < pos:
-		behind, err = countAfter(ctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare)
+		behind, err = countAfter(lctx, client, nil, 0)
+	case cp.Checkpoint.Position < end:
+		behind, err = countAfter(lctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare)
 	}
+	cancel()
 	if err != nil {
 		return fmt.Errorf("counting the events after %s's checkpoint: %w", st.Projection, err)
 	}
@@ -162,10 +183,12 @@ func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Cli
 		return nil
 	}
 	group := groupName(c.group, st.Projection)
+	gctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	var info *esdb.PersistentSubscriptionInfo
-	err = client.Do(ctx, func(cl *esdb.Client) error {
+	err = client.Do(gctx, func(cl *esdb.Client) error {
 		var err error
-		info, err = cl.GetPersistentSubscriptionInfoToAll(ctx, group, esdb.GetPersistentSubscriptionOptions{})
+		info, err = cl.GetPersistentSubscriptionInfoToAll(gctx, group, esdb.GetPersistentSubscriptionOptions{})
 		return err
 	})
 	if err != nil {
@@ -179,20 +202,19 @@ func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Cli
 	return nil
 }
 
-// printParked lists the parked events of the projections.
+// printParked lists the parked events of the projections, one a line,
+// tab-separated: projection, stream@revision, type, when, attempts, error.
 func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\tERROR")
 	for _, p := range selected {
 		parked, err := store.Parked(ctx, p.Definition.Name())
 		if err != nil {
 			return err
 		}
 		for _, p := range parked {
-			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, p.Error)
+			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, p.Error)
 		}
 	}
-	return tw.Flush()
+	return nil
 }
 
 // printStatus prints the lines as a table.

@@ -3,16 +3,15 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
 	"runtime/debug"
 )
 
-func (x *cli) runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := x.flags("version", "version", stderr)
-	if err := ParseFlags(fs, args); err != nil {
+func (c Config) runVersion(_ context.Context, inv Invocation) error {
+	fs := inv.FlagSet("")
+	if err := ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	v := x.Version
+	v := c.Version
 	goVersion := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		goVersion = bi.GoVersion
@@ -23,6 +22,6 @@ func (x *cli) runVersion(_ context.Context, args []string, stdout, stderr io.Wri
 	if v == "" {
 		v = "(devel)"
 	}
-	fmt.Fprintf(stdout, "%s %s (%s)\n", x.name(), v, goVersion)
+	fmt.Fprintf(inv.Stdout, "%s %s (%s)\n", c.name(), v, goVersion)
 	return nil
 }

@@ -49,6 +49,14 @@ func (r *Registry) zero(name string) (any, bool) {
 	return reflect.Zero(t).Interface(), true
 }
 
+// Has reports whether an event type name is registered.
+func (r *Registry) Has(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.byName[name]
+	return ok
+}
+
 // nameOf returns the event type name Go type t is registered under.
 func (r *Registry) nameOf(t reflect.Type) (string, bool) {
 	r.mu.RLock()

@@ -49,6 +49,7 @@ type Runner struct {
 		events, checkpoints, applied, duplicates, skipped, parked, failed atomic.Uint64
 		waits                                                             atomic.Uint64
 		abandoned, saved, subscriptions, drops, batches, batched          atomic.Uint64
+		unrouted                                                          atomic.Uint64
 	}
 	saveMu  sync.Mutex // one save at a time
 	savedMu sync.Mutex // guards saved
@@ -127,31 +128,16 @@ func DefaultReconnect() retry.Policy {
 // be nil for a source that keeps its own position (a persistent
 // subscription). It logs with the engine's logger.
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
-	r := &Runner{
-		name: name, engine: engine, source: source, checkpoints: checkpoints,
-		workers: DefaultWorkers, buffer: 1024, every: 500, interval: time.Second,
-		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow,
-		seed: maphash.MakeSeed(),
-	}
-	for _, o := range opts {
-		o(r)
-	}
+	r := newRunner(opts)
+	r.name, r.engine, r.source, r.checkpoints = name, engine, source, checkpoints
 	switch {
 	case name == "":
 		return nil, errors.New("projector: a runner needs a name")
 	case engine == nil || source == nil:
 		return nil, fmt.Errorf("projector: runner %q needs an engine and a source", name)
-	case r.workers < 1 || r.buffer < 1:
-		return nil, fmt.Errorf("projector: runner %q: workers and buffer must be >= 1, got %d and %d", name, r.workers, r.buffer)
-	case r.every < 1 || r.interval <= 0:
-		return nil, fmt.Errorf("projector: runner %q: checkpoint every %d events / %v: both must be > 0", name, r.every, r.interval)
-	case r.drain <= 0:
-		return nil, fmt.Errorf("projector: runner %q: drain timeout must be > 0", name)
-	case r.batch < 1 || r.window < 0:
-		return nil, fmt.Errorf("projector: runner %q: batch size must be >= 1 and its window >= 0", name)
 	}
-	if err := r.reconnect.Validate(); err != nil {
-		return nil, fmt.Errorf("projector: runner %q: reconnect: %w", name, err)
+	if err := r.checkSettings(); err != nil {
+		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
 	for _, p := range engine.projections {
 		if !strategyOf(p).NeedsOrderedSource() {
@@ -177,6 +163,47 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	return r, nil
 }
 
+// newRunner returns a runner with the default settings and opts applied.
+func newRunner(opts []RunnerOption) *Runner {
+	r := &Runner{
+		workers: DefaultWorkers, buffer: 1024, every: 500, interval: time.Second,
+		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow,
+		seed: maphash.MakeSeed(),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// checkSettings reports settings a runner cannot work with.
+func (r *Runner) checkSettings() error {
+	switch {
+	case r.workers < 1 || r.buffer < 1:
+		return fmt.Errorf("workers and buffer must be >= 1, got %d and %d", r.workers, r.buffer)
+	case r.every < 1 || r.interval <= 0:
+		return fmt.Errorf("checkpoint every %d events / %v: both must be > 0", r.every, r.interval)
+	case r.drain <= 0:
+		return errors.New("drain timeout must be > 0")
+	case r.batch < 1 || r.window < 0:
+		return errors.New("batch size must be >= 1 and its window >= 0")
+	}
+	if err := r.reconnect.Validate(); err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	return nil
+}
+
+// CheckRunnerOptions reports, without building a runner, options that
+// [NewRunner] would refuse: what a command line checks before it connects
+// to anything.
+func CheckRunnerOptions(opts ...RunnerOption) error {
+	if err := newRunner(opts).checkSettings(); err != nil {
+		return fmt.Errorf("projector: runner: %w", err)
+	}
+	return nil
+}
+
 // Name returns the runner's name.
 func (r *Runner) Name() string { return r.name }
 
@@ -196,6 +223,10 @@ func (r *Runner) Connected() bool { return r.connected.Load() }
 func (r *Runner) settled() {
 	if r.caughtUp.Load() && r.inFlight.Load() == 0 && !r.ready.Swap(true) {
 		r.logger.Info("caught up")
+		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n {
+			r.logger.Warn("none of the events delivered went to a document: does each projection's IDFunc want "+
+				"what its subscription reads?", "events", n)
+		}
 	}
 }
 
@@ -206,6 +237,9 @@ type RunnerStats struct {
 	// Abandoned: events delivered but left unhandled when the runner stopped
 	// (they were queued; the checkpoint stayed before them).
 	Abandoned uint64
+	// Unrouted: events delivered that no projection of the engine wanted
+	// (its IDFunc left them alone).
+	Unrouted uint64
 	// Results of the events, summed over projections.
 	Applied, Duplicates, Skipped, Parked, Failed uint64
 	// Waits of the gate, summed over events.
@@ -227,7 +261,7 @@ type RunnerStats struct {
 func (r *Runner) Stats() RunnerStats {
 	c := &r.counts
 	s := RunnerStats{
-		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(),
+		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(), Unrouted: c.unrouted.Load(),
 		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
 		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.ready.Load(),
@@ -636,6 +670,9 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 				break
 			}
 		}
+	}
+	if len(results) == 0 {
+		r.counts.unrouted.Add(1)
 	}
 	for _, res := range results {
 		r.counts.waits.Add(uint64(res.Waits))

@@ -3,6 +3,8 @@ package projector
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -19,7 +21,7 @@ func Validate(registry *Registry, projections ...Definition) error {
 	}
 	names, colls := map[string]bool{}, map[string]string{}
 	for i, p := range projections {
-		if p == nil {
+		if p == nil || reflect.ValueOf(p).IsNil() {
 			return fmt.Errorf("projector: projection %d is nil", i+1)
 		}
 		if err := validateOne(registry, p); err != nil {
@@ -63,4 +65,18 @@ func validateOne(registry *Registry, p Definition) error {
 		return fmt.Errorf("projector: projection %q: a handled-ids window must hold at least 1 id", p.Name())
 	}
 	return nil
+}
+
+// HandledTypes returns the names, in registry, of the event types
+// projection p has handlers for, sorted; types the registry does not know
+// are left out ([Validate] refuses them).
+func HandledTypes(registry *Registry, p Definition) []string {
+	var names []string
+	for _, t := range p.handledTypes() {
+		if name, ok := registry.nameOf(t); ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }

@@ -22,7 +22,9 @@
 package embedmongo
 
 import (
+	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/internal/embedded"
@@ -31,8 +33,32 @@ import (
 var _ app.EmbeddedMongo = Start
 
 // Start starts FerretDB on SQLite files under dir (created if missing, kept
-// across runs), listening on a free port of the loopback interface, with its
-// own logs to logger.
+// across runs), listening on a free port of the loopback interface. Its own
+// warnings and errors go to logger; its notes on every connection, and its
+// dumps of the wire messages of commands it refused (the driver's
+// endSessions on every disconnect, which FerretDB does not implement), do
+// not.
 func Start(dir string, logger *slog.Logger) (app.EmbeddedServer, error) {
-	return embedded.Start(embedded.Config{Dir: dir, Logger: logger})
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return embedded.Start(embedded.Config{Dir: dir, Logger: slog.New(quiet{logger.Handler()})})
 }
+
+// quiet passes on FerretDB's warnings and errors, without its wire dumps.
+type quiet struct{ slog.Handler }
+
+func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && q.Handler.Enabled(ctx, l)
+}
+
+func (q quiet) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "Response header:") || strings.HasPrefix(r.Message, "Response message:") ||
+		strings.HasPrefix(r.Message, "Request header:") || strings.HasPrefix(r.Message, "Request message:") {
+		return nil
+	}
+	return q.Handler.Handle(ctx, r)
+}
+
+func (q quiet) WithAttrs(attrs []slog.Attr) slog.Handler { return quiet{q.Handler.WithAttrs(attrs)} }
+func (q quiet) WithGroup(name string) slog.Handler       { return quiet{q.Handler.WithGroup(name)} }

@@ -35,11 +35,12 @@ import (
 // runBench measures catch-up three ways on the same events, one after the
 // other in one process: A the projector, B the seed article's per-event code,
 // L the least work that yields the same read model. It reports ratios.
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, inv app.Invocation) error {
+	stdout, stderr := inv.Stdout, inv.Stderr
 	var carts, events, liveEvents int
 	var mongoURI, postgres string
 	var liveRate float64
-	fs := app.NewFlagSet("projector bench", "projector bench [flags]", stderr)
+	fs := inv.FlagSet("[flags]")
 	fs.IntVar(&carts, "carts", 200, "carts")
 	fs.IntVar(&events, "events", 20, "events per cart")
 	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI (default: the embedded Mongo-wire server, in a temporary directory)")
@@ -57,7 +58,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
 	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
-	if err := app.ParseFlags(fs, args); err != nil {
+	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
 	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 {
@@ -409,17 +410,18 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 
 // runBenchCatchUp is A, in the process bench starts for it. It reports on
 // stdout, in one line, what benchChild reads.
-func runBenchCatchUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
+	stdout := inv.Stdout
 	var esdbURI, mongoURI, database, profile, memProfile string
 	tune := defaultCatchUp
-	fs := app.NewFlagSet("projector bench-catch-up", "projector bench-catch-up (started by bench)", stderr)
+	fs := inv.FlagSet("(started by bench)")
 	fs.StringVar(&esdbURI, "esdb", "", "")
 	fs.StringVar(&mongoURI, "mongo", "", "")
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
 	tune.register(fs)
-	if err := app.ParseFlags(fs, args); err != nil {
+	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
 	client, err := mongostore.Connect(ctx, mongoURI, 10*time.Second)

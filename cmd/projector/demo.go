@@ -75,9 +75,10 @@ func (p *demoPath) stats() projector.RunnerStats {
 	return s
 }
 
-func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, inv app.Invocation) error {
+	stdout, stderr := inv.Stdout, inv.Stderr
 	var c demoConfig
-	fs := app.NewFlagSet("projector demo", "projector demo [flags]", stderr)
+	fs := inv.FlagSet("[flags]")
 	fs.IntVar(&c.carts, "carts", 50, "shopping carts to simulate")
 	fs.IntVar(&c.events, "events", 10, "events per cart")
 	fs.Float64Var(&c.rate, "rate", 0, "events appended per second (0: as fast as the server takes them)")
@@ -91,7 +92,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for MongoDB to answer")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up if the read models are not complete by then")
 	fs.BoolVar(&c.hold, "hold", false, "after the report, keep the servers up (until Ctrl-C) to look at the data")
-	if err := app.ParseFlags(fs, args); err != nil {
+	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -192,7 +193,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "every document is right. Look at them: collections %s (catch-up) and %s (group) in database %s",
 		paths[0].projection.Collection(), paths[1].projection.Collection(), c.database)
-	if c.mongoURI == "" {
+	if c.mongoURI == "" && !c.hold {
 		fmt.Fprintf(stdout, "; the data stays in %s (run the demo with --hold to keep the server up, and point mongosh at the URI it prints)", c.dataDir)
 	}
 	fmt.Fprintln(stdout)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/projectortest/e2e"
 
 	"example.com/library/lending"
 )
@@ -17,7 +18,7 @@ import (
 // makes: every event up to three times, shuffled, from eight workers; the
 // kit compares each document with the pure fold of its events.
 func TestProjections_are_exactly_once_under_duplicated_shuffled_delivery(t *testing.T) {
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{MongoURI: os.Getenv("MONGO_URI")})
+	servers := e2e.StartServers(t, e2e.Options{MongoURI: os.Getenv("MONGO_URI")})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	traffic := lending.Traffic(1, 40, 6)

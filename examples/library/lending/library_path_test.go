@@ -12,6 +12,7 @@ import (
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/projectortest/e2e"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
 
@@ -49,7 +50,7 @@ func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *sl
 }
 
 func TestLibraryPath_a_runner_wired_by_hand_projects_the_loans(t *testing.T) {
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{MongoURI: os.Getenv("MONGO_URI")})
+	servers := e2e.StartServers(t, e2e.Options{MongoURI: os.Getenv("MONGO_URI")})
 	db := servers.Database(t)
 	at := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 	events := servers.Append(t, lending.Registry(), lending.LoanStream("L1"),

@@ -23,5 +23,6 @@ func config() app.Config {
 			{Definition: lending.NewDeskStats(), Reads: app.EventTypes(lending.StatsTypes...), Workers: 1},
 		},
 		Embedded: embedmongo.Start, // without --mongo: an embedded Mongo-wire server
+		Commands: []app.Command{{Name: "seed", Summary: "append sample loans to an EventStoreDB, to try the projector", Run: seed}},
 	}
 }

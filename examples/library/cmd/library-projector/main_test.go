@@ -21,6 +21,7 @@ import (
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/projectortest/e2e"
 
 	"example.com/library/lending"
 )
@@ -28,14 +29,14 @@ import (
 // The test a user writes with the kit: the servers in the test's process,
 // the command line in the test's process, the documents against the fold.
 func TestLibraryProjector_catches_up_and_every_loan_is_the_fold_of_its_events(t *testing.T) {
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{MongoURI: os.Getenv("MONGO_URI")})
+	servers := e2e.StartServers(t, e2e.Options{MongoURI: os.Getenv("MONGO_URI")})
 	db := servers.Database(t)
 	loans := map[string][]projector.Event{}
 	for stream, life := range lending.Traffic(2, 30, 5) {
 		loans[stream] = servers.Append(t, lending.Registry(), stream, life...)
 	}
 
-	cmd := projectortest.StartCommand(t, config(), "run",
+	cmd := e2e.StartCommand(t, config(), "run",
 		"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
 	cmd.WaitCheckpoint(t, db, "loans", servers.Head())
 	if code := cmd.Stop(t); code != 0 {
@@ -51,13 +52,30 @@ func TestLibraryProjector_catches_up_and_every_loan_is_the_fold_of_its_events(t 
 	}
 }
 
+// seed appends the sample loans once: seeding again appends nothing.
+func TestSeed_appends_the_sample_loans_once(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	for _, want := range []string{`^appended [1-9]\d* events of 12 loans; 0 loans were there already\n$`, `^appended 0 events of 0 loans; 12 loans were there already\n$`} {
+		var out, errOut bytes.Buffer
+		if code := config().Run(context.Background(), []string{"seed", "--esdb", servers.ESDBURI(), "--loans", "12"}, nil, &out, &errOut); code != 0 {
+			t.Fatalf("seed: exit %d\n%s", code, errOut.String())
+		}
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Fatalf("seed said %q, want %s", out.String(), want)
+		}
+	}
+	if n := servers.ESDB.Stats().Events; n < 12 {
+		t.Fatalf("%d events in the store, want at least one per loan", n)
+	}
+}
+
 // The binary built from this main, run as a subprocess against the test
 // servers while they duplicate deliveries and drop its subscriptions:
 // it catches up, stops cleanly on SIGTERM, every document of the three
 // projections is the fold of its events, and status and rebuild work.
 func TestLibraryProjector_binary_under_duplicates_and_drops_then_status_and_rebuild(t *testing.T) {
 	bin := build(t)
-	servers := projectortest.StartServers(t, projectortest.ServersOptions{MongoURI: os.Getenv("MONGO_URI"), Seed: 3})
+	servers := e2e.StartServers(t, e2e.Options{MongoURI: os.Getenv("MONGO_URI"), Seed: 3})
 	db := servers.Database(t)
 	servers.ESDB.DuplicateDeliveries(0.25)
 	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
@@ -130,7 +148,7 @@ type history struct {
 // appendInterleaved appends the loans' events one at a time, the loans
 // interleaved in a seeded order, as a busy desk writes them; after the i-th
 // append it calls each(i).
-func appendInterleaved(t *testing.T, s *projectortest.Servers, traffic map[string][]any, each func(i int)) history {
+func appendInterleaved(t *testing.T, s *e2e.Servers, traffic map[string][]any, each func(i int)) history {
 	t.Helper()
 	h := history{streams: map[string][]projector.Event{}}
 	var names []string
@@ -207,7 +225,7 @@ type process struct {
 func start(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Stderr = &p.stderr
+	p.cmd.Stderr, p.cmd.Env = &p.stderr, cleanEnv()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -222,21 +240,8 @@ func start(t *testing.T, bin string, args ...string) *process {
 // waitCheckpoint waits until the checkpoint of name reaches position.
 func (p *process) waitCheckpoint(t *testing.T, db *mongo.Database, name string, position uint64) {
 	t.Helper()
-	store := mongostore.New(db)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		cp, err := store.LoadCheckpoint(context.Background(), name)
-		if err == nil && cp != nil && cp.Position >= position {
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("exited before the checkpoint of %s reached %d\n%s", name, position, p.stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("checkpoint of %s: %v, want %d\n%s", name, cp, position, p.stderr.String())
-		}
+	if err := e2e.WaitCheckpoint(db, name, position, p.done); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderr.String())
 	}
 }
 
@@ -260,11 +265,23 @@ func runOK(t *testing.T, bin string, args ...string) string {
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdout, cmd.Stderr, cmd.Env = &out, &errOut, cleanEnv()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s %s: %v\n%s\n%s", filepath.Base(bin), strings.Join(args[:1], " "), err, out.String(), errOut.String())
 	}
 	return out.String()
+}
+
+// cleanEnv is the test's environment without PROJECTOR_ variables, which
+// would change what the binary does.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PROJECTOR_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 type lockedBuffer struct {

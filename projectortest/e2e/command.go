@@ -1,8 +1,9 @@
-package projectortest
+package e2e
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -13,10 +14,10 @@ import (
 	"github.com/revgate/projector/mongostore"
 )
 
-// Command is a command line of a projector binary ([app.Config]) running in
+// Running is a command line of a projector binary ([app.Config]) running in
 // the test's process, as its main would run it, minus the process: no
-// environment variables are read, and [Command.Stop] stands in for SIGTERM.
-type Command struct {
+// environment variables are read, and [Running.Stop] stands in for SIGTERM.
+type Running struct {
 	cancel         context.CancelFunc
 	done           chan struct{}
 	code           int
@@ -25,10 +26,10 @@ type Command struct {
 
 // StartCommand runs c's command line args ("run", "--esdb", ...) in the
 // background; it is stopped when tb ends if the test has not stopped it.
-func StartCommand(tb testing.TB, c app.Config, args ...string) *Command {
+func StartCommand(tb testing.TB, c app.Config, args ...string) *Running {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := &Command{cancel: cancel, done: make(chan struct{})}
+	cmd := &Running{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(cmd.done)
 		cmd.code = c.Run(ctx, args, nil, &cmd.stdout, &cmd.stderr)
@@ -43,7 +44,7 @@ func StartCommand(tb testing.TB, c app.Config, args ...string) *Command {
 // Stop stops the command as SIGTERM would (events being handled finish,
 // checkpoints are stored) and returns its exit status. It fails tb if the
 // command has not ended a minute later.
-func (c *Command) Stop(tb testing.TB) int {
+func (c *Running) Stop(tb testing.TB) int {
 	tb.Helper()
 	c.cancel()
 	return c.Wait(tb, time.Minute)
@@ -51,46 +52,61 @@ func (c *Command) Stop(tb testing.TB) int {
 
 // Wait waits for the command to end by itself and returns its exit status;
 // it fails tb after timeout.
-func (c *Command) Wait(tb testing.TB, timeout time.Duration) int {
+func (c *Running) Wait(tb testing.TB, timeout time.Duration) int {
 	tb.Helper()
 	select {
 	case <-c.done:
 		return c.code
 	case <-time.After(timeout):
-		tb.Fatalf("projectortest: the command has not ended after %v\nstderr:\n%s", timeout, c.Stderr())
+		tb.Fatalf("e2e: the command has not ended after %v\nstderr:\n%s", timeout, c.Stderr())
 		return -1
 	}
 }
 
 // Done is closed when the command has ended.
-func (c *Command) Done() <-chan struct{} { return c.done }
+func (c *Running) Done() <-chan struct{} { return c.done }
 
 // Stdout is what the command has printed so far.
-func (c *Command) Stdout() string { return c.stdout.String() }
+func (c *Running) Stdout() string { return c.stdout.String() }
 
 // Stderr is what the command has logged so far.
-func (c *Command) Stderr() string { return c.stderr.String() }
+func (c *Running) Stderr() string { return c.stderr.String() }
 
 // WaitCheckpoint waits until the checkpoint of name (a projection's
-// collection) in db has reached position: every event up to it is applied
-// (for a caught-up projection, position is [Servers.Head]). It fails tb when
-// the command ends first, or after two minutes.
-func (c *Command) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string, position uint64) {
+// collection) in db has reached position, failing tb if the command ends
+// first: see [WaitCheckpoint].
+func (c *Running) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string, position uint64) {
 	tb.Helper()
+	if err := WaitCheckpoint(db, name, position, c.done); err != nil {
+		tb.Fatalf("e2e: %v (exit %d)\nstderr:\n%s", err, c.code, c.Stderr())
+	}
+}
+
+// WaitCheckpoint waits until the checkpoint of name (a projection's
+// collection) in db has reached position: every event up to it is applied.
+// It gives up when done is closed (the projector ended; nil: never) or after
+// two minutes.
+//
+// For a projection that is caught up, position is the head of $all
+// ([Servers.Head]): the test double sends a filtered subscription a
+// checkpoint when it reaches the head. A real node sends them every
+// checkpoint interval of events scanned, so against one, wait for the
+// position of the last event the projection reads.
+func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-chan struct{}) error {
 	store := mongostore.New(db)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		cp, err := store.LoadCheckpoint(context.Background(), name)
 		if err == nil && cp != nil && cp.Position >= position {
-			return
+			return nil
 		}
 		select {
-		case <-c.done:
-			tb.Fatalf("projectortest: the command ended (exit %d) before the checkpoint of %s reached %d\nstderr:\n%s", c.code, name, position, c.Stderr())
+		case <-done:
+			return fmt.Errorf("the projector ended before the checkpoint of %s reached %d (it is %v)", name, position, cp)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("projectortest: the checkpoint of %s is %v, not %d, after two minutes\nstderr:\n%s", name, cp, position, c.Stderr())
+			return fmt.Errorf("the checkpoint of %s is %v, not %d, after two minutes", name, cp, position)
 		}
 	}
 }

@@ -1,4 +1,20 @@
-package projectortest
+// Package e2e runs a projection end to end in a test, with no Docker: the
+// EventStoreDB-protocol test double (package esdbtest) and an embedded
+// MongoDB wire-protocol server start in the test's process, the events go in
+// through the official client, and the projector's command line (package
+// app) runs there too, as your main would run it.
+//
+//	servers := e2e.StartServers(t, e2e.Options{})
+//	db := servers.Database(t)
+//	events := servers.Append(t, registry, "loan/1", opened, returned)
+//	cmd := e2e.StartCommand(t, config(), "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+//	cmd.WaitCheckpoint(t, db, "loans", servers.Head())
+//	cmd.Stop(t)
+//	projectortest.CheckDocument(ctx, mongostore.New(db), loans, "1", events)
+//
+// The test double is a test double of the protocol over an in-memory log,
+// not a database; package esdbtest says what it does as a real node does.
+package e2e
 
 import (
 	"context"
@@ -26,7 +42,7 @@ import (
 // double of package esdbtest (a test double of the protocol over an
 // in-memory log, driven through the official client; not a database) and an
 // embedded MongoDB wire-protocol server (FerretDB on SQLite in the test's
-// temporary directory), or the MongoDB named by [ServersOptions.MongoURI].
+// temporary directory), or the MongoDB named by [Options.MongoURI].
 // Point the projector at them with [Servers.ESDBURI] and [Servers.MongoURI].
 type Servers struct {
 	// ESDB is the EventStoreDB-protocol test double: faults such as
@@ -37,9 +53,9 @@ type Servers struct {
 	mongo    *mongo.Client
 }
 
-// ServersOptions configure [StartServers]. The zero value starts both
+// Options configure [StartServers]. The zero value starts both
 // servers in the process.
-type ServersOptions struct {
+type Options struct {
 	// MongoURI is a MongoDB to use instead of the embedded server (a real
 	// one, where a test run has it: os.Getenv("MONGO_URI")).
 	MongoURI string
@@ -52,24 +68,24 @@ var databases atomic.Int64
 
 // StartServers starts the servers for tb; they stop when tb ends. It fails
 // tb when one cannot start.
-func StartServers(tb testing.TB, o ServersOptions) *Servers {
+func StartServers(tb testing.TB, o Options) *Servers {
 	tb.Helper()
 	es, err := esdbtest.Start(esdbtest.Options{Seed: o.Seed})
 	if err != nil {
-		tb.Fatalf("projectortest: %v", err)
+		tb.Fatalf("e2e: %v", err)
 	}
 	tb.Cleanup(es.Close)
 	s := &Servers{ESDB: es, client: es.Client(tb), mongoURI: o.MongoURI}
 	if s.mongoURI == "" {
 		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(tb.TempDir(), "ferretdb")})
 		if err != nil {
-			tb.Fatalf("projectortest: %v", err)
+			tb.Fatalf("e2e: %v", err)
 		}
 		tb.Cleanup(srv.Close)
 		s.mongoURI = srv.URI()
 	}
 	if s.mongo, err = mongostore.Connect(context.Background(), s.mongoURI, 30*time.Second); err != nil {
-		tb.Fatalf("projectortest: %v", err)
+		tb.Fatalf("e2e: %v", err)
 	}
 	tb.Cleanup(func() { s.mongo.Disconnect(context.Background()) })
 	return s
@@ -121,32 +137,32 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 	for i, p := range payloads {
 		name, body, err := registry.Encode(p)
 		if err != nil {
-			tb.Fatalf("projectortest: %v", err)
+			tb.Fatalf("e2e: %v", err)
 		}
 		data[i] = esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: body, Metadata: metadata}
 	}
 	res, err := s.client.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, data...)
 	if err != nil {
-		tb.Fatalf("projectortest: append to %s: %v", stream, err)
+		tb.Fatalf("e2e: append to %s: %v", stream, err)
 	}
 	first := res.NextExpectedVersion + 1 - uint64(len(payloads))
 	rs, err := s.client.ReadStream(ctx, stream, esdb.ReadStreamOptions{From: esdb.Revision(first)}, uint64(len(payloads)))
 	if err != nil {
-		tb.Fatalf("projectortest: read back %s: %v", stream, err)
+		tb.Fatalf("e2e: read back %s: %v", stream, err)
 	}
 	defer rs.Close()
 	out := make([]projector.Event, 0, len(payloads))
 	for range payloads {
 		re, err := rs.Recv()
 		if err != nil {
-			tb.Fatalf("projectortest: read back %s: %v", stream, err)
+			tb.Fatalf("e2e: read back %s: %v", stream, err)
 		}
 		ev, err := subscription.Envelope(re)
 		if err == nil {
 			ev, err = registry.Decode(ev)
 		}
 		if err != nil {
-			tb.Fatalf("projectortest: %v", err)
+			tb.Fatalf("e2e: %v", err)
 		}
 		out = append(out, ev)
 	}
