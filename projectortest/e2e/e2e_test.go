@@ -1,0 +1,77 @@
+package e2e_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest/e2e"
+)
+
+type opened struct{ By string }
+type closed struct{}
+
+func registry() *projector.Registry {
+	r := projector.NewRegistry()
+	projector.Register[opened](r, "door.opened")
+	projector.Register[closed](r, "door.closed")
+	return r
+}
+
+func TestServers_append_returns_the_events_as_the_engine_receives_them(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	first := servers.Append(t, registry(), "door/1", opened{By: "ann"}, closed{})
+	more := servers.AppendWithMetadata(t, registry(), "door/1", []byte(`{"by":"test"}`), opened{By: "bob"})
+	evs := append(first, more...)
+	for i, ev := range evs {
+		if ev.StreamID != "door/1" || ev.StreamRevision != uint64(i) || ev.ID == "" || ev.Created.IsZero() || ev.Payload == nil {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+		if i > 0 && ev.Position <= evs[i-1].Position {
+			t.Fatalf("positions not ascending: %d then %d", evs[i-1].Position, ev.Position)
+		}
+	}
+	if evs[0].Payload != (opened{By: "ann"}) || evs[2].Payload != (opened{By: "bob"}) || string(evs[2].Metadata) != `{"by":"test"}` {
+		t.Fatalf("payloads or metadata: %+v", evs)
+	}
+	if servers.Head() != evs[2].Position {
+		t.Fatalf("head %d, want the last event's position %d", servers.Head(), evs[2].Position)
+	}
+}
+
+func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testing.T) {
+	type door struct {
+		Open bool `bson:"open"`
+	}
+	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
+	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	evs := servers.Append(t, registry(), "door/7", opened{By: "ann"}, closed{})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	cmd.WaitCheckpoint(t, db, "doors", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
+	}
+	var got door
+	rev, found, err := mongostore.New(db).Load(context.Background(), "doors", "7", 0, &got)
+	if err != nil || !found || rev != evs[1].StreamRevision || got.Open {
+		t.Fatalf("door 7: %+v at %d (found %v, %v)", got, rev, found, err)
+	}
+
+	// A command that ends by itself: its status, and WaitCheckpoint gives up.
+	bad := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--on-failure", "sometimes")
+	if code := bad.Wait(t, 2*time.Minute); code != 2 || !strings.Contains(bad.Stderr(), `--on-failure "sometimes"`) {
+		t.Fatalf("exit %d\n%s", code, bad.Stderr())
+	}
+	if err := e2e.WaitCheckpoint(db, "doors", servers.Head()+1, bad.Done()); err == nil || !strings.Contains(err.Error(), "ended before the checkpoint") {
+		t.Fatalf("WaitCheckpoint on an ended command: %v", err)
+	}
+}
