@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/revgate/projector/mongostore"
-	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
 )
 
@@ -164,12 +164,12 @@ type timedStore struct {
 	latency *prometheus.HistogramVec
 }
 
-func (s timedStore) LoadGuarded(ctx context.Context, collection, id string, state any) (projector.Meta, bool, error) {
+func (s timedStore) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
 	defer s.observe("load", collection, time.Now())
 	return s.Store.LoadGuarded(ctx, collection, id, state)
 }
 
-func (s timedStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta projector.Meta, state any) (bool, error) {
+func (s timedStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
 	defer s.observe("put", collection, time.Now())
 	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
 }
@@ -189,12 +189,12 @@ func (s timedStore) Load(ctx context.Context, collection, id string, minRevision
 	return s.Store.Load(ctx, collection, id, minRevision, state)
 }
 
-func (s timedStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
+func (s timedStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
 	defer s.observe("load_many", collection, time.Now())
 	return s.Store.LoadMany(ctx, collection, ids, newState)
 }
 
-func (s timedStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+func (s timedStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	defer s.observe("write_many", collection, time.Now())
 	return s.Store.WriteMany(ctx, collection, writes)
 }

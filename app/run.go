@@ -20,6 +20,7 @@ import (
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
 )
@@ -219,7 +220,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 // checkpoint is named after the collection, so that a rebuild's carries over
 // when readers switch to it.
 func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client *subscription.Client,
-	engineStore projector.Store, store *mongostore.Store, logger *slog.Logger) (*projector.Runner, error) {
+	engineStore driver.Store, store *mongostore.Store, logger *slog.Logger) (*projector.Runner, error) {
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},

@@ -15,10 +15,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
-var _ projector.BatchStore = (*Store)(nil)
+var _ driver.BatchStore = (*Store)(nil)
 
 // bulkLimits is how the store splits a batch's reads and writes for the
 // server it talks to.
@@ -72,11 +72,11 @@ func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 	return l
 }
 
-// LoadMany implements [projector.BatchStore]: the documents in the store's
+// LoadMany implements [driver.BatchStore]: the documents in the store's
 // cache from there (marked Cached), the others with one query (on FerretDB,
 // one per id, a few at a time).
-func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
-	out := make(map[string]projector.Loaded, len(ids))
+func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
+	out := make(map[string]driver.Loaded, len(ids))
 	missing := ids[:0:0]
 	for _, id := range ids {
 		c, ok := s.cacheGet(collection, id)
@@ -90,7 +90,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 			missing = append(missing, id)
 			continue
 		}
-		out[id] = projector.Loaded{Revision: c.revision, State: state, Cached: true}
+		out[id] = driver.Loaded{Revision: c.revision, State: state, Cached: true}
 	}
 	ids = missing
 	if len(ids) == 0 {
@@ -109,7 +109,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 	g.SetLimit(byIDReaders)
 	for _, id := range ids {
 		g.Go(func() error {
-			one := map[string]projector.Loaded{}
+			one := map[string]driver.Loaded{}
 			if err := s.find(gctx, collection, bson.D{{Key: FieldID, Value: id}}, newState, one); err != nil {
 				return fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 			}
@@ -126,7 +126,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 }
 
 // find adds the documents filter selects to out, by id.
-func (s *Store) find(ctx context.Context, collection string, filter bson.D, newState func() any, out map[string]projector.Loaded) error {
+func (s *Store) find(ctx context.Context, collection string, filter bson.D, newState func() any, out map[string]driver.Loaded) error {
 	cur, err := s.db.Collection(collection).Find(ctx, filter)
 	if err != nil {
 		return err
@@ -145,16 +145,16 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 		if err := bson.Unmarshal(cur.Current, state); err != nil {
 			return fmt.Errorf("decode %s into %T: %w", id, state, err)
 		}
-		out[id] = projector.Loaded{Revision: rev, State: state}
+		out[id] = driver.Loaded{Revision: rev, State: state}
 		s.cachePut(collection, id, rev, slices.Clone(cur.Current))
 	}
 	return cur.Err()
 }
 
-// WriteMany implements [projector.BatchStore]: unordered bulk inserts and
+// WriteMany implements [driver.BatchStore]: unordered bulk inserts and
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
 // reports whether writes[i] took effect.
-func (s *Store) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	ok := make([]bool, len(writes))
 	coll := s.db.Collection(collection)
 	limits := s.bulkLimits(ctx)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
-	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
 type note struct {
@@ -21,7 +21,7 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 	ctx := context.Background()
 	db := mongotest.Database(t)
 	s := mongostore.New(db)
-	ok, err := s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", Insert: true, Revision: 0, State: note{"first"}}})
+	ok, err := s.WriteMany(ctx, "notes", []driver.Write{{ID: "a", Insert: true, Revision: 0, State: note{"first"}}})
 	if err != nil || !ok[0] {
 		t.Fatalf("insert: %v %v", ok, err)
 	}
@@ -39,7 +39,7 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 	if got, _ := s.LoadMany(ctx, "notes", []string{"a"}, newNote); !got["a"].Cached || got["a"].Revision != 0 {
 		t.Fatalf("stale entry: %+v", got["a"])
 	}
-	ok, err = s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", From: 0, Revision: 1, State: note{"mine"}}})
+	ok, err = s.WriteMany(ctx, "notes", []driver.Write{{ID: "a", From: 0, Revision: 1, State: note{"mine"}}})
 	if err != nil || ok[0] {
 		t.Fatalf("write from the stale revision: took %v (%v), want a miss", ok, err)
 	}
@@ -66,7 +66,7 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 		bson.D{{Key: "$set", Value: bson.D{{Key: "revision", Value: int64(7)}, {Key: "text", Value: "also theirs"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	ok, err = s.WriteMany(ctx, "notes", []projector.Write{{ID: "a", From: 6, Revision: 7, State: note{"not written"}}})
+	ok, err = s.WriteMany(ctx, "notes", []driver.Write{{ID: "a", From: 6, Revision: 7, State: note{"not written"}}})
 	if err != nil || !ok[0] {
 		t.Fatalf("write to the revision another writer reached: %v %v", ok, err)
 	}
@@ -76,7 +76,7 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 	}
 
 	none := mongostore.New(db, mongostore.WithDocumentCache(0))
-	if _, err := none.WriteMany(ctx, "notes", []projector.Write{{ID: "c", Insert: true, State: note{"x"}}}); err != nil {
+	if _, err := none.WriteMany(ctx, "notes", []driver.Write{{ID: "c", Insert: true, State: note{"x"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := none.LoadMany(ctx, "notes", []string{"c"}, newNote); got["c"].Cached {

@@ -11,13 +11,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
 // FieldMeta holds, in a document kept under a strategy other than the
 // revision gate, what the engine knows of the events applied to it.
 const FieldMeta = "_meta"
 
-var _ projector.InboxStore = (*Store)(nil)
+var _ driver.InboxStore = (*Store)(nil)
 
 type metaDoc struct {
 	Version   int64            `bson:"v"`
@@ -32,7 +33,7 @@ type handledDoc struct {
 	Position int64  `bson:"pos"`
 }
 
-func toMetaDoc(m projector.Meta) metaDoc {
+func toMetaDoc(m driver.Meta) metaDoc {
 	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted)}
 	if len(m.Revisions) > 0 {
 		d.Revisions = make(map[string]int64, len(m.Revisions))
@@ -46,8 +47,8 @@ func toMetaDoc(m projector.Meta) metaDoc {
 	return d
 }
 
-func (d metaDoc) meta() projector.Meta {
-	m := projector.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted)}
+func (d metaDoc) meta() driver.Meta {
+	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted)}
 	if len(d.Revisions) > 0 {
 		m.Revisions = make(map[string]uint64, len(d.Revisions))
 		for k, v := range d.Revisions {
@@ -55,37 +56,37 @@ func (d metaDoc) meta() projector.Meta {
 		}
 	}
 	for _, h := range d.Handled {
-		m.Handled = append(m.Handled, projector.Handled{ID: h.ID, Position: uint64(h.Position)})
+		m.Handled = append(m.Handled, driver.Handled{ID: h.ID, Position: uint64(h.Position)})
 	}
 	return m
 }
 
-// LoadGuarded implements [projector.GuardedStore].
-func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state any) (projector.Meta, bool, error) {
+// LoadGuarded implements [driver.GuardedStore].
+func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
 	raw, err := s.db.Collection(collection).FindOne(ctx, bson.D{{Key: FieldID, Value: id}}).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return projector.Meta{}, false, nil
+		return driver.Meta{}, false, nil
 	}
 	if err != nil {
-		return projector.Meta{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+		return driver.Meta{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
 	var wrap struct {
 		Meta metaDoc `bson:"_meta"`
 	}
 	if err := bson.Unmarshal(raw, &wrap); err != nil {
-		return projector.Meta{}, false, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+		return driver.Meta{}, false, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return projector.Meta{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Meta{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
 	}
 	return wrap.Meta.meta(), true, nil
 }
 
-// PutGuarded implements [projector.GuardedStore]: an insert when expected is
+// PutGuarded implements [driver.GuardedStore]: an insert when expected is
 // -1, else a replace filtered on the stored version.
-func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta projector.Meta, state any) (bool, error) {
+func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
 	raw, err := bson.Marshal(state)
 	if err != nil {
 		return false, fmt.Errorf("mongostore: encode %T: %w", state, err)
@@ -119,7 +120,7 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 	return res.MatchedCount == 1, nil
 }
 
-// Transactions implements [projector.InboxStore].
+// Transactions implements [driver.InboxStore].
 func (s *Store) Transactions(ctx context.Context) (bool, error) {
 	c, err := s.Capabilities(ctx)
 	return c.Transactions, err
@@ -128,7 +129,7 @@ func (s *Store) Transactions(ctx context.Context) (bool, error) {
 // InboxCollection returns the inbox collection of projection.
 func InboxCollection(projection string) string { return "projector_inbox_" + projection }
 
-// EnsureInbox implements [projector.InboxStore]: the inbox collection with a
+// EnsureInbox implements [driver.InboxStore]: the inbox collection with a
 // TTL index that removes records after retention.
 func (s *Store) EnsureInbox(ctx context.Context, projection string, retention time.Duration) error {
 	model := mongo.IndexModel{
@@ -141,7 +142,7 @@ func (s *Store) EnsureInbox(ctx context.Context, projection string, retention ti
 	return nil
 }
 
-// Receive implements [projector.InboxStore]. It looks for the record before
+// Receive implements [driver.InboxStore]. It looks for the record before
 // inserting it: inside a transaction, a failed insert (a duplicate key) would
 // abort the transaction. Two deliveries racing past the look both insert; the
 // loser's transaction fails and is retried, and then finds the record.
@@ -161,7 +162,7 @@ func (s *Store) Receive(ctx context.Context, projection, eventID string) error {
 	return nil
 }
 
-// InTransaction implements [projector.InboxStore] with a session's
+// InTransaction implements [driver.InboxStore] with a session's
 // transaction (retried by the driver on transient errors).
 func (s *Store) InTransaction(ctx context.Context, fn func(ctx context.Context) error) error {
 	sess, err := s.db.Client().StartSession()

@@ -27,6 +27,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
 // Field names the engine owns in every document.
@@ -47,7 +48,7 @@ type Store struct {
 	bulkRetry time.Time   // after a failed ask, when to ask again
 }
 
-var _ projector.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // New returns a store on db. Closing the store leaves db's client open: it is
 // the caller's.
@@ -72,7 +73,7 @@ func (s *Store) Close(ctx context.Context) error {
 	return s.client.Disconnect(ctx)
 }
 
-// Load implements [projector.Store].
+// Load implements [driver.Store].
 func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (uint64, bool, error) {
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
 	opts := options.FindOne()
@@ -98,7 +99,7 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 	return rev, true, nil
 }
 
-// Insert implements [projector.Store].
+// Insert implements [driver.Store].
 func (s *Store) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
 	s.cacheDrop(collection, id)
 	doc, err := document(id, revision, state)
@@ -116,7 +117,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, revision uint
 	return nil
 }
 
-// Update implements [projector.Store]. It replaces the whole document, so that
+// Update implements [driver.Store]. It replaces the whole document, so that
 // fields the new state leaves out do not linger, and reports a match, not a
 // modification: an event that changes nothing but the revision still counts.
 func (s *Store) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
@@ -134,7 +135,7 @@ func (s *Store) Update(ctx context.Context, collection, id string, from, revisio
 	return res.MatchedCount == 1, nil
 }
 
-// EnsureIndexes implements [projector.Store]. It creates one index per
+// EnsureIndexes implements [driver.Store]. It creates one index per
 // command: FerretDB 1.24 drops the connection when one createIndexes command
 // names several indexes that exist already.
 func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []projector.Index) error {

@@ -11,6 +11,7 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
 
 func TestStore_acceptance_on_the_test_server(t *testing.T) {
 	t.Logf("server: %s", mongotest.Server(t))
-	projectortest.TestStore(t, func(t *testing.T) projector.Store {
+	projectortest.TestStore(t, func(t *testing.T) driver.Store {
 		return mongostore.New(mongotest.Database(t))
 	})
 }
@@ -29,7 +30,7 @@ func TestStore_acceptance_on_MongoDB_in_Docker(t *testing.T) {
 	}
 	db := mongotest.Docker(t)
 	n := 0
-	projectortest.TestStore(t, func(t *testing.T) projector.Store {
+	projectortest.TestStore(t, func(t *testing.T) driver.Store {
 		n++
 		return mongostore.New(db.Client().Database(db.Name() + "_" + strings.Repeat("x", n)))
 	})

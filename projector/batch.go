@@ -4,55 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/revgate/projector/projector/driver"
 )
 
-// BatchStore is what batched catch-up needs of the store: one read for many
-// documents and unordered bulk writes, each still conditional on the revision
-// it starts from. mongostore implements it.
-type BatchStore interface {
-	Store
-	// LoadMany reads the documents of ids that exist, decoding each state
-	// into a value from newState.
-	LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]Loaded, error)
-	// WriteMany applies writes, in any order; ok[i] reports whether writes[i]
-	// took effect (an insert found no document, a replace found its From).
-	WriteMany(ctx context.Context, collection string, writes []Write) (ok []bool, err error)
-}
-
-// Loaded is a document as LoadMany read it.
-type Loaded struct {
-	Revision uint64
-	State    any
-	// Cached: from the store's cache of what it read or wrote, not from the
-	// server, so possibly out of date. A write from it is conditional on
-	// Revision and misses if so; HandleBatch does not count events
-	// duplicates on a cached document's word alone.
-	Cached bool
-}
-
-// Write is one document write of a batch: an insert at Revision, or a
-// replace from revision From to Revision.
-type Write struct {
-	ID       string
-	Insert   bool
-	From     uint64
-	Revision uint64
-	State    any
-}
-
 // batchable reports whether HandleBatch can fold events of every projection:
-// all under the revision gate, on a store that writes in bulk.
-func (e *Engine) batchable() bool {
-	if _, ok := e.store.(BatchStore); !ok {
-		return false
-	}
-	for _, p := range e.projections {
-		if strategyOf(p).kind != kindStreamRevision {
-			return false
-		}
-	}
-	return true
-}
+// all keep gated documents, on a store that writes in bulk (found once by
+// [NewEngine]).
+func (e *Engine) batchable() bool { return e.batchStore != nil }
 
 // HandleBatch handles events as Handle does, one result list per event, but
 // reads and writes each document once: for each projection it reads the
@@ -72,156 +31,23 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 	out := make([][]Result, len(events))
 	b := &batchRun{Engine: e, events: events, out: out}
 	if !e.batchable() || len(events) < 2 {
-		for i := range events {
-			b.handle(ctx, i)
-		}
+		b.handleEach(ctx)
 		return out
 	}
-	bs := e.store.(BatchStore)
 	decoded := make([]Event, len(events))
 	for i, ev := range events {
 		d, err := e.registry.Decode(ev)
 		if err != nil {
 			// A payload that does not decode: the whole batch goes through
 			// the gate in order, which applies the failure policy.
-			for i := range events {
-				b.handle(ctx, i)
-			}
+			b.handleEach(ctx)
 			return out
 		}
 		decoded[i] = d
 	}
 	b.decoded = decoded
-	type docEvents struct {
-		id  string
-		idx []int // into events, in order
-	}
 	for _, p := range e.projections {
-		var docs []*docEvents
-		byID := map[string]*docEvents{}
-		for i := range events {
-			id, ok := p.DocumentID(decoded[i])
-			if !ok {
-				continue
-			}
-			d := byID[id]
-			if d == nil {
-				d = &docEvents{id: id}
-				byID[id] = d
-				docs = append(docs, d)
-			}
-			d.idx = append(d.idx, i)
-		}
-		if len(docs) == 0 {
-			continue
-		}
-		// A document whose first event here creates it is most likely new: it
-		// is not read, and it is written with an insert, which fails if it
-		// exists after all (a redelivery), and then its events go through the
-		// gate. The others are read with one query.
-		ids := make([]string, 0, len(docs))
-		for _, d := range docs {
-			if !p.creates(decoded[d.idx[0]]) {
-				ids = append(ids, d.id)
-			}
-		}
-		loaded := map[string]Loaded{}
-		var err error
-		if len(ids) > 0 {
-			loaded, err = bs.LoadMany(ctx, p.Collection(), ids, p.newState)
-		}
-		if err != nil {
-			e.logger.Warn("batch read failed: its documents go through the gate one event at a time",
-				"projection", p.Name(), "documents", len(ids), "err", err)
-			for _, d := range docs {
-				b.slowDoc(ctx, p, d.id, d.idx)
-			}
-			continue
-		}
-		var writes []Write
-		var writeDocs []*docEvents
-		for _, d := range docs {
-			cur, found := loaded[d.id]
-			state, rev := cur.State, cur.Revision
-			results := make([]Result, 0, len(d.idx))
-			fallback, changed := false, false
-			var insert bool
-			for _, i := range d.idx {
-				ev := decoded[i]
-				n := ev.StreamRevision
-				switch {
-				case found && n <= rev:
-					results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
-					continue
-				case found && p.creates(ev):
-					// A second creation: the gate refuses it
-					// (ErrAlreadyCreated) under the failure policy.
-					fallback = true
-				case p.creates(ev):
-					next, err := p.applyTo(nil, ev)
-					if err != nil {
-						fallback = true
-						break
-					}
-					state, rev, found, insert, changed = next, n, true, true, true
-				case found && n == rev+1:
-					next, err := p.applyTo(state, ev)
-					if err != nil {
-						fallback = true
-						break
-					}
-					state, rev, changed = next, n, true
-				default:
-					fallback = true // a predecessor is missing: the gate waits for it
-				}
-				if fallback {
-					break
-				}
-				results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
-			}
-			if fallback {
-				b.slowDoc(ctx, p, d.id, d.idx)
-				continue
-			}
-			if !changed {
-				if cur.Cached {
-					// Every event a duplicate, by the cache's word only: the
-					// gate reads the server. (A document deleted or rebuilt
-					// under the projector would otherwise lose them.)
-					b.slowDoc(ctx, p, d.id, d.idx)
-					continue
-				}
-				for k, i := range d.idx {
-					out[i] = append(out[i], results[k])
-				}
-				continue
-			}
-			w := Write{ID: d.id, Insert: insert, From: cur.Revision, Revision: rev, State: state}
-			writes = append(writes, w)
-			writeDocs = append(writeDocs, d)
-			for k, i := range d.idx {
-				out[i] = append(out[i], results[k])
-			}
-		}
-		if len(writes) == 0 {
-			continue
-		}
-		ok, err := bs.WriteMany(ctx, p.Collection(), writes)
-		if err != nil {
-			e.logger.Warn("batch write failed: its documents go through the gate one event at a time",
-				"projection", p.Name(), "documents", len(writes), "err", err)
-		}
-		for k, d := range writeDocs {
-			if err == nil && ok[k] {
-				continue
-			}
-			// The write missed: drop this document's batch results and let
-			// the gate handle its events one by one.
-			for _, i := range d.idx {
-				out[i] = slices.DeleteFunc(out[i], func(r Result) bool { return r.Projection == p.Name() })
-			}
-			b.slowDoc(ctx, p, d.id, d.idx)
-		}
+		b.project(ctx, p)
 	}
 	return out
 }
@@ -236,23 +62,176 @@ type batchRun struct {
 	failed  bool
 }
 
-// handle handles event i alone, through Handle, unless an event has failed.
-func (b *batchRun) handle(ctx context.Context, i int) {
-	if b.failed {
-		b.out[i] = []Result{{Outcome: Failed, Err: ErrNotHandled}}
-		return
-	}
-	b.out[i], _ = b.Handle(ctx, b.events[i])
-	b.note(b.out[i]...)
+// docEvents are the events of a batch that feed one document, in order.
+type docEvents struct {
+	id  string
+	idx []int // into the batch's events
 }
 
-// slowDoc handles the events idx of document id of p through the gate, in
-// order, until an event fails.
-func (b *batchRun) slowDoc(ctx context.Context, p Definition, id string, idx []int) {
-	for _, i := range idx {
-		res := Result{Projection: p.Name(), Document: id, Outcome: Failed, Err: ErrNotHandled}
+// folded is a document's events folded in memory: the write that stores
+// them, and their results; fallback when they must go through the gate.
+type folded struct {
+	write    driver.Write
+	changed  bool
+	results  []Result
+	fallback bool
+}
+
+// project handles the batch's events of projection p: one read, a fold per
+// document, one bulk write.
+func (b *batchRun) project(ctx context.Context, p Definition) {
+	docs := b.documents(p)
+	if len(docs) == 0 {
+		return
+	}
+	loaded, err := b.load(ctx, p, docs)
+	if err != nil {
+		b.logger.Warn("batch read failed: its documents go through the gate one event at a time",
+			"projection", p.Name(), "documents", len(docs), "err", err)
+		for _, d := range docs {
+			b.slowDoc(ctx, p, d)
+		}
+		return
+	}
+	var writes []driver.Write
+	var writeDocs []*docEvents
+	for _, d := range docs {
+		cur, found := loaded[d.id]
+		f := b.fold(p, d, cur, found)
+		switch {
+		case f.fallback, !f.changed && cur.Cached:
+			// Through the gate. (A document whose events are all
+			// duplicates by the cache's word only is read from the server
+			// there: one deleted or rebuilt under the projector would
+			// otherwise lose them.)
+			b.slowDoc(ctx, p, d)
+			continue
+		case f.changed:
+			writes, writeDocs = append(writes, f.write), append(writeDocs, d)
+		}
+		for k, i := range d.idx {
+			b.out[i] = append(b.out[i], f.results[k])
+		}
+	}
+	b.write(ctx, p, writes, writeDocs)
+}
+
+// documents groups the batch's events of p by document, in order.
+func (b *batchRun) documents(p Definition) []*docEvents {
+	var docs []*docEvents
+	byID := map[string]*docEvents{}
+	for i := range b.events {
+		id, ok := p.DocumentID(b.decoded[i])
+		if !ok {
+			continue
+		}
+		d := byID[id]
+		if d == nil {
+			d = &docEvents{id: id}
+			byID[id] = d
+			docs = append(docs, d)
+		}
+		d.idx = append(d.idx, i)
+	}
+	return docs
+}
+
+// load reads the documents of docs with one query, but those whose first
+// event here creates them: most likely new, they are not read, and are
+// written with an insert, which fails if they exist after all (a
+// redelivery), and then their events go through the gate.
+func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (map[string]driver.Loaded, error) {
+	ids := make([]string, 0, len(docs))
+	for _, d := range docs {
+		if !p.creates(b.decoded[d.idx[0]]) {
+			ids = append(ids, d.id)
+		}
+	}
+	if len(ids) == 0 {
+		return map[string]driver.Loaded{}, nil
+	}
+	return b.batchStore.LoadMany(ctx, p.Collection(), ids, p.newState)
+}
+
+// fold folds the events of document d on cur (found: it was read), as the
+// gate would apply them one by one ([decide]); any event the gate would not
+// simply apply or skip sends the document through the gate.
+func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found bool) folded {
+	f := folded{write: driver.Write{ID: d.id, From: cur.Revision}}
+	state, rev := cur.State, cur.Revision
+	for _, i := range d.idx {
+		ev := b.decoded[i]
+		switch decide(ev.StreamRevision, p.creates(ev), found, rev) {
+		case duplicate:
+			f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
+			continue
+		case create:
+			next, err := p.applyTo(nil, ev)
+			if err != nil {
+				return folded{fallback: true}
+			}
+			state, found, f.write.Insert = next, true, true
+		case apply:
+			next, err := p.applyTo(state, ev)
+			if err != nil {
+				return folded{fallback: true}
+			}
+			state = next
+		default:
+			// A predecessor is missing (the gate waits for it), or a second
+			// creation (the gate refuses it under the failure policy).
+			return folded{fallback: true}
+		}
+		rev, f.changed = ev.StreamRevision, true
+		f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
+	}
+	f.write.Revision, f.write.State = rev, state
+	return f
+}
+
+// write writes the folded documents with one bulk write; a document whose
+// write missed (another writer moved it) has its batch results dropped and
+// its events handled through the gate.
+func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Write, docs []*docEvents) {
+	if len(writes) == 0 {
+		return
+	}
+	ok, err := b.batchStore.WriteMany(ctx, p.Collection(), writes)
+	if err != nil {
+		b.logger.Warn("batch write failed: its documents go through the gate one event at a time",
+			"projection", p.Name(), "documents", len(writes), "err", err)
+	}
+	for k, d := range docs {
+		if err == nil && ok[k] {
+			continue
+		}
+		for _, i := range d.idx {
+			b.out[i] = slices.DeleteFunc(b.out[i], func(r Result) bool { return r.Projection == p.Name() })
+		}
+		b.slowDoc(ctx, p, d)
+	}
+}
+
+// handleEach handles every event alone, through Handle, until one fails.
+func (b *batchRun) handleEach(ctx context.Context) {
+	for i := range b.events {
+		if b.failed {
+			b.out[i] = []Result{{Outcome: Failed, Err: ErrNotHandled}}
+			continue
+		}
+		b.out[i], _ = b.Handle(ctx, b.events[i])
+		b.note(b.out[i]...)
+	}
+}
+
+// slowDoc handles the events of document d of p through the gate, in order,
+// until an event fails.
+func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
+	t := target{p, d.id}
+	for _, i := range d.idx {
+		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
-			res = b.gate(ctx, p, id, b.decoded[i], nil)
+			res = b.gate(ctx, t, b.decoded[i], nil)
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

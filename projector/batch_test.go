@@ -13,6 +13,7 @@ import (
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -25,7 +26,7 @@ type racingStore struct {
 	before func()
 }
 
-func (s *racingStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+func (s *racingStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	s.once.Do(s.before)
 	return s.Store.WriteMany(ctx, collection, writes)
 }
@@ -218,7 +219,7 @@ func (s *stalledStore) hold(ctx context.Context) {
 	}
 }
 
-func (s *stalledStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+func (s *stalledStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	s.hold(ctx)
 	return s.Store.WriteMany(ctx, collection, writes)
 }
@@ -287,7 +288,7 @@ func TestRunner_a_stalled_store_stops_the_reading_at_the_buffers(t *testing.T) {
 // through the gate.
 type noBulkWrites struct{ *mongostore.Store }
 
-func (noBulkWrites) WriteMany(context.Context, string, []projector.Write) ([]bool, error) {
+func (noBulkWrites) WriteMany(context.Context, string, []driver.Write) ([]bool, error) {
 	return nil, errors.New("bulk writes refused")
 }
 

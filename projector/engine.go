@@ -7,14 +7,15 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
-// Engine applies events to projections through the revision gate. It is safe
-// for concurrent use: events may be handled from many goroutines at once, in
-// any order.
+// Engine applies events to projections through the revision gate (or the
+// projection's other idempotency strategy). It is safe for concurrent use:
+// events may be handled from many goroutines at once, in any order.
 type Engine struct {
-	store       Store
+	store       driver.Store
 	registry    *Registry
 	projections []Definition
 	policy      retry.Policy
@@ -24,6 +25,13 @@ type Engine struct {
 	onFailure   FailurePolicy
 	parker      Parker
 	locks       docLocks
+
+	// What the store can do, found once by NewEngine: nil when it cannot.
+	guardedStore driver.GuardedStore
+	inboxStore   driver.InboxStore
+	batchStore   driver.BatchStore // nil also when a strategy cannot batch
+	// policies is each projection's failure policy, its own or the engine's.
+	policies map[string]FailurePolicy
 }
 
 // Option configures an [Engine].
@@ -47,8 +55,13 @@ func WithRetryOptions(opts ...retry.Option) Option {
 }
 
 // NewEngine returns an engine that keeps projections in store, decoding
-// payloads with registry.
-func NewEngine(store Store, registry *Registry, projections []Definition, opts ...Option) (*Engine, error) {
+// payloads with registry. It checks, without I/O, everything that can be
+// known before the first event, with one error naming what is wrong: the
+// projections ([Validate]), the retry and failure policies, and that store
+// can keep each projection's strategy ([driver.GuardedStore] for those other
+// than the revision gate, [driver.InboxStore] for the inbox). A store that
+// cannot write in bulk ([driver.BatchStore]) gets its events one at a time.
+func NewEngine(store driver.Store, registry *Registry, projections []Definition, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		store:       store,
 		registry:    registry,
@@ -63,28 +76,72 @@ func NewEngine(store Store, registry *Registry, projections []Definition, opts .
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
-	for _, pol := range append([]FailurePolicy{e.onFailure}, projectionPolicies(projections)...) {
-		switch {
-		case pol != Block && pol != Skip && pol != Park:
-			return nil, fmt.Errorf("projector: unknown failure policy %d", int(pol))
-		case pol == Park && e.parker == nil:
-			return nil, errors.New("projector: the park policy needs a place to record parked events: WithParker (mongostore.Store is one)")
-		}
-	}
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
 	if err := Validate(registry, projections...); err != nil {
 		return nil, err
 	}
+	if err := e.checkPolicies(); err != nil {
+		return nil, err
+	}
+	e.guardedStore, _ = store.(driver.GuardedStore)
+	e.inboxStore, _ = store.(driver.InboxStore)
+	batches := true
+	for _, p := range projections {
+		if err := keeperOf(p).needs(store); err != nil {
+			return nil, fmt.Errorf("projector: projection %q: %w", p.Name(), err)
+		}
+		batches = batches && keeperOf(p).batches()
+	}
+	if bs, ok := store.(driver.BatchStore); ok && batches {
+		e.batchStore = bs
+	}
 	return e, nil
 }
 
-// Prepare checks that the store can keep the projections' strategies (the
-// inbox needs transactions) and creates what they need: indexes, inboxes.
-func (e *Engine) Prepare(ctx context.Context) error {
-	if err := e.prepareStrategies(ctx); err != nil {
+// checkPolicies checks the failure policies once and keeps each
+// projection's.
+func (e *Engine) checkPolicies() error {
+	e.policies = make(map[string]FailurePolicy, len(e.projections))
+	check := func(pol FailurePolicy) error {
+		switch {
+		case pol != Block && pol != Skip && pol != Park:
+			return fmt.Errorf("projector: unknown failure policy %d", int(pol))
+		case pol == Park && e.parker == nil:
+			return errors.New("projector: the park policy needs a place to record parked events: WithParker (mongostore.Store is one)")
+		}
+		return nil
+	}
+	if err := check(e.onFailure); err != nil {
 		return err
+	}
+	for _, p := range e.projections {
+		pol, own := p.failurePolicy()
+		if !own {
+			pol = e.onFailure
+		}
+		if err := check(pol); err != nil {
+			return err
+		}
+		e.policies[p.Name()] = pol
+	}
+	return nil
+}
+
+// policyOf returns the failure policy of projection p: its own, or the
+// engine's.
+func (e *Engine) policyOf(p Definition) FailurePolicy { return e.policies[p.Name()] }
+
+// Prepare creates what the projections need in the store, once, before the
+// first event: their indexes, and an inbox strategy's inbox (after checking
+// that the server runs transactions). Events handled without it apply all
+// the same, but readers miss the indexes and an inbox has no retention.
+func (e *Engine) Prepare(ctx context.Context) error {
+	for _, p := range e.projections {
+		if err := keeperOf(p).prepare(ctx, e, p.Name()); err != nil {
+			return err
+		}
 	}
 	for _, p := range e.projections {
 		if err := e.store.EnsureIndexes(ctx, p.Collection(), p.Indexes()); err != nil {
@@ -101,128 +158,18 @@ func (e *Engine) Projections() []Definition { return e.projections }
 // handled now, queued or waiting included.
 func (e *Engine) InFlight() int { return e.queue.inFlight() }
 
-// Outcome is what handling an event did to one projection's document.
-type Outcome int
-
-const (
-	// Applied: the event changed the document (or advanced its revision).
-	Applied Outcome = iota + 1
-	// Duplicate: the document had the event's effect already; nothing written.
-	Duplicate
-	// Failed: the event was not applied; Result.Err says why.
-	Failed
-	// Skipped: the event failed permanently (Result.Err says why) and, under
-	// the [Skip] policy, the document's revision moved past it with its state
-	// unchanged, so the stream's later events apply.
-	Skipped
-	// Parked: as Skipped, under the [Park] policy: the event was recorded
-	// first.
-	Parked
-)
-
-// FailurePolicy is what the gate does with an event that fails permanently:
-// a payload that does not decode, a domain error, a projection that panics.
-// Transient failures (a predecessor that does not arrive in time, a store that
-// does not answer) are always [Failed]: nothing can be skipped safely then.
-type FailurePolicy int
-
-const (
-	// Block leaves the document at the revision before the event and reports
-	// the event [Failed]; the stream's later events for that document wait for
-	// it, and fail in turn. Nothing is lost: someone must look.
-	Block FailurePolicy = iota
-	// Skip moves the document's revision past the event with its state
-	// unchanged and reports it [Skipped], so the rest of the stream flows. The
-	// document is then the fold of the stream without that event. A skipped
-	// creation event creates the document with the zero state.
-	Skip
-	// Park is Skip that first records the event, the error and the attempts
-	// with the engine's [Parker], so that it can be looked at and replayed
-	// ([Engine.Replay]) once the projection is fixed. It reports [Parked].
-	Park
-)
-
-// projectionPolicies returns the failure policies projections set themselves.
-func projectionPolicies(defs []Definition) []FailurePolicy {
-	var out []FailurePolicy
-	for _, d := range defs {
-		if p, ok := d.failurePolicy(); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-// policyOf returns the failure policy of projection p: its own, or the
-// engine's.
-func (e *Engine) policyOf(p Definition) FailurePolicy {
-	if pol, ok := p.failurePolicy(); ok {
-		return pol
-	}
-	return e.onFailure
-}
-
-func (p FailurePolicy) String() string {
-	switch p {
-	case Block:
-		return "block"
-	case Skip:
-		return "skip"
-	case Park:
-		return "park"
-	}
-	return fmt.Sprintf("FailurePolicy(%d)", int(p))
-}
-
-func (o Outcome) String() string {
-	switch o {
-	case Applied:
-		return "applied"
-	case Duplicate:
-		return "duplicate"
-	case Failed:
-		return "failed"
-	case Skipped:
-		return "skipped"
-	case Parked:
-		return "parked"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
-// Result is the outcome of one event in one projection.
-type Result struct {
-	Projection string
-	Document   string
-	Outcome    Outcome
-	// Waits is how many times the gate waited with backoff for the document
-	// to reach the event's predecessor (or for a write that matched nothing).
-	Waits int
-	// Err is set when Outcome is Failed, Skipped or Parked: an [*Error].
-	Err error
-}
-
 // Handle applies ev to every projection that wants it and returns one result
 // per such projection. The error joins the errors of the failed results
-// (skipped ones are not failures); the results are complete either way. ev.Payload is decoded from ev.Data with the
-// registry when it is nil.
+// (skipped ones are not failures); the results are complete either way.
+// ev.Payload is decoded from ev.Data with the registry when it is nil.
 func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
-	type target struct {
-		p  Definition
-		id string
-	}
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr := e.registry.Decode(ev)
 	route := decoded
 	if decodeErr != nil {
 		route = ev
 	}
-	var targets []target
-	for _, p := range e.projections {
-		if id, ok := p.DocumentID(route); ok {
-			targets = append(targets, target{p, id})
-		}
-	}
+	targets := e.targets(route)
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -231,56 +178,92 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 		blocked := 0
 		for i, t := range targets {
 			if e.policyOf(t.p) == Block {
-				results[i] = e.fail(t.p, t.id, ev, -1, -1, 0, retry.Permanent(decodeErr))
+				results[i] = e.fail(t, ev, permanent(decodeErr))
 				blocked++
 			}
 		}
 		if blocked == len(targets) {
 			return results, joinFailures(results)
 		}
-	}
-	if decodeErr != nil {
 		// Skipped through the gate, undecoded. The zero value of its type
 		// stands in for the payload, so that a creation event is still known
 		// as one.
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
+	handle := func(t target) Result { return keeperOf(t.p).handle(e, ctx, t, decoded, decodeErr) }
 	if len(targets) == 1 {
-		results[0] = e.gate(ctx, targets[0].p, targets[0].id, decoded, decodeErr)
-	} else {
-		var wg sync.WaitGroup
-		for i, t := range targets {
-			if decodeErr != nil && e.policyOf(t.p) == Block {
-				continue // failed above
-			}
-			wg.Go(func() { results[i] = e.gate(ctx, t.p, t.id, decoded, decodeErr) })
-		}
-		wg.Wait()
+		results[0] = handle(targets[0])
+		return results, joinFailures(results)
 	}
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		if decodeErr != nil && e.policyOf(t.p) == Block {
+			continue // failed above
+		}
+		wg.Go(func() { results[i] = handle(t) })
+	}
+	wg.Wait()
 	return results, joinFailures(results)
 }
 
-func joinFailures(results []Result) error {
-	var errs []error
-	for _, r := range results {
-		if r.Outcome == Failed {
-			errs = append(errs, r.Err)
+// targets returns the documents ev feeds, one per projection that wants it.
+func (e *Engine) targets(ev Event) []target {
+	var targets []target
+	for _, p := range e.projections {
+		if id, ok := p.DocumentID(ev); ok {
+			targets = append(targets, target{p, id})
 		}
 	}
-	return errors.Join(errs...)
+	return targets
 }
 
-// fail builds the failed result of ev in projection p, and logs it.
-func (e *Engine) fail(p Definition, id string, ev Event, wanted, seen int64, attempts int, cause error) Result {
-	err := &Error{
-		Projection: p.Name(), Document: id, Stream: ev.StreamID,
-		EventID: ev.ID, EventType: ev.Type, Revision: ev.StreamRevision,
-		Wanted: wanted, Seen: seen, Attempts: attempts, Err: cause,
+// applyStep is the projection's step for one event; it fails for an event
+// that cannot be applied.
+type applyStep func(state any) (any, error)
+
+// applier returns the step of ev in p; undecodable, the decoding error of
+// ev's payload, fails it.
+func (e *Engine) applier(p Definition, ev Event, undecodable error) applyStep {
+	return func(state any) (any, error) {
+		if undecodable != nil {
+			return nil, undecodable
+		}
+		return p.applyTo(state, ev)
 	}
-	if !errors.Is(cause, context.Canceled) {
-		e.logger.Warn("event failed", "projection", p.Name(), "document", id, "stream", ev.StreamID,
-			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", cause)
+}
+
+// step runs apply on state. A permanent failure under [Skip] or [Park]
+// gives state itself (the zero state for nil) and the cause in skipped.
+func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipped, err error) {
+	next, err = apply(state)
+	if err == nil {
+		return next, nil, nil
 	}
-	return Result{Projection: p.Name(), Document: id, Outcome: Failed, Err: err}
+	if e.policyOf(p) == Block {
+		return nil, nil, retry.Permanent(err)
+	}
+	if state == nil {
+		state = p.newState()
+	}
+	return state, err, nil
+}
+
+// policyCounting is the engine's policy with a hook that counts the waits of
+// one event and logs them, then calls the user's hook.
+func (e *Engine) policyCounting(t target, ev Event, waits *int) retry.Policy {
+	pol := e.policy
+	user := pol.OnRetry
+	pol.OnRetry = func(a retry.Attempt) {
+		*waits++
+		// Rate-limited: the first wait and then every power of two.
+		if a.Number&(a.Number-1) == 0 {
+			e.logger.Debug("gate waits", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,
+				"revision", ev.StreamRevision, "attempt", a.Number, "delay", a.Delay, "reason", a.Err)
+		}
+		if user != nil {
+			user(a)
+		}
+	}
+	return pol
 }

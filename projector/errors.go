@@ -1,6 +1,8 @@
 package projector
 
 import (
+	"github.com/revgate/projector/projector/driver"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -9,9 +11,9 @@ import (
 )
 
 var (
-	// ErrDuplicate is what a [Store] returns when an insert finds the document
-	// there already.
-	ErrDuplicate = errors.New("document exists")
+	// ErrDuplicate is what a store returns when an insert finds the
+	// document there already: [driver.ErrDuplicate].
+	ErrDuplicate = driver.ErrDuplicate
 	// ErrPredecessorMissing: the document did not reach the revision before
 	// the event's within the retry policy.
 	ErrPredecessorMissing = errors.New("predecessor not applied in time")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -14,200 +15,218 @@ var (
 	errMoved      = errors.New("document moved between read and write")
 )
 
-// gate applies ev to document id of projection p: the revision gate described
-// in the package documentation.
-// undecodable is the decoding error of ev's payload (only under [Skip]): the
-// gate then moves the document past ev without applying it.
-func (e *Engine) gate(ctx context.Context, p Definition, id string, ev Event, undecodable error) Result {
-	if strategyOf(p).kind != kindStreamRevision {
-		// Not revision-ordered: no queue by revision, only a lock around each
-		// read-apply-write.
-		return e.guarded(ctx, p, id, ev, func(state any) (any, error) {
-			if undecodable != nil {
-				return nil, undecodable
-			}
-			return p.applyTo(state, ev)
-		})
+// gated is the kind of document the revision gate keeps: one per stream,
+// holding the stream revision of the last event applied ([driver.Store]).
+// Within one engine, events of one document queue in revision order.
+type gated struct{}
+
+func (gated) handle(e *Engine, ctx context.Context, t target, ev Event, undecodable error) Result {
+	return e.gate(ctx, t, ev, undecodable)
+}
+
+func (gated) batches() bool { return true }
+
+func (gated) prepare(context.Context, *Engine, string) error { return nil }
+
+func (gated) within(ctx context.Context, _ *Engine, _ target, _ Event, attempt func(context.Context) (step, error)) (step, error) {
+	return attempt(ctx)
+}
+
+func (gated) read(ctx context.Context, store driver.Store, collection, id string, state any) (bool, int64, error) {
+	rev, found, err := store.Load(ctx, collection, id, 0, state)
+	if !found {
+		return found, -1, err
 	}
-	t := e.queue.enter(docKey{p.Collection(), id}, ev.StreamRevision)
-	res := e.gateTurn(ctx, t, p, id, ev, undecodable)
-	e.queue.leave(t, res.Outcome != Failed, res.Err)
+	return found, int64(rev), err
+}
+
+// replayOnce applies parked event ev to the document as it is now. The gate
+// moved the document past ev when it parked it, so ev is a duplicate to the
+// gate; the revision stays, and the write is conditional on it.
+func (gated) replayOnce(e *Engine, ctx context.Context, t target, ev Event) error {
+	state := t.p.newState()
+	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	creates := t.p.creates(ev)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+	case decide(ev.StreamRevision, creates, found, rev) != duplicate:
+		return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, rev, ev.StreamRevision))
+	}
+	var from any = state
+	if creates && ev.StreamRevision == rev {
+		from = nil
+	}
+	next, err := t.p.applyTo(from, ev)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, rev, next)
+	switch {
+	case err != nil:
+		return err
+	case !matched:
+		return errMoved
+	}
+	return nil
+}
+
+// gate applies ev to gated document t: the revision gate described in the
+// package documentation, whose rule is [decide]. undecodable is the
+// decoding error of ev's payload (only under [Skip]): the gate then moves
+// the document past ev without applying it.
+func (e *Engine) gate(ctx context.Context, t target, ev Event, undecodable error) Result {
+	tk := e.queue.enter(t.key(), ev.StreamRevision)
+	res := e.gateTurn(ctx, tk, t, ev, undecodable)
+	e.queue.leave(tk, res.Outcome != Failed, res.Err)
 	return res
 }
 
-func (e *Engine) gateTurn(ctx context.Context, t *ticket, p Definition, id string, ev Event, undecodable error) Result {
-	if err := e.queue.wait(ctx, t); err != nil {
-		return e.fail(p, id, ev, -1, -1, 0, err)
+func (e *Engine) gateTurn(ctx context.Context, tk *ticket, t target, ev Event, undecodable error) Result {
+	if err := e.queue.wait(ctx, tk); err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
-	apply := func(state any) (any, error) {
-		if undecodable != nil {
-			return nil, undecodable
-		}
-		return p.applyTo(state, ev)
+	apply := e.applier(t.p, ev, undecodable)
+	if t.p.creates(ev) {
+		return e.create(ctx, t, ev, apply)
 	}
-	if p.creates(ev) {
-		return e.create(ctx, p, id, ev, apply)
-	}
-	return e.advance(ctx, t, p, id, ev, apply)
+	return e.advance(ctx, tk, t, ev, apply)
 }
 
-// applyStep is the projection's step for one event; it fails for an event
-// that cannot be applied.
-type applyStep func(state any) (any, error)
-
-// step runs apply on state. A permanent failure under [Skip] gives state
-// itself (the zero state for nil) and the cause in skipped.
-func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipped, err error) {
-	next, err = apply(state)
-	if err == nil {
-		return next, nil, nil
-	}
-	if e.policyOf(p) == Block {
-		return nil, nil, retry.Permanent(err)
-	}
-	if state == nil {
-		state = p.newState()
-	}
-	return state, err, nil
-}
-
-// result is the outcome of a gate pass: skipped turns Applied into Skipped.
-func (e *Engine) result(p Definition, id string, ev Event, outcome Outcome, waits int, skipped error) Result {
-	if outcome == Applied && skipped != nil {
-		r := e.fail(p, id, ev, -1, -1, 0, retry.Permanent(skipped))
-		r.Outcome, r.Waits = Skipped, waits
-		if e.policyOf(p) == Park {
-			r.Outcome = Parked
-		}
-		return r
-	}
-	return Result{Projection: p.Name(), Document: id, Outcome: outcome, Waits: waits}
-}
-
-// create inserts the document at the event's revision. A duplicate key means
-// the event was applied already, unless the document is older than the event.
-func (e *Engine) create(ctx context.Context, p Definition, id string, ev Event, apply applyStep) Result {
+// create inserts the document at the event's revision without reading it
+// first; when it is there already, the gate decides.
+func (e *Engine) create(ctx context.Context, t target, ev Event, apply applyStep) Result {
 	n := ev.StreamRevision
-	state, skipped, err := e.step(p, nil, apply)
+	state, skipped, err := e.step(t.p, nil, apply)
 	if err != nil {
-		return e.fail(p, id, ev, -1, -1, 0, err)
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
 	waits := 0
-	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
+	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		if skipped != nil {
-			if err := e.park(ctx, p, id, ev, skipped, waits+1); err != nil {
+			if err := e.park(ctx, t, ev, skipped, waits+1); err != nil {
 				return 0, err
 			}
 		}
-		err := e.store.Insert(ctx, p.Collection(), id, n, state)
-		if !errors.Is(err, ErrDuplicate) {
+		err := e.store.Insert(ctx, t.p.Collection(), t.id, n, state)
+		if !errors.Is(err, driver.ErrDuplicate) {
 			return Applied, err
 		}
-		rev, found, err := e.store.Load(ctx, p.Collection(), id, 0, nil)
-		switch {
-		case err != nil:
+		rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+		if err != nil {
 			return 0, err
-		case !found: // deleted since: insert again
+		}
+		switch decide(n, true, found, rev) {
+		case create: // deleted since: insert again
 			return 0, errMoved
-		case rev < n:
+		case refuse:
 			return 0, retry.Permanent(fmt.Errorf("%w at revision %d", ErrAlreadyCreated, rev))
 		}
 		return Duplicate, nil
 	}, e.retryOpts...)
 	if err != nil {
-		r := e.fail(p, id, ev, -1, -1, waits+1, err)
+		r := e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: waits + 1})
 		r.Waits = waits
 		return r
 	}
-	return e.result(p, id, ev, outcome, waits, skipped)
+	return e.result(t, ev, outcome, waits, skipped)
 }
 
 // advance moves the document from revision n-1 to n.
-func (e *Engine) advance(ctx context.Context, t *ticket, p Definition, id string, ev Event, apply applyStep) Result {
-	n := ev.StreamRevision
+func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, apply applyStep) Result {
 	waits, attempts := 0, 0
 	seen := int64(-1)
 	var skipped error
 	var queued error // an earlier event of the document, in flight here, failed
-	outcome, err := retry.DoValue(ctx, e.policyCounting(p, id, ev, &waits), func(ctx context.Context) (Outcome, error) {
+	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
-		state := p.newState()
-		rev, found, err := e.store.Load(ctx, p.Collection(), id, n-1, state)
-		for err == nil && !found && e.queue.predecessor(t) != nil {
-			// An earlier event of this document arrived here while this one
-			// waited: queue behind it rather than poll, then read again.
-			if queued = e.queue.wait(ctx, t); queued != nil {
-				return 0, retry.Permanent(queued)
-			}
-			rev, found, err = e.store.Load(ctx, p.Collection(), id, n-1, state)
+		out, rev, err := e.advanceOnce(ctx, tk, t, ev, apply, attempts, &queued)
+		if err == nil || rev >= 0 {
+			seen = rev
 		}
-		switch {
-		case err != nil:
-			return 0, err
-		case !found:
-			return 0, errNotVisible
-		}
-		seen = int64(rev)
-		if rev > n-1 {
-			return Duplicate, nil
-		}
-		next, why, err := e.step(p, state, apply)
-		if err != nil {
-			return 0, err
-		}
-		if why != nil {
-			// The projection may have changed the state in place before it
-			// failed: write the document back as it is stored.
-			fresh := p.newState()
-			if _, found, err := e.store.Load(ctx, p.Collection(), id, n-1, fresh); err != nil {
-				return 0, err
-			} else if !found {
-				return 0, errMoved
-			}
-			next = fresh
-		}
-		skipped = why
-		if skipped != nil {
-			if err := e.park(ctx, p, id, ev, skipped, attempts); err != nil {
-				return 0, err
-			}
-		}
-		matched, err := e.store.Update(ctx, p.Collection(), id, n-1, n, next)
-		switch {
-		case err != nil:
-			return 0, err
-		case !matched:
-			return 0, errMoved
-		}
-		return Applied, nil
+		skipped = out.skipped
+		return out.outcome, err
 	}, e.retryOpts...)
 	if err == nil {
-		return e.result(p, id, ev, outcome, waits, skipped)
+		return e.result(t, ev, outcome, waits, skipped)
 	}
-	wanted := int64(n) - 1
+	f := failure{err: err, wanted: int64(ev.StreamRevision) - 1, seen: seen, attempts: attempts}
 	switch {
 	case queued != nil:
-		err, wanted = queued, -1
+		f.err, f.wanted = queued, -1
 	case retry.IsPermanent(err):
-		wanted = -1 // it did not wait: the event itself is at fault
+		f.wanted = -1 // it did not wait: the event itself is at fault
 	case ctx.Err() != nil:
 		// Stopped from outside; err says so.
 	case errors.Is(err, errNotVisible) || errors.Is(err, errMoved):
-		err = fmt.Errorf("%w: %w", ErrPredecessorMissing, err)
-		seen = e.revisionNow(ctx, p, id, seen)
+		f.err = fmt.Errorf("%w: %w", ErrPredecessorMissing, err)
+		f.seen = e.revisionNow(ctx, t, seen)
 	}
-	r := e.fail(p, id, ev, wanted, seen, attempts, err)
+	r := e.fail(t, ev, f)
 	r.Waits = waits
 	return r
 }
 
+// advanceOnce is one read-decide-write of advance; rev is the revision it
+// read (-1: none).
+func (e *Engine) advanceOnce(ctx context.Context, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
+	n := ev.StreamRevision
+	state := t.p.newState()
+	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+	for err == nil && !found && e.queue.predecessor(tk) != nil {
+		// An earlier event of this document arrived here while this one
+		// waited: queue behind it rather than poll, then read again.
+		if *queued = e.queue.wait(ctx, tk); *queued != nil {
+			return step{}, -1, retry.Permanent(*queued)
+		}
+		rev, found, err = e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+	}
+	if err != nil {
+		return step{}, -1, err
+	}
+	switch decide(n, false, found, rev) {
+	case wait:
+		return step{}, -1, errNotVisible
+	case duplicate:
+		return step{outcome: Duplicate}, int64(rev), nil
+	}
+	next, why, err := e.step(t.p, state, apply)
+	if err != nil {
+		return step{}, int64(rev), err
+	}
+	if why != nil {
+		// The projection may have changed the state in place before it
+		// failed: write the document back as it is stored.
+		fresh := t.p.newState()
+		if _, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
+			return step{}, int64(rev), err
+		} else if !found {
+			return step{}, int64(rev), errMoved
+		}
+		next = fresh
+		if err := e.park(ctx, t, ev, why, attempts); err != nil {
+			return step{}, int64(rev), err
+		}
+	}
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, n-1, n, next)
+	switch {
+	case err != nil:
+		return step{}, int64(rev), err
+	case !matched:
+		return step{}, int64(rev), errMoved
+	}
+	return step{outcome: Applied, skipped: why}, int64(rev), nil
+}
+
 // revisionNow reads the document's revision for an error message; it keeps
 // what was seen before when the read fails.
-func (e *Engine) revisionNow(ctx context.Context, p Definition, id string, seen int64) int64 {
+func (e *Engine) revisionNow(ctx context.Context, t target, seen int64) int64 {
 	if ctx.Err() != nil {
 		return seen
 	}
-	rev, found, err := e.store.Load(ctx, p.Collection(), id, 0, nil)
+	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
 	switch {
 	case err != nil:
 		return seen
@@ -215,23 +234,4 @@ func (e *Engine) revisionNow(ctx context.Context, p Definition, id string, seen 
 		return -1
 	}
 	return int64(rev)
-}
-
-// policyCounting is the engine's policy with a hook that counts the waits of
-// one event and logs them, then calls the user's hook.
-func (e *Engine) policyCounting(p Definition, id string, ev Event, waits *int) retry.Policy {
-	pol := e.policy
-	user := pol.OnRetry
-	pol.OnRetry = func(a retry.Attempt) {
-		*waits++
-		// Rate-limited: the first wait and then every power of two.
-		if a.Number&(a.Number-1) == 0 {
-			e.logger.Debug("gate waits", "projection", p.Name(), "document", id, "stream", ev.StreamID,
-				"revision", ev.StreamRevision, "attempt", a.Number, "delay", a.Delay, "reason", a.Err)
-		}
-		if user != nil {
-			user(a)
-		}
-	}
-	return pol
 }

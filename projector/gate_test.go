@@ -12,6 +12,7 @@ import (
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -62,14 +63,14 @@ func TestGate_redelivered_events_are_skipped_as_duplicates(t *testing.T) {
 // all read the store and found no predecessor, so that every one of them must
 // wait in the gate: the out-of-order case made certain rather than likely.
 type creationHold struct {
-	projector.Store
+	driver.Store
 	need int
 	mu   sync.Mutex
 	seen map[string]map[uint64]bool // document -> revisions waited for
 	open map[string]chan struct{}
 }
 
-func newCreationHold(s projector.Store, need int) *creationHold {
+func newCreationHold(s driver.Store, need int) *creationHold {
 	return &creationHold{Store: s, need: need, seen: map[string]map[uint64]bool{}, open: map[string]chan struct{}{}}
 }
 
@@ -115,7 +116,7 @@ func TestGate_concurrent_shuffled_delivery_equals_the_in_order_fold(t *testing.T
 		for _, mode := range []string{"an_engine_per_goroutine", "one_shared_engine"} {
 			t.Run(fmt.Sprintf("%d_carts_%s", carts, mode), func(t *testing.T) {
 				base := newStore(t)
-				var store projector.Store = base
+				var store driver.Store = base
 				if mode == "an_engine_per_goroutine" {
 					// Each goroutine is a separate consumer: only the store orders them.
 					store = newCreationHold(base, eventsPerCart-1)

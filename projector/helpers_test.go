@@ -11,6 +11,7 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -30,7 +31,7 @@ func patient() retry.Policy {
 	return p
 }
 
-func newEngine(tb testing.TB, store projector.Store, p retry.Policy, defs ...projector.Definition) *projector.Engine {
+func newEngine(tb testing.TB, store driver.Store, p retry.Policy, defs ...projector.Definition) *projector.Engine {
 	tb.Helper()
 	if len(defs) == 0 {
 		defs = []projector.Definition{cart.NewDetailsProjection()}
@@ -79,7 +80,7 @@ func handle(tb testing.TB, e *projector.Engine, ev projector.Event) []projector.
 
 // assertDocument checks that the cart's document holds exactly the fold of
 // events, at the revision of the last one.
-func assertDocument(tb testing.TB, s projector.Store, cartID string, events []projector.Event) {
+func assertDocument(tb testing.TB, s driver.Store, cartID string, events []projector.Event) {
 	tb.Helper()
 	if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), cartID, events); err != nil {
 		tb.Error(err)

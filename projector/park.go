@@ -41,14 +41,15 @@ type Parker interface {
 // WithParker sets where the [Park] policy records events.
 func WithParker(p Parker) Option { return func(e *Engine) { e.parker = p } }
 
-// park records ev, which failed in p with cause, before the gate moves the
-// document past it: a record is never missing for a document that moved.
-func (e *Engine) park(ctx context.Context, p Definition, id string, ev Event, cause error, attempts int) error {
-	if e.policyOf(p) != Park {
+// park records ev, which failed in document t with cause, before the gate
+// moves the document past it: a record is never missing for a document that
+// moved.
+func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, attempts int) error {
+	if e.policyOf(t.p) != Park {
 		return nil
 	}
 	err := e.parker.Park(ctx, ParkedEvent{
-		Projection: p.Name(), Document: id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
+		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
 		EventID: ev.ID, Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata, Created: ev.Created,
 		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(),
 	})
@@ -62,9 +63,10 @@ func (e *Engine) park(ctx context.Context, p Definition, id string, ev Event, ca
 var ErrNotParked = errors.New("no such projection in this engine")
 
 // Replay applies a parked event, once its projection is fixed, to the
-// document as it is now. The document's revision already counts the event
-// (the gate moved past it when it was parked), so the revision stays; the
-// state becomes the projection's step on the current state. That is exact for
+// document as it is now. The document already counts the event (the engine
+// moved it past the event when it parked it), so under the revision gate its
+// revision stays, and under the other strategies its meta; the state becomes
+// the projection's step on the current state. That is exact for
 // projections whose steps commute (counters, sets, merged quantities); an
 // order-sensitive read model gets the event's effect out of its order, and is
 // made exact by a rebuild instead. The result is Applied, or Failed with why
@@ -87,75 +89,20 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if p == nil {
 		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}
 	}
+	t := target{p, pe.Document}
 	decoded, err := e.registry.Decode(ev)
 	if err != nil {
-		return e.fail(p, pe.Document, ev, -1, -1, 1, retry.Permanent(err))
+		f := permanent(err)
+		f.attempts = 1
+		return e.fail(t, ev, f)
 	}
 	attempts := 0
-	if strategyOf(p).kind != kindStreamRevision {
-		gs := e.store.(GuardedStore)
-		err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
-			attempts++
-			state := p.newState()
-			meta, found, err := gs.LoadGuarded(ctx, p.Collection(), pe.Document, state)
-			switch {
-			case err != nil:
-				return err
-			case !found:
-				return retry.Permanent(fmt.Errorf("document %q is gone", pe.Document))
-			}
-			next, err := p.applyTo(state, decoded)
-			if err != nil {
-				return retry.Permanent(err)
-			}
-			expected := meta.Version
-			meta.Version++
-			written, err := gs.PutGuarded(ctx, p.Collection(), pe.Document, expected, meta, next)
-			switch {
-			case err != nil:
-				return err
-			case !written:
-				return errMoved
-			}
-			return nil
-		}, e.retryOpts...)
-		if err != nil {
-			return e.fail(p, pe.Document, decoded, -1, -1, attempts, err)
-		}
-		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
-	}
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
-		state := p.newState()
-		rev, found, err := e.store.Load(ctx, p.Collection(), pe.Document, 0, state)
-		switch {
-		case err != nil:
-			return err
-		case !found:
-			return retry.Permanent(fmt.Errorf("document %q is gone", pe.Document))
-		case rev < pe.Revision:
-			return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", pe.Document, rev, pe.Revision))
-		}
-		var next any
-		if p.creates(decoded) && pe.Revision == rev {
-			next, err = p.applyTo(nil, decoded)
-		} else {
-			next, err = p.applyTo(state, decoded)
-		}
-		if err != nil {
-			return retry.Permanent(err)
-		}
-		matched, err := e.store.Update(ctx, p.Collection(), pe.Document, rev, rev, next)
-		switch {
-		case err != nil:
-			return err
-		case !matched:
-			return errMoved
-		}
-		return nil
+		return keeperOf(p).replayOnce(e, ctx, t, decoded)
 	}, e.retryOpts...)
 	if err != nil {
-		return e.fail(p, pe.Document, decoded, -1, -1, attempts, err)
+		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})
 	}
 	return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
 }

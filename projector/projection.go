@@ -1,6 +1,8 @@
 package projector
 
 import (
+	"github.com/revgate/projector/projector/driver"
+
 	"fmt"
 	"reflect"
 	"runtime/debug"
@@ -134,7 +136,6 @@ type Definition interface {
 	newState() any
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
-	strategy() Strategy
 }
 
 // Idempotency sets how the engine gets exactly-once effect for this
@@ -145,9 +146,12 @@ func (p *Projection[S]) Idempotency(s Strategy) *Projection[S] {
 }
 
 // Strategy returns the projection's idempotency strategy.
-func (p *Projection[S]) Strategy() Strategy { return p.strat }
-
-func (p *Projection[S]) strategy() Strategy { return p.strat }
+func (p *Projection[S]) Strategy() Strategy {
+	if p.strat.k == nil {
+		return StreamRevision()
+	}
+	return p.strat
+}
 
 // OnFailure sets what the engine does with an event that fails permanently
 // in this projection, instead of the engine's policy ([WithFailurePolicy]).
@@ -198,3 +202,8 @@ func (p *Projection[S]) applyTo(state any, e Event) (any, error) {
 	next, err := p.Apply(s, e)
 	return &next, err
 }
+
+// Index is a secondary index a projection asks for, for its readers
+// ([Projection.WithIndex]): field names, ascending, or descending with a "-"
+// prefix.
+type Index = driver.Index

@@ -11,13 +11,14 @@ import (
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
 
 // countingLoads counts reads and holds the first one until released.
 type countingLoads struct {
-	projector.Store
+	driver.Store
 	loads   atomic.Int64
 	holding chan struct{} // closed when the first read is held
 	release chan struct{}

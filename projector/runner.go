@@ -140,7 +140,7 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
 	for _, p := range engine.projections {
-		if !strategyOf(p).NeedsOrderedSource() {
+		if !p.Strategy().NeedsOrderedSource() {
 			continue
 		}
 		o, ok := source.(interface{ Ordered() bool })
@@ -152,10 +152,10 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	}
 	if f, ok := source.(interface{ FiltersEventTypes() bool }); ok && f.FiltersEventTypes() {
 		for _, p := range engine.projections {
-			if strategyOf(p).NeedsEveryRevision() {
+			if p.Strategy().NeedsEveryRevision() {
 				return nil, fmt.Errorf("projector: runner %q: the source filters events by type, which leaves holes in each stream's revisions; "+
 					"the %s strategy of projection %q would wait for them forever: filter by stream name instead, "+
-					"or use a strategy that needs no revision order (HandledIDs, Inbox, None)", name, strategyOf(p), p.Name())
+					"or use a strategy that needs no revision order (HandledIDs, Inbox, None)", name, p.Strategy(), p.Name())
 			}
 		}
 	}

@@ -7,11 +7,12 @@ import (
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
 
-func skippingEngine(tb testing.TB, s projector.Store) *projector.Engine {
+func skippingEngine(tb testing.TB, s driver.Store) *projector.Engine {
 	tb.Helper()
 	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
 		projector.WithRetry(retry.Default()), projector.WithFailurePolicy(projector.Skip))

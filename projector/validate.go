@@ -61,8 +61,10 @@ func validateOne(registry *Registry, p Definition) error {
 		return fmt.Errorf("projector: projection %q handles %s, not in the event registry: register them with projector.Register, "+
 			"or the handlers are never called", p.Name(), strings.Join(missing, ", "))
 	}
-	if s := p.strategy(); s.kind == kindHandledIDs && s.window < 1 {
-		return fmt.Errorf("projector: projection %q: a handled-ids window must hold at least 1 id", p.Name())
+	if v, ok := keeperOf(p).(interface{ valid() error }); ok {
+		if err := v.valid(); err != nil {
+			return fmt.Errorf("projector: projection %q: %w", p.Name(), err)
+		}
 	}
 	return nil
 }

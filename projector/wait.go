@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/revgate/projector/projector/driver"
 
 	"github.com/revgate/projector/retry"
 )
@@ -18,7 +19,7 @@ var ErrNotYet = errors.New("read model has not caught up")
 // document was. It is for documents under the revision gate (one stream per
 // document); for documents fed by several streams, wait on the position
 // ([WaitForPosition]).
-func WaitForRevision(ctx context.Context, store Store, collection, id string, revision uint64, policy retry.Policy) error {
+func WaitForRevision(ctx context.Context, store driver.Store, collection, id string, revision uint64, policy retry.Policy) error {
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
 		rev, found, err := store.Load(ctx, collection, id, 0, nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -67,7 +68,7 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 //
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
-func Prove[S any](ctx context.Context, store projector.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
+func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	if d.MaxTimes < 1 {
 		d.MaxTimes = 3
 	}
@@ -125,13 +126,7 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 	// The documents must not exist yet: on a store that has them already,
 	// every delivery would be a duplicate and prove nothing.
 	for id := range byDoc {
-		var found bool
-		var err error
-		if gs, ok := store.(projector.GuardedStore); ok && p.Strategy() != projector.StreamRevision() {
-			_, found, err = gs.LoadGuarded(ctx, p.Collection(), id, nil)
-		} else {
-			_, found, err = store.Load(ctx, p.Collection(), id, 0, nil)
-		}
+		found, _, err := projector.ReadDocument(ctx, store, p, id, nil)
 		if err != nil {
 			return Report{}, err
 		}
@@ -232,12 +227,8 @@ func Prove[S any](ctx context.Context, store projector.Store, registry *projecto
 	}
 
 	var wrong []string
-	check := CheckDocument[S]
-	if p.Strategy() != projector.StreamRevision() {
-		check = CheckState[S]
-	}
 	for id, evs := range byDoc {
-		if err := check(ctx, store, p, id, evs); err != nil {
+		if err := CheckDocument(ctx, store, p, id, evs); err != nil {
 			if !errors.Is(err, ErrMismatch) {
 				return rep, err
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
 // acceptanceState is the state the store suite writes.
@@ -18,9 +19,9 @@ type acceptanceState struct {
 	Note  *string  `bson:"note,omitempty"`
 }
 
-// TestStore is the acceptance suite of the [projector.Store] role: run it
+// TestStore is the acceptance suite of the [driver.Store] role: run it
 // against every implementation. open returns a store on an empty database.
-func TestStore(t *testing.T, open func(t *testing.T) projector.Store) {
+func TestStore(t *testing.T, open func(t *testing.T) driver.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	note := "gift"

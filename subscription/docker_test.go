@@ -18,6 +18,7 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
 )
@@ -90,7 +91,7 @@ func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_an
 	g := &rig{esdb: cl, store: mongostore.New(db), carts: map[string][]projector.Event{}, prefix: uuid.NewString()[:8] + "-"}
 	g.appendCarts(t, 21, 50, 10)
 	prefix := cart.StreamPrefix + g.prefix
-	allCarts := func(store projector.Store) func(projector.RunnerStats) bool {
+	allCarts := func(store driver.Store) func(projector.RunnerStats) bool {
 		return func(projector.RunnerStats) bool {
 			for id, evs := range g.carts {
 				if projectortest.CheckDocument(ctx, store, cart.NewDetailsProjection(), id, evs) != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
@@ -122,7 +123,7 @@ func (g *rig) appendOther(t *testing.T, ctx context.Context) {
 }
 
 // check asserts every cart document equals the fold of its events.
-func (g *rig) check(t *testing.T, store projector.Store) {
+func (g *rig) check(t *testing.T, store driver.Store) {
 	t.Helper()
 	bad := 0
 	for id, evs := range g.carts {
@@ -154,7 +155,7 @@ func fastReconnect() retry.Policy {
 	return p
 }
 
-func engine(t *testing.T, store projector.Store, opts ...projector.Option) *projector.Engine {
+func engine(t *testing.T, store driver.Store, opts ...projector.Option) *projector.Engine {
 	t.Helper()
 	e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
 		append([]projector.Option{projector.WithRetry(patient())}, opts...)...)

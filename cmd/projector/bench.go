@@ -28,6 +28,7 @@ import (
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
 )
@@ -585,12 +586,12 @@ type countingStore struct {
 	readNanos, writeNanos atomic.Int64
 }
 
-func (s *countingStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]projector.Loaded, error) {
+func (s *countingStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
 	defer s.add(&s.reads, &s.readNanos, time.Now())
 	return s.Store.LoadMany(ctx, collection, ids, newState)
 }
 
-func (s *countingStore) WriteMany(ctx context.Context, collection string, writes []projector.Write) ([]bool, error) {
+func (s *countingStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	defer s.add(&s.writes, &s.writeNanos, time.Now())
 	return s.Store.WriteMany(ctx, collection, writes)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
@@ -423,7 +424,7 @@ func waitDemo(ctx context.Context, c demoConfig, paths []*demoPath, appended *at
 }
 
 // checkDemo compares every cart document of p with the fold of its events.
-func checkDemo(ctx context.Context, store projector.Store, p *projector.Projection[cart.Details], lives map[string][]projector.Event) (right int, wrong []string, err error) {
+func checkDemo(ctx context.Context, store driver.Store, p *projector.Projection[cart.Details], lives map[string][]projector.Event) (right int, wrong []string, err error) {
 	for id, evs := range lives {
 		switch err := projectortest.CheckDocument(ctx, store, p, id, evs); {
 		case err == nil:

@@ -1,0 +1,132 @@
+// Package driver defines what the projector engine needs of a document
+// store: the interfaces a store implements (package mongostore is one), as
+// package database/sql/driver does for database/sql. A projection author
+// never uses it; the engine calls it.
+//
+// A store keeps one document per projection document id: the projection's
+// state plus what the engine owns. Under the revision gate that is the
+// stream revision of the last event applied ([Store]); under the other
+// idempotency strategies it is a [Meta], and every write is conditional on
+// its version ([GuardedStore]). Every write touches one document and is
+// conditional, so no transaction is needed, except for the inbox strategy
+// ([InboxStore]).
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrDuplicate is what a store returns when an insert finds the document
+// there already (or an inbox finds the event's record).
+var ErrDuplicate = errors.New("document exists")
+
+// Store is the document store the revision gate reads and writes. Every
+// document holds one projection state plus the revision of the last event
+// applied to it.
+type Store interface {
+	// Load reads document id of collection when its revision is at least
+	// minRevision, decoding the state into state (a pointer; nil reads only
+	// the revision). found is false when there is no such document.
+	Load(ctx context.Context, collection, id string, minRevision uint64, state any) (revision uint64, found bool, err error)
+	// Insert creates document id at revision with state; ErrDuplicate when it
+	// exists.
+	Insert(ctx context.Context, collection, id string, revision uint64, state any) error
+	// Update replaces the state of document id and sets its revision to
+	// revision, only if its revision is from; matched reports whether it was.
+	Update(ctx context.Context, collection, id string, from, revision uint64, state any) (matched bool, err error)
+	// EnsureIndexes creates the indexes, if missing.
+	EnsureIndexes(ctx context.Context, collection string, indexes []Index) error
+}
+
+// Index is a secondary index a projection asks for, for its readers.
+type Index struct {
+	// Keys are field names, ascending; a "-" prefix makes one descending.
+	Keys   []string
+	Unique bool
+}
+
+// BatchStore is what batched catch-up needs of the store: one read for many
+// documents and unordered bulk writes, each still conditional on the revision
+// it starts from. A store without it gets its events one at a time.
+type BatchStore interface {
+	Store
+	// LoadMany reads the documents of ids that exist, decoding each state
+	// into a value from newState.
+	LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]Loaded, error)
+	// WriteMany applies writes, in any order; ok[i] reports whether writes[i]
+	// took effect (an insert found no document, a replace found its From).
+	WriteMany(ctx context.Context, collection string, writes []Write) (ok []bool, err error)
+}
+
+// Loaded is a document as LoadMany read it.
+type Loaded struct {
+	Revision uint64
+	State    any
+	// Cached: from the store's cache of what it read or wrote, not from the
+	// server, so possibly out of date. A write from it is conditional on
+	// Revision and misses if so; the engine does not count events
+	// duplicates on a cached document's word alone.
+	Cached bool
+}
+
+// Write is one document write of a batch: an insert at Revision, or a
+// replace from revision From to Revision.
+type Write struct {
+	ID       string
+	Insert   bool
+	From     uint64
+	Revision uint64
+	State    any
+}
+
+// Meta is what a guarded document holds besides its state: how the engine
+// knows which events it has applied. The store keeps it in fields of its own.
+type Meta struct {
+	// Version counts the writes; every write is conditional on it.
+	Version int64
+	// Revisions: last revision applied per source stream (RevisionMap).
+	Revisions map[string]uint64
+	// Position: global position of the last event applied (GlobalPosition).
+	Position uint64
+	// Handled: the last events applied, oldest first (HandledIDs); Evicted:
+	// the highest position among those that left the window.
+	Handled []Handled
+	Evicted uint64
+}
+
+// Handled is an event a HandledIDs window remembers.
+type Handled struct {
+	ID       string
+	Position uint64
+}
+
+// GuardedStore is what the strategies other than the revision gate need of
+// the store: whole-document reads and version-conditional writes.
+type GuardedStore interface {
+	// LoadGuarded reads document id with its meta, decoding the state into
+	// state; found is false when there is none.
+	LoadGuarded(ctx context.Context, collection, id string, state any) (Meta, bool, error)
+	// PutGuarded writes state and meta (meta.Version is the new version) if
+	// the stored version is expected (-1: only if there is no document);
+	// written is false otherwise.
+	PutGuarded(ctx context.Context, collection, id string, expected int64, meta Meta, state any) (written bool, err error)
+}
+
+// InboxStore is what the inbox strategy needs: transactions and an inbox
+// collection.
+type InboxStore interface {
+	GuardedStore
+	// Transactions reports whether the server runs multi-document
+	// transactions.
+	Transactions(ctx context.Context) (bool, error)
+	// EnsureInbox creates the inbox collection of projection with a TTL of
+	// retention on its records.
+	EnsureInbox(ctx context.Context, projection string, retention time.Duration) error
+	// InTransaction runs fn in a transaction; fn's store calls take its ctx.
+	InTransaction(ctx context.Context, fn func(ctx context.Context) error) error
+	// Receive records event id in projection's inbox; ErrDuplicate when it is
+	// there already.
+	Receive(ctx context.Context, projection, eventID string) error
+}

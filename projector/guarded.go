@@ -1,0 +1,176 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
+)
+
+// versioned is the kind of document every strategy but the revision gate
+// keeps: the state with a [driver.Meta] of what it has applied, read whole
+// and written conditional on the meta's version, so that two writers never
+// overwrite each other. Within one engine a document's read-decide-write is
+// serialized by a lock.
+type versioned struct{}
+
+func (versioned) handle(e *Engine, ctx context.Context, t target, ev Event, undecodable error) Result {
+	return e.guarded(ctx, t, ev, undecodable)
+}
+
+func (versioned) batches() bool { return false }
+
+func (versioned) prepare(context.Context, *Engine, string) error { return nil }
+
+func (versioned) within(ctx context.Context, _ *Engine, _ target, _ Event, attempt func(context.Context) (step, error)) (step, error) {
+	return attempt(ctx)
+}
+
+func (versioned) read(ctx context.Context, store driver.Store, collection, id string, state any) (bool, int64, error) {
+	gs, ok := store.(driver.GuardedStore)
+	if !ok {
+		return false, -1, fmt.Errorf("projector: %T keeps no versioned documents", store)
+	}
+	_, found, err := gs.LoadGuarded(ctx, collection, id, state)
+	return found, -1, err
+}
+
+// replayOnce applies ev to the document as it is now, keeping its meta,
+// conditional on its version.
+func (versioned) replayOnce(e *Engine, ctx context.Context, t target, ev Event) error {
+	state := t.p.newState()
+	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+	}
+	next, err := t.p.applyTo(state, ev)
+	if err != nil {
+		return retry.Permanent(err)
+	}
+	expected := meta.Version
+	meta.Version++
+	written, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, meta, next)
+	switch {
+	case err != nil:
+		return err
+	case !written:
+		return errMoved
+	}
+	return nil
+}
+
+// needGuarded reports a store that cannot keep versioned documents.
+func needGuarded(store driver.Store, strategy string) error {
+	if _, ok := store.(driver.GuardedStore); !ok {
+		return fmt.Errorf("the %s strategy needs whole-document reads and version-conditional writes (driver.GuardedStore); %T has not", strategy, store)
+	}
+	return nil
+}
+
+// needPosition refuses an event without a global position, for a strategy
+// that orders by it.
+func needPosition(k keeper, ev Event) error {
+	if ev.Position == 0 {
+		return retry.Permanent(fmt.Errorf("the %s strategy needs the event's global position, and it has none", k))
+	}
+	return nil
+}
+
+// guarded applies ev to versioned document t: read it, ask the strategy,
+// apply, write it conditional on its version; again while the strategy says
+// wait or the write misses, under the engine's retry policy.
+func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable error) Result {
+	k := keeperOf(t.p)
+	waits, attempts := 0, 0
+	var skipped error
+	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
+		attempts++
+		unlock := e.locks.lock(t.key())
+		defer unlock()
+		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
+			return e.guardedStep(ctx, k, t, ev, undecodable, attempts)
+		})
+		skipped = out.skipped
+		return out.outcome, err
+	}, e.retryOpts...)
+	if err == nil {
+		return e.result(t, ev, outcome, waits, skipped)
+	}
+	f := failure{err: err, wanted: -1, seen: -1, attempts: attempts}
+	switch {
+	case retry.IsPermanent(err), ctx.Err() != nil:
+	case errors.Is(err, errNotVisible) || errors.Is(err, errMoved):
+		f.wanted = int64(ev.StreamRevision) - 1
+		f.err = fmt.Errorf("%w: %w", ErrPredecessorMissing, err)
+	}
+	r := e.fail(t, ev, f)
+	r.Waits = waits
+	return r
+}
+
+// guardedStep is one read-decide-write of versioned document t.
+func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, undecodable error, attempts int) (step, error) {
+	state := t.p.newState()
+	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
+	if err != nil {
+		return step{}, err
+	}
+	read := stored{found: found, meta: meta}
+	v, err := k.check(read, ev, t.p.creates(ev))
+	switch {
+	case err != nil && v == refuse:
+		if e.policyOf(t.p) == Block {
+			return step{}, retry.Permanent(err)
+		}
+		// Skipped or parked, per the policy: reported, the document untouched.
+		if err := e.park(ctx, t, ev, err, attempts); err != nil {
+			return step{}, err
+		}
+		return step{outcome: Applied, skipped: err}, nil
+	case err != nil:
+		return step{}, err
+	case v == duplicate:
+		return step{outcome: Duplicate}, nil
+	case v == wait:
+		return step{}, errNotVisible
+	}
+	var from any
+	if found {
+		from = state
+	}
+	next, skipped, err := e.step(t.p, from, e.applier(t.p, ev, undecodable))
+	if err != nil {
+		return step{}, err
+	}
+	if skipped != nil {
+		if found { // as stored: the step may have changed it in place
+			fresh := t.p.newState()
+			if _, _, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, fresh); err != nil {
+				return step{}, err
+			}
+			next = fresh
+		}
+		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+			return step{}, err
+		}
+	}
+	expected := int64(-1)
+	if found {
+		expected = meta.Version
+	}
+	written := k.record(read, ev)
+	written.meta.Version = meta.Version + 1
+	ok, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, written.meta, next)
+	switch {
+	case err != nil:
+		return step{}, err
+	case !ok:
+		return step{}, errMoved
+	}
+	return step{outcome: Applied, skipped: skipped}, nil
+}

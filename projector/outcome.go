@@ -1,0 +1,144 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/revgate/projector/retry"
+)
+
+// Outcome is what handling an event did to one projection's document.
+type Outcome int
+
+const (
+	// Applied: the event changed the document (or advanced its revision).
+	Applied Outcome = iota + 1
+	// Duplicate: the document had the event's effect already; nothing written.
+	Duplicate
+	// Failed: the event was not applied; Result.Err says why.
+	Failed
+	// Skipped: the event failed permanently (Result.Err says why) and, under
+	// the [Skip] policy, the document's revision moved past it with its state
+	// unchanged, so the stream's later events apply.
+	Skipped
+	// Parked: as Skipped, under the [Park] policy: the event was recorded
+	// first.
+	Parked
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Duplicate:
+		return "duplicate"
+	case Failed:
+		return "failed"
+	case Skipped:
+		return "skipped"
+	case Parked:
+		return "parked"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// FailurePolicy is what the gate does with an event that fails permanently:
+// a payload that does not decode, a domain error, a projection that panics.
+// Transient failures (a predecessor that does not arrive in time, a store that
+// does not answer) are always [Failed]: nothing can be skipped safely then.
+type FailurePolicy int
+
+const (
+	// Block leaves the document at the revision before the event and reports
+	// the event [Failed]; the stream's later events for that document wait for
+	// it, and fail in turn. Nothing is lost: someone must look.
+	Block FailurePolicy = iota
+	// Skip moves the document's revision past the event with its state
+	// unchanged and reports it [Skipped], so the rest of the stream flows. The
+	// document is then the fold of the stream without that event. A skipped
+	// creation event creates the document with the zero state.
+	Skip
+	// Park is Skip that first records the event, the error and the attempts
+	// with the engine's [Parker], so that it can be looked at and replayed
+	// ([Engine.Replay]) once the projection is fixed. It reports [Parked].
+	Park
+)
+
+func (p FailurePolicy) String() string {
+	switch p {
+	case Block:
+		return "block"
+	case Skip:
+		return "skip"
+	case Park:
+		return "park"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(p))
+}
+
+// Result is the outcome of one event in one projection.
+type Result struct {
+	Projection string
+	Document   string
+	Outcome    Outcome
+	// Waits is how many times the gate waited with backoff for the document
+	// to reach the event's predecessor (or for a write that matched nothing).
+	Waits int
+	// Err is set when Outcome is Failed, Skipped or Parked: an [*Error].
+	Err error
+}
+
+func joinFailures(results []Result) error {
+	var errs []error
+	for _, r := range results {
+		if r.Outcome == Failed {
+			errs = append(errs, r.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// failure is why an event failed in a document, and where the gate was: what
+// an [*Error] reports.
+type failure struct {
+	err error
+	// wanted is the revision the gate waited for; seen the one it saw last
+	// (-1 each: none).
+	wanted, seen int64
+	attempts     int
+}
+
+// permanent is the failure of an event that cannot apply, found before any
+// wait.
+func permanent(err error) failure {
+	return failure{err: retry.Permanent(err), wanted: -1, seen: -1}
+}
+
+// fail builds the failed result of ev in document t, and logs it.
+func (e *Engine) fail(t target, ev Event, f failure) Result {
+	err := &Error{
+		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID,
+		EventID: ev.ID, EventType: ev.Type, Revision: ev.StreamRevision,
+		Wanted: f.wanted, Seen: f.seen, Attempts: f.attempts, Err: f.err,
+	}
+	if !errors.Is(f.err, context.Canceled) {
+		e.logger.Warn("event failed", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,
+			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", f.err)
+	}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Failed, Err: err}
+}
+
+// result is the outcome of a pass: skipped turns Applied into Skipped, or
+// Parked under the [Park] policy.
+func (e *Engine) result(t target, ev Event, outcome Outcome, waits int, skipped error) Result {
+	if outcome == Applied && skipped != nil {
+		r := e.fail(t, ev, permanent(skipped))
+		r.Outcome, r.Waits = Skipped, waits
+		if e.policyOf(t.p) == Park {
+			r.Outcome = Parked
+		}
+		return r
+	}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: outcome, Waits: waits}
+}

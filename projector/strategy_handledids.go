@@ -1,0 +1,65 @@
+package projector
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/revgate/projector/projector/driver"
+)
+
+// HandledIDs keeps the ids of the last n events applied on the document and
+// checks and updates them in the same single-document write as the change: no
+// transaction needed, any delivery order. An event older than the window
+// (its position is below an id that left the window) and not in it cannot be
+// told apart from a duplicate: it fails with [ErrOutsideWindow] instead of
+// being applied twice. Size n above the redeliveries a document can see at
+// once (a global counter fed by every stream needs a larger n).
+func HandledIDs(n int) Strategy { return Strategy{handledIDs{window: n}} }
+
+type handledIDs struct {
+	versioned
+	window int
+}
+
+func (h handledIDs) String() string { return fmt.Sprintf("handled ids (last %d)", h.window) }
+
+// check: a duplicate when the event's id is in the window; refused (under
+// the failure policy, the document untouched) when it is older than the
+// window and not in it.
+func (h handledIDs) check(d stored, ev Event, _ bool) (verdict, error) {
+	if err := needPosition(h, ev); err != nil {
+		return 0, err
+	}
+	if slices.ContainsFunc(d.meta.Handled, func(x driver.Handled) bool { return x.ID == ev.ID }) {
+		return duplicate, nil
+	}
+	if d.found && ev.Position <= d.meta.Evicted {
+		return refuse, fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, d.meta.Evicted)
+	}
+	return apply, nil
+}
+
+// record: the event's id at the end of the window, the oldest ones out.
+func (h handledIDs) record(d stored, ev Event) stored {
+	d.meta.Handled = append(slices.Clone(d.meta.Handled), driver.Handled{ID: ev.ID, Position: ev.Position})
+	if over := len(d.meta.Handled) - h.window; over > 0 {
+		for _, x := range d.meta.Handled[:over] {
+			d.meta.Evicted = max(d.meta.Evicted, x.Position)
+		}
+		d.meta.Handled = d.meta.Handled[over:]
+	}
+	return d
+}
+
+func (h handledIDs) needs(store driver.Store) error { return needGuarded(store, h.String()) }
+
+// valid reports a window that cannot hold an id ([Validate] asks).
+func (h handledIDs) valid() error {
+	if h.window < 1 {
+		return fmt.Errorf("a handled-ids window must hold at least 1 id, not %d", h.window)
+	}
+	return nil
+}
+
+func (handledIDs) everyRevision() bool { return false }
+func (handledIDs) orderedSource() bool { return false }
