@@ -50,7 +50,11 @@ build:
 fuzz:
 	$(GO) test ./cart -run '^$$' -fuzz FuzzMerge -fuzztime 60s
 
+# staticcheck, pinned; fetched from the module proxy on first use.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet $(PKGS)
-	for m in $(EXAMPLES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	$(GO) run $(STATICCHECK) $(PKGS)
+	for m in $(EXAMPLES); do (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done

@@ -153,6 +153,7 @@ func (svc *persistentService) Create(_ context.Context, req *persistent.CreateRe
 	}
 	strategy := opts.GetSettings().GetConsumerStrategy()
 	if strategy == "" {
+		//lint:ignore SA1019 clients before 21.10 name the strategy in the deprecated field
 		strategy = opts.GetSettings().GetNamedConsumerStrategy().String()
 	}
 	settings, err := settingsOf(opts.GetSettings(), strategy)
@@ -196,7 +197,9 @@ func createTarget(opts *persistent.CreateReq_Options) (groupKey, startPoint, *fi
 			}
 		}
 	default: // clients before 21.10: the deprecated fields
+		//lint:ignore SA1019 clients before 21.10 send the deprecated fields
 		key.stream = string(opts.GetStreamIdentifier().GetStreamName())
+		//lint:ignore SA1019 clients before 21.10 send the deprecated fields
 		switch rev := opts.GetSettings().GetRevision(); rev {
 		case 0:
 		case math.MaxUint64:
@@ -250,6 +253,7 @@ func updateTarget(opts *persistent.UpdateReq_Options) (groupKey, startPoint) {
 			start = startPoint{kind: fromPoint, point: v.Position.GetCommitPosition()}
 		}
 	default:
+		//lint:ignore SA1019 clients before 21.10 send the deprecated fields
 		key.stream = string(opts.GetStreamIdentifier().GetStreamName())
 	}
 	return key, start

@@ -18,8 +18,6 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-var _ driver.BatchStore = (*Store)(nil)
-
 // bulkLimits is how the store splits a batch's reads and writes for the
 // server it talks to.
 type bulkLimits struct {
@@ -155,32 +153,19 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
 // reports whether writes[i] took effect.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	ok := make([]bool, len(writes))
-	coll := s.db.Collection(collection)
-	limits := s.bulkLimits(ctx)
+	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes)), sure: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
-	docs := make([]bson.D, len(writes))
+	b.docs = make([]bson.D, len(writes))
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
 		d, err := document(w.ID, w.Revision, w.State)
 		if err != nil {
 			return nil, err
 		}
-		docs[i] = d
+		b.docs[i] = d
 	}
-	// sure[i]: the server took docs[i] itself, not only a document at its
-	// revision (which a re-read after a miss can find: another writer's).
-	sure := make([]bool, len(writes))
-	defer func() {
-		for i, w := range writes {
-			if !ok[i] || !sure[i] {
-				s.cacheDrop(collection, w.ID)
-			} else if raw, err := bson.Marshal(docs[i]); err == nil {
-				s.cachePut(collection, w.ID, w.Revision, raw)
-			}
-		}
-	}()
+	defer b.cache(collection)
 	var inserts, replaces []int
 	for i, w := range writes {
 		if w.Insert {
@@ -189,57 +174,99 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 			replaces = append(replaces, i)
 		}
 	}
+	limits := s.bulkLimits(ctx)
 	for chunk := range slices.Chunk(inserts, limits.inserts) {
-		batch := make([]any, len(chunk))
-		for j, i := range chunk {
-			batch[j] = docs[i]
-			ok[i], sure[i] = true, true
-		}
-		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
-		var bw mongo.BulkWriteException
-		switch {
-		case err == nil:
-		case errors.As(err, &bw) && bw.WriteConcernError == nil:
-			for _, we := range bw.WriteErrors {
-				if we.Index >= 0 && we.Index < len(chunk) {
-					ok[chunk[we.Index]] = false
-				}
-			}
-		default:
-			clear(ok)
+		if err := b.insert(ctx, chunk); err != nil {
+			clear(b.ok)
 			return nil, fmt.Errorf("mongostore: insert %d documents into %s: %w", len(chunk), collection, err)
 		}
 	}
 	for chunk := range slices.Chunk(replaces, limits.replaces) {
-		models := make([]mongo.WriteModel, len(chunk))
-		for j, i := range chunk {
-			w := writes[i]
-			models[j] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: FieldID, Value: w.ID}, {Key: FieldRevision, Value: int64(w.From)}}).SetReplacement(docs[i])
-		}
-		res, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-		if err != nil {
-			clear(ok)
-			return nil, fmt.Errorf("mongostore: write %d documents of %s: %w", len(chunk), collection, err)
-		}
-		if int(res.MatchedCount) == len(chunk) {
-			for _, i := range chunk {
-				ok[i], sure[i] = true, true
-			}
-			continue
-		}
-		// Some filters matched nothing: find which by reading the revisions.
-		ids := make([]string, len(chunk))
-		for j, i := range chunk {
-			ids[j] = writes[i].ID
-		}
-		now, err := s.LoadMany(ctx, collection, ids, func() any { return new(bson.Raw) })
-		if err != nil {
-			clear(ok)
+		if err := b.replace(ctx, collection, chunk); err != nil {
+			clear(b.ok)
 			return nil, err
 		}
-		for _, i := range chunk {
-			ok[i] = now[writes[i].ID].Revision == writes[i].Revision
+	}
+	return b.ok, nil
+}
+
+// bulk is one WriteMany: its writes, their documents, and what took.
+type bulk struct {
+	s      *Store
+	coll   *mongo.Collection
+	writes []driver.Write
+	docs   []bson.D
+	// ok[i]: writes[i] took effect; sure[i]: the server took docs[i] itself,
+	// not only a document at its revision (which a re-read after a miss can
+	// find: another writer's).
+	ok, sure []bool
+}
+
+// cache puts what the server surely took in the store's cache, and drops
+// the rest.
+func (b *bulk) cache(collection string) {
+	for i, w := range b.writes {
+		if !b.ok[i] || !b.sure[i] {
+			b.s.cacheDrop(collection, w.ID)
+		} else if raw, err := bson.Marshal(b.docs[i]); err == nil {
+			b.s.cachePut(collection, w.ID, w.Revision, raw)
 		}
 	}
-	return ok, nil
+}
+
+// insert inserts the documents of chunk, unordered: those that exist
+// already are not ok.
+func (b *bulk) insert(ctx context.Context, chunk []int) error {
+	docs := make([]any, len(chunk))
+	for j, i := range chunk {
+		docs[j] = b.docs[i]
+		b.ok[i], b.sure[i] = true, true
+	}
+	_, err := b.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
+	var bw mongo.BulkWriteException
+	switch {
+	case err == nil:
+	case errors.As(err, &bw) && bw.WriteConcernError == nil:
+		for _, we := range bw.WriteErrors {
+			if we.Index >= 0 && we.Index < len(chunk) {
+				b.ok[chunk[we.Index]] = false
+			}
+		}
+	default:
+		return err
+	}
+	return nil
+}
+
+// replace replaces the documents of chunk, each filtered on the revision it
+// starts from; when some filters match nothing, a re-read of the revisions
+// says which writes took.
+func (b *bulk) replace(ctx context.Context, collection string, chunk []int) error {
+	models := make([]mongo.WriteModel, len(chunk))
+	for j, i := range chunk {
+		w := b.writes[i]
+		models[j] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: FieldID, Value: w.ID}, {Key: FieldRevision, Value: int64(w.From)}}).SetReplacement(b.docs[i])
+	}
+	res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
+	if err != nil {
+		return fmt.Errorf("mongostore: write %d documents of %s: %w", len(chunk), collection, err)
+	}
+	if int(res.MatchedCount) == len(chunk) {
+		for _, i := range chunk {
+			b.ok[i], b.sure[i] = true, true
+		}
+		return nil
+	}
+	ids := make([]string, len(chunk))
+	for j, i := range chunk {
+		ids[j] = b.writes[i].ID
+	}
+	now, err := b.s.LoadMany(ctx, collection, ids, func() any { return new(bson.Raw) })
+	if err != nil {
+		return err
+	}
+	for _, i := range chunk {
+		b.ok[i] = now[b.writes[i].ID].Revision == b.writes[i].Revision
+	}
+	return nil
 }

@@ -18,8 +18,6 @@ import (
 // projector resumes.
 const CheckpointCollection = "projector_checkpoints"
 
-var _ projector.CheckpointStore = (*Store)(nil)
-
 type checkpointDoc struct {
 	ID       string    `bson:"_id"`
 	Position int64     `bson:"position"`

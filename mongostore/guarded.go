@@ -18,8 +18,6 @@ import (
 // revision gate, what the engine knows of the events applied to it.
 const FieldMeta = "_meta"
 
-var _ driver.InboxStore = (*Store)(nil)
-
 type metaDoc struct {
 	Version   int64            `bson:"v"`
 	Revisions map[string]int64 `bson:"revs,omitempty"`
@@ -87,20 +85,9 @@ func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state an
 // PutGuarded implements [driver.GuardedStore]: an insert when expected is
 // -1, else a replace filtered on the stored version.
 func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
-	raw, err := bson.Marshal(state)
+	doc, err := encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldMeta, Value: toMetaDoc(meta)})
 	if err != nil {
-		return false, fmt.Errorf("mongostore: encode %T: %w", state, err)
-	}
-	elems, err := bson.Raw(raw).Elements()
-	if err != nil {
-		return false, fmt.Errorf("mongostore: encode %T: %w", state, err)
-	}
-	doc := bson.D{{Key: FieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}}
-	for _, el := range elems {
-		if k := el.Key(); k == FieldID || k == FieldMeta {
-			return false, fmt.Errorf("mongostore: %T has a field the engine owns (%s): %w", state, k, ErrReservedField)
-		}
-		doc = append(doc, bson.E{Key: el.Key(), Value: el.Value()})
+		return false, err
 	}
 	coll := s.db.Collection(collection)
 	if expected < 0 {

@@ -17,8 +17,6 @@ import (
 // document per (projection, event).
 const ParkedCollection = "projector_parked"
 
-var _ projector.Parker = (*Store)(nil)
-
 type parkedDoc struct {
 	ID         string     `bson:"_id"`
 	Projection string     `bson:"projection"`

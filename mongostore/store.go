@@ -11,12 +11,25 @@
 // Every write the gate makes is conditional and touches one document, so no
 // transaction is needed: the store works on a standalone server, a replica
 // set, a sharded cluster keyed by _id, and FerretDB.
+//
+// # What the engine uses, and what operators use
+//
+// A [Store] is the engine's document store, the interfaces of package
+// projector/driver: Load, Insert, Update and EnsureIndexes ([driver.Store],
+// store.go); LoadMany and WriteMany ([driver.BatchStore], batch.go, with the
+// document cache of cache.go); LoadGuarded, PutGuarded and the inbox
+// ([driver.InboxStore], guarded.go). The rest is what a runner and an
+// operator use beside the engine: checkpoints ([projector.CheckpointStore],
+// checkpoint.go), parked events ([projector.Parker], parked.go), the
+// collection a rebuild switches readers to (collections.go), and what the
+// server can do (capabilities.go).
 package mongostore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +61,15 @@ type Store struct {
 	bulkRetry time.Time   // after a failed ask, when to ask again
 }
 
-var _ driver.Store = (*Store)(nil)
+// What the engine and a runner use of a Store.
+var (
+	_ driver.Store              = (*Store)(nil)
+	_ driver.BatchStore         = (*Store)(nil)
+	_ driver.InboxStore         = (*Store)(nil)
+	_ projector.CheckpointStore = (*Store)(nil)
+	_ projector.ErrorRecorder   = (*Store)(nil)
+	_ projector.Parker          = (*Store)(nil)
+)
 
 // New returns a store on db. Closing the store leaves db's client open: it is
 // the caller's.
@@ -156,11 +177,20 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 	return nil
 }
 
-// ErrReservedField is returned for a state that encodes a field the engine owns.
+// ErrReservedField is returned for a state that encodes a field the engine
+// owns: _id, and revision or _meta.
 var ErrReservedField = errors.New("state has a field the engine owns (_id or revision)")
 
-// document encodes state with the engine's fields in front.
+// document encodes a gated document: state with the engine's fields in
+// front.
 func document(id string, revision uint64, state any) (bson.D, error) {
+	return encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(revision)})
+}
+
+// encode encodes state with owned, the engine's fields, in front. A state
+// that encodes a field of the same name is refused with ErrReservedField.
+// Every document the store writes is encoded here.
+func encode(state any, owned ...bson.E) (bson.D, error) {
 	raw, err := bson.Marshal(state)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
@@ -169,12 +199,12 @@ func document(id string, revision uint64, state any) (bson.D, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
 	}
-	doc := make(bson.D, 0, len(elems)+2)
-	doc = append(doc, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(revision)})
+	doc := make(bson.D, 0, len(elems)+len(owned))
+	doc = append(doc, owned...)
 	for _, el := range elems {
 		key := el.Key()
-		if key == FieldID || key == FieldRevision {
-			return nil, fmt.Errorf("mongostore: %T: %w", state, ErrReservedField)
+		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
+			return nil, fmt.Errorf("mongostore: %T has a field the engine owns (%s): %w", state, key, ErrReservedField)
 		}
 		doc = append(doc, bson.E{Key: key, Value: el.Value()})
 	}

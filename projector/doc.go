@@ -53,6 +53,11 @@
 // in flight waits on the store, and when it fails, those queued behind it fail
 // at once with [ErrPredecessorFailed] instead of timing out one by one.
 //
+// The [Engine] keeps documents in a store that implements the interfaces of
+// package projector/driver (package mongostore's Store does). Each
+// projection picks how its documents stay exactly-once: its [Strategy], the
+// revision gate by default.
+//
 // # Running from a subscription
 //
 // A [Runner] feeds an engine from a [Source] (package subscription has the

@@ -309,6 +309,7 @@ func TestGate_a_projection_that_panics_fails_the_event_not_the_process(t *testin
 	projector.Create(p, func(cart.ShoppingCartOpened) (tally2, error) { return tally2{}, nil })
 	projector.On(p, func(t tally2, e cart.ProductItemAddedToShoppingCart) (tally2, error) {
 		var m map[string]int
+		//lint:ignore SA5000 the handler must panic with a runtime error
 		m[e.ProductItem.ProductID] = t.N // nil map: panics
 		return t, nil
 	})

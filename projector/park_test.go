@@ -23,6 +23,7 @@ func fixable(broken *atomic.Bool) *projector.Projection[cart.Details] {
 	projector.On(p, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
 		if broken.Load() && e.ProductItem.ProductID == "x" {
 			var m map[string]int
+			//lint:ignore SA5000 the handler must panic while it is broken
 			m["x"]++ // nil map
 		}
 		items, err := cart.AddProductItem(d.ProductItems, e.ProductItem)

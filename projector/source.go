@@ -15,6 +15,26 @@ type Source interface {
 	Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error)
 }
 
+// OrderedSource is a [Source] that can say it delivers its log to one
+// consumer in log order (a catch-up subscription does; a persistent
+// subscription group does not). A runner runs a projection whose strategy
+// needs the log in order ([Strategy.NeedsOrderedSource]) only from a source
+// that says so, with one worker.
+type OrderedSource interface {
+	Source
+	Ordered() bool
+}
+
+// TypeFilteringSource is a [Source] that can say it leaves events out by
+// their type (a server-side event-type filter), so that streams reach the
+// runner with holes in their revisions. A runner refuses such a source for a
+// projection whose strategy needs every revision
+// ([Strategy.NeedsEveryRevision]).
+type TypeFilteringSource interface {
+	Source
+	FiltersEventTypes() bool
+}
+
 // Subscription is one open subscription of a [Source].
 type Subscription interface {
 	// Next blocks until the next delivery. An error ends the subscription

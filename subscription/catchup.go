@@ -50,7 +50,10 @@ type All struct {
 	filter *esdb.SubscriptionFilter
 }
 
-var _ projector.Source = (*All)(nil)
+var (
+	_ projector.OrderedSource       = (*All)(nil)
+	_ projector.TypeFilteringSource = (*All)(nil)
+)
 
 // NewAll returns a $all source on client.
 func NewAll(client *Client, opts AllOptions) (*All, error) {
@@ -144,7 +147,7 @@ type Stream struct {
 	opts   StreamOptions
 }
 
-var _ projector.Source = (*Stream)(nil)
+var _ projector.OrderedSource = (*Stream)(nil)
 
 // NewStream returns a source on one stream.
 func NewStream(client *Client, stream string, opts StreamOptions) (*Stream, error) {

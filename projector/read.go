@@ -1,0 +1,146 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+
+	"github.com/revgate/projector/retry"
+)
+
+// errDroppedEmpty: a subscription ended before it delivered anything: the
+// runner subscribes again after a wait, as after a failed subscribe.
+var errDroppedEmpty = errors.New("the subscription dropped before delivering anything")
+
+// read subscribes, and subscribes again after every drop, until ctx is done.
+// A subscription that delivered something is followed at once by the next;
+// failed subscribes, and subscriptions that drop before delivering
+// anything, are retried under the reconnect policy, whose end is Run's
+// error.
+func (x *run) read(ctx context.Context) error {
+	r := x.r
+	for {
+		err := retry.Do(ctx, r.reconnect, x.subscribeOnce)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errDroppedEmpty):
+			return fmt.Errorf("every subscription for %v dropped before delivering anything", r.reconnect.MaxElapsed)
+		case err != nil:
+			return fmt.Errorf("subscribing: %w", err)
+		}
+	}
+}
+
+// subscribeOnce subscribes from the checkpoint and consumes the
+// subscription until it drops (nil when it delivered something first) or
+// ctx is done.
+func (x *run) subscribeOnce(ctx context.Context) error {
+	r := x.r
+	sub, err := r.source.Subscribe(ctx, x.resumeFrom())
+	if err != nil {
+		if sub != nil {
+			sub.Close()
+		}
+		return err
+	}
+	r.counts.subscriptions.Add(1)
+	r.connected.Store(true)
+	n, err := x.consume(ctx, sub)
+	if ctx.Err() != nil {
+		x.open = sub // closed after the drain
+		return nil
+	}
+	sub.Close()
+	x.dropped()
+	if err := x.save(ctx); err != nil {
+		r.logger.Warn("storing the checkpoint after a drop", "err", err)
+	}
+	r.logger.Warn("subscription dropped; subscribing again", "from", checkpointAttr(x.resumeFrom()), "delivered", n, "err", err)
+	if n == 0 {
+		return errDroppedEmpty
+	}
+	return nil
+}
+
+// dropped notes that the subscription has ended: the runner is behind again.
+func (x *run) dropped() {
+	r := x.r
+	r.connected.Store(false)
+	r.counts.drops.Add(1)
+	r.caughtUp.Store(false)
+	r.ready.Store(false)
+	for _, h := range x.heads {
+		select {
+		case <-h: // behind again: a head signal not taken is stale
+		default:
+		}
+	}
+}
+
+// resumeFrom is where a new subscription starts: the stored checkpoint, or,
+// with no checkpoint store, the furthest handled prefix.
+func (x *run) resumeFrom() *Checkpoint {
+	if x.r.checkpoints == nil {
+		mark, _ := x.tr.peek()
+		return mark
+	}
+	x.r.savedMu.Lock()
+	defer x.r.savedMu.Unlock()
+	if x.r.saved == nil {
+		return nil
+	}
+	c := *x.r.saved
+	return &c
+}
+
+// consume hands every delivery of sub to the workers until sub ends.
+func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
+	n := 0
+	for {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			return n, err
+		}
+		n++
+		if !x.dispatch(ctx, d) {
+			return n, ctx.Err()
+		}
+	}
+}
+
+func (x *run) dispatch(ctx context.Context, d Delivery) bool {
+	r := x.r
+	if d.CaughtUp && !r.caughtUp.Swap(true) {
+		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
+		for _, h := range x.heads {
+			select {
+			case h <- struct{}{}: // a batch filling need not wait for more
+			default:
+			}
+		}
+		r.settled()
+	}
+	if d.Event == nil {
+		r.counts.checkpoints.Add(1)
+		if d.Checkpoint != nil {
+			x.completed(x.tr.add(d.Checkpoint))
+		}
+		return true
+	}
+	r.counts.events.Add(1)
+	it := item{d: d}
+	if d.Checkpoint != nil {
+		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
+	}
+	part := x.parts[maphash.String(r.seed, d.Event.StreamID)%uint64(len(x.parts))]
+	r.inFlight.Add(1)
+	select {
+	case part <- it:
+		return true
+	case <-ctx.Done():
+		r.inFlight.Add(-1)
+		return false
+	}
+}

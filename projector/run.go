@@ -1,0 +1,103 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// run is the state of one Run.
+type run struct {
+	r        *Runner
+	tr       *tracker
+	parts    []chan item
+	heads    []chan struct{} // a worker's batch is written now: the source reached its head
+	halt     atomic.Bool     // stopping: queued events are left for the next run
+	stopRead context.CancelFunc
+	saveNow  chan struct{}
+	open     Subscription // the subscription open when reading stopped
+
+	failOnce sync.Once
+	failure  error
+}
+
+type item struct {
+	d       Delivery
+	seq     uint64
+	tracked bool
+}
+
+func (x *run) execute(ctx context.Context) error {
+	r := x.r
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	x.stopRead = stopRead
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+
+	var workers sync.WaitGroup
+	x.parts = make([]chan item, r.workers)
+	x.heads = make([]chan struct{}, r.workers)
+	for i := range x.parts {
+		x.parts[i] = make(chan item, r.buffer)
+		x.heads[i] = make(chan struct{}, 1)
+		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i]) })
+	}
+	saverDone := make(chan struct{})
+	stopSaver := make(chan struct{})
+	go func() {
+		defer close(saverDone)
+		x.saver(workCtx, stopSaver)
+	}()
+
+	readErr := x.read(readCtx)
+
+	x.halt.Store(true)
+	defer func() {
+		if x.open != nil {
+			x.open.Close() // after the drain: a persistent group's acks go out on it
+		}
+		r.connected.Store(false)
+	}()
+	for _, p := range x.parts {
+		close(p)
+	}
+	drained := make(chan struct{})
+	go func() { workers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(r.drain):
+		r.logger.Warn("drain timeout: abandoning the events being handled", "timeout", r.drain)
+		stopWork()
+		<-drained
+	}
+	close(stopSaver)
+	stopWork() // the saver's store call, if one is stuck
+	<-saverDone
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	saveErr := x.save(saveCtx)
+	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	if x.failure != nil || readErr != nil {
+		if rec, ok := r.checkpoints.(ErrorRecorder); ok {
+			msg := fmt.Sprint(x.failure)
+			if x.failure == nil {
+				msg = readErr.Error()
+			}
+			if err := rec.RecordError(saveCtx, r.name, msg); err != nil {
+				r.logger.Warn("recording the error", "err", err)
+			}
+		}
+	}
+	switch {
+	case x.failure != nil:
+		return x.failure
+	case readErr != nil:
+		return fmt.Errorf("projector: runner %q: %w", r.name, readErr)
+	case saveErr != nil:
+		return fmt.Errorf("projector: runner %q: storing the checkpoint: %w", r.name, saveErr)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package projector
+
+import (
+	"context"
+	"time"
+)
+
+func (x *run) completed(seq uint64) {
+	if x.tr.done(seq) >= x.r.every {
+		select {
+		case x.saveNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// saver stores the checkpoint every interval, and sooner when it has passed
+// enough events.
+func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(x.r.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		case <-x.saveNow:
+		}
+		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
+		if err := x.save(sctx); err != nil && ctx.Err() == nil {
+			x.r.logger.Warn("storing the checkpoint", "err", err)
+		}
+		cancel()
+	}
+}
+
+// saveTimeout bounds one store of the checkpoint.
+const saveTimeout = 10 * time.Second
+
+// save stores the tracker's mark if it is past the stored checkpoint.
+func (x *run) save(ctx context.Context) error {
+	r := x.r
+	r.saveMu.Lock()
+	defer r.saveMu.Unlock()
+	mark, _ := x.tr.peek()
+	r.savedMu.Lock()
+	stale := mark == nil || (r.saved != nil && mark.Position <= r.saved.Position)
+	r.savedMu.Unlock()
+	if r.checkpoints == nil || stale {
+		return nil
+	}
+	if err := r.checkpoints.SaveCheckpoint(ctx, r.name, *mark); err != nil {
+		return err
+	}
+	x.tr.take()
+	r.savedMu.Lock()
+	r.saved = mark
+	r.savedMu.Unlock()
+	r.counts.saved.Add(1)
+	return nil
+}

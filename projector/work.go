@@ -1,0 +1,167 @@
+package projector
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// work handles the events of one partition in order, in batches of what has
+// queued up: large while the source is behind its head (catching up, a
+// rebuild), one event at a time at the head, where nothing queues.
+func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}) {
+	r := x.r
+	batching := r.batch > 1 && r.engine.batchable()
+	for it := range part {
+		batch := []item{it}
+		if batching && it.d.Settle == nil {
+			batch = x.fill(batch, part, head)
+		}
+		if len(batch) == 1 {
+			x.handle(ctx, it)
+		} else {
+			x.handleBatch(ctx, batch)
+		}
+		r.inFlight.Add(-int64(len(batch)))
+		r.settled()
+	}
+}
+
+// fill adds to batch what the partition has queued, up to the batch size.
+// While the source is behind its head it waits for more: up to the window for
+// each next event, up to holdWindows windows in all, and no longer once the
+// source reaches its head.
+func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item {
+	r := x.r
+	wait := r.window > 0 && !r.caughtUp.Load() // at the head, no waiting
+	var hold <-chan time.Time
+	var gap *time.Timer
+	if wait {
+		t := time.NewTimer(holdWindows * r.window)
+		defer t.Stop()
+		hold = t.C
+		gap = time.NewTimer(r.window)
+		defer gap.Stop()
+	}
+	for len(batch) < r.batch {
+		select {
+		case it, ok := <-part:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+			continue
+		default:
+		}
+		if !wait {
+			return batch
+		}
+		gap.Reset(r.window)
+		select {
+		case it, ok := <-part:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, it)
+		case <-gap.C:
+			return batch
+		case <-hold:
+			return batch
+		case <-head:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (x *run) handle(ctx context.Context, it item) {
+	if x.halt.Load() {
+		x.r.counts.abandoned.Add(1)
+		return // left for the next run: the checkpoint stays before it
+	}
+	results, err := x.r.engine.Handle(ctx, *it.d.Event)
+	x.settle(ctx, it, results, err)
+}
+
+// handleBatch handles the events of batch together (none is settled by its
+// source: batches are for catch-up).
+func (x *run) handleBatch(ctx context.Context, batch []item) {
+	if x.halt.Load() {
+		x.r.counts.abandoned.Add(uint64(len(batch)))
+		return
+	}
+	events := make([]Event, len(batch))
+	for i, it := range batch {
+		events[i] = *it.d.Event
+	}
+	x.r.counts.batches.Add(1)
+	x.r.counts.batched.Add(uint64(len(batch)))
+	all := x.r.engine.HandleBatch(ctx, events)
+	for i, it := range batch {
+		results, left := handledOnly(all[i])
+		if err := joinFailures(results); err != nil || !left {
+			x.settle(ctx, it, results, err)
+			continue
+		}
+		// Left alone (in some projection) after an earlier event failed: the
+		// run stops, and the checkpoint stays before this event.
+		x.r.counts.abandoned.Add(1)
+	}
+}
+
+// settle counts an event's results and completes it, or fails the run.
+func (x *run) settle(ctx context.Context, it item, results []Result, err error) {
+	r := x.r
+	if ctx.Err() != nil {
+		r.counts.abandoned.Add(1)
+		return // abandoned at the drain timeout: not a failure of the event
+	}
+	if created := it.d.Event.Created; !created.IsZero() {
+		for ns := created.UnixNano(); ; {
+			old := r.latest.Load()
+			if old >= ns || r.latest.CompareAndSwap(old, ns) {
+				break
+			}
+		}
+	}
+	if len(results) == 0 {
+		r.counts.unrouted.Add(1)
+	}
+	for _, res := range results {
+		r.counts.waits.Add(uint64(res.Waits))
+		switch res.Outcome {
+		case Applied:
+			r.counts.applied.Add(1)
+		case Duplicate:
+			r.counts.duplicates.Add(1)
+		case Skipped:
+			r.counts.skipped.Add(1)
+		case Parked:
+			r.counts.parked.Add(1)
+		case Failed:
+			r.counts.failed.Add(1)
+		}
+	}
+	if it.d.Settle != nil {
+		if serr := it.d.Settle(results); serr != nil {
+			r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
+		}
+		err = nil // the source owns the failure
+	}
+	if err != nil {
+		x.fail(err)
+		return
+	}
+	if it.tracked {
+		x.completed(it.seq)
+	}
+}
+
+// fail stops the run at its first failed event.
+func (x *run) fail(err error) {
+	x.failOnce.Do(func() {
+		x.failure = fmt.Errorf("projector: runner %q stops: %w", x.r.name, err)
+		x.halt.Store(true)
+		x.stopRead()
+	})
+}
