@@ -103,15 +103,14 @@ func parsePolicy(s string) (projector.FailurePolicy, error) {
 }
 
 func (x *cli) runRun(ctx context.Context, inv Invocation) error {
-	stdout, stderr := inv.Stdout, inv.Stderr
 	c := runConfig{retry: retry.Default()}
 	fs := x.runFlags(&c, inv)
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
-	logger, err := newLogger(stderr, c.logFormat, c.logLevel)
+	logger, err := newLogger(inv.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
-		return usageError(stderr, "%v", err)
+		return usageError(inv.Stderr, "%v", err)
 	}
 	if err := x.checkRun(&c, inv); err != nil {
 		return err
@@ -121,7 +120,6 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer client.Close()
-
 	var listener net.Listener
 	if c.httpAddr != "" {
 		if listener, err = net.Listen("tcp", c.httpAddr); err != nil {
@@ -129,91 +127,120 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		}
 		defer listener.Close()
 	}
-
 	opened, err := x.openStore(ctx, c.servers, logger.With("component", "ferretdb"))
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
 	if opened.Embedded != nil {
-		fmt.Fprintf(stdout, "read models on %s: mongosh %q, database %s\n", opened.Embedded, opened.URI, c.database)
+		fmt.Fprintf(inv.Stdout, "read models on %s: mongosh %q, database %s\n", opened.Embedded, opened.URI, c.database)
 	}
-	store := opened.Store
 	if err := probeESDB(ctx, client, c.timeout); err != nil {
 		return err
 	}
-	caps, err := store.Capabilities(ctx)
+	caps, err := opened.Capabilities(ctx)
 	if err != nil {
 		return err
 	}
 	if c.group != "" && !caps.AtomicConditionalWrites {
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
 	}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, logger: logger, latency: storeLatency()}
+	return s.project(ctx, listener)
+}
 
-	metrics := prometheus.NewRegistry()
-	latency := storeLatency()
-	metrics.MustRegister(latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	slots := make([]*slot, len(c.selected))
-	views := make([]runnerView, len(c.selected))
-	for i, p := range c.selected {
-		slots[i] = &slot{name: p.Definition.Name(), projection: p}
-		views[i] = slots[i]
-	}
-	build := func(sl *slot) func(context.Context, string) (*projector.Runner, error) {
-		return func(ctx context.Context, collection string) (*projector.Runner, error) {
-			return x.runner(ctx, &c, sl, collection, client, timedStore{store, latency}, store, logger)
-		}
+// session is one run: its settings, its servers, and its projections'
+// slots.
+type session struct {
+	cli     *cli
+	c       *runConfig
+	client  *subscription.Client
+	store   *mongostore.Store
+	logger  *slog.Logger
+	latency *prometheus.HistogramVec
+	slots   []*slot
+}
+
+// project runs the selected projections until ctx is done or one fails,
+// serving /metrics, /healthz and /readyz on listener (when not nil).
+func (s *session) project(ctx context.Context, listener net.Listener) error {
+	views := make([]runnerView, len(s.c.selected))
+	s.slots = make([]*slot, len(s.c.selected))
+	for i, p := range s.c.selected {
+		s.slots[i] = &slot{name: p.Definition.Name(), projection: p}
+		views[i] = s.slots[i]
 	}
 	// Each runner is built once before any runs, so that a store or a
 	// server that cannot do what a projection needs stops them all.
-	for _, sl := range slots {
-		if _, err := build(sl)(ctx, sl.projection.Definition.Collection()); err != nil {
+	for _, sl := range s.slots {
+		if _, err := s.build(sl)(ctx, sl.projection.Definition.Collection()); err != nil {
 			return err
 		}
 	}
-
-	errs := make([]error, len(slots))
-	var wg sync.WaitGroup
 	runCtx, stopAll := context.WithCancel(ctx)
 	defer stopAll()
 	head := &headSampler{}
-	metrics.MustRegister(newRunnerCollector(views, head))
 	var sampler sync.WaitGroup
-	sampler.Go(func() { head.run(runCtx, client, views, logger) })
+	sampler.Go(func() { head.run(runCtx, s.client, views, s.logger) })
 	if listener != nil {
-		mux := healthHandler(views, c.group != "")
-		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(listener)
-		defer srv.Close()
-		logger.Info("http", "addr", listener.Addr().String(), "paths", "/metrics /healthz /readyz")
+		stop := s.serve(listener, views, head)
+		defer stop()
 	}
-	logger.Info("projector runs", "esdb", client.String(), "projections", strings.Join(names(c.selected), ","), "group", c.group)
-
-	for i, sl := range slots {
-		wg.Go(func() {
-			// A group's position is the server's, not a checkpoint: a
-			// --group projector does not follow a rebuild's switch.
-			if errs[i] = sl.run(runCtx, store, c.group == "", logger, build(sl)); errs[i] != nil {
-				stopAll() // one projection failing stops the process: a supervisor restarts it
-			}
-		})
-	}
-	wg.Wait()
+	s.logger.Info("projector runs", "esdb", s.client.String(), "projections", strings.Join(names(s.c.selected), ","), "group", s.c.group)
+	errs := s.runSlots(runCtx, stopAll)
 	stopAll()
 	samplerDone := make(chan struct{})
 	go func() { sampler.Wait(); close(samplerDone) }()
 	select {
 	case <-samplerDone:
 	case <-time.After(5 * time.Second):
-		logger.Warn("the metrics sampler did not stop; leaving it")
+		s.logger.Warn("the metrics sampler did not stop; leaving it")
 	}
-	for _, sl := range slots {
+	for _, sl := range s.slots {
 		st := sl.Stats()
-		logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
+		s.logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
 			"skipped", st.Skipped, "parked", st.Parked, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
 	}
 	return errors.Join(errs...)
+}
+
+// build returns how slot sl makes its runner on a collection.
+func (s *session) build(sl *slot) func(context.Context, string) (*projector.Runner, error) {
+	return func(ctx context.Context, collection string) (*projector.Runner, error) {
+		return s.cli.runner(ctx, s.c, sl, collection, s.client, timedStore{s.store, s.latency}, s.store, s.logger)
+	}
+}
+
+// serve serves /metrics, /healthz and /readyz on listener until the
+// returned func is called.
+func (s *session) serve(listener net.Listener, views []runnerView, head *headSampler) (stop func()) {
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newRunnerCollector(views, head))
+	mux := healthHandler(views, s.c.group != "")
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(listener)
+	s.logger.Info("http", "addr", listener.Addr().String(), "paths", "/metrics /healthz /readyz")
+	return func() { srv.Close() }
+}
+
+// runSlots runs every slot until ctx is done; the first to fail stops the
+// others (stopAll): a supervisor restarts the process.
+func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []error {
+	errs := make([]error, len(s.slots))
+	var wg sync.WaitGroup
+	for i, sl := range s.slots {
+		wg.Go(func() {
+			// A group's position is the server's, not a checkpoint: a
+			// --group projector does not follow a rebuild's switch.
+			if errs[i] = sl.run(ctx, s.store, s.c.group == "", s.logger, s.build(sl)); errs[i] != nil {
+				stopAll()
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // runner makes the runner of one projection writing to collection; its
