@@ -153,6 +153,7 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
 // reports whether writes[i] took effect.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
+	limits := s.bulkLimits(ctx)
 	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes)), sure: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
@@ -174,7 +175,6 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 			replaces = append(replaces, i)
 		}
 	}
-	limits := s.bulkLimits(ctx)
 	for chunk := range slices.Chunk(inserts, limits.inserts) {
 		if err := b.insert(ctx, chunk); err != nil {
 			clear(b.ok)

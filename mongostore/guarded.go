@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 )
 
@@ -137,7 +136,7 @@ func (s *Store) Receive(ctx context.Context, projection, eventID string) error {
 	coll := s.db.Collection(InboxCollection(projection))
 	err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: eventID}}).Err()
 	if err == nil {
-		return projector.ErrDuplicate
+		return driver.ErrDuplicate
 	}
 	if !errors.Is(err, mongo.ErrNoDocuments) {
 		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)

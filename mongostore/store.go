@@ -130,7 +130,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, revision uint
 	_, err = s.db.Collection(collection).InsertOne(ctx, doc)
 	s.cacheDrop(collection, id) // again: a batch may have read it meanwhile
 	if mongo.IsDuplicateKeyError(err) {
-		return projector.ErrDuplicate
+		return driver.ErrDuplicate
 	}
 	if err != nil {
 		return fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, err)
@@ -179,7 +179,7 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 
 // ErrReservedField is returned for a state that encodes a field the engine
 // owns: _id, and revision or _meta.
-var ErrReservedField = errors.New("state has a field the engine owns (_id or revision)")
+var ErrReservedField = errors.New("state has a field the engine owns")
 
 // document encodes a gated document: state with the engine's fields in
 // front.
@@ -204,7 +204,7 @@ func encode(state any, owned ...bson.E) (bson.D, error) {
 	for _, el := range elems {
 		key := el.Key()
 		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
-			return nil, fmt.Errorf("mongostore: %T has a field the engine owns (%s): %w", state, key, ErrReservedField)
+			return nil, fmt.Errorf("mongostore: %T encodes %s: %w", state, key, ErrReservedField)
 		}
 		doc = append(doc, bson.E{Key: key, Value: el.Value()})
 	}

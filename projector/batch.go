@@ -84,10 +84,10 @@ func (b *batchRun) project(ctx context.Context, p Definition) {
 	if len(docs) == 0 {
 		return
 	}
-	loaded, err := b.load(ctx, p, docs)
+	loaded, read, err := b.load(ctx, p, docs)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents go through the gate one event at a time",
-			"projection", p.Name(), "documents", len(docs), "err", err)
+			"projection", p.Name(), "documents", read, "err", err)
 		for _, d := range docs {
 			b.slowDoc(ctx, p, d)
 		}
@@ -140,7 +140,8 @@ func (b *batchRun) documents(p Definition) []*docEvents {
 // event here creates them: most likely new, they are not read, and are
 // written with an insert, which fails if they exist after all (a
 // redelivery), and then their events go through the gate.
-func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (map[string]driver.Loaded, error) {
+// It returns how many documents it read.
+func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (map[string]driver.Loaded, int, error) {
 	ids := make([]string, 0, len(docs))
 	for _, d := range docs {
 		if !p.creates(b.decoded[d.idx[0]]) {
@@ -148,20 +149,24 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 		}
 	}
 	if len(ids) == 0 {
-		return map[string]driver.Loaded{}, nil
+		return map[string]driver.Loaded{}, 0, nil
 	}
-	return b.batchStore.LoadMany(ctx, p.Collection(), ids, p.newState)
+	loaded, err := b.batchStore.LoadMany(ctx, p.Collection(), ids, p.newState)
+	return loaded, len(ids), err
 }
 
 // fold folds the events of document d on cur (found: it was read), as the
-// gate would apply them one by one ([decide]); any event the gate would not
-// simply apply or skip sends the document through the gate.
+// gate would apply them one by one (the strategy's check: the revision
+// gate, [decide]); any event the gate would not simply apply or skip sends
+// the document through the gate.
 func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found bool) folded {
+	k := b.keeperOf(p)
 	f := folded{write: driver.Write{ID: d.id, From: cur.Revision}}
 	state, rev := cur.State, cur.Revision
 	for _, i := range d.idx {
 		ev := b.decoded[i]
-		switch decide(ev.StreamRevision, p.creates(ev), found, rev) {
+		read := stored{found: found, rev: rev}
+		switch v, _ := k.check(read, ev, p.creates(ev)); v {
 		case duplicate:
 			f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
 			continue
@@ -179,10 +184,10 @@ func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found boo
 			state = next
 		default:
 			// A predecessor is missing (the gate waits for it), or a second
-			// creation (the gate refuses it under the failure policy).
+			// creation (the gate fails it, ErrAlreadyCreated).
 			return folded{fallback: true}
 		}
-		rev, f.changed = ev.StreamRevision, true
+		rev, f.changed = k.record(read, ev).rev, true
 		f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 	}
 	f.write.Revision, f.write.State = rev, state

@@ -16,8 +16,10 @@ const (
 	// wait: the event's predecessor is not there yet (not applied, or not
 	// visible yet): read again later.
 	wait
-	// refuse: the event can never apply to this document (a second creation
-	// of it): it fails permanently, under the projection's failure policy.
+	// refuse: the event can never apply to this document: a second
+	// creation of it (the gate fails it with [ErrAlreadyCreated]), or, under
+	// HandledIDs, an event older than the window (the failure policy says
+	// whether the document moves past it).
 	refuse
 )
 

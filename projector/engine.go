@@ -30,8 +30,10 @@ type Engine struct {
 	guardedStore driver.GuardedStore
 	inboxStore   driver.InboxStore
 	batchStore   driver.BatchStore // nil also when a strategy cannot batch
-	// policies is each projection's failure policy, its own or the engine's.
+	// policies is each projection's failure policy, its own or the engine's;
+	// keepers its strategy: both as they were when the engine was made.
 	policies map[string]FailurePolicy
+	keepers  map[string]keeper
 }
 
 // Option configures an [Engine].
@@ -61,6 +63,8 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // can keep each projection's strategy ([driver.GuardedStore] for those other
 // than the revision gate, [driver.InboxStore] for the inbox). A store that
 // cannot write in bulk ([driver.BatchStore]) gets its events one at a time.
+// The engine takes each projection's strategy and failure policy as they
+// are then: set them before.
 func NewEngine(store driver.Store, registry *Registry, projections []Definition, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		store:       store,
@@ -88,11 +92,14 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.guardedStore, _ = store.(driver.GuardedStore)
 	e.inboxStore, _ = store.(driver.InboxStore)
 	batches := true
+	e.keepers = make(map[string]keeper, len(projections))
 	for _, p := range projections {
-		if err := keeperOf(p).needs(store); err != nil {
+		k := keeperOf(p)
+		if err := k.needs(store); err != nil {
 			return nil, fmt.Errorf("projector: projection %q: %w", p.Name(), err)
 		}
-		batches = batches && keeperOf(p).batches()
+		e.keepers[p.Name()] = k
+		batches = batches && k.batches()
 	}
 	if bs, ok := store.(driver.BatchStore); ok && batches {
 		e.batchStore = bs
@@ -139,7 +146,7 @@ func (e *Engine) policyOf(p Definition) FailurePolicy { return e.policies[p.Name
 // the same, but readers miss the indexes and an inbox has no retention.
 func (e *Engine) Prepare(ctx context.Context) error {
 	for _, p := range e.projections {
-		if err := keeperOf(p).prepare(ctx, e, p.Name()); err != nil {
+		if err := e.keeperOf(p).prepare(ctx, e, p.Name()); err != nil {
 			return err
 		}
 	}
@@ -191,7 +198,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
-	handle := func(t target) Result { return keeperOf(t.p).handle(e, ctx, t, decoded, decodeErr) }
+	handle := func(t target) Result { return e.keeperOf(t.p).handle(ctx, e, t, decoded, decodeErr) }
 	if len(targets) == 1 {
 		results[0] = handle(targets[0])
 		return results, joinFailures(results)

@@ -20,9 +20,11 @@ var (
 // Within one engine, events of one document queue in revision order.
 type gated struct{}
 
-func (gated) handle(e *Engine, ctx context.Context, t target, ev Event, undecodable error) Result {
+func (gated) handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result {
 	return e.gate(ctx, t, ev, undecodable)
 }
+
+func (gated) valid() error { return nil }
 
 func (gated) batches() bool { return true }
 
@@ -43,7 +45,7 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 // replayOnce applies parked event ev to the document as it is now. The gate
 // moved the document past ev when it parked it, so ev is a duplicate to the
 // gate; the revision stays, and the write is conditional on it.
-func (gated) replayOnce(e *Engine, ctx context.Context, t target, ev Event) error {
+func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) error {
 	state := t.p.newState()
 	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
 	creates := t.p.creates(ev)
@@ -52,7 +54,9 @@ func (gated) replayOnce(e *Engine, ctx context.Context, t target, ev Event) erro
 		return err
 	case !found:
 		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
-	case decide(ev.StreamRevision, creates, found, rev) != duplicate:
+	case decide(ev.StreamRevision, false, found, rev) != duplicate:
+		// The gate does not count the event as applied: it has not moved
+		// the document past it.
 		return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, rev, ev.StreamRevision))
 	}
 	var from any = state
@@ -96,35 +100,20 @@ func (e *Engine) gateTurn(ctx context.Context, tk *ticket, t target, ev Event, u
 }
 
 // create inserts the document at the event's revision without reading it
-// first; when it is there already, the gate decides.
+// first; when it is there already, the strategy's check (the revision gate,
+// [decide]) says whether the event is a duplicate.
 func (e *Engine) create(ctx context.Context, t target, ev Event, apply applyStep) Result {
-	n := ev.StreamRevision
+	k := e.keeperOf(t.p)
 	state, skipped, err := e.step(t.p, nil, apply)
 	if err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
 	waits := 0
 	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
-		if skipped != nil {
-			if err := e.park(ctx, t, ev, skipped, waits+1); err != nil {
-				return 0, err
-			}
-		}
-		err := e.store.Insert(ctx, t.p.Collection(), t.id, n, state)
-		if !errors.Is(err, driver.ErrDuplicate) {
-			return Applied, err
-		}
-		rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
-		if err != nil {
-			return 0, err
-		}
-		switch decide(n, true, found, rev) {
-		case create: // deleted since: insert again
-			return 0, errMoved
-		case refuse:
-			return 0, retry.Permanent(fmt.Errorf("%w at revision %d", ErrAlreadyCreated, rev))
-		}
-		return Duplicate, nil
+		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
+			return e.createOnce(ctx, k, t, ev, state, skipped, waits+1)
+		})
+		return out.outcome, err
 	}, e.retryOpts...)
 	if err != nil {
 		r := e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: waits + 1})
@@ -134,15 +123,46 @@ func (e *Engine) create(ctx context.Context, t target, ev Event, apply applyStep
 	return e.result(t, ev, outcome, waits, skipped)
 }
 
+// createOnce is one attempt of create.
+func (e *Engine) createOnce(ctx context.Context, k keeper, t target, ev Event, state any, skipped error, attempts int) (step, error) {
+	if skipped != nil {
+		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+			return step{}, err
+		}
+	}
+	err := e.store.Insert(ctx, t.p.Collection(), t.id, k.record(stored{}, ev).rev, state)
+	if !errors.Is(err, driver.ErrDuplicate) {
+		return step{outcome: Applied}, err
+	}
+	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	if err != nil {
+		return step{}, err
+	}
+	switch v, _ := k.check(stored{found: found, rev: rev}, ev, true); v {
+	case create: // deleted since: insert again
+		return step{}, errMoved
+	case refuse:
+		return step{}, retry.Permanent(fmt.Errorf("%w at revision %d", ErrAlreadyCreated, rev))
+	}
+	return step{outcome: Duplicate}, nil
+}
+
 // advance moves the document from revision n-1 to n.
 func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, apply applyStep) Result {
 	waits, attempts := 0, 0
 	seen := int64(-1)
 	var skipped error
 	var queued error // an earlier event of the document, in flight here, failed
+	k := e.keeperOf(t.p)
 	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
-		out, rev, err := e.advanceOnce(ctx, tk, t, ev, apply, attempts, &queued)
+		rev := int64(-1)
+		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
+			var out step
+			var err error
+			out, rev, err = e.advanceOnce(ctx, k, tk, t, ev, apply, attempts, &queued)
+			return out, err
+		})
 		if err == nil || rev >= 0 {
 			seen = rev
 		}
@@ -171,7 +191,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 
 // advanceOnce is one read-decide-write of advance; rev is the revision it
 // read (-1: none).
-func (e *Engine) advanceOnce(ctx context.Context, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
+func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
 	n := ev.StreamRevision
 	state := t.p.newState()
 	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
@@ -186,7 +206,8 @@ func (e *Engine) advanceOnce(ctx context.Context, tk *ticket, t target, ev Event
 	if err != nil {
 		return step{}, -1, err
 	}
-	switch decide(n, false, found, rev) {
+	read := stored{found: found, rev: rev}
+	switch v, _ := k.check(read, ev, false); v {
 	case wait:
 		return step{}, -1, errNotVisible
 	case duplicate:
@@ -210,7 +231,7 @@ func (e *Engine) advanceOnce(ctx context.Context, tk *ticket, t target, ev Event
 			return step{}, int64(rev), err
 		}
 	}
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, n-1, n, next)
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, k.record(read, ev).rev, next)
 	switch {
 	case err != nil:
 		return step{}, int64(rev), err

@@ -16,9 +16,11 @@ import (
 // serialized by a lock.
 type versioned struct{}
 
-func (versioned) handle(e *Engine, ctx context.Context, t target, ev Event, undecodable error) Result {
+func (versioned) handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result {
 	return e.guarded(ctx, t, ev, undecodable)
 }
+
+func (versioned) valid() error { return nil }
 
 func (versioned) batches() bool { return false }
 
@@ -39,7 +41,7 @@ func (versioned) read(ctx context.Context, store driver.Store, collection, id st
 
 // replayOnce applies ev to the document as it is now, keeping its meta,
 // conditional on its version.
-func (versioned) replayOnce(e *Engine, ctx context.Context, t target, ev Event) error {
+func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event) error {
 	state := t.p.newState()
 	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
 	switch {
@@ -85,7 +87,7 @@ func needPosition(k keeper, ev Event) error {
 // apply, write it conditional on its version; again while the strategy says
 // wait or the write misses, under the engine's retry policy.
 func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable error) Result {
-	k := keeperOf(t.p)
+	k := e.keeperOf(t.p)
 	waits, attempts := 0, 0
 	var skipped error
 	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {

@@ -99,7 +99,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	attempts := 0
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
-		return keeperOf(p).replayOnce(e, ctx, t, decoded)
+		return e.keeperOf(p).replayOnce(ctx, e, t, decoded)
 	}, e.retryOpts...)
 	if err != nil {
 		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})

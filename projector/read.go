@@ -9,48 +9,54 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
-// errDroppedEmpty: a subscription ended before it delivered anything: the
-// runner subscribes again after a wait, as after a failed subscribe.
-var errDroppedEmpty = errors.New("the subscription dropped before delivering anything")
-
 // read subscribes, and subscribes again after every drop, until ctx is done.
-// A subscription that delivered something is followed at once by the next;
-// failed subscribes, and subscriptions that drop before delivering
-// anything, are retried under the reconnect policy, whose end is Run's
-// error.
+// A failed subscribe is retried under the reconnect policy, whose end is
+// Run's error; a subscription that drops before delivering anything is
+// followed by the next after a wait that grows with each such drop in a row
+// (the policy's schedule), for up to the policy's MaxElapsed.
 func (x *run) read(ctx context.Context) error {
 	r := x.r
+	pace := retry.NewPacer(r.reconnect)
 	for {
-		err := retry.Do(ctx, r.reconnect, x.subscribeOnce)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, errDroppedEmpty):
+		if err := pace.Wait(ctx); errors.Is(err, retry.ErrPaceExhausted) {
 			return fmt.Errorf("every subscription for %v dropped before delivering anything", r.reconnect.MaxElapsed)
-		case err != nil:
+		} else if err != nil {
+			return nil // ctx is done
+		}
+		sub, err := retry.DoValue(ctx, r.reconnect, func(ctx context.Context) (Subscription, error) {
+			return r.source.Subscribe(ctx, x.resumeFrom())
+		})
+		if ctx.Err() != nil {
+			if sub != nil {
+				sub.Close()
+			}
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("subscribing: %w", err)
+		}
+		n, stopped := x.follow(ctx, sub)
+		switch {
+		case stopped:
+			return nil
+		case n == 0:
+			pace.Failed()
+		default:
+			pace.Reset()
 		}
 	}
 }
 
-// subscribeOnce subscribes from the checkpoint and consumes the
-// subscription until it drops (nil when it delivered something first) or
-// ctx is done.
-func (x *run) subscribeOnce(ctx context.Context) error {
+// follow consumes sub until it drops (it returns how many deliveries it
+// had) or ctx is done (stopped: sub is left open for the drain).
+func (x *run) follow(ctx context.Context, sub Subscription) (n int, stopped bool) {
 	r := x.r
-	sub, err := r.source.Subscribe(ctx, x.resumeFrom())
-	if err != nil {
-		if sub != nil {
-			sub.Close()
-		}
-		return err
-	}
 	r.counts.subscriptions.Add(1)
 	r.connected.Store(true)
 	n, err := x.consume(ctx, sub)
 	if ctx.Err() != nil {
 		x.open = sub // closed after the drain
-		return nil
+		return n, true
 	}
 	sub.Close()
 	x.dropped()
@@ -58,10 +64,7 @@ func (x *run) subscribeOnce(ctx context.Context) error {
 		r.logger.Warn("storing the checkpoint after a drop", "err", err)
 	}
 	r.logger.Warn("subscription dropped; subscribing again", "from", checkpointAttr(x.resumeFrom()), "delivered", n, "err", err)
-	if n == 0 {
-		return errDroppedEmpty
-	}
-	return nil
+	return n, false
 }
 
 // dropped notes that the subscription has ended: the runner is behind again.

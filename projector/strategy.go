@@ -41,7 +41,8 @@ func (s Strategy) NeedsOrderedSource() bool { return s.keeper().orderedSource() 
 // [gated] documents (one revision each, the revision gate of gate.go) or
 // [versioned] ones (a [driver.Meta], every write conditional on its
 // version; guarded.go). Adding a strategy is adding such a file and its
-// constructor.
+// constructor; one that remembers something new about the events it has
+// applied also adds it to [driver.Meta] and to the stores' encoding of it.
 type keeper interface {
 	String() string
 	// check decides, before a step, what to do with ev given the document as
@@ -52,9 +53,11 @@ type keeper interface {
 	// record returns what the document holds of the events it has applied
 	// once ev's change is written.
 	record(d stored, ev Event) stored
-	// needs reports, without I/O, what the strategy cannot do with store,
-	// or a setting of its own that cannot work.
+	// needs reports, without I/O, what the strategy cannot do with store.
 	needs(store driver.Store) error
+	// valid reports, without I/O, a setting of the strategy's own that
+	// cannot work ([Validate] asks).
+	valid() error
 	// everyRevision: it needs every event of a feeding stream, in order;
 	// orderedSource: it needs one consumer reading the log in order.
 	everyRevision() bool
@@ -63,12 +66,14 @@ type keeper interface {
 }
 
 // documents is how the engine handles, replays and batches the events of a
-// kind of document: [gated] or [versioned].
+// kind of document: [gated] or [versioned]. Both read the document, ask the
+// strategy's check, apply, and write what its record says, each attempt
+// within what the strategy wraps it in.
 type documents interface {
 	// handle applies ev to document t.
-	handle(e *Engine, ctx context.Context, t target, ev Event, undecodable error) Result
+	handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result
 	// replayOnce is one attempt of a replay of parked event ev on document t.
-	replayOnce(e *Engine, ctx context.Context, t target, ev Event) error
+	replayOnce(ctx context.Context, e *Engine, t target, ev Event) error
 	// read reads document id for a reader or a test.
 	read(ctx context.Context, store driver.Store, collection, id string, state any) (found bool, revision int64, err error)
 	// batches reports whether [Engine.HandleBatch] can fold these documents.
@@ -104,8 +109,11 @@ type target struct {
 
 func (t target) key() docKey { return docKey{t.p.Collection(), t.id} }
 
-// keeperOf returns the strategy of p.
+// keeperOf returns the strategy of p, as p says it now.
 func keeperOf(p Definition) keeper { return p.Strategy().keeper() }
+
+// keeperOf returns the strategy of p, as it was when the engine was made.
+func (e *Engine) keeperOf(p Definition) keeper { return e.keepers[p.Name()] }
 
 // ErrOutsideWindow: under [HandledIDs], an event older than the window of
 // handled ids and not in it: maybe applied, maybe not; reported, not applied.

@@ -53,7 +53,7 @@ func (h handledIDs) record(d stored, ev Event) stored {
 
 func (h handledIDs) needs(store driver.Store) error { return needGuarded(store, h.String()) }
 
-// valid reports a window that cannot hold an id ([Validate] asks).
+// valid reports a window that cannot hold an id.
 func (h handledIDs) valid() error {
 	if h.window < 1 {
 		return fmt.Errorf("a handled-ids window must hold at least 1 id, not %d", h.window)

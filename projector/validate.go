@@ -61,10 +61,8 @@ func validateOne(registry *Registry, p Definition) error {
 		return fmt.Errorf("projector: projection %q handles %s, not in the event registry: register them with projector.Register, "+
 			"or the handlers are never called", p.Name(), strings.Join(missing, ", "))
 	}
-	if v, ok := keeperOf(p).(interface{ valid() error }); ok {
-		if err := v.valid(); err != nil {
-			return fmt.Errorf("projector: projection %q: %w", p.Name(), err)
-		}
+	if err := keeperOf(p).valid(); err != nil {
+		return fmt.Errorf("projector: projection %q: %w", p.Name(), err)
 	}
 	return nil
 }
