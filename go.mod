@@ -6,6 +6,7 @@ require (
 	github.com/EventStore/EventStore-Client-Go/v4 v4.2.0
 	github.com/FerretDB/FerretDB v1.24.2
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/gofrs/flock v0.12.1
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.7.5

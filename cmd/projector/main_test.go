@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -149,8 +150,9 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 
 func TestDemo_hold_prints_connection_strings_that_run_and_status_accept(t *testing.T) {
 	var stdout, stderr syncBuffer
+	dataDir := t.TempDir()
 	demo := exec.Command(binary(t), "demo", "--carts", "5", "--events", "4", "--consumers", "1", "--drops", "0",
-		"--duplicates", "0", "--seed", "2", "--data-dir", t.TempDir(), "--hold")
+		"--duplicates", "0", "--seed", "2", "--data-dir", dataDir, "--hold")
 	demo.Stdout, demo.Stderr = &stdout, &stderr
 	if err := demo.Start(); err != nil {
 		t.Fatal(err)
@@ -198,6 +200,13 @@ func TestDemo_hold_prints_connection_strings_that_run_and_status_accept(t *testi
 	}
 	if n := applied(t, run.stderrText()); n != 20 {
 		t.Fatalf("run on the held servers applied %d events, want the demo's 20", n)
+	}
+	// The held demo serves its data dir: a second embedded server on it is
+	// refused, naming the demo's process.
+	_, errOut, code = runBinary(t, 30*time.Second, "run", "--esdb", esdbURI, "--data-dir", dataDir, "--http", "")
+	want := fmt.Sprintf("data dir in use: process %d serves %s", demo.Process.Pid, dataDir)
+	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, want) {
+		t.Fatalf("run on the held data dir: exit %d, stderr %q; want exit 1 and one line with %q", code, errOut, want)
 	}
 	demo.Process.Signal(os.Interrupt)
 	select {

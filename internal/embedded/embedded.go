@@ -15,8 +15,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
+	"github.com/gofrs/flock"
 )
 
 // Config says where the embedded server keeps its data and listens.
@@ -40,6 +43,39 @@ type Server struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	desc   string
+	lock   *flock.Flock // the data dir's, held while the server runs
+}
+
+// lockFile is the file in a data dir that the process serving it holds a
+// lock on, with its pid in it.
+const lockFile = "projector.lock"
+
+// ErrDirInUse: another process serves the data dir.
+var ErrDirInUse = errors.New("data dir in use")
+
+// lockDir takes the lock of dir, or says which process holds it: two
+// servers on one set of SQLite files would corrupt each other's view.
+func lockDir(dir string) (*flock.Flock, error) {
+	path := filepath.Join(dir, lockFile)
+	l := flock.New(path)
+	ok, err := l.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("embedded: lock %s: %w", path, err)
+	}
+	if !ok {
+		holder := "another process"
+		if b, err := os.ReadFile(path); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				holder = fmt.Sprintf("process %d", pid)
+			}
+		}
+		return nil, fmt.Errorf("embedded: %w: %s serves %s (its lock is %s): stop it, or point this one at its server with --mongo", ErrDirInUse, holder, dir, path)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("embedded: lock %s: %w", path, err)
+	}
+	return l, nil
 }
 
 // Start starts the server; Close stops it.
@@ -64,6 +100,11 @@ func Start(cfg Config) (*Server, error) {
 		if err := writable(dir); err != nil {
 			return nil, err
 		}
+		lock, err := lockDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		s.lock = lock
 		// In-memory SQLite hangs FerretDB's updates; files work.
 		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
@@ -72,6 +113,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	f, err := ferretdb.New(fc)
 	if err != nil {
+		s.unlock()
 		return nil, fmt.Errorf("embedded: start FerretDB: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -100,8 +142,15 @@ func (s *Server) URI() string { return s.uri }
 // String describes the server and where its data is.
 func (s *Server) String() string { return s.desc }
 
-// Close stops the server and waits for it.
+// Close stops the server and waits for it, then lets go of its data dir.
 func (s *Server) Close() {
 	s.cancel()
 	<-s.done
+	s.unlock()
+}
+
+func (s *Server) unlock() {
+	if s.lock != nil {
+		s.lock.Unlock()
+	}
 }

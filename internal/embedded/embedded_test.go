@@ -1,7 +1,11 @@
 package embedded_test
 
 import (
+	"errors"
+	"fmt"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,4 +52,22 @@ func TestStart_listens_at_its_URI(t *testing.T) {
 		t.Fatalf("not listening at %s: %v", s.URI(), err)
 	}
 	conn.Close()
+}
+
+func TestStart_a_second_server_on_one_data_dir_is_refused_naming_the_holder(t *testing.T) {
+	dir := t.TempDir()
+	first, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = embedded.Start(embedded.Config{Dir: dir})
+	if !errors.Is(err, embedded.ErrDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("process %d serves %s", os.Getpid(), dir)) {
+		t.Fatalf("second Start: %v, want ErrDirInUse naming this process", err)
+	}
+	first.Close()
+	again, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	again.Close()
 }
