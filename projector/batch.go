@@ -184,7 +184,7 @@ func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found boo
 			state = next
 		default:
 			// A predecessor is missing (the gate waits for it), or a second
-			// creation (the gate fails it, ErrAlreadyCreated).
+			// creation (ErrAlreadyCreated, under the failure policy).
 			return folded{fallback: true}
 		}
 		rev, f.changed = k.record(read, ev).rev, true

@@ -17,9 +17,9 @@ const (
 	// visible yet): read again later.
 	wait
 	// refuse: the event can never apply to this document: a second
-	// creation of it (the gate fails it with [ErrAlreadyCreated]), or, under
-	// HandledIDs, an event older than the window (the failure policy says
-	// whether the document moves past it).
+	// creation of it ([ErrAlreadyCreated]), or, under HandledIDs, an event
+	// older than the window. It fails permanently, and the failure policy
+	// says whether the document moves past it.
 	refuse
 )
 

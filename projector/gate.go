@@ -94,15 +94,18 @@ func (e *Engine) gateTurn(ctx context.Context, tk *ticket, t target, ev Event, u
 	}
 	apply := e.applier(t.p, ev, undecodable)
 	if t.p.creates(ev) {
-		return e.create(ctx, t, ev, apply)
+		return e.create(ctx, tk, t, ev, apply)
 	}
 	return e.advance(ctx, tk, t, ev, apply)
 }
 
 // create inserts the document at the event's revision without reading it
 // first; when it is there already, the strategy's check (the revision gate,
-// [decide]) says whether the event is a duplicate.
-func (e *Engine) create(ctx context.Context, t target, ev Event, apply applyStep) Result {
+// [decide]) says whether the event is a duplicate. A second creation of the
+// document (it exists at an earlier revision) is a step that fails with
+// [ErrAlreadyCreated] at the event's place in the stream: the failure policy
+// says whether the document moves past it.
+func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, apply applyStep) Result {
 	k := e.keeperOf(t.p)
 	state, skipped, err := e.step(t.p, nil, apply)
 	if err != nil {
@@ -115,12 +118,26 @@ func (e *Engine) create(ctx context.Context, t target, ev Event, apply applyStep
 		})
 		return out.outcome, err
 	}, e.retryOpts...)
+	var again *recreated
+	if errors.As(err, &again) {
+		return e.advance(ctx, tk, t, ev, func(any) (any, error) {
+			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
+		})
+	}
 	if err != nil {
 		r := e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: waits + 1})
 		r.Waits = waits
 		return r
 	}
 	return e.result(t, ev, outcome, waits, skipped)
+}
+
+// recreated: a creation event found its document created already, at an
+// earlier revision.
+type recreated struct{ rev uint64 }
+
+func (r *recreated) Error() string {
+	return fmt.Sprintf("%v at revision %d", ErrAlreadyCreated, r.rev)
 }
 
 // createOnce is one attempt of create.
@@ -142,7 +159,7 @@ func (e *Engine) createOnce(ctx context.Context, k keeper, t target, ev Event, s
 	case create: // deleted since: insert again
 		return step{}, errMoved
 	case refuse:
-		return step{}, retry.Permanent(fmt.Errorf("%w at revision %d", ErrAlreadyCreated, rev))
+		return step{}, retry.Permanent(&recreated{rev: rev})
 	}
 	return step{outcome: Duplicate}, nil
 }

@@ -183,3 +183,54 @@ func TestSkip_an_undecodable_creation_event_after_revision_0_is_still_a_creation
 		t.Fatalf("revision %d, state %+v", rev, got)
 	}
 }
+
+// A second creation of a document (the stream opens the cart again) is a
+// permanent failure that goes through the failure policy like any other:
+// under Block it stops at it; under Skip and Park the document moves past
+// it, unchanged, and the rest of the stream applies.
+func TestSkip_a_second_creation_goes_through_the_failure_policy(t *testing.T) {
+	for _, policy := range []projector.FailurePolicy{projector.Block, projector.Skip, projector.Park} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := newStore(t)
+			e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+				projector.WithRetry(retry.Default()), projector.WithFailurePolicy(policy), projector.WithParker(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := projectortest.NewLog(cart.Registry())
+			stream := cart.StreamID("twice")
+			first := log.MustAppend(t, stream,
+				cart.ShoppingCartOpened{ShoppingCartID: "twice", ClientID: "x", OpenedAt: t0},
+				cart.ProductItemAddedToShoppingCart{ShoppingCartID: "twice", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}})
+			again := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "twice", ClientID: "y", OpenedAt: t0})
+			rest := log.MustAppend(t, stream, cart.ShoppingCartConfirmed{ShoppingCartID: "twice", ConfirmedAt: t0})
+			for _, ev := range first {
+				if r := handle(t, e, ev)[0]; r.Outcome != projector.Applied {
+					t.Fatalf("%s: %v %v", ev.Type, r.Outcome, r.Err)
+				}
+			}
+			r := handle(t, e, again[0])[0]
+			want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Skip: projector.Skipped, projector.Park: projector.Parked}[policy]
+			var perr *projector.Error
+			if r.Outcome != want || !errors.Is(r.Err, projector.ErrAlreadyCreated) || !errors.As(r.Err, &perr) || perr.Retryable() {
+				t.Fatalf("second creation: %v %v, want %v with ErrAlreadyCreated", r.Outcome, r.Err, want)
+			}
+			if policy == projector.Block {
+				rev, _, _ := s.Load(context.Background(), cart.DetailsName, "twice", 0, nil)
+				if rev != 1 {
+					t.Fatalf("under block the document moved to revision %d", rev)
+				}
+				return
+			}
+			if r := handle(t, e, rest[0])[0]; r.Outcome != projector.Applied {
+				t.Fatalf("after the second creation: %v %v", r.Outcome, r.Err)
+			}
+			// The fold without the second creation, at the last revision.
+			assertDocument(t, s, "twice", append(append([]projector.Event{}, first...), rest...))
+			parked, err := s.Parked(context.Background(), cart.DetailsName)
+			if err != nil || (policy == projector.Park) != (len(parked) == 1) {
+				t.Fatalf("parked %v (%v) under %v", parked, err, policy)
+			}
+		})
+	}
+}

@@ -330,3 +330,46 @@ func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_s
 		t.Fatalf("after a failed replay: %+v %v", parked, err)
 	}
 }
+
+// A second creation event in a stream (the cart opened again) goes through
+// the failure policy: under skip and park the run goes on past it, the
+// document is the fold without it, and under park it is listed.
+func TestRun_a_second_creation_is_skipped_or_parked_per_the_policy(t *testing.T) {
+	for _, policy := range []string{"skip", "park"} {
+		t.Run(policy, func(t *testing.T) {
+			srv := esdbtest.New(t)
+			client := srv.Client(t)
+			db := mongotest.Database(t)
+			store := mongostore.New(db)
+			carts := map[string][]projector.Event{}
+			appendCarts(t, client, 0, 4, 5, carts)
+			id := "cart002"
+			name, data, _ := cart.Registry().Encode(cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "again", OpenedAt: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)})
+			if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+			p := startBinary(t, append([]string{"run", "--esdb", srv.URI(), "--http", "", "--on-failure", policy, "--checkpoint-interval", "100ms"}, common...)...)
+			waitCheckpoint(t, p, store, srv.Head())
+			if code := p.terminate(t); code != 0 {
+				t.Fatalf("exit %d\n%s", code, p.stderrText())
+			}
+			for id, evs := range carts {
+				if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs); err != nil && id != "cart002" {
+					t.Error(err)
+				}
+			}
+			var got cart.Details
+			rev, _, err := store.Load(context.Background(), cart.DetailsName, id, 0, &got)
+			want, _ := cart.NewDetailsProjection().Fold(carts[id]...)
+			if err != nil || rev != uint64(len(carts[id])) || got.ClientID != want.ClientID || got.Status != want.Status {
+				t.Fatalf("%s: %+v at revision %d (%v); want the fold without the second opening, moved past it to %d", id, got, rev, err, len(carts[id]))
+			}
+			parked, err := store.Parked(context.Background(), cart.DetailsName)
+			if err != nil || (policy == "park") != (len(parked) == 1) || (len(parked) == 1 && !strings.Contains(parked[0].Error, "already created")) {
+				t.Fatalf("parked under %s: %+v (%v)", policy, parked, err)
+			}
+		})
+	}
+}
