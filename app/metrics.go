@@ -20,7 +20,7 @@ type runnerCollector struct {
 
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
-	parked, unrouted                                              *prometheus.Desc
+	parked, unrouted, up                                          *prometheus.Desc
 }
 
 func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollector {
@@ -39,6 +39,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 		drops:         d("subscription_drops_total", "Subscriptions that dropped and were opened again."),
 		position:      d("checkpoint_position", "Stored checkpoint: commit position in $all (a revision for a stream subscription)."),
 		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled."),
+		up:            d("up", "1 while the projection runs; 0 while it is stopped at an event that failed (for good under the block policy, or until it is tried again)."),
 		lagSeconds:    d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
 		lagEvents:     d("lag_events", "Events in $all after the stored checkpoint, counted up to 10000 every 5s."),
 		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
@@ -79,6 +80,11 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		gauge(c.caughtUp, up, name)
+		running := 1.0
+		if r.Down() != "" {
+			running = 0
+		}
+		gauge(c.up, running, name)
 		behind, sampled := lags[name]
 		switch {
 		case up == 1 || (sampled && behind == 0):

@@ -225,22 +225,74 @@ func (s *session) serve(listener net.Listener, views []runnerView, head *headSam
 	return func() { srv.Close() }
 }
 
-// runSlots runs every slot until ctx is done; the first to fail stops the
-// others (stopAll): a supervisor restarts the process.
+// runSlots runs every slot until ctx is done, each on its own: a projection
+// that stops at an event does not stop the others ([session.keepRunning]).
+// Any other failure (the event store unreachable for the reconnect policy's
+// time, the store failing its checkpoints) stops them all (stopAll), for a
+// supervisor to see.
 func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []error {
 	errs := make([]error, len(s.slots))
 	var wg sync.WaitGroup
 	for i, sl := range s.slots {
 		wg.Go(func() {
-			// A group's position is the server's, not a checkpoint: a
-			// --group projector does not follow a rebuild's switch.
-			if errs[i] = sl.run(ctx, s.store, s.c.group == "", s.logger, s.build(sl)); errs[i] != nil {
+			if errs[i] = s.keepRunning(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
 				stopAll()
 			}
 		})
 	}
 	wg.Wait()
 	return errs
+}
+
+// restarts paces the runs again of a projection whose event failed in a way
+// that may pass (a store that did not answer, a predecessor not there in
+// time): from 1 s doubling to a minute, for as long as the process runs.
+var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: time.Minute, MaxRetries: -1}
+
+// keepRunning runs slot sl until ctx is done or it stops for good. An event
+// that failed permanently (under the block policy) stops this projection
+// alone: it stays down, /readyz and the metrics say so, and its error is the
+// result. An event that may succeed later is tried again: the runner runs
+// again from its checkpoint after a wait. A failure that is no event's ends
+// the slot with it.
+func (s *session) keepRunning(ctx context.Context, sl *slot) error {
+	pace := retry.NewPacer(restarts)
+	for {
+		began := time.Now()
+		// A group's position is the server's, not a checkpoint: a --group
+		// projector does not follow a rebuild's switch.
+		err := sl.run(ctx, s.store, s.c.group == "", s.logger, s.build(sl))
+		if time.Since(began) > restarts.MaxDelay {
+			pace.Reset() // it ran a while: a new run of failures
+		}
+		var failed *projector.Error
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return err
+		case !errors.As(err, &failed):
+			return err
+		case !failed.Retryable():
+			sl.setDown("blocked: " + err.Error())
+			s.logger.Error("projection stopped at an event that failed for good; the other projections go on",
+				"projection", sl.name, "err", err)
+			return err
+		}
+		sl.setDown("retrying: " + err.Error())
+		pace.Failed()
+		s.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoint",
+			"projection", sl.name, "err", err)
+		if werr := pace.Wait(ctx); werr != nil {
+			return err // stopped while waiting: it did not end well
+		}
+		sl.setDown("")
+	}
+}
+
+// isEventFailure reports an error that an event failed with, which stops its
+// projection alone.
+func isEventFailure(err error) bool {
+	var failed *projector.Error
+	return errors.As(err, &failed)
 }
 
 // runner makes the runner of one projection writing to collection; its
@@ -340,15 +392,23 @@ func healthHandler(runners []runnerView, group bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		var behind []string
+		var behind, down []string
 		for _, r := range runners {
-			if (!group && !r.CaughtUp()) || (group && !r.Connected()) {
+			switch {
+			case r.Down() != "":
+				down = append(down, r.Name()+" "+r.Down())
+			case (!group && !r.CaughtUp()) || (group && !r.Connected()):
 				behind = append(behind, r.Name())
 			}
 		}
-		if len(behind) > 0 {
+		if len(behind)+len(down) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "catching up: %s\n", strings.Join(behind, ", "))
+			for _, d := range down {
+				fmt.Fprintf(w, "down: %s\n", d)
+			}
+			if len(behind) > 0 {
+				fmt.Fprintf(w, "catching up: %s\n", strings.Join(behind, ", "))
+			}
 			return
 		}
 		io.WriteString(w, "ready\n")

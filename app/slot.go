@@ -17,6 +17,9 @@ type runnerView interface {
 	Stats() projector.RunnerStats
 	CaughtUp() bool
 	Connected() bool
+	// Down says why the projection is not running ("" while it runs): an
+	// event that failed for good, or one that is tried again after a wait.
+	Down() string
 }
 
 // slot is one projection of a running projector. Its runner writes to the
@@ -30,6 +33,23 @@ type slot struct {
 	cur        atomic.Pointer[projector.Runner]
 	past       atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
 	group      atomic.Pointer[subscription.Persistent] // with --group
+	down       atomic.Pointer[string]                  // why it is not running; nil while it runs
+}
+
+// Down implements runnerView.
+func (s *slot) Down() string {
+	if d := s.down.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+func (s *slot) setDown(why string) {
+	if why == "" {
+		s.down.Store(nil)
+		return
+	}
+	s.down.Store(&why)
 }
 
 // Parked returns how many events this process parked in its group.
@@ -69,8 +89,15 @@ func (s *slot) Stats() projector.RunnerStats {
 	return st
 }
 
-func (s *slot) CaughtUp() bool  { r := s.cur.Load(); return r != nil && r.CaughtUp() }
-func (s *slot) Connected() bool { r := s.cur.Load(); return r != nil && r.Connected() }
+func (s *slot) CaughtUp() bool {
+	r := s.cur.Load()
+	return r != nil && r.CaughtUp() && s.Down() == ""
+}
+
+func (s *slot) Connected() bool {
+	r := s.cur.Load()
+	return r != nil && r.Connected() && s.Down() == ""
+}
 
 // followInterval is how often a running projector looks for a switch.
 const followInterval = time.Second

@@ -75,6 +75,17 @@ func (s *Store) RecordError(ctx context.Context, name, message string) error {
 	return nil
 }
 
+// ClearError implements the runner's error record: the subscription has
+// recovered from the error it last stopped with.
+func (s *Store) ClearError(ctx context.Context, name string) error {
+	filter := bson.D{{Key: FieldID, Value: name}, {Key: "lastError", Value: bson.D{{Key: "$exists", Value: true}}}}
+	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "lastError", Value: ""}, {Key: "lastErrorAt", Value: ""}}}}
+	if _, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, filter, update); err != nil {
+		return fmt.Errorf("mongostore: clear the error of %q: %w", name, err)
+	}
+	return nil
+}
+
 // LoadCheckpoint implements [projector.CheckpointStore].
 func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
 	var d checkpointDoc

@@ -349,3 +349,30 @@ func TestHandleBatch_does_not_count_duplicates_on_a_stale_cache(t *testing.T) {
 		}
 	}
 }
+
+// A run that stops at a failed event abandons what is queued: it is never
+// caught up, though its source reached the head and nothing is in flight.
+func TestRunner_a_run_stopped_at_a_failed_event_is_not_caught_up(t *testing.T) {
+	s := newStore(t)
+	all, _ := cartEvents(t, 20)
+	var src scripted
+	for _, ev := range all {
+		if ev.StreamRevision > 0 {
+			src.events = append(src.events, ev)
+		}
+	}
+	p := patient()
+	p.MaxElapsed = 200 * time.Millisecond
+	r, err := projector.NewRunner("not-ready", newEngine(t, s, p), &src, s, projector.WithWorkers(1), projector.WithReconnect(fastReconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, projector.ErrPredecessorMissing) {
+		t.Fatalf("Run: %v", err)
+	}
+	if st := r.Stats(); st.Abandoned == 0 || r.CaughtUp() || st.CaughtUp {
+		t.Fatalf("after a failed run with %d events abandoned: caught up %v", st.Abandoned, r.CaughtUp())
+	}
+}

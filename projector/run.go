@@ -18,6 +18,7 @@ type run struct {
 	stopRead context.CancelFunc
 	saveNow  chan struct{}
 	open     Subscription // the subscription open when reading stopped
+	cleared  bool         // the saver has cleared the recorded error
 
 	failOnce sync.Once
 	failure  error
@@ -54,7 +55,7 @@ func (x *run) execute(ctx context.Context) error {
 
 	readErr := x.read(readCtx)
 
-	x.halt.Store(true)
+	x.stopping()
 	defer func() {
 		if x.open != nil {
 			x.open.Close() // after the drain: a persistent group's acks go out on it

@@ -42,6 +42,7 @@ type Runner struct {
 	running   atomic.Bool
 	caughtUp  atomic.Bool  // the source said it reached the head
 	ready     atomic.Bool  // and everything up to there was handled
+	halting   atomic.Bool  // the run is stopping: what is queued is abandoned
 	connected atomic.Bool  // a subscription is open
 	inFlight  atomic.Int64 // events dispatched and not yet handled
 	latest    atomic.Int64 // creation time (Unix ns) of the newest event handled
@@ -221,6 +222,9 @@ func (r *Runner) Connected() bool { return r.connected.Load() }
 // settled latches readiness once the source is at the head with nothing in
 // flight.
 func (r *Runner) settled() {
+	if r.halting.Load() {
+		return // events left alone are not handled: not caught up
+	}
 	if r.caughtUp.Load() && r.inFlight.Load() == 0 && !r.ready.Swap(true) {
 		r.logger.Info("caught up")
 		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n {
@@ -302,6 +306,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.savedMu.Unlock()
 	r.caughtUp.Store(false)
 	r.ready.Store(false)
+	r.halting.Store(false)
 	r.logger.Info("runner starts", "from", checkpointAttr(from), "workers", r.workers)
 	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1)}
 	return x.execute(ctx)

@@ -30,8 +30,23 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		if err := x.save(sctx); err != nil && ctx.Err() == nil {
 			x.r.logger.Warn("storing the checkpoint", "err", err)
 		}
+		x.clearError(sctx)
 		cancel()
 	}
+}
+
+// clearError clears, once the runner has caught up, the error an earlier
+// run recorded: it has recovered.
+func (x *run) clearError(ctx context.Context) {
+	rec, ok := x.r.checkpoints.(ErrorRecorder)
+	if x.cleared || !ok || !x.r.ready.Load() {
+		return
+	}
+	if err := rec.ClearError(ctx, x.r.name); err != nil {
+		x.r.logger.Warn("clearing the recorded error", "err", err)
+		return
+	}
+	x.cleared = true
 }
 
 // saveTimeout bounds one store of the checkpoint.

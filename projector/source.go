@@ -81,9 +81,12 @@ func (c Checkpoint) String() string {
 }
 
 // ErrorRecorder is implemented by checkpoint stores that also keep the error
-// a subscription stopped with (mongostore does), for operators to see.
+// a subscription stopped with (mongostore does), for operators to see: the
+// runner records it when it stops with one, and clears it once it has
+// caught up again.
 type ErrorRecorder interface {
 	RecordError(ctx context.Context, name, message string) error
+	ClearError(ctx context.Context, name string) error
 }
 
 // CheckpointStore keeps one checkpoint per subscription name: mongostore, in

@@ -157,11 +157,19 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 	}
 }
 
+// stopping marks the run as stopping: queued events are left for the next
+// run, and the runner is no longer caught up.
+func (x *run) stopping() {
+	x.r.halting.Store(true)
+	x.halt.Store(true)
+	x.r.ready.Store(false)
+}
+
 // fail stops the run at its first failed event.
 func (x *run) fail(err error) {
 	x.failOnce.Do(func() {
 		x.failure = fmt.Errorf("projector: runner %q stops: %w", x.r.name, err)
-		x.halt.Store(true)
+		x.stopping()
 		x.stopRead()
 	})
 }

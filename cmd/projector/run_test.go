@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,5 +372,84 @@ func TestRun_a_second_creation_is_skipped_or_parked_per_the_policy(t *testing.T)
 				t.Fatalf("parked under %s: %+v (%v)", policy, parked, err)
 			}
 		})
+	}
+}
+
+// One projection stopped at an event that failed for good (a domain error
+// under the block policy) stops alone: the others reach the head, /healthz
+// stays alive, /readyz and the metrics name the one that is down, status
+// shows its error, and the exit status says not every projection ended well.
+func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 5, 4, carts)
+	name, data, _ := cart.Registry().Encode(cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: "cart001", ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}})
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), esdb.AppendToStreamOptions{},
+		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(),
+		"--http", "127.0.0.1:0", "--checkpoint-interval", "100ms")
+	waitCheckpointOf(t, p, store, cart.ShopSummaryName, srv.Head())
+	waitCheckpointOf(t, p, store, cart.ClientSummaryName, srv.Head())
+	base := "http://" + regexp.MustCompile(`msg=http addr=(\S+)`).FindStringSubmatch(p.stderrText())[1]
+	var ready string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		code, body := get(t, base+"/readyz")
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "down: cart_details blocked:") && !strings.Contains(body, "catching up") {
+			ready = body
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz %d %q, want 503 naming cart_details blocked and nothing catching up\n%s", code, body, p.stderrText())
+		}
+	}
+	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz %d while a projection is down", code)
+	}
+	_, body := get(t, base+"/metrics")
+	for proj, want := range map[string]float64{cart.DetailsName: 0, cart.ShopSummaryName: 1, cart.ClientSummaryName: 1} {
+		if v := metric(t, body, `projector_up{projection="`+proj+`"}`); v != want {
+			t.Errorf("projector_up of %s = %v, want %v", proj, v, want)
+		}
+	}
+	if !strings.Contains(ready, `"cart001"`) {
+		t.Errorf("/readyz does not name the document: %s", ready)
+	}
+	if code := p.terminate(t); code != 1 {
+		t.Fatalf("exit %d after SIGTERM with a projection blocked, want 1\n%s", code, p.stderrText())
+	}
+	if !strings.Contains(p.stderrText(), "projection stopped at an event that failed for good; the other projections go on") {
+		t.Fatalf("no log of the blocked projection:\n%s", p.stderrText())
+	}
+	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
+	var lines []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 {
+		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	for _, l := range lines {
+		if hasErr := l["lastError"] != nil; hasErr != (l["projection"] == cart.DetailsName) {
+			t.Errorf("status of %v: lastError %v", l["projection"], l["lastError"])
+		}
+	}
+
+	// Run again past the event (skip): once caught up, the error is cleared.
+	again := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(),
+		"--projections", cart.DetailsName, "--on-failure", "skip", "--http", "", "--checkpoint-interval", "100ms")
+	waitCheckpoint(t, again, store, srv.Head())
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		all, err := store.Checkpoints(context.Background())
+		if err == nil && all[cart.DetailsName].LastError == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the recovered projection's error is still recorded: %+v\n%s", all[cart.DetailsName], again.stderrText())
+		}
+	}
+	if code := again.terminate(t); code != 0 {
+		t.Fatalf("the run past the event: exit %d\n%s", code, again.stderrText())
 	}
 }
