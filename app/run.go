@@ -269,6 +269,11 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		switch {
 		case err == nil || ctx.Err() != nil:
 			return err
+		case errors.Is(err, projector.ErrForeignCheckpoint):
+			sl.setDown("blocked: " + err.Error())
+			s.logger.Error("projection stopped: its checkpoint does not belong to this event store; the other projections go on",
+				"projection", sl.name, "err", err)
+			return err
 		case !errors.As(err, &failed):
 			return err
 		case !failed.Retryable():
@@ -288,11 +293,11 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 	}
 }
 
-// isEventFailure reports an error that an event failed with, which stops its
-// projection alone.
+// isEventFailure reports an error that stops one projection alone: an event
+// failed, or its checkpoint is from another event store.
 func isEventFailure(err error) bool {
 	var failed *projector.Error
-	return errors.As(err, &failed)
+	return errors.As(err, &failed) || errors.Is(err, projector.ErrForeignCheckpoint)
 }
 
 // runner makes the runner of one projection writing to collection; its

@@ -22,6 +22,8 @@ type checkpointDoc struct {
 	ID       string    `bson:"_id"`
 	Position int64     `bson:"position"`
 	Prepare  int64     `bson:"prepare"`
+	EventID  string    `bson:"eventId,omitempty"`
+	Log      string    `bson:"log,omitempty"`
 	Updated  time.Time `bson:"updatedAt"`
 }
 
@@ -100,7 +102,7 @@ func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Che
 	if d.Position < 0 || d.Prepare < 0 {
 		return nil, fmt.Errorf("mongostore: checkpoint %q holds a negative position %d/%d", name, d.Position, d.Prepare)
 	}
-	return &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare)}, nil
+	return &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}, nil
 }
 
 // SaveCheckpoint implements [projector.CheckpointStore]. It only moves a
@@ -112,7 +114,8 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 	if c.Position > math.MaxInt64 || c.Prepare > math.MaxInt64 {
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
-	set := bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: int64(c.Prepare)}, {Key: "updatedAt", Value: time.Now().UTC()}}
+	set := bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: int64(c.Prepare)},
+		{Key: "eventId", Value: c.EventID}, {Key: "log", Value: c.Log}, {Key: "updatedAt", Value: time.Now().UTC()}}
 	// A missing position (a record holding only an error) counts as behind.
 	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},

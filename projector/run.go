@@ -19,6 +19,7 @@ type run struct {
 	saveNow  chan struct{}
 	open     Subscription // the subscription open when reading stopped
 	cleared  bool         // the saver has cleared the recorded error
+	log      string       // what identifies the source's log ([AnchoredSource]), "" when unknown
 
 	failOnce sync.Once
 	failure  error

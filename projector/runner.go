@@ -307,9 +307,65 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.caughtUp.Store(false)
 	r.ready.Store(false)
 	r.halting.Store(false)
-	r.logger.Info("runner starts", "from", checkpointAttr(from), "workers", r.workers)
 	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1)}
+	if err := x.anchor(ctx, from); err != nil || ctx.Err() != nil {
+		if rec, ok := r.checkpoints.(ErrorRecorder); ok && err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+			if rerr := rec.RecordError(rctx, r.name, err.Error()); rerr != nil {
+				r.logger.Warn("recording the error", "err", rerr)
+			}
+			cancel()
+		}
+		return err
+	}
+	r.logger.Info("runner starts", "from", checkpointAttr(from), "workers", r.workers)
 	return x.execute(ctx)
+}
+
+// anchor finds what identifies the source's log, and checks that the stored
+// checkpoint from is a position of it; reads are retried under the
+// reconnect policy while the server does not answer.
+func (x *run) anchor(ctx context.Context, from *Checkpoint) error {
+	r := x.r
+	a, ok := r.source.(AnchoredSource)
+	if !ok {
+		return nil
+	}
+	log, err := retry.DoValue(ctx, r.reconnect, a.Log)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("projector: runner %q: reading the start of the log: %w", r.name, err)
+	}
+	x.log = log
+	if from == nil {
+		return nil
+	}
+	if from.Log != "" && from.Log != log {
+		err = fmt.Errorf("%w: it was taken in a log whose first event is %s; this one starts with %s", ErrForeignCheckpoint, from.Log, orNone(log))
+	} else {
+		err = retry.Do(ctx, r.reconnect, func(ctx context.Context) error {
+			err := a.Check(ctx, *from)
+			if errors.Is(err, ErrForeignCheckpoint) {
+				return retry.Permanent(err)
+			}
+			return err
+		})
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("projector: runner %q: checkpoint %s: %w; nothing was projected. "+
+			"Rebuild the projection (projector rebuild %s), or, to start it over in place, delete its checkpoint "+
+			"(the %q record of projector_checkpoints) and its collection", r.name, from, err, r.name, r.name)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing (it is empty)"
+	}
+	return s
 }
 
 func checkpointAttr(c *Checkpoint) string {

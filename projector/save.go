@@ -64,6 +64,13 @@ func (x *run) save(ctx context.Context) error {
 	if r.checkpoints == nil || stale {
 		return nil
 	}
+	if a, ok := r.source.(AnchoredSource); ok && x.log == "" {
+		// The log was empty when the run began.
+		if log, err := a.Log(ctx); err == nil {
+			x.log = log
+		}
+	}
+	mark.Log = x.log
 	if err := r.checkpoints.SaveCheckpoint(ctx, r.name, *mark); err != nil {
 		return err
 	}

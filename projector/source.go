@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -71,6 +72,32 @@ type Checkpoint struct {
 	Position uint64
 	// Prepare is the prepare position in $all (0 for a single stream).
 	Prepare uint64
+	// EventID is the id of the event at Position ("" for a checkpoint a
+	// filtered subscription sent while other events went by), and Log what
+	// identifies the log it is a position of ([AnchoredSource]): with them a
+	// runner knows a checkpoint from another, or a reset, event store.
+	EventID, Log string
+}
+
+// ErrForeignCheckpoint: a stored checkpoint is not a position of the
+// source's log: it was taken in another or a reset event store, or it is
+// past the head. Resuming from it would leave the read models silently
+// behind, so the runner stops.
+var ErrForeignCheckpoint = errors.New("the stored checkpoint does not belong to this event store")
+
+// AnchoredSource is a [Source] that can tell whether a checkpoint is a
+// position of its log (the $all source does). A runner checks its stored
+// checkpoint with it before it resumes, and stores what identifies the log
+// with every checkpoint.
+type AnchoredSource interface {
+	Source
+	// Log identifies the log: the id of its first event ("" while it is
+	// empty).
+	Log(ctx context.Context) (string, error)
+	// Check reports, wrapping [ErrForeignCheckpoint], a checkpoint that is
+	// not a position of the log: past its head, or with another event at
+	// its position than cp.EventID.
+	Check(ctx context.Context, cp Checkpoint) error
 }
 
 func (c Checkpoint) String() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"regexp"
 
@@ -53,6 +54,7 @@ type All struct {
 var (
 	_ projector.OrderedSource       = (*All)(nil)
 	_ projector.TypeFilteringSource = (*All)(nil)
+	_ projector.AnchoredSource      = (*All)(nil)
 )
 
 // NewAll returns a $all source on client.
@@ -95,6 +97,96 @@ func ServerFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
 		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: o.EventTypePrefixes}, nil
 	}
 	return esdb.ExcludeSystemEventsFilter(), nil
+}
+
+// Log implements [projector.AnchoredSource]: the id of the first event of
+// $all, system events included ("" while it is empty). An event store that
+// was reset or replaced starts with another one.
+func (a *All) Log(ctx context.Context) (string, error) {
+	id := ""
+	err := a.client.Do(ctx, func(cl *esdb.Client) error {
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Start{}}, 1)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		ev, err := s.Recv()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		}
+		id = ev.OriginalEvent().EventID.String()
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("subscription: the start of $all on %s: %w", a.client, err)
+	}
+	return id, nil
+}
+
+// Check implements [projector.AnchoredSource]: cp must not be past the head
+// of $all, and the event at its position, when it names one, must be it.
+func (a *All) Check(ctx context.Context, cp projector.Checkpoint) error {
+	var head uint64
+	found := ""
+	err := a.client.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		if head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > head {
+			return err
+		}
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, 1)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		ev, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if r := ev.OriginalEvent(); r.Position.Commit == cp.Position {
+			found = r.EventID.String()
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("subscription: checking checkpoint %s on %s: %w", cp, a.client, err)
+	case cp.Position > head:
+		return fmt.Errorf("%w: it is past the head of $all, %d", projector.ErrForeignCheckpoint, head)
+	case cp.EventID != "" && found != cp.EventID:
+		return fmt.Errorf("%w: the event at position %d is %s, not %s (head %d)", projector.ErrForeignCheckpoint, cp.Position, orNone(found), cp.EventID, head)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// lastPosition returns the commit position of the last event in $all (0:
+// none).
+func lastPosition(ctx context.Context, cl *esdb.Client) (uint64, error) {
+	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	ev, err := s.Recv()
+	if errors.Is(err, io.EOF) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ev.OriginalEvent().Position.Commit, nil
 }
 
 // Ordered reports that the subscription delivers $all in log order.
@@ -176,8 +268,8 @@ func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (pro
 }
 
 func allCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {
-	p := re.OriginalEvent().Position
-	return &projector.Checkpoint{Position: p.Commit, Prepare: p.Prepare}
+	ev := re.OriginalEvent()
+	return &projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
 }
 
 func streamCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {

@@ -428,3 +428,50 @@ func TestRunner_refuses_the_global_position_strategy_with_competing_consumers(t 
 		t.Fatalf("one ordered consumer: %v", err)
 	}
 }
+
+// The $all source ties a checkpoint to its log: the first event names the
+// log, and a checkpoint past the head or with another event at its
+// position is foreign.
+func TestAll_checks_that_a_checkpoint_is_a_position_of_its_log(t *testing.T) {
+	g := newRig(t)
+	src := cartsOnAll(t, dial(t, g.server))
+	ctx := context.Background()
+	if log, err := src.Log(ctx); err != nil || log != "" {
+		t.Fatalf("the log of an empty store: %q, %v", log, err)
+	}
+	g.appendCarts(t, 1, 3, 4)
+	log, err := src.Log(ctx)
+	if err != nil || log == "" {
+		t.Fatalf("log: %q, %v", log, err)
+	}
+	first, _ := src.Log(ctx)
+	if first != log {
+		t.Fatalf("the log changed: %q then %q", log, first)
+	}
+	// The last event of $all, read through the official client.
+	rs, err := g.esdb.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := rs.Recv()
+	rs.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := projector.Checkpoint{Position: last.OriginalEvent().Position.Commit, Prepare: last.OriginalEvent().Position.Prepare, EventID: last.OriginalEvent().EventID.String()}
+	if err := src.Check(ctx, at); err != nil {
+		t.Fatalf("the checkpoint at the last event: %v", err)
+	}
+	for name, cp := range map[string]projector.Checkpoint{
+		"past the head":          {Position: at.Position + 1000, Prepare: at.Prepare + 1000},
+		"another event there":    {Position: at.Position, Prepare: at.Prepare, EventID: "00000000-0000-0000-0000-000000000001"},
+		"no event at a position": {Position: at.Position - 1, Prepare: at.Prepare - 1, EventID: at.EventID},
+	} {
+		if err := src.Check(ctx, cp); !errors.Is(err, projector.ErrForeignCheckpoint) {
+			t.Errorf("%s: %v, want ErrForeignCheckpoint", name, err)
+		}
+	}
+	if err := src.Check(ctx, projector.Checkpoint{Position: at.Position, Prepare: at.Prepare}); err != nil {
+		t.Errorf("a checkpoint message's position (no event id): %v", err)
+	}
+}

@@ -53,21 +53,23 @@ func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[stri
 type process struct {
 	cmd    *exec.Cmd
 	stderr syncBuffer
-	done   chan error
+	done   chan struct{} // closed when the process has ended
 }
 
 func (p *process) stderrText() string { return p.stderr.String() }
 
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(binary(t), args...), done: make(chan error, 1)}
+	p := &process{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.done:
+		default:
 			p.cmd.Process.Kill()
 			<-p.done
 		}
@@ -451,5 +453,55 @@ func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
 	}
 	if code := again.terminate(t); code != 0 {
 		t.Fatalf("the run past the event: exit %d\n%s", code, again.stderrText())
+	}
+}
+
+// A checkpoint stored against one event store is not trusted against
+// another (a reset or replaced server, a restored backup): each projection
+// stops with one clear error naming the checkpoint and how to recover,
+// nothing is written, and status shows the error.
+func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without_writing(t *testing.T) {
+	first := esdbtest.New(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	appendCarts(t, first.Client(t), 0, 5, 6, map[string][]projector.Event{})
+	args := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--checkpoint-interval", "100ms"}
+	p := startBinary(t, append([]string{"run", "--esdb", first.URI(), "--http", ""}, args...)...)
+	for _, name := range []string{cart.DetailsName, cart.ShopSummaryName} {
+		waitCheckpointOf(t, p, store, name, first.Head())
+	}
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, p.stderrText())
+	}
+	before, err := db.Collection(cart.DetailsName).CountDocuments(context.Background(), map[string]any{})
+	if err != nil || before != 5 {
+		t.Fatalf("%d documents after the first run (%v), want 5", before, err)
+	}
+
+	second := esdbtest.New(t) // another event store: fewer events, other ids
+	appendCarts(t, second.Client(t), 100, 2, 3, map[string][]projector.Event{})
+	// Every projection stops at once: the process has nothing left to run
+	// and exits 1, with one line per projection saying why and what to do.
+	q := startBinary(t, append([]string{"run", "--esdb", second.URI(), "--http", ""}, args...)...)
+	select {
+	case <-q.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("still running a minute later:\n%s", q.stderrText())
+	}
+	if code := q.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, q.stderrText())
+	}
+	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
+		if !strings.Contains(q.stderrText(), "Rebuild the projection (projector rebuild "+name+")") {
+			t.Errorf("no error for %s saying how to recover:\n%s", name, q.stderrText())
+		}
+	}
+	after, err := db.Collection(cart.DetailsName).CountDocuments(context.Background(), map[string]any{})
+	if err != nil || after != before {
+		t.Fatalf("%d documents after the run on another store (%v), want the %d of before", after, err, before)
+	}
+	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
+	if code != 0 || strings.Count(out, "does not belong to this event store") != 3 {
+		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 }
