@@ -55,6 +55,7 @@ STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
-	for m in $(EXAMPLES); do (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+	for m in $(EXAMPLES); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
