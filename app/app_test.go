@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -385,5 +386,39 @@ func TestRun_a_projection_that_routes_none_of_its_events_is_told_so(t *testing.T
 	}
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
+	}
+}
+
+// A document that a projection under the revision gate feeds from several
+// streams stops that projection with one line naming both streams and the
+// strategies that fit, instead of losing the second stream's updates as
+// duplicates; what the first stream did stays.
+func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_projection(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	one := projector.New[ticket]("all_tickets", func(ev projector.Event) (string, bool) {
+		return "all", strings.HasPrefix(ev.StreamID, "ticket/")
+	})
+	projector.Create(one, func(opened) (ticket, error) { return ticket{}, nil })
+	projector.On(one, func(t ticket, _ noted) (ticket, error) { t.Notes++; return t, nil })
+	streams := map[string][]projector.Event{
+		"ticket/1": servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}),
+		"ticket/2": servers.Append(t, registry(), "ticket/2", opened{ID: "2"}, noted{Text: "b"}, noted{Text: "c"}),
+	}
+
+	cmd := e2e.StartCommand(t, config(app.Projection{Definition: one, Reads: app.StreamPrefix("ticket/")}),
+		"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	if code := cmd.Wait(t, 2*time.Minute); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, cmd.Stderr())
+	}
+	// Workers take the streams in any order: whichever came first feeds the
+	// document, and the other is refused.
+	m := regexp.MustCompile(`the document is fed by stream "(ticket/\d)", and this event is of stream "(ticket/\d)"; ` +
+		`a document fed by several streams needs the RevisionMap, HandledIDs or Inbox strategy`).FindStringSubmatch(cmd.Stderr())
+	if m == nil || m[1] == m[2] {
+		t.Fatalf("no error naming both streams and the strategies that fit:\n%s", cmd.Stderr())
+	}
+	if err := projectortest.CheckDocument(context.Background(), mongostore.New(db), one, "all", streams[m[1]]); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -180,17 +180,17 @@ func (s timedStore) PutGuarded(ctx context.Context, collection, id string, expec
 	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
 }
 
-func (s timedStore) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+func (s timedStore) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
 	defer s.observe("insert", collection, time.Now())
-	return s.Store.Insert(ctx, collection, id, revision, state)
+	return s.Store.Insert(ctx, collection, id, head, state)
 }
 
-func (s timedStore) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+func (s timedStore) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
 	defer s.observe("update", collection, time.Now())
-	return s.Store.Update(ctx, collection, id, from, revision, state)
+	return s.Store.Update(ctx, collection, id, from, head, state)
 }
 
-func (s timedStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (uint64, bool, error) {
+func (s timedStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
 	defer s.observe("load", collection, time.Now())
 	return s.Store.Load(ctx, collection, id, minRevision, state)
 }

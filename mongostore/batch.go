@@ -88,7 +88,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 			missing = append(missing, id)
 			continue
 		}
-		out[id] = driver.Loaded{Revision: c.revision, State: state, Cached: true}
+		out[id] = driver.Loaded{Revision: c.head.Revision, Stream: c.head.Stream, State: state, Cached: true}
 	}
 	ids = missing
 	if len(ids) == 0 {
@@ -135,7 +135,7 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 		if !ok {
 			continue
 		}
-		rev, err := revisionOf(cur.Current)
+		head, err := headOf(cur.Current)
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
@@ -143,8 +143,8 @@ func (s *Store) find(ctx context.Context, collection string, filter bson.D, newS
 		if err := bson.Unmarshal(cur.Current, state); err != nil {
 			return fmt.Errorf("decode %s into %T: %w", id, state, err)
 		}
-		out[id] = driver.Loaded{Revision: rev, State: state}
-		s.cachePut(collection, id, rev, slices.Clone(cur.Current))
+		out[id] = driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state}
+		s.cachePut(collection, id, head, slices.Clone(cur.Current))
 	}
 	return cur.Err()
 }
@@ -160,7 +160,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	b.docs = make([]bson.D, len(writes))
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
-		d, err := document(w.ID, w.Revision, w.State)
+		d, err := document(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
 		if err != nil {
 			return nil, err
 		}
@@ -209,7 +209,7 @@ func (b *bulk) cache(collection string) {
 		if !b.ok[i] || !b.sure[i] {
 			b.s.cacheDrop(collection, w.ID)
 		} else if raw, err := bson.Marshal(b.docs[i]); err == nil {
-			b.s.cachePut(collection, w.ID, w.Revision, raw)
+			b.s.cachePut(collection, w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, raw)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 	}
 
 	// The per-event path writes around the cache and drops the entry.
-	if took, err := s.Update(ctx, "notes", "a", 5, 6, note{"gate"}); err != nil || !took {
+	if took, err := s.Update(ctx, "notes", "a", 5, driver.Head{Revision: 6}, note{"gate"}); err != nil || !took {
 		t.Fatalf("update: %v %v", took, err)
 	}
 	if got, _ := s.LoadMany(ctx, "notes", []string{"a"}, newNote); got["a"].Cached || got["a"].Revision != 6 {

@@ -3,6 +3,8 @@ package mongostore
 import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/revgate/projector/projector/driver"
 )
 
 // DefaultDocumentCache is how many documents a store keeps for batched
@@ -39,8 +41,8 @@ type cacheKey struct{ collection, id string }
 
 // cached is a document as the store last read or wrote it.
 type cached struct {
-	revision uint64
-	raw      bson.Raw // the document, or the state alone: both decode into the state
+	head driver.Head
+	raw  bson.Raw // the document, or the state alone: both decode into the state
 }
 
 func (s *Store) cacheGet(collection, id string) (cached, bool) {
@@ -50,9 +52,9 @@ func (s *Store) cacheGet(collection, id string) (cached, bool) {
 	return s.cache.Get(cacheKey{collection, id})
 }
 
-func (s *Store) cachePut(collection, id string, revision uint64, raw bson.Raw) {
+func (s *Store) cachePut(collection, id string, head driver.Head, raw bson.Raw) {
 	if s.cache != nil {
-		s.cache.Add(cacheKey{collection, id}, cached{revision, raw})
+		s.cache.Add(cacheKey{collection, id}, cached{head, raw})
 	}
 }
 

@@ -3,10 +3,11 @@
 // go.mongodb.org/mongo-driver/v2.
 //
 // A document is the projection's state, encoded with the driver's BSON codec,
-// plus two fields the engine owns: _id (the document id) and revision (the
-// stream revision of the last event applied). A state type must therefore not
-// have fields encoded as _id or revision. Readers decode the documents into
-// their own types.
+// plus fields the engine owns: _id (the document id), and revision (the
+// stream revision of the last event applied) with _stream (the stream that
+// feeds it), or _meta under the strategies other than the revision gate. A
+// state type must therefore not have fields encoded as those. Readers decode
+// the documents into their own types.
 //
 // Every write the gate makes is conditional and touches one document, so no
 // transaction is needed: the store works on a standalone server, a replica
@@ -47,6 +48,9 @@ import (
 const (
 	FieldID       = "_id"
 	FieldRevision = "revision"
+	// FieldStream holds the stream that feeds a document under the revision
+	// gate: an event of another stream is refused, not counted a duplicate.
+	FieldStream = "_stream"
 )
 
 // Store keeps projection documents in one database.
@@ -95,35 +99,35 @@ func (s *Store) Close(ctx context.Context) error {
 }
 
 // Load implements [driver.Store].
-func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (uint64, bool, error) {
+func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
 	opts := options.FindOne()
 	if state == nil {
-		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}})
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}})
 	}
 	raw, err := s.db.Collection(collection).FindOne(ctx, filter, opts).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return 0, false, nil
+		return driver.Head{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+		return driver.Head{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
-	rev, err := revisionOf(raw)
+	head, err := headOf(raw)
 	if err != nil {
-		return 0, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+		return driver.Head{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return 0, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Head{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
 	}
-	return rev, true, nil
+	return head, true, nil
 }
 
 // Insert implements [driver.Store].
-func (s *Store) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+func (s *Store) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
 	s.cacheDrop(collection, id)
-	doc, err := document(id, revision, state)
+	doc, err := document(id, head, state)
 	if err != nil {
 		return err
 	}
@@ -141,9 +145,9 @@ func (s *Store) Insert(ctx context.Context, collection, id string, revision uint
 // Update implements [driver.Store]. It replaces the whole document, so that
 // fields the new state leaves out do not linger, and reports a match, not a
 // modification: an event that changes nothing but the revision still counts.
-func (s *Store) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+func (s *Store) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
 	s.cacheDrop(collection, id)
-	doc, err := document(id, revision, state)
+	doc, err := document(id, head, state)
 	if err != nil {
 		return false, err
 	}
@@ -183,8 +187,9 @@ var ErrReservedField = errors.New("state has a field the engine owns")
 
 // document encodes a gated document: state with the engine's fields in
 // front.
-func document(id string, revision uint64, state any) (bson.D, error) {
-	return encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(revision)})
+func document(id string, head driver.Head, state any) (bson.D, error) {
+	return encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(head.Revision)},
+		bson.E{Key: FieldStream, Value: head.Stream})
 }
 
 // encode encodes state with owned, the engine's fields, in front. A state
@@ -209,6 +214,16 @@ func encode(state any, owned ...bson.E) (bson.D, error) {
 		doc = append(doc, bson.E{Key: key, Value: el.Value()})
 	}
 	return doc, nil
+}
+
+// headOf reads the head of a gated document.
+func headOf(raw bson.Raw) (driver.Head, error) {
+	rev, err := revisionOf(raw)
+	if err != nil {
+		return driver.Head{}, err
+	}
+	stream, _ := raw.Lookup(FieldStream).StringValueOK()
+	return driver.Head{Revision: rev, Stream: stream}, nil
 }
 
 func revisionOf(raw bson.Raw) (uint64, error) {

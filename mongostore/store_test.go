@@ -49,7 +49,7 @@ func TestStore_refuses_a_state_with_a_field_the_engine_owns(t *testing.T) {
 	s := mongostore.New(mongotest.Database(t))
 	ctx := context.Background()
 	for _, st := range []any{withID{ID: "x", Name: "y"}, withRevision{Revision: 3}} {
-		if err := s.Insert(ctx, "docs", "d1", 0, st); !errors.Is(err, mongostore.ErrReservedField) {
+		if err := s.Insert(ctx, "docs", "d1", driver.Head{}, st); !errors.Is(err, mongostore.ErrReservedField) {
 			t.Errorf("%T: err = %v, want ErrReservedField", st, err)
 		}
 	}

@@ -161,11 +161,11 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 // the document through the gate.
 func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found bool) folded {
 	k := b.keeperOf(p)
-	f := folded{write: driver.Write{ID: d.id, From: cur.Revision}}
+	f := folded{write: driver.Write{ID: d.id, From: cur.Revision, Stream: cur.Stream}}
 	state, rev := cur.State, cur.Revision
 	for _, i := range d.idx {
 		ev := b.decoded[i]
-		read := stored{found: found, rev: rev}
+		read := stored{found: found, rev: rev, stream: f.write.Stream}
 		switch v, _ := k.check(read, ev, p.creates(ev)); v {
 		case duplicate:
 			f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
@@ -187,7 +187,8 @@ func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found boo
 			// creation (ErrAlreadyCreated, under the failure policy).
 			return folded{fallback: true}
 		}
-		rev, f.changed = k.record(read, ev).rev, true
+		to := k.record(read, ev)
+		rev, f.write.Stream, f.changed = to.rev, to.stream, true
 		f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 	}
 	f.write.Revision, f.write.State = rev, state

@@ -224,12 +224,12 @@ func (s *stalledStore) WriteMany(ctx context.Context, collection string, writes 
 	return s.Store.WriteMany(ctx, collection, writes)
 }
 
-func (s *stalledStore) Insert(ctx context.Context, collection, id string, revision uint64, state any) error {
+func (s *stalledStore) Insert(ctx context.Context, collection, id string, revision driver.Head, state any) error {
 	s.hold(ctx)
 	return s.Store.Insert(ctx, collection, id, revision, state)
 }
 
-func (s *stalledStore) Update(ctx context.Context, collection, id string, from, revision uint64, state any) (bool, error) {
+func (s *stalledStore) Update(ctx context.Context, collection, id string, from uint64, revision driver.Head, state any) (bool, error) {
 	s.hold(ctx)
 	return s.Store.Update(ctx, collection, id, from, revision, state)
 }

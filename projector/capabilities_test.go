@@ -17,13 +17,13 @@ import (
 // plainStore keeps revisions only: a driver.Store and nothing more.
 type plainStore struct{}
 
-func (plainStore) Load(context.Context, string, string, uint64, any) (uint64, bool, error) {
-	return 0, false, errors.New("plainStore: not for I/O")
+func (plainStore) Load(context.Context, string, string, uint64, any) (driver.Head, bool, error) {
+	return driver.Head{}, false, errors.New("plainStore: not for I/O")
 }
-func (plainStore) Insert(context.Context, string, string, uint64, any) error {
+func (plainStore) Insert(context.Context, string, string, driver.Head, any) error {
 	return errors.New("plainStore: not for I/O")
 }
-func (plainStore) Update(context.Context, string, string, uint64, uint64, any) (bool, error) {
+func (plainStore) Update(context.Context, string, string, uint64, driver.Head, any) (bool, error) {
 	return false, errors.New("plainStore: not for I/O")
 }
 func (plainStore) EnsureIndexes(context.Context, string, []driver.Index) error {

@@ -24,6 +24,10 @@ var (
 	ErrUndecodable = errors.New("payload does not decode")
 	// ErrPanic: a projection function panicked.
 	ErrPanic = errors.New("projection panicked")
+	// ErrOtherStream: under the revision gate, an event of another stream
+	// than the one that feeds its document (the projection's IDFunc maps
+	// several streams to one document).
+	ErrOtherStream = errors.New("event of another stream than its document's")
 	// ErrAlreadyCreated: a creation event arrived for a document that exists
 	// at an earlier revision.
 	ErrAlreadyCreated = errors.New("document already created")

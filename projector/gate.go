@@ -35,11 +35,11 @@ func (gated) within(ctx context.Context, _ *Engine, _ target, _ Event, attempt f
 }
 
 func (gated) read(ctx context.Context, store driver.Store, collection, id string, state any) (bool, int64, error) {
-	rev, found, err := store.Load(ctx, collection, id, 0, state)
+	head, found, err := store.Load(ctx, collection, id, 0, state)
 	if !found {
 		return found, -1, err
 	}
-	return found, int64(rev), err
+	return found, int64(head.Revision), err
 }
 
 // replayOnce applies parked event ev to the document as it is now. The gate
@@ -47,27 +47,29 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 // gate; the revision stays, and the write is conditional on it.
 func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) error {
 	state := t.p.newState()
-	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
-	creates := t.p.creates(ev)
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
 		return err
 	case !found:
 		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
-	case decide(ev.StreamRevision, false, found, rev) != duplicate:
+	case head.Stream != "" && head.Stream != ev.StreamID:
+		return retry.Permanent(fmt.Errorf("%w: document %q is fed by stream %q, not %q", ErrOtherStream, t.id, head.Stream, ev.StreamID))
+	case decide(ev.StreamRevision, false, found, head.Revision) != duplicate:
 		// The gate does not count the event as applied: it has not moved
 		// the document past it.
-		return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, rev, ev.StreamRevision))
+		return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, head.Revision, ev.StreamRevision))
 	}
 	var from any = state
-	if creates && ev.StreamRevision == rev {
+	if t.p.creates(ev) && ev.StreamRevision == head.Revision {
 		from = nil
 	}
 	next, err := t.p.applyTo(from, ev)
 	if err != nil {
 		return retry.Permanent(err)
 	}
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, rev, next)
+	head.Stream = ev.StreamID
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
 	case err != nil:
 		return err
@@ -112,10 +114,12 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
 	waits := 0
+	var refused error // the event is refused for good, and the policy moved on
 	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
 			return e.createOnce(ctx, k, t, ev, state, skipped, waits+1)
 		})
+		refused = out.skipped
 		return out.outcome, err
 	}, e.retryOpts...)
 	var again *recreated
@@ -129,6 +133,9 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		r.Waits = waits
 		return r
 	}
+	if refused != nil {
+		skipped = refused
+	}
 	return e.result(t, ev, outcome, waits, skipped)
 }
 
@@ -140,28 +147,48 @@ func (r *recreated) Error() string {
 	return fmt.Sprintf("%v at revision %d", ErrAlreadyCreated, r.rev)
 }
 
-// createOnce is one attempt of create.
+// createOnce is one attempt of create. When the insert finds the document,
+// the strategy's check on it decides: a duplicate, a second creation
+// ([recreated]), or an event of another stream (refused, per the policy).
 func (e *Engine) createOnce(ctx context.Context, k keeper, t target, ev Event, state any, skipped error, attempts int) (step, error) {
 	if skipped != nil {
 		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
 			return step{}, err
 		}
 	}
-	err := e.store.Insert(ctx, t.p.Collection(), t.id, k.record(stored{}, ev).rev, state)
+	to := k.record(stored{}, ev)
+	err := e.store.Insert(ctx, t.p.Collection(), t.id, driver.Head{Revision: to.rev, Stream: to.stream}, state)
 	if !errors.Is(err, driver.ErrDuplicate) {
 		return step{outcome: Applied}, err
 	}
-	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
 	if err != nil {
 		return step{}, err
 	}
-	switch v, _ := k.check(stored{found: found, rev: rev}, ev, true); v {
-	case create: // deleted since: insert again
+	v, why := k.check(stored{found: found, rev: head.Revision, stream: head.Stream}, ev, true)
+	switch {
+	case why != nil:
+		return e.refused(ctx, t, ev, why, attempts)
+	case v == create: // deleted since: insert again
 		return step{}, errMoved
-	case refuse:
-		return step{}, retry.Permanent(&recreated{rev: rev})
+	case v == refuse:
+		return step{}, retry.Permanent(&recreated{rev: head.Revision})
 	}
 	return step{outcome: Duplicate}, nil
+}
+
+// refused is what becomes of an event its strategy refuses for good (an
+// event of another stream; under HandledIDs, one older than the window): it
+// fails under the block policy; under skip and park it is reported (and
+// parked), the document left as it is.
+func (e *Engine) refused(ctx context.Context, t target, ev Event, why error, attempts int) (step, error) {
+	if e.policyOf(t.p) == Block {
+		return step{}, retry.Permanent(why)
+	}
+	if err := e.park(ctx, t, ev, why, attempts); err != nil {
+		return step{}, err
+	}
+	return step{outcome: Applied, skipped: why}, nil
 }
 
 // advance moves the document from revision n-1 to n.
@@ -198,12 +225,38 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 	case ctx.Err() != nil:
 		// Stopped from outside; err says so.
 	case errors.Is(err, errNotVisible) || errors.Is(err, errMoved):
+		now, found, ok := e.headNow(ctx, t)
+		if found && now.Stream != "" && now.Stream != ev.StreamID {
+			// It waited for a predecessor that is not coming: the document
+			// is fed by another stream.
+			return e.otherStream(ctx, t, ev, k, now, waits, attempts)
+		}
 		f.err = fmt.Errorf("%w: %w", ErrPredecessorMissing, err)
-		f.seen = e.revisionNow(ctx, t, seen)
+		switch {
+		case !ok:
+			f.seen = seen // what was seen before the read failed
+		case !found:
+			f.seen = -1
+		default:
+			f.seen = int64(now.Revision)
+		}
 	}
 	r := e.fail(t, ev, f)
 	r.Waits = waits
 	return r
+}
+
+// otherStream is the result of an event that waited for a predecessor in a
+// document fed by another stream: refused for good, per the policy.
+func (e *Engine) otherStream(ctx context.Context, t target, ev Event, k keeper, now driver.Head, waits, attempts int) Result {
+	_, why := k.check(stored{found: true, rev: now.Revision, stream: now.Stream}, ev, false)
+	out, err := e.refused(ctx, t, ev, why, attempts)
+	if err != nil {
+		r := e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(now.Revision), attempts: attempts})
+		r.Waits = waits
+		return r
+	}
+	return e.result(t, ev, out.outcome, waits, out.skipped)
 }
 
 // advanceOnce is one read-decide-write of advance; rev is the revision it
@@ -211,65 +264,65 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
 	n := ev.StreamRevision
 	state := t.p.newState()
-	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
 	for err == nil && !found && e.queue.predecessor(tk) != nil {
 		// An earlier event of this document arrived here while this one
 		// waited: queue behind it rather than poll, then read again.
 		if *queued = e.queue.wait(ctx, tk); *queued != nil {
 			return step{}, -1, retry.Permanent(*queued)
 		}
-		rev, found, err = e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+		head, found, err = e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
 	}
 	if err != nil {
 		return step{}, -1, err
 	}
-	read := stored{found: found, rev: rev}
-	switch v, _ := k.check(read, ev, false); v {
-	case wait:
+	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	v, why := k.check(read, ev, false)
+	switch {
+	case why != nil:
+		out, err := e.refused(ctx, t, ev, why, attempts)
+		return out, int64(head.Revision), err
+	case v == wait:
 		return step{}, -1, errNotVisible
-	case duplicate:
-		return step{outcome: Duplicate}, int64(rev), nil
+	case v == duplicate:
+		return step{outcome: Duplicate}, int64(head.Revision), nil
 	}
-	next, why, err := e.step(t.p, state, apply)
+	rev := int64(head.Revision)
+	next, skipped, err := e.step(t.p, state, apply)
 	if err != nil {
-		return step{}, int64(rev), err
+		return step{}, rev, err
 	}
-	if why != nil {
+	if skipped != nil {
 		// The projection may have changed the state in place before it
 		// failed: write the document back as it is stored.
 		fresh := t.p.newState()
-		if _, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
-			return step{}, int64(rev), err
-		} else if !found {
-			return step{}, int64(rev), errMoved
+		if now, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
+			return step{}, rev, err
+		} else if !found || now.Revision != head.Revision {
+			return step{}, rev, errMoved
 		}
 		next = fresh
-		if err := e.park(ctx, t, ev, why, attempts); err != nil {
-			return step{}, int64(rev), err
+		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+			return step{}, rev, err
 		}
 	}
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, k.record(read, ev).rev, next)
+	to := k.record(read, ev)
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, driver.Head{Revision: to.rev, Stream: to.stream}, next)
 	switch {
 	case err != nil:
-		return step{}, int64(rev), err
+		return step{}, rev, err
 	case !matched:
-		return step{}, int64(rev), errMoved
+		return step{}, rev, errMoved
 	}
-	return step{outcome: Applied, skipped: why}, int64(rev), nil
+	return step{outcome: Applied, skipped: skipped}, rev, nil
 }
 
-// revisionNow reads the document's revision for an error message; it keeps
-// what was seen before when the read fails.
-func (e *Engine) revisionNow(ctx context.Context, t target, seen int64) int64 {
+// headNow reads the document's head, for the error of an event that gave up
+// waiting; ok is false when it could not be read.
+func (e *Engine) headNow(ctx context.Context, t target) (head driver.Head, found, ok bool) {
 	if ctx.Err() != nil {
-		return seen
+		return driver.Head{}, false, false
 	}
-	rev, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
-	switch {
-	case err != nil:
-		return seen
-	case !found:
-		return -1
-	}
-	return int64(rev)
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	return head, found, err == nil
 }

@@ -82,7 +82,7 @@ func (h *creationHold) gate(id string) chan struct{} {
 	return h.open[id]
 }
 
-func (h *creationHold) Load(ctx context.Context, coll, id string, min uint64, state any) (uint64, bool, error) {
+func (h *creationHold) Load(ctx context.Context, coll, id string, min uint64, state any) (driver.Head, bool, error) {
 	rev, found, err := h.Store.Load(ctx, coll, id, min, state)
 	if err == nil && !found {
 		h.mu.Lock()
@@ -98,7 +98,7 @@ func (h *creationHold) Load(ctx context.Context, coll, id string, min uint64, st
 	return rev, found, err
 }
 
-func (h *creationHold) Insert(ctx context.Context, coll, id string, rev uint64, state any) error {
+func (h *creationHold) Insert(ctx context.Context, coll, id string, rev driver.Head, state any) error {
 	h.mu.Lock()
 	ch := h.gate(id)
 	h.mu.Unlock()

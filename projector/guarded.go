@@ -126,14 +126,7 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 	v, err := k.check(read, ev, t.p.creates(ev))
 	switch {
 	case err != nil && v == refuse:
-		if e.policyOf(t.p) == Block {
-			return step{}, retry.Permanent(err)
-		}
-		// Skipped or parked, per the policy: reported, the document untouched.
-		if err := e.park(ctx, t, ev, err, attempts); err != nil {
-			return step{}, err
-		}
-		return step{outcome: Applied, skipped: err}, nil
+		return e.refused(ctx, t, ev, err, attempts)
 	case err != nil:
 		return step{}, err
 	case v == duplicate:

@@ -25,7 +25,7 @@ type countingLoads struct {
 	once    sync.Once
 }
 
-func (c *countingLoads) Load(ctx context.Context, coll, id string, min uint64, state any) (uint64, bool, error) {
+func (c *countingLoads) Load(ctx context.Context, coll, id string, min uint64, state any) (driver.Head, bool, error) {
 	if c.loads.Add(1) == 1 {
 		c.once.Do(func() { close(c.holding) })
 		<-c.release

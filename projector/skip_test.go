@@ -141,9 +141,9 @@ func TestSkip_a_projection_that_changed_its_state_in_place_before_failing_leaves
 		t.Fatalf("outcomes %v", outcomes)
 	}
 	var got counts
-	rev, _, err := s.Load(context.Background(), "in_place", "s4", 0, &got)
-	if err != nil || rev != 2 || got.N["p"] != 1 {
-		t.Fatalf("revision %d, state %+v (%v): want revision 2 and p=1", rev, got, err)
+	head, _, err := s.Load(context.Background(), "in_place", "s4", 0, &got)
+	if rev := head.Revision; err != nil || rev != 2 || got.N["p"] != 1 {
+		t.Fatalf("revision %d, state %+v (%v): want revision 2 and p=1", head.Revision, got, err)
 	}
 }
 
@@ -179,8 +179,8 @@ func TestSkip_an_undecodable_creation_event_after_revision_0_is_still_a_creation
 		t.Fatalf("next: %v %v", r.Outcome, r.Err)
 	}
 	var got cart.Details
-	if rev, _, _ := s.Load(context.Background(), "late_start", "s5", 0, &got); rev != 2 || got.Status != "Confirmed" {
-		t.Fatalf("revision %d, state %+v", rev, got)
+	if head, _, _ := s.Load(context.Background(), "late_start", "s5", 0, &got); head.Revision != 2 || got.Status != "Confirmed" {
+		t.Fatalf("revision %d, state %+v", head.Revision, got)
 	}
 }
 
@@ -216,8 +216,8 @@ func TestSkip_a_second_creation_goes_through_the_failure_policy(t *testing.T) {
 				t.Fatalf("second creation: %v %v, want %v with ErrAlreadyCreated", r.Outcome, r.Err, want)
 			}
 			if policy == projector.Block {
-				rev, _, _ := s.Load(context.Background(), cart.DetailsName, "twice", 0, nil)
-				if rev != 1 {
+				head, _, _ := s.Load(context.Background(), cart.DetailsName, "twice", 0, nil)
+				if rev := head.Revision; rev != 1 {
 					t.Fatalf("under block the document moved to revision %d", rev)
 				}
 				return

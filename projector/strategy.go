@@ -89,9 +89,10 @@ type documents interface {
 // it holds of the events it has applied: a revision ([gated]) or a meta
 // ([versioned]).
 type stored struct {
-	found bool
-	rev   uint64
-	meta  driver.Meta
+	found  bool
+	rev    uint64
+	stream string // the stream that feeds it ([gated]; "" when unknown)
+	meta   driver.Meta
 }
 
 // step is what one read-decide-write attempt did: its outcome, and the

@@ -22,15 +22,15 @@ var ErrNotYet = errors.New("read model has not caught up")
 func WaitForRevision(ctx context.Context, store driver.Store, collection, id string, revision uint64, policy retry.Policy) error {
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
-		rev, found, err := store.Load(ctx, collection, id, 0, nil)
+		head, found, err := store.Load(ctx, collection, id, 0, nil)
 		switch {
 		case err != nil:
 			return err
 		case !found:
 			return ErrNotYet
 		}
-		seen = int64(rev)
-		if rev < revision {
+		seen = int64(head.Revision)
+		if head.Revision < revision {
 			return ErrNotYet
 		}
 		return nil

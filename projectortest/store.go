@@ -19,6 +19,9 @@ type acceptanceState struct {
 	Note  *string  `bson:"note,omitempty"`
 }
 
+// head is the head of the suite's documents at rev.
+func head(rev uint64) driver.Head { return driver.Head{Revision: rev, Stream: "docs-1"} }
+
 // TestStore is the acceptance suite of the [driver.Store] role: run it
 // against every implementation. open returns a store on an empty database.
 func TestStore(t *testing.T, open func(t *testing.T) driver.Store) {
@@ -37,23 +40,23 @@ func TestStore(t *testing.T, open func(t *testing.T) driver.Store) {
 
 	t.Run("insert_then_load_round_trips_state_and_revision", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 3, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(3), first); err != nil {
 			t.Fatal(err)
 		}
 		var st acceptanceState
-		rev, found, err := s.Load(ctx, "docs", "d1", 0, &st)
-		if err != nil || !found || rev != 3 || !reflect.DeepEqual(st, first) {
-			t.Fatalf("rev=%d found=%v err=%v state=%+v", rev, found, err, st)
+		h, found, err := s.Load(ctx, "docs", "d1", 0, &st)
+		if err != nil || !found || h != head(3) || !reflect.DeepEqual(st, first) {
+			t.Fatalf("head=%+v found=%v err=%v state=%+v", h, found, err, st)
 		}
-		rev, found, err = s.Load(ctx, "docs", "d1", 3, nil)
-		if err != nil || !found || rev != 3 {
-			t.Fatalf("revision only: rev=%d found=%v err=%v", rev, found, err)
+		h, found, err = s.Load(ctx, "docs", "d1", 3, nil)
+		if err != nil || !found || h != head(3) {
+			t.Fatalf("head only: %+v found=%v err=%v", h, found, err)
 		}
 	})
 
 	t.Run("load_below_the_minimum_revision_finds_nothing", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 3, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(3), first); err != nil {
 			t.Fatal(err)
 		}
 		if _, found, err := s.Load(ctx, "docs", "d1", 4, nil); err != nil || found {
@@ -63,51 +66,51 @@ func TestStore(t *testing.T, open func(t *testing.T) driver.Store) {
 
 	t.Run("second_insert_is_a_duplicate", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(0), first); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Insert(ctx, "docs", "d1", 0, first); !errors.Is(err, projector.ErrDuplicate) {
+		if err := s.Insert(ctx, "docs", "d1", head(0), first); !errors.Is(err, projector.ErrDuplicate) {
 			t.Fatalf("err = %v, want ErrDuplicate", err)
 		}
 	})
 
 	t.Run("update_from_another_revision_matches_nothing", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 2, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(2), first); err != nil {
 			t.Fatal(err)
 		}
-		matched, err := s.Update(ctx, "docs", "d1", 1, 2, acceptanceState{Name: "stale"})
+		matched, err := s.Update(ctx, "docs", "d1", 1, head(2), acceptanceState{Name: "stale"})
 		if err != nil || matched {
 			t.Fatalf("matched=%v err=%v", matched, err)
 		}
 		var st acceptanceState
-		if rev, _, _ := s.Load(ctx, "docs", "d1", 0, &st); rev != 2 || !reflect.DeepEqual(st, first) {
-			t.Fatalf("document changed: rev=%d %+v", rev, st)
+		if h, _, _ := s.Load(ctx, "docs", "d1", 0, &st); h.Revision != 2 || !reflect.DeepEqual(st, first) {
+			t.Fatalf("document changed: %+v %+v", h, st)
 		}
 	})
 
 	t.Run("update_replaces_the_state_and_drops_fields_left_out", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(0), first); err != nil {
 			t.Fatal(err)
 		}
 		next := acceptanceState{Name: "second", Count: 2, Tags: []string{}}
-		matched, err := s.Update(ctx, "docs", "d1", 0, 1, next)
+		matched, err := s.Update(ctx, "docs", "d1", 0, head(1), next)
 		if err != nil || !matched {
 			t.Fatalf("matched=%v err=%v", matched, err)
 		}
 		var st acceptanceState
-		if rev, _, _ := s.Load(ctx, "docs", "d1", 1, &st); rev != 1 || !reflect.DeepEqual(st, next) {
-			t.Fatalf("rev=%d state=%+v, want %+v", rev, st, next)
+		if h, _, _ := s.Load(ctx, "docs", "d1", 1, &st); h != head(1) || !reflect.DeepEqual(st, next) {
+			t.Fatalf("head=%+v state=%+v, want %+v", h, st, next)
 		}
 	})
 
 	t.Run("an_update_that_changes_nothing_still_matches", func(t *testing.T) {
 		s := open(t)
-		if err := s.Insert(ctx, "docs", "d1", 5, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(5), first); err != nil {
 			t.Fatal(err)
 		}
-		matched, err := s.Update(ctx, "docs", "d1", 5, 5, first)
+		matched, err := s.Update(ctx, "docs", "d1", 5, head(5), first)
 		if err != nil || !matched {
 			t.Fatalf("matched=%v err=%v: a no-op update must count as matched", matched, err)
 		}
@@ -121,10 +124,10 @@ func TestStore(t *testing.T, open func(t *testing.T) driver.Store) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.Insert(ctx, "docs", "d1", 0, first); err != nil {
+		if err := s.Insert(ctx, "docs", "d1", head(0), first); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Insert(ctx, "docs", "d2", 0, first); err == nil {
+		if err := s.Insert(ctx, "docs", "d2", head(0), first); err == nil {
 			t.Fatal("a second document with the same unique name was accepted")
 		}
 	})

@@ -95,5 +95,5 @@ func document(t *testing.T, s *mongostore.Store, id string) any {
 	if err != nil || !found {
 		t.Fatalf("load %s: found %v, %v", id, found, err)
 	}
-	return fmt.Sprintf("revision %d: %+v", rev, d)
+	return fmt.Sprintf("revision %d: %+v", rev.Revision, d)
 }

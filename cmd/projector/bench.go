@@ -803,7 +803,7 @@ func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, n i
 			if err != nil {
 				return 0, 0, err
 			}
-			if found && got >= rev {
+			if found && got.Revision >= rev {
 				break
 			}
 			if time.Since(began) > 30*time.Second {

@@ -23,21 +23,29 @@ import (
 var ErrDuplicate = errors.New("document exists")
 
 // Store is the document store the revision gate reads and writes. Every
-// document holds one projection state plus the revision of the last event
-// applied to it.
+// document holds one projection state plus its [Head]: the revision of the
+// last event applied to it, and the stream that feeds it.
 type Store interface {
 	// Load reads document id of collection when its revision is at least
 	// minRevision, decoding the state into state (a pointer; nil reads only
-	// the revision). found is false when there is no such document.
-	Load(ctx context.Context, collection, id string, minRevision uint64, state any) (revision uint64, found bool, err error)
-	// Insert creates document id at revision with state; ErrDuplicate when it
+	// the head). found is false when there is no such document.
+	Load(ctx context.Context, collection, id string, minRevision uint64, state any) (head Head, found bool, err error)
+	// Insert creates document id with head and state; ErrDuplicate when it
 	// exists.
-	Insert(ctx context.Context, collection, id string, revision uint64, state any) error
-	// Update replaces the state of document id and sets its revision to
-	// revision, only if its revision is from; matched reports whether it was.
-	Update(ctx context.Context, collection, id string, from, revision uint64, state any) (matched bool, err error)
+	Insert(ctx context.Context, collection, id string, head Head, state any) error
+	// Update replaces the state and head of document id, only if its
+	// revision is from; matched reports whether it was.
+	Update(ctx context.Context, collection, id string, from uint64, head Head, state any) (matched bool, err error)
 	// EnsureIndexes creates the indexes, if missing.
 	EnsureIndexes(ctx context.Context, collection string, indexes []Index) error
+}
+
+// Head is what a document under the revision gate holds of the events
+// applied to it: the stream revision of the last one, and the stream that
+// feeds it ("" for a document written before the stream was recorded).
+type Head struct {
+	Revision uint64
+	Stream   string
 }
 
 // Index is a secondary index a projection asks for, for its readers.
@@ -63,6 +71,7 @@ type BatchStore interface {
 // Loaded is a document as LoadMany read it.
 type Loaded struct {
 	Revision uint64
+	Stream   string
 	State    any
 	// Cached: from the store's cache of what it read or wrote, not from the
 	// server, so possibly out of date. A write from it is conditional on
@@ -72,12 +81,13 @@ type Loaded struct {
 }
 
 // Write is one document write of a batch: an insert at Revision, or a
-// replace from revision From to Revision.
+// replace from revision From to Revision, of a document fed by Stream.
 type Write struct {
 	ID       string
 	Insert   bool
 	From     uint64
 	Revision uint64
+	Stream   string
 	State    any
 }
 

@@ -61,9 +61,9 @@ func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testi
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
 	var got door
-	rev, found, err := mongostore.New(db).Load(context.Background(), "doors", "7", 0, &got)
-	if err != nil || !found || rev != evs[1].StreamRevision || got.Open {
-		t.Fatalf("door 7: %+v at %d (found %v, %v)", got, rev, found, err)
+	head, found, err := mongostore.New(db).Load(context.Background(), "doors", "7", 0, &got)
+	if rev := head.Revision; err != nil || !found || rev != evs[1].StreamRevision || got.Open {
+		t.Fatalf("door 7: %+v at %+v (found %v, %v)", got, head, found, err)
 	}
 
 	// A command that ends by itself: its status, and WaitCheckpoint gives up.
