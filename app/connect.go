@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
@@ -69,16 +72,41 @@ func dial(ctx context.Context, s servers, logger *slog.Logger) (*subscription.Cl
 	return client, nil
 }
 
-// probeESDB reads one event of $all, so that a wrong address or a server that
-// does not answer fails the start within timeout, with a clear message.
+// probeESDB makes sure the EventStoreDB at c answers, within timeout, and
+// says in one line what to do when it does not: nothing listens there (at
+// once, not after the client's discovery gives up), the server does not
+// speak TLS while the connection string asks for it, or it does not answer.
 func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := head(ctx, c)
-	if err != nil {
-		return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
+	if addr, single := c.Address(); single {
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("EventStoreDB at %s: nothing answers at %s (%v): is the server running, and is it the right address?", c, addr, dialError(err))
+		}
+		conn.Close()
 	}
-	return nil
+	_, err := head(ctx, c)
+	switch {
+	case err == nil:
+		return nil
+	case c.TLS() && strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
+		return fmt.Errorf("EventStoreDB at %s does not speak TLS: add ?tls=false to the connection string (for an insecure server), or give the server its certificate", c)
+	}
+	return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
+}
+
+// dialError is the gist of a failed TCP dial: "connection refused".
+func dialError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err
+		}
+		return op.Err
+	}
+	return err
 }
 
 // head returns the commit position of the last event in $all.

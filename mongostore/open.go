@@ -2,7 +2,10 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -25,6 +28,20 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	cs, err := connstring.ParseAndValidate(uri)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
+	}
+	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
+		// A refused connection is known at once, not when the driver's
+		// server selection gives up.
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", cs.Hosts[0])
+		cancel()
+		var sys *os.SyscallError
+		if errors.As(err, &sys) {
+			return nil, fmt.Errorf("mongostore: no MongoDB answered at %s: nothing listens there (%v)", cs.Hosts[0], sys.Err)
+		}
+		if conn != nil {
+			conn.Close()
+		}
 	}
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(timeout).

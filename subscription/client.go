@@ -101,6 +101,18 @@ func Redact(uri string) string {
 
 func (c *Client) String() string { return c.uri }
 
+// Address returns the host:port of a single-node connection string, and
+// false for a cluster (gossip seeds, DNS discovery).
+func (c *Client) Address() (string, bool) {
+	if c.config.DnsDiscover || len(c.config.GossipSeeds) > 0 || c.config.Address == "" {
+		return "", false
+	}
+	return c.config.Address, true
+}
+
+// TLS reports whether the client connects with TLS (tls=false turns it off).
+func (c *Client) TLS() bool { return !c.config.DisableTLS }
+
 // ESDB returns the official client, building it if there is none or the last
 // one closed itself.
 func (c *Client) ESDB() (*esdb.Client, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,5 +217,53 @@ func TestDemo_hold_prints_connection_strings_that_run_and_status_accept(t *testi
 	}
 	if code := demo.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("the held demo exited %d\n%s", code, stderr.String())
+	}
+}
+
+// A password in a connection string is never printed: the demo shows the
+// URI it uses with the password replaced.
+func TestDemo_does_not_print_the_password_of_its_MongoDB(t *testing.T) {
+	u, err := url.Parse(mongotest.URI(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("demo", "hunter2")
+	out, errOut, code := runBinary(t, 3*time.Minute, "demo", "--carts", "2", "--events", "3", "--consumers", "1", "--drops", "0",
+		"--duplicates", "0", "--seed", "3", "--mongo", u.String(), "--database", "demo_secret")
+	if strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("the password is in the output:\n%s\n%s", out, errOut)
+	}
+	if code == 0 && !strings.Contains(out, "demo:xxxxx@") {
+		t.Fatalf("exit 0 without the redacted URI in the report:\n%s", out)
+	}
+	t.Logf("exit %d\n%s%s", code, out, errOut)
+}
+
+// SIGINT stops the demo in the middle of its traffic, and it says so.
+func TestDemo_stops_on_SIGINT_in_the_middle_of_its_traffic(t *testing.T) {
+	var stdout, stderr syncBuffer
+	demo := exec.Command(binary(t), "demo", "--carts", "200", "--events", "20", "--rate", "200", "--data-dir", t.TempDir())
+	demo.Stdout, demo.Stderr = &stdout, &stderr
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { demo.Wait(); close(done) }()
+	t.Cleanup(func() { demo.Process.Kill(); <-done })
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(stderr.String(), "appended "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no traffic:\n%s", stderr.String())
+		}
+	}
+	began := time.Now()
+	demo.Process.Signal(os.Interrupt)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("still running 10 s after SIGINT")
+	}
+	t.Logf("stopped %v after SIGINT", time.Since(began)) // bounded above by the 10 s; not a speed assertion
+	if !strings.Contains(stdout.String()+stderr.String(), "interrupted") {
+		t.Errorf("no word of the interruption:\n%s\n%s", stdout.String(), stderr.String())
 	}
 }

@@ -223,6 +223,21 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		t.Fatal(err)
 	}
 	defer busy.Close()
+	// silent takes connections and says nothing.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -230,7 +245,9 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 	checkBadInputs(t, []badInput{
 		{"no esdb", []string{"run", "--mongo", mongo}, 2, "--esdb (or PROJECTOR_ESDB) is required"},
 		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 1, "EventStoreDB connection string"},
-		{"esdb not answering", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
+		{"esdb refusing", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "nothing answers at 127.0.0.1:1 (connection refused)"},
+		{"esdb not answering", []string{"run", "--esdb", "esdb://" + silent.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
+		{"esdb without TLS", []string{"run", "--esdb", "esdb://" + srv.Addr(), "--mongo", mongo, "--http", ""}, 1, "does not speak TLS: add ?tls=false to the connection string"},
 		{"mongo not answering", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://127.0.0.1:1", "--http", "", "--connect-timeout", "1s"}, 1, "no MongoDB answered"},
 		{"unknown projection", []string{"run", "--esdb", srv.URI(), "--projections", "cart_details,nope"}, 2, `unknown projection "nope"`},
 		{"port in use", []string{"run", "--esdb", srv.URI(), "--mongo", mongo, "--http", busy.Addr().String()}, 1, "address already in use"},
