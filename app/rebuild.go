@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -79,6 +80,15 @@ drop it when no reader uses it.
 	if err := refuseGroups(ctx, client, name, x.cat.names()); err != nil {
 		return err
 	}
+	// One rebuild of a projection at a time.
+	held, l, err := holdLease(ctx, opened.Store, "rebuild "+name, holderID("rebuild"), 15*time.Second, slog.New(slog.DiscardHandler))
+	if errors.Is(err, mongostore.ErrLeaseHeld) {
+		return fmt.Errorf("a rebuild of %s is running in %s (its lease runs until %s)", name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
+	if err != nil {
+		return err
+	}
+	defer held.release()
 	return x.rebuild(ctx, &c, p, client, opened.Store, inv)
 }
 

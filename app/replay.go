@@ -2,8 +2,13 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
+
+	"github.com/revgate/projector/mongostore"
 
 	"github.com/revgate/projector/projector"
 )
@@ -11,8 +16,10 @@ import (
 func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	stdout, stderr := inv.Stdout, inv.Stderr
 	var c servers
+	var lease time.Duration
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "")
+	fs.DurationVar(&lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: %s replay-parked NAME [flags]
 
@@ -21,10 +28,10 @@ binary's projection, meant to run once its bug is fixed, to each document as
 it is now. Replayed events are marked; those that fail again stay parked with
 the new error (exit status 1).
 
-For a projection under the revision gate, stop "%[1]s run" for it first: the
-replay's write cannot be made conditional on the events the gate applies
-meanwhile. Projections under the other strategies replay safely while running
-(the write is conditional on the document's version).
+It takes the projection's lease (see run --lease), so it refuses while a
+"%[1]s run" runs the projection, and a run waits while it replays: the
+replay's write under the revision gate cannot be made conditional on the
+events the gate applies meanwhile.
 
 `, inv.Name)
 		fs.PrintDefaults()
@@ -49,6 +56,16 @@ meanwhile. Projections under the other strategies replay safely while running
 	}
 	defer opened.Close()
 	store := opened.Store
+	if lease > 0 {
+		held, l, err := holdLease(ctx, store, name, holderID("replay-parked"), lease, slog.New(slog.DiscardHandler))
+		if errors.Is(err, mongostore.ErrLeaseHeld) {
+			return fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
+		}
+		if err != nil {
+			return err
+		}
+		defer held.release()
+	}
 	coll, err := store.ActiveCollection(ctx, name, p.Definition.Collection())
 	if err != nil {
 		return err

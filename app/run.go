@@ -31,6 +31,7 @@ type runConfig struct {
 	projections, group, httpAddr     string
 	logFormat, logLevel, onFailure   string
 	checkpointInterval, drainTimeout time.Duration
+	lease                            time.Duration
 	workers, checkpointEvery, batch  int
 	batchWindow                      time.Duration
 	retry                            retry.Policy
@@ -48,6 +49,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
+	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow)
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
@@ -69,6 +71,9 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	}
 	if err := c.retry.Validate(); err != nil {
 		return usageError(inv.Stderr, "--retry-*: %v", err)
+	}
+	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
+		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}
 	for _, p := range c.selected {
 		if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
@@ -145,7 +150,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if c.group != "" && !caps.AtomicConditionalWrites {
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, logger: logger, latency: storeLatency()}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)
 }
 
@@ -159,6 +164,7 @@ type session struct {
 	logger  *slog.Logger
 	latency *prometheus.HistogramVec
 	slots   []*slot
+	holder  string // this process, in the leases it takes
 }
 
 // project runs the selected projections until ctx is done or one fails,
@@ -173,7 +179,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	// Each runner is built once before any runs, so that a store or a
 	// server that cannot do what a projection needs stops them all.
 	for _, sl := range s.slots {
-		if _, err := s.build(sl)(ctx, sl.projection.Definition.Collection()); err != nil {
+		if _, err := s.build(sl, nil)(ctx, sl.projection.Definition.Collection()); err != nil {
 			return err
 		}
 	}
@@ -204,10 +210,60 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	return errors.Join(errs...)
 }
 
-// build returns how slot sl makes its runner on a collection.
-func (s *session) build(sl *slot) func(context.Context, string) (*projector.Runner, error) {
+// build returns how slot sl makes its runner on a collection; its
+// checkpoints are fenced by held, the projection's lease (nil: leases off).
+func (s *session) build(sl *slot, held *heldLease) func(context.Context, string) (*projector.Runner, error) {
+	var cps projector.CheckpointStore = s.store
+	if held != nil {
+		cps = leasedCheckpoints{s.store, held}
+	}
+	if s.c.group != "" {
+		cps = nil // the server keeps the group's position
+	}
 	return func(ctx context.Context, collection string) (*projector.Runner, error) {
-		return s.cli.runner(ctx, s.c, sl, collection, s.client, timedStore{s.store, s.latency}, s.store, s.logger)
+		return s.cli.runner(ctx, s.c, sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
+	}
+}
+
+// lead waits, as a standby, until this process holds the lease of slot sl's
+// projection, and returns it; nil with leases off (--lease 0, --group) or
+// when ctx is done.
+func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
+	if s.c.lease == 0 || s.c.group != "" {
+		return nil
+	}
+	said := ""
+	for {
+		held, l, err := holdLease(ctx, s.store, sl.name, s.holder, s.c.lease, s.logger)
+		if err == nil && !held.confirm(ctx) {
+			held.release()
+			err = fmt.Errorf("%w: another process took it at the same moment", mongostore.ErrLeaseHeld)
+			l = mongostore.Lease{Holder: "another process", Expires: time.Now().Add(s.c.lease)}
+		}
+		switch {
+		case err == nil:
+			sl.leader.Store(true)
+			sl.setDown("")
+			s.logger.Info("holds the projection's lease", "projection", sl.name, "token", held.token())
+			return held
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, mongostore.ErrLeaseHeld):
+			why := fmt.Sprintf("standby: %s holds its lease", l.Holder)
+			sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
+			if why != said {
+				s.logger.Info("standing by: another process runs the projection", "projection", sl.name, "holder", l.Holder, "until", l.Expires)
+				said = why
+			}
+		default:
+			sl.setDown("standby: " + err.Error())
+			s.logger.Warn("taking the projection's lease", "projection", sl.name, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(standbyPoll(s.c.lease)):
+		}
 	}
 }
 
@@ -258,10 +314,34 @@ var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 
 func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 	pace := retry.NewPacer(restarts)
 	for {
+		held := s.lead(ctx, sl)
+		if ctx.Err() != nil {
+			return nil
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		if held != nil {
+			go func() {
+				select {
+				case <-held.lost:
+					cancel() // stop writing: another process runs it now
+				case <-runCtx.Done():
+				}
+			}()
+		}
 		began := time.Now()
 		// A group's position is the server's, not a checkpoint: a --group
 		// projector does not follow a rebuild's switch.
-		err := sl.run(ctx, s.store, s.c.group == "", s.logger, s.build(sl))
+		err := sl.run(runCtx, s.store, s.c.group == "", s.logger, s.build(sl, held))
+		cancel()
+		if held != nil {
+			lost := held.isLost()
+			held.release()
+			sl.leader.Store(false)
+			if lost && ctx.Err() == nil {
+				sl.setDown("standby: lost its lease")
+				continue
+			}
+		}
 		if time.Since(began) > restarts.MaxDelay {
 			pace.Reset() // it ran a while: a new run of failures
 		}
@@ -304,7 +384,7 @@ func isEventFailure(err error) bool {
 // checkpoint is named after the collection, so that a rebuild's carries over
 // when readers switch to it.
 func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client *subscription.Client,
-	engineStore driver.Store, store *mongostore.Store, logger *slog.Logger) (*projector.Runner, error) {
+	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger) (*projector.Runner, error) {
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
@@ -322,10 +402,6 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	}
 	if g, ok := src.(*subscription.Persistent); ok {
 		sl.group.Store(g)
-	}
-	var cps projector.CheckpointStore = store
-	if c.group != "" {
-		cps = nil // the server keeps the group's position
 	}
 	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
 }

@@ -18,8 +18,11 @@ type runnerView interface {
 	CaughtUp() bool
 	Connected() bool
 	// Down says why the projection is not running ("" while it runs): an
-	// event that failed for good, or one that is tried again after a wait.
+	// event that failed for good, one that is tried again after a wait, or
+	// another process that holds its lease (standby).
 	Down() string
+	// Leader reports whether this process holds the projection's lease.
+	Leader() bool
 }
 
 // slot is one projection of a running projector. Its runner writes to the
@@ -34,7 +37,11 @@ type slot struct {
 	past       atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
 	group      atomic.Pointer[subscription.Persistent] // with --group
 	down       atomic.Pointer[string]                  // why it is not running; nil while it runs
+	leader     atomic.Bool                             // this process holds the projection's lease
 }
+
+// Leader reports whether this process holds the projection's lease.
+func (s *slot) Leader() bool { return s.leader.Load() }
 
 // Down implements runnerView.
 func (s *slot) Down() string {

@@ -37,7 +37,11 @@ type projectionStatus struct {
 	Parked *int64 `json:"parked,omitempty"`
 	// ParkedHere counts the events parked in projector_parked (--on-failure
 	// park) and not replayed yet.
-	ParkedHere  int       `json:"parkedEvents"`
+	ParkedHere int `json:"parkedEvents"`
+	// LeaseHolder is the process that runs the projection (its lease, see
+	// run --lease), until LeaseUntil; empty when none holds it.
+	LeaseHolder string    `json:"leaseHolder,omitempty"`
+	LeaseUntil  time.Time `json:"leaseUntil,omitzero"`
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
 }
@@ -104,6 +108,10 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 	if err != nil {
 		return nil, err
 	}
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var end *uint64
 	if client != nil {
 		hctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -119,6 +127,9 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 		st, err := c.status(ctx, store, stored, p)
 		if err != nil {
 			return nil, err
+		}
+		if l := leases[st.Projection]; l.Held(time.Now()) {
+			st.LeaseHolder, st.LeaseUntil = l.Holder, l.Expires
 		}
 		if end != nil {
 			if err := c.againstHead(ctx, client, *end, stored[st.Collection], &st); err != nil {
@@ -220,7 +231,7 @@ func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, sele
 // printStatus prints the lines as a table.
 func printStatus(w io.Writer, lines []projectionStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tGROUP (PARKED)\tREBUILDING\tLAST ERROR")
+	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tGROUP (PARKED)\tREBUILDING\tRUN BY\tLAST ERROR")
 	for _, s := range lines {
 		rebuilding := "-"
 		if s.Rebuilding != "" {
@@ -230,8 +241,12 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		if s.Group != "" {
 			group = fmt.Sprintf("%s (%s)", s.Group, optI(s.Parked))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
-			optU(s.Head, "?"), behindText(s), s.ParkedHere, group, rebuilding, errText(s))
+		runBy := "-"
+		if s.LeaseHolder != "" {
+			runBy = fmt.Sprintf("%s until %s", s.LeaseHolder, optT(s.LeaseUntil))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
+			optU(s.Head, "?"), behindText(s), s.ParkedHere, group, rebuilding, runBy, errText(s))
 	}
 	return tw.Flush()
 }

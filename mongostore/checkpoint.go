@@ -114,8 +114,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 	if c.Position > math.MaxInt64 || c.Prepare > math.MaxInt64 {
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
-	set := bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: int64(c.Prepare)},
-		{Key: "eventId", Value: c.EventID}, {Key: "log", Value: c.Log}, {Key: "updatedAt", Value: time.Now().UTC()}}
+	set := checkpointSet(c)
 	// A missing position (a record holding only an error) counts as behind.
 	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
@@ -129,6 +128,12 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
 	}
 	return nil
+}
+
+// checkpointSet is what a checkpoint write sets.
+func checkpointSet(c projector.Checkpoint) bson.D {
+	return bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: int64(c.Prepare)},
+		{Key: "eventId", Value: c.EventID}, {Key: "log", Value: c.Log}, {Key: "updatedAt", Value: time.Now().UTC()}}
 }
 
 // DeleteCheckpoint removes the checkpoint of name, so that its subscription

@@ -1,0 +1,177 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// holderID names this process in the leases it takes: host, pid and a
+// random part, so that a restarted process is a new holder.
+func holderID(role string) string {
+	host, _ := os.Hostname()
+	b := make([]byte, 3)
+	rand.Read(b)
+	return fmt.Sprintf("%s %s/%d/%s", role, host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// heldLease is a lease this process holds, renewed in the background every
+// third of its time until released; lost is closed once it is not held any
+// more (another process took it, or it could not be renewed before it
+// expired).
+type heldLease struct {
+	store  *mongostore.Store
+	ttl    time.Duration
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	lease    mongostore.Lease
+	lost     chan struct{}
+	lostOnce sync.Once
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+// holdLease takes the lease of name for holder, or returns an error wrapping
+// [mongostore.ErrLeaseHeld] that says who holds it.
+func holdLease(ctx context.Context, store *mongostore.Store, name, holder string, ttl time.Duration, logger *slog.Logger) (*heldLease, mongostore.Lease, error) {
+	l, err := store.AcquireLease(ctx, name, holder, ttl)
+	if err != nil {
+		return nil, l, err
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	h := &heldLease{store: store, ttl: ttl, logger: logger, lease: l, lost: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	go h.renew(rctx)
+	return h, l, nil
+}
+
+func (h *heldLease) renew(ctx context.Context) {
+	defer close(h.done)
+	tick := time.NewTicker(h.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.lost:
+			return
+		case <-tick.C:
+		}
+		h.mu.Lock()
+		l := h.lease
+		h.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
+		next, err := h.store.RenewLease(rctx, l, h.ttl)
+		cancel()
+		switch {
+		case err == nil:
+			h.mu.Lock()
+			h.lease = next
+			h.mu.Unlock()
+		case errors.Is(err, mongostore.ErrLeaseLost):
+			h.markLost(err)
+		case ctx.Err() != nil:
+			return
+		case !time.Now().Before(l.Expires):
+			h.markLost(fmt.Errorf("could not renew the lease before it expired: %w", err))
+		default:
+			h.logger.Warn("renewing the lease", "lease", l.Name, "err", err)
+		}
+	}
+}
+
+// confirm renews the lease once, a moment after it was taken: on a store
+// whose conditional writes are not atomic (the embedded server) two
+// standbys can both take an expired lease; the one whose write was not the
+// last finds it lost here, before it runs anything.
+func (h *heldLease) confirm(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(standbyPoll(h.ttl)):
+	}
+	h.mu.Lock()
+	l := h.lease
+	h.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
+	defer cancel()
+	next, err := h.store.RenewLease(rctx, l, h.ttl)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	h.lease = next
+	h.mu.Unlock()
+	return true
+}
+
+// token is the fencing token of the holding.
+func (h *heldLease) token() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease.Token
+}
+
+// markLost notes that the lease is not held any more.
+func (h *heldLease) markLost(why error) {
+	h.lostOnce.Do(func() {
+		h.logger.Warn("lost the lease: this process stops writing", "lease", h.lease.Name, "why", why)
+		close(h.lost)
+	})
+}
+
+// isLost reports whether the lease was lost.
+func (h *heldLease) isLost() bool {
+	select {
+	case <-h.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// release stops renewing and lets the lease go, unless it was lost.
+func (h *heldLease) release() {
+	h.stop()
+	<-h.done
+	if h.isLost() {
+		return
+	}
+	h.mu.Lock()
+	l := h.lease
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), h.ttl)
+	defer cancel()
+	if err := h.store.ReleaseLease(ctx, l); err != nil {
+		h.logger.Warn("releasing the lease", "lease", l.Name, "err", err)
+	}
+}
+
+// leasedCheckpoints stores a runner's checkpoints fenced by the lease its
+// process holds: once another process has taken the lease over and written
+// the checkpoint, this one's writes are refused, and the lease is known lost.
+type leasedCheckpoints struct {
+	*mongostore.Store
+	held *heldLease
+}
+
+func (l leasedCheckpoints) SaveCheckpoint(ctx context.Context, name string, c projector.Checkpoint) error {
+	err := l.Store.SaveCheckpointUnder(ctx, name, c, l.held.token())
+	if errors.Is(err, mongostore.ErrFenced) {
+		l.held.markLost(err)
+	}
+	return err
+}
+
+// standbyPoll is how often a standby tries to take a lease: a tenth of its
+// time, so that it takes over soon after the holder's lease expires.
+func standbyPoll(ttl time.Duration) time.Duration { return max(ttl/10, 50*time.Millisecond) }
