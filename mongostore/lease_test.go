@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,49 @@ import (
 )
 
 func TestLease_one_holder_at_a_time_a_new_token_each_holding_and_fenced_checkpoints(t *testing.T) {
+	testLease(t, mongostore.New(mongotest.Database(t)))
+}
+
+// The same on MongoDB, whose conditional writes are atomic (the embedded
+// server's are not: two takers of an expired lease can both match there).
+func TestLease_on_MongoDB_in_Docker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the Docker tier")
+	}
+	testLease(t, mongostore.New(mongotest.Docker(t)))
+}
+
+// Two processes race for an expired lease many times on MongoDB: exactly
+// one takes it each time.
+func TestLease_racing_takers_on_MongoDB_in_Docker_one_wins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the Docker tier")
+	}
+	s := mongostore.New(mongotest.Docker(t))
 	ctx := context.Background()
-	s := mongostore.New(mongotest.Database(t))
+	for round := range 30 {
+		name := fmt.Sprintf("race-%d", round)
+		wins := make(chan bool, 4)
+		for i := range 4 {
+			go func() {
+				_, err := s.AcquireLease(ctx, name, fmt.Sprintf("taker-%d", i), time.Minute)
+				wins <- err == nil
+			}()
+		}
+		won := 0
+		for range 4 {
+			if <-wins {
+				won++
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d takers hold the lease", round, won)
+		}
+	}
+}
+
+func testLease(t *testing.T, s *mongostore.Store) {
+	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	a, err := s.AcquireLease(ctx, "p", "A", ttl)
 	if err != nil || a.Holder != "A" || a.Token != 1 {
