@@ -97,7 +97,7 @@ func (h *heldLease) confirm(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(standbyPoll(h.ttl)):
+	case <-time.After(min(standbyPoll(h.ttl), 250*time.Millisecond)):
 	}
 	h.mu.Lock()
 	l := h.lease
