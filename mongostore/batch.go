@@ -196,10 +196,20 @@ type bulk struct {
 	coll   *mongo.Collection
 	writes []driver.Write
 	docs   []bson.D
-	// ok[i]: writes[i] took effect; sure[i]: the server took docs[i] itself,
-	// not only a document at its revision (which a re-read after a miss can
-	// find: another writer's).
+	// ok[i]: writes[i] took effect; sure[i]: and what the server holds is
+	// docs[i] (for the cache).
 	ok, sure []bool
+}
+
+// tokenOf returns the write token of an encoded document.
+func tokenOf(doc bson.D) string {
+	for _, e := range doc {
+		if e.Key == FieldWrite {
+			s, _ := e.Value.(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // cache puts what the server surely took in the store's cache, and drops
@@ -265,8 +275,15 @@ func (b *bulk) replace(ctx context.Context, collection string, chunk []int) erro
 	if err != nil {
 		return err
 	}
+	// A write took if the document holds its token: another writer at the
+	// same revision has another.
 	for _, i := range chunk {
-		b.ok[i] = now[b.writes[i].ID].Revision == b.writes[i].Revision
+		raw, found := now[b.writes[i].ID].State.(*bson.Raw)
+		if !found || raw == nil {
+			continue
+		}
+		theirs, _ := raw.Lookup(FieldWrite).StringValueOK()
+		b.ok[i] = theirs == tokenOf(b.docs[i])
 	}
 	return nil
 }

@@ -83,3 +83,31 @@ func TestLoadMany_serves_what_WriteMany_wrote_and_forgets_a_write_that_missed(t 
 		t.Fatal("a store without a cache served from one")
 	}
 }
+
+// A replace that misses because another writer moved the document to the
+// same revision is not taken for one that took: the store tells its own
+// write by a token only that write set.
+func TestWriteMany_a_miss_to_another_writers_same_revision_is_a_miss(t *testing.T) {
+	ctx := context.Background()
+	s := mongostore.New(mongotest.Database(t), mongostore.WithDocumentCache(0))
+	for _, id := range []string{"a", "b"} {
+		if err := s.Insert(ctx, "notes", id, driver.Head{Revision: 4, Stream: "n-" + id}, note{"start"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another writer takes "a" from 4 to 9 first.
+	if took, err := s.Update(ctx, "notes", "a", 4, driver.Head{Revision: 9, Stream: "n-a"}, note{"theirs"}); err != nil || !took {
+		t.Fatalf("the other writer: %v %v", took, err)
+	}
+	ok, err := s.WriteMany(ctx, "notes", []driver.Write{
+		{ID: "a", From: 4, Revision: 9, Stream: "n-a", State: note{"mine"}},
+		{ID: "b", From: 4, Revision: 9, Stream: "n-b", State: note{"mine"}},
+	})
+	if err != nil || ok[0] || !ok[1] {
+		t.Fatalf("ok %v (%v): want a's write missed (another writer's revision 9) and b's taken", ok, err)
+	}
+	var got note
+	if h, _, err := s.Load(ctx, "notes", "a", 0, &got); err != nil || h.Revision != 9 || got.Text != "theirs" {
+		t.Fatalf("a: %+v %+v %v, want the other writer's", h, got, err)
+	}
+}

@@ -5,7 +5,8 @@
 // A document is the projection's state, encoded with the driver's BSON codec,
 // plus fields the engine owns: _id (the document id), and revision (the
 // stream revision of the last event applied) with _stream (the stream that
-// feeds it), or _meta under the strategies other than the revision gate. A
+// feeds it) and _write (a token of the write), or _meta under the strategies
+// other than the revision gate. A
 // state type must therefore not have fields encoded as those. Readers decode
 // the documents into their own types.
 //
@@ -28,6 +29,8 @@ package mongostore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -51,6 +54,10 @@ const (
 	// FieldStream holds the stream that feeds a document under the revision
 	// gate: an event of another stream is refused, not counted a duplicate.
 	FieldStream = "_stream"
+	// FieldWrite holds a token only the write that set it knows: when a
+	// bulk write's replace seems to miss, the store reads it back to tell its
+	// own write from another writer's at the same revision.
+	FieldWrite = "_write"
 )
 
 // Store keeps projection documents in one database.
@@ -189,7 +196,14 @@ var ErrReservedField = errors.New("state has a field the engine owns")
 // front.
 func document(id string, head driver.Head, state any) (bson.D, error) {
 	return encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(head.Revision)},
-		bson.E{Key: FieldStream, Value: head.Stream})
+		bson.E{Key: FieldStream, Value: head.Stream}, bson.E{Key: FieldWrite, Value: writeToken()})
+}
+
+// writeToken returns a token no other write has: 96 random bits.
+func writeToken() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // encode encodes state with owned, the engine's fields, in front. A state

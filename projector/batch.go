@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -84,13 +85,36 @@ func (b *batchRun) project(ctx context.Context, p Definition) {
 	if len(docs) == 0 {
 		return
 	}
+	// The documents go through the gate's queue, in the order of their ids
+	// (so that two batches never wait for each other in a circle): an event
+	// of the same document in flight elsewhere in this engine, from Handle
+	// or another batch, is done before this batch reads the document, and
+	// waits until it has written it.
+	held, slow := b.enter(ctx, p, docs)
+	var through []*docEvents // to go through the gate once the batch has let go
+	defer func() {
+		for _, tk := range held {
+			b.queue.leave(tk, true, nil)
+		}
+		for _, d := range append(slow, through...) {
+			b.slowDoc(ctx, p, d)
+		}
+	}()
+	keep := docs[:0]
+	for _, d := range docs {
+		if held[d.id] != nil {
+			keep = append(keep, d)
+		}
+	}
+	docs = keep
+	if len(docs) == 0 {
+		return
+	}
 	loaded, read, err := b.load(ctx, p, docs)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents go through the gate one event at a time",
 			"projection", p.Name(), "documents", read, "err", err)
-		for _, d := range docs {
-			b.slowDoc(ctx, p, d)
-		}
+		through = docs
 		return
 	}
 	var writes []driver.Write
@@ -104,7 +128,7 @@ func (b *batchRun) project(ctx context.Context, p Definition) {
 			// duplicates by the cache's word only is read from the server
 			// there: one deleted or rebuilt under the projector would
 			// otherwise lose them.)
-			b.slowDoc(ctx, p, d)
+			through = append(through, d)
 			continue
 		case f.changed:
 			writes, writeDocs = append(writes, f.write), append(writeDocs, d)
@@ -113,7 +137,27 @@ func (b *batchRun) project(ctx context.Context, p Definition) {
 			b.out[i] = append(b.out[i], f.results[k])
 		}
 	}
-	b.write(ctx, p, writes, writeDocs)
+	through = append(through, b.write(ctx, p, writes, writeDocs)...)
+}
+
+// enter takes the batch's place in the queue of each document, in the order
+// of their ids, waiting for what is in flight before it. A document behind
+// an event that failed in flight is not held: it goes through the gate
+// (slow), which says so.
+func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (held map[string]*ticket, slow []*docEvents) {
+	sorted := slices.Clone(docs)
+	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
+	held = make(map[string]*ticket, len(docs))
+	for _, d := range sorted {
+		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.decoded[d.idx[0]].StreamRevision)
+		if err := b.queue.wait(ctx, tk); err != nil {
+			b.queue.leave(tk, true, nil)
+			slow = append(slow, d)
+			continue
+		}
+		held[d.id] = tk
+	}
+	return held, slow
 }
 
 // documents groups the batch's events of p by document, in order.
@@ -195,12 +239,12 @@ func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found boo
 	return f
 }
 
-// write writes the folded documents with one bulk write; a document whose
-// write missed (another writer moved it) has its batch results dropped and
-// its events handled through the gate.
-func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Write, docs []*docEvents) {
+// write writes the folded documents with one bulk write, and returns those
+// whose write missed (another writer moved them), with their batch results
+// dropped: their events go through the gate.
+func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Write, docs []*docEvents) (missed []*docEvents) {
 	if len(writes) == 0 {
-		return
+		return nil
 	}
 	ok, err := b.batchStore.WriteMany(ctx, p.Collection(), writes)
 	if err != nil {
@@ -214,8 +258,9 @@ func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Writ
 		for _, i := range d.idx {
 			b.out[i] = slices.DeleteFunc(b.out[i], func(r Result) bool { return r.Projection == p.Name() })
 		}
-		b.slowDoc(ctx, p, d)
+		missed = append(missed, d)
 	}
+	return missed
 }
 
 // handleEach handles every event alone, through Handle, until one fails.

@@ -376,3 +376,50 @@ func TestRunner_a_run_stopped_at_a_failed_event_is_not_caught_up(t *testing.T) {
 		t.Fatalf("after a failed run with %d events abandoned: caught up %v", st.Abandoned, r.CaughtUp())
 	}
 }
+
+// Two HandleBatch calls on one engine that overlap on a document (events
+// delivered twice, in two batches at once) leave it the fold of its events,
+// each event applied once: a batch takes its place in the document's queue
+// as Handle does, so the later one reads what the earlier one wrote.
+func TestHandleBatch_two_overlapping_batches_on_one_document_are_exact(t *testing.T) {
+	for round := range 5 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			s := newStore(t)
+			e := newEngine(t, s, patient())
+			log := projectortest.NewLog(cart.Registry())
+			evs := log.MustAppend(t, cart.StreamID("o"), cart.RandomLife(rand.New(rand.NewPCG(uint64(round), 11)), "o", "client", 15, t0)...)
+			for _, ev := range evs[:5] {
+				handle(t, e, ev)
+			}
+			batches := [][]projector.Event{evs[5:10], evs[5:15]}
+			results := make([][][]projector.Result, 2)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, b := range batches {
+				wg.Go(func() {
+					<-start
+					results[i] = e.HandleBatch(context.Background(), b)
+				})
+			}
+			close(start)
+			wg.Wait()
+			applied := map[uint64]int{}
+			for i, rs := range results {
+				for j, r := range rs {
+					if len(r) != 1 || (r[0].Outcome != projector.Applied && r[0].Outcome != projector.Duplicate) {
+						t.Fatalf("batch %d, event %d: %+v", i, j, r)
+					}
+					if r[0].Outcome == projector.Applied {
+						applied[batches[i][j].StreamRevision]++
+					}
+				}
+			}
+			for rev := uint64(5); rev < 15; rev++ {
+				if applied[rev] != 1 {
+					t.Errorf("revision %d applied %d times", rev, applied[rev])
+				}
+			}
+			assertDocument(t, s, "o", evs)
+		})
+	}
+}

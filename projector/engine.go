@@ -13,7 +13,11 @@ import (
 
 // Engine applies events to projections through the revision gate (or the
 // projection's other idempotency strategy). It is safe for concurrent use:
-// events may be handled from many goroutines at once, in any order.
+// events may be handled, one by one ([Engine.Handle]) or in batches
+// ([Engine.HandleBatch]), from many goroutines at once, in any order. Within
+// one engine the events of a document take their turns, so one engine is
+// exact even on a store whose conditional writes are not atomic (the
+// embedded server).
 type Engine struct {
 	store       driver.Store
 	registry    *Registry
