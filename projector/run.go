@@ -40,12 +40,15 @@ func (x *run) execute(ctx context.Context) error {
 	defer stopWork()
 
 	var workers sync.WaitGroup
+	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)
+	r.busy.Store(&busy)
+	defer r.busy.Store(nil)
 	x.parts = make([]chan item, r.workers)
 	x.heads = make([]chan struct{}, r.workers)
 	for i := range x.parts {
 		x.parts[i] = make(chan item, r.buffer)
 		x.heads[i] = make(chan struct{}, 1)
-		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i]) })
+		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i], &busy[i]) })
 	}
 	saverDone := make(chan struct{})
 	stopSaver := make(chan struct{})

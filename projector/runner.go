@@ -40,12 +40,13 @@ type Runner struct {
 	seed        maphash.Seed
 
 	running   atomic.Bool
-	caughtUp  atomic.Bool  // the source said it reached the head
-	ready     atomic.Bool  // and everything up to there was handled
-	halting   atomic.Bool  // the run is stopping: what is queued is abandoned
-	connected atomic.Bool  // a subscription is open
-	inFlight  atomic.Int64 // events dispatched and not yet handled
-	latest    atomic.Int64 // creation time (Unix ns) of the newest event handled
+	caughtUp  atomic.Bool                    // the source said it reached the head
+	ready     atomic.Bool                    // and everything up to there was handled
+	halting   atomic.Bool                    // the run is stopping: what is queued is abandoned
+	busy      atomic.Pointer[[]atomic.Int64] // the workers of the current run: since when each is busy
+	connected atomic.Bool                    // a subscription is open
+	inFlight  atomic.Int64                   // events dispatched and not yet handled
+	latest    atomic.Int64                   // creation time (Unix ns) of the newest event handled
 	counts    struct {
 		events, checkpoints, applied, duplicates, skipped, parked, failed atomic.Uint64
 		waits                                                             atomic.Uint64
@@ -212,7 +213,28 @@ func (r *Runner) Name() string { return r.name }
 // of its source's log since it last subscribed: the source has said it
 // reached the head, and later nothing was left waiting or being handled.
 // Live events in flight afterwards do not make it false; a drop does.
-func (r *Runner) CaughtUp() bool { return r.ready.Load() }
+// An event (or batch) that has been handled for longer than the engine's
+// retry policy can wait, plus a second, is stuck: the runner is not caught
+// up while it is.
+func (r *Runner) CaughtUp() bool { return r.ready.Load() && r.stuck() == 0 }
+
+// stuck returns for how long the longest-busy worker has been on what it
+// handles, when that is longer than the engine's retry policy can wait plus
+// a second; 0 otherwise.
+func (r *Runner) stuck() time.Duration {
+	busy := r.busy.Load()
+	if busy == nil {
+		return 0
+	}
+	limit := r.engine.policy.MaxWait() + time.Second
+	now := time.Now().UnixNano()
+	for i := range *busy {
+		if since := (*busy)[i].Load(); since != 0 && time.Duration(now-since) > limit {
+			return time.Duration(now - since)
+		}
+	}
+	return 0
+}
 
 // Connected reports whether a subscription is open. For a source that never
 // says it has reached a head (a persistent subscription group), this is what
@@ -268,7 +290,7 @@ func (r *Runner) Stats() RunnerStats {
 		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(), Unrouted: c.unrouted.Load(),
 		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
-		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.ready.Load(),
+		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.CaughtUp(),
 		Batches: c.batches.Load(), Batched: c.batched.Load(),
 	}
 	r.savedMu.Lock()

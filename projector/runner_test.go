@@ -5,11 +5,13 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -194,4 +196,73 @@ func TestNewRunner_refuses_bad_settings(t *testing.T) {
 	if _, err := projector.NewRunner("", e, &scripted{}, s); err == nil {
 		t.Error("no name: no error")
 	}
+}
+
+// live is a source whose subscription delivers what the test sends it.
+type live struct{ ch chan projector.Delivery }
+
+func (l *live) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
+	return liveSub{l.ch}, nil
+}
+
+type liveSub struct{ ch chan projector.Delivery }
+
+func (s liveSub) Next(ctx context.Context) (projector.Delivery, error) {
+	select {
+	case d := <-s.ch:
+		return d, nil
+	case <-ctx.Done():
+		return projector.Delivery{}, ctx.Err()
+	}
+}
+
+func (liveSub) Close() error { return nil }
+
+// stalling holds updates while stall is set: a store that stopped answering.
+type stalling struct {
+	driver.Store
+	stall   atomic.Bool
+	release chan struct{}
+}
+
+func (s *stalling) Update(ctx context.Context, coll, id string, from uint64, head driver.Head, state any) (bool, error) {
+	if s.stall.Load() {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	return s.Store.Update(ctx, coll, id, from, head, state)
+}
+
+// A runner at the head whose event is stuck longer than the gate's policy
+// can wait is not caught up while it is (readiness says so), and is again
+// once the event is through.
+func TestRunner_an_event_stuck_longer_than_the_policy_can_wait_is_not_caught_up(t *testing.T) {
+	base := newStore(t)
+	store := &stalling{Store: base, release: make(chan struct{})}
+	p := retry.Default()
+	p.InitialDelay, p.MaxRetries = 10*time.Millisecond, 0
+	e := newEngine(t, store, p)
+	src := &live{ch: make(chan projector.Delivery)}
+	r, err := projector.NewRunner("stuck", e, src, nil, projector.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("s"), cart.ShoppingCartOpened{ShoppingCartID: "s", ClientID: "x", OpenedAt: t0},
+		cart.ShoppingCartConfirmed{ShoppingCartID: "s", ConfirmedAt: t0})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	src.ch <- projector.Delivery{Event: &evs[0], CaughtUp: true}
+	waitFor(t, "caught up", r.CaughtUp)
+	store.stall.Store(true)
+	src.ch <- projector.Delivery{Event: &evs[1]}
+	waitFor(t, "not caught up while the event is stuck", func() bool { return !r.CaughtUp() })
+	close(store.release)
+	waitFor(t, "caught up again", r.CaughtUp)
+	assertDocument(t, base, "s", evs)
 }

@@ -3,13 +3,14 @@ package projector
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
 // work handles the events of one partition in order, in batches of what has
 // queued up: large while the source is behind its head (catching up, a
 // rebuild), one event at a time at the head, where nothing queues.
-func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}) {
+func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, busy *atomic.Int64) {
 	r := x.r
 	batching := r.batch > 1 && r.engine.batchable()
 	for it := range part {
@@ -17,11 +18,13 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}) 
 		if batching && it.d.Settle == nil {
 			batch = x.fill(batch, part, head)
 		}
+		busy.Store(time.Now().UnixNano())
 		if len(batch) == 1 {
 			x.handle(ctx, it)
 		} else {
 			x.handleBatch(ctx, batch)
 		}
+		busy.Store(0)
 		r.inFlight.Add(-int64(len(batch)))
 		r.settled()
 	}
