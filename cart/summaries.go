@@ -1,6 +1,7 @@
 package cart
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -33,13 +34,20 @@ type ClientSummary struct {
 // NewClientSummaryProjection returns the per-client summary. Many streams
 // (a client's carts) feed one document, so it uses the per-stream revision
 // map: each cart stream is gated on its own, in order. Its events are routed
-// by the client the write side puts in their metadata ([ClientOf]).
+// by the client the write side puts in their metadata ([ClientOf]); a cart
+// event without one fails under the failure policy ([projector.ErrUnroutable]).
 func NewClientSummaryProjection() *projector.Projection[ClientSummary] {
-	p := projector.New[ClientSummary](ClientSummaryName, func(ev projector.Event) (string, bool) {
+	p := projector.NewRouted[ClientSummary](ClientSummaryName, func(ev projector.Event) (string, bool, error) {
 		if !strings.HasPrefix(ev.StreamID, StreamPrefix) {
-			return "", false
+			return "", false, nil
 		}
-		return ClientOf(ev)
+		client, ok := ClientOf(ev)
+		if !ok {
+			// A cart event the write side did not mark with its client: not
+			// left alone as unwanted, but failed under the failure policy.
+			return "", true, errors.New("no client in the cart event's metadata")
+		}
+		return client, true, nil
 	}).Idempotency(projector.RevisionMap())
 	open := func(s ClientSummary) ClientSummary {
 		s.OpenCarts = maps.Clone(s.OpenCarts)

@@ -47,8 +47,25 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		decoded[i] = d
 	}
 	b.decoded = decoded
-	for _, p := range e.projections {
-		b.project(ctx, p)
+	b.ids = make([][]string, len(e.projections))
+	for k, p := range e.projections {
+		b.ids[k] = make([]string, len(events))
+		for i, ev := range decoded {
+			id, ok, err := p.Route(ev)
+			if err != nil {
+				// An event a projection cannot route: the whole batch goes
+				// through the gate in order, which applies the failure
+				// policy.
+				b.handleEach(ctx)
+				return out
+			}
+			if ok {
+				b.ids[k][i] = id
+			}
+		}
+	}
+	for k, p := range e.projections {
+		b.project(ctx, p, b.ids[k])
 	}
 	return out
 }
@@ -58,7 +75,8 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 type batchRun struct {
 	*Engine
 	events  []Event
-	decoded []Event // the events with their payloads decoded, once they all decode
+	decoded []Event    // the events with their payloads decoded, once they all decode
+	ids     [][]string // per projection, the document of each event ("": none)
 	out     [][]Result
 	failed  bool
 }
@@ -80,8 +98,8 @@ type folded struct {
 
 // project handles the batch's events of projection p: one read, a fold per
 // document, one bulk write.
-func (b *batchRun) project(ctx context.Context, p Definition) {
-	docs := b.documents(p)
+func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
+	docs := b.documents(ids)
 	if len(docs) == 0 {
 		return
 	}
@@ -160,13 +178,13 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 	return held, slow
 }
 
-// documents groups the batch's events of p by document, in order.
-func (b *batchRun) documents(p Definition) []*docEvents {
+// documents groups the batch's events of a projection by document, in
+// order, given the document of each event ("": none).
+func (b *batchRun) documents(ids []string) []*docEvents {
 	var docs []*docEvents
 	byID := map[string]*docEvents{}
-	for i := range b.events {
-		id, ok := p.DocumentID(b.decoded[i])
-		if !ok {
+	for i, id := range ids {
+		if id == "" {
 			continue
 		}
 		d := byID[id]

@@ -173,18 +173,26 @@ func (e *Engine) InFlight() int { return e.queue.inFlight() }
 // per such projection. The error joins the errors of the failed results
 // (skipped ones are not failures); the results are complete either way.
 // ev.Payload is decoded from ev.Data with the registry when it is nil.
-func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
+func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err error) {
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr := e.registry.Decode(ev)
 	route := decoded
 	if decodeErr != nil {
 		route = ev
 	}
-	targets := e.targets(route)
+	targets, unroutable := e.targets(route)
+	if len(unroutable) > 0 {
+		defer func() {
+			for _, u := range unroutable {
+				results = append(results, e.unroutable(ctx, u, ev, decodeErr))
+			}
+			err = joinFailures(results)
+		}()
+	}
 	if len(targets) == 0 {
 		return nil, nil
 	}
-	results := make([]Result, len(targets))
+	results = make([]Result, len(targets))
 	if decodeErr != nil {
 		blocked := 0
 		for i, t := range targets {
@@ -218,15 +226,51 @@ func (e *Engine) Handle(ctx context.Context, ev Event) ([]Result, error) {
 	return results, joinFailures(results)
 }
 
-// targets returns the documents ev feeds, one per projection that wants it.
-func (e *Engine) targets(ev Event) []target {
-	var targets []target
+// targets returns the documents ev feeds, one per projection that wants it,
+// and the projections that want it but cannot route it.
+func (e *Engine) targets(ev Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
-		if id, ok := p.DocumentID(ev); ok {
+		id, ok, err := p.Route(ev)
+		switch {
+		case err != nil:
+			unroutable = append(unroutable, unrouted{p, err})
+		case ok:
 			targets = append(targets, target{p, id})
 		}
 	}
-	return targets
+	return targets, unroutable
+}
+
+// unrouted is a projection that wants an event but cannot route it.
+type unrouted struct {
+	p   Definition
+	err error
+}
+
+// unroutable fails ev in projection u.p, which cannot route it, under the
+// projection's failure policy: [Failed] under [Block], [Skipped] under
+// [Skip], and under [Park] recorded first (with no document), then
+// [Parked]. Nothing is written to any document.
+func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
+	cause := u.err
+	if undecodable != nil {
+		cause = fmt.Errorf("%w (and %w)", cause, undecodable)
+	}
+	t := target{p: u.p}
+	switch e.policyOf(u.p) {
+	case Skip:
+		r := e.fail(t, ev, permanent(cause))
+		r.Outcome = Skipped
+		return r
+	case Park:
+		if err := e.park(ctx, t, ev, cause, 1); err != nil {
+			return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
+		}
+		r := e.fail(t, ev, permanent(cause))
+		r.Outcome = Parked
+		return r
+	}
+	return e.fail(t, ev, permanent(cause))
 }
 
 // applyStep is the projection's step for one event; it fails for an event

@@ -31,6 +31,11 @@ var (
 	// ErrAlreadyCreated: a creation event arrived for a document that exists
 	// at an earlier revision.
 	ErrAlreadyCreated = errors.New("document already created")
+	// ErrUnroutable: the projection's router said the event is the
+	// projection's but could not name the document it feeds (a metadata
+	// field missing or mangled, an empty id, a router that panicked). A
+	// permanent failure, under the projection's failure policy.
+	ErrUnroutable = errors.New("event names no document of the projection")
 	// ErrNotHandled: [Engine.HandleBatch] left the event alone because an
 	// earlier one of the batch failed, which stops a runner: the event is
 	// delivered again when the runner starts over.
@@ -60,8 +65,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "projection %q, document %q (stream %q, revision %d, %s): ",
-		e.Projection, e.Document, e.Stream, e.Revision, e.EventType)
+	if e.Document == "" {
+		fmt.Fprintf(&b, "projection %q, no document (stream %q, revision %d, %s): ",
+			e.Projection, e.Stream, e.Revision, e.EventType)
+	} else {
+		fmt.Fprintf(&b, "projection %q, document %q (stream %q, revision %d, %s): ",
+			e.Projection, e.Document, e.Stream, e.Revision, e.EventType)
+	}
 	switch {
 	case e.Wanted >= 0 && errors.Is(e.Err, ErrPredecessorMissing):
 		seen := "no document"

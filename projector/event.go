@@ -34,6 +34,14 @@ type Event struct {
 // the projection does not want the event at all.
 type IDFunc func(Event) (id string, ok bool)
 
+// RouteFunc picks the document an event feeds, as an [IDFunc] does, and can
+// fail: an error says that the event is the projection's but that it cannot
+// tell which document it feeds, say because a metadata field it routes by is
+// missing or mangled. Such an event is not dropped as unwanted: it fails
+// permanently in the projection, under its [FailurePolicy] (blocked, skipped
+// or parked), and the error wraps [ErrUnroutable]. Use it with [NewRouted].
+type RouteFunc func(Event) (id string, ok bool, err error)
+
 // StreamSuffix routes every event of the streams named prefix+id to document
 // id: the EventStoreDB convention of a category prefix ("shopping_cart-") and
 // the entity id. Events of other streams are not wanted.

@@ -59,6 +59,25 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 	return nil
 }
 
+// replayUnrouted replays an event parked because p could not route it: no
+// document counts it, so once p routes it, it goes through the gate as if
+// delivered now. A document that has its effect already (the event was
+// delivered again and routed since) counts as replayed.
+func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
+	id, ok, err := p.Route(ev)
+	switch {
+	case err != nil:
+		return e.fail(target{p: p}, ev, permanent(err))
+	case !ok:
+		return e.fail(target{p: p}, ev, permanent(fmt.Errorf("%w: the projection no longer wants the event", ErrUnroutable)))
+	}
+	r := e.keeperOf(p).handle(ctx, e, target{p, id}, ev, nil)
+	if r.Outcome == Duplicate {
+		r.Outcome = Applied // the document has the event's effect: replayed
+	}
+	return r
+}
+
 // ErrNotParked: replaying an event of a projection the engine does not run.
 var ErrNotParked = errors.New("no such projection in this engine")
 
@@ -95,6 +114,9 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		f := permanent(err)
 		f.attempts = 1
 		return e.fail(t, ev, f)
+	}
+	if pe.Document == "" {
+		return e.replayUnrouted(ctx, p, decoded)
 	}
 	attempts := 0
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {

@@ -16,7 +16,7 @@ import (
 type Projection[S any] struct {
 	name       string
 	collection string
-	id         IDFunc
+	route      RouteFunc
 	handlers   map[reflect.Type]handler[S]
 	indexes    []Index
 	onFailure  FailurePolicy
@@ -32,7 +32,21 @@ type handler[S any] struct {
 // New returns a projection named name (also its collection, unless
 // [Projection.InCollection] says otherwise) whose documents are chosen by id.
 func New[S any](name string, id IDFunc) *Projection[S] {
-	return &Projection[S]{name: name, collection: name, id: id, handlers: map[reflect.Type]handler[S]{}}
+	var route RouteFunc
+	if id != nil {
+		route = func(e Event) (string, bool, error) {
+			id, ok := id(e)
+			return id, ok, nil
+		}
+	}
+	return NewRouted[S](name, route)
+}
+
+// NewRouted is [New] with a router that can fail: an event the projection
+// wants but cannot route fails permanently, under the projection's failure
+// policy, instead of being left alone as unwanted.
+func NewRouted[S any](name string, route RouteFunc) *Projection[S] {
+	return &Projection[S]{name: name, collection: name, route: route, handlers: map[reflect.Type]handler[S]{}}
 }
 
 // InCollection stores the documents in collection instead of one named after
@@ -82,8 +96,32 @@ func (p *Projection[S]) Collection() string { return p.collection }
 // Indexes returns the secondary indexes the projection asked for.
 func (p *Projection[S]) Indexes() []Index { return p.indexes }
 
-// DocumentID returns the document the event feeds, if the projection wants it.
-func (p *Projection[S]) DocumentID(e Event) (string, bool) { return p.id(e) }
+// DocumentID returns the document the event feeds, if the projection wants it
+// and can route it ([Projection.Route] says why not).
+func (p *Projection[S]) DocumentID(e Event) (string, bool) {
+	id, ok, err := p.Route(e)
+	return id, ok && err == nil
+}
+
+// Route returns the document the event feeds; ok is false when the projection
+// does not want the event. The error, wrapping [ErrUnroutable], says that it
+// wants the event but cannot route it: the router said so, returned an empty
+// id, or panicked.
+func (p *Projection[S]) Route(e Event) (id string, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			id, ok, err = "", true, fmt.Errorf("%w: the router panicked: %v", ErrUnroutable, r)
+		}
+	}()
+	id, ok, err = p.route(e)
+	switch {
+	case err != nil:
+		return "", true, fmt.Errorf("%w: %w", ErrUnroutable, err)
+	case ok && id == "":
+		return "", true, fmt.Errorf("%w: the router returned an empty document id", ErrUnroutable)
+	}
+	return id, ok, nil
+}
 
 // Handles reports whether the projection has a handler for the event's payload.
 func (p *Projection[S]) Handles(e Event) bool {
@@ -127,6 +165,7 @@ type Definition interface {
 	Collection() string
 	Indexes() []Index
 	DocumentID(Event) (string, bool)
+	Route(Event) (id string, ok bool, err error)
 	Strategy() Strategy
 
 	creates(Event) bool
@@ -177,7 +216,7 @@ func (p *Projection[S]) handledTypes() []reflect.Type {
 	return out
 }
 
-func (p *Projection[S]) routes() bool { return p.id != nil }
+func (p *Projection[S]) routes() bool { return p.route != nil }
 
 // copyTo returns a copy of p that keeps its documents in collection. The
 // handlers are shared: they are not changed once the engine starts.

@@ -68,7 +68,7 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 			for rev, ev := range cart.RandomLife(r, id, "client", 6, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
 				name, data, _ := cart.Registry().Encode(ev)
 				if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-					esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+					esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 					t.Error(err)
 					return
 				}

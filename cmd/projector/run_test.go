@@ -28,6 +28,10 @@ import (
 	"github.com/revgate/projector/projectortest"
 )
 
+// cartMeta is the metadata the write side puts on every cart event of client
+// "client" (the carts appendCarts makes).
+var cartMeta, _ = json.Marshal(cart.Metadata{ClientID: "client"})
+
 // appendCarts appends n carts of size events (ids from first) through the
 // official client and returns each cart's events as the fold sees them.
 func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[string][]projector.Event) {
@@ -41,10 +45,10 @@ func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[stri
 				t.Fatal(err)
 			}
 			if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 				t.Fatal(err)
 			}
-			into[id] = append(into[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: p})
+			into[id] = append(into[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: p, Metadata: cartMeta})
 		}
 	}
 }
@@ -270,13 +274,13 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	// A payload that does not decode, then one more event of the same cart.
 	id := "cart003"
 	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`)}); err != nil {
+		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	late := cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}}
 	name, data, _ := cart.Registry().Encode(late)
 	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
@@ -323,7 +327,7 @@ func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_s
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 5, 4, carts)
 	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart002"), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`)}); err != nil {
+		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
@@ -366,7 +370,7 @@ func TestRun_a_second_creation_is_skipped_or_parked_per_the_policy(t *testing.T)
 			id := "cart002"
 			name, data, _ := cart.Registry().Encode(cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "again", OpenedAt: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)})
 			if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 				t.Fatal(err)
 			}
 			common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
@@ -408,7 +412,7 @@ func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
 	appendCarts(t, client, 0, 5, 4, carts)
 	name, data, _ := cart.Registry().Encode(cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: "cart001", ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}})
 	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(),
@@ -521,5 +525,79 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
 	if code != 0 || strings.Count(out, "does not belong to this event store") != 3 {
 		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+}
+
+// A cart event without its client in the metadata cannot be routed by the
+// per-client summary. It goes through the failure policy, never dropped as
+// unwanted: under block the summary stops alone at it (the other projections
+// reach the head, the exit status is 1); under skip and park the summary
+// goes past it, and under park it is listed with no document. Every
+// document is the fold of the events it could route.
+func TestRun_a_cart_event_without_its_client_goes_through_the_failure_policy(t *testing.T) {
+	for _, policy := range []string{"block", "skip", "park"} {
+		t.Run(policy, func(t *testing.T) {
+			srv := esdbtest.New(t)
+			client := srv.Client(t)
+			db := mongotest.Database(t)
+			store := mongostore.New(db)
+			carts := map[string][]projector.Event{}
+			appendCarts(t, client, 0, 3, 4, carts)
+			var routable []projector.Event // the client's events, in the order of the log
+			for i := range 3 {
+				routable = append(routable, carts[fmt.Sprintf("cart%03d", i)]...)
+			}
+			// The last event of the log: an item added to cart001, with no
+			// metadata (a write side that forgot it).
+			bad := cart.ProductItemAddedToShoppingCart{ShoppingCartID: "cart001", ProductItem: cart.ProductItem{ProductID: "lost", Quantity: 7}}
+			name, data, _ := cart.Registry().Encode(bad)
+			if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), esdb.AppendToStreamOptions{},
+				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			carts["cart001"] = append(carts["cart001"], projector.Event{Type: name, StreamID: cart.StreamID("cart001"), StreamRevision: uint64(len(carts["cart001"])), Payload: bad})
+
+			common := []string{"--mongo", mongotest.URI(t), "--database", db.Name()}
+			p := startBinary(t, append([]string{"run", "--esdb", srv.URI(), "--http", "", "--on-failure", policy, "--checkpoint-interval", "100ms"}, common...)...)
+			waitCheckpointOf(t, p, store, cart.DetailsName, srv.Head())
+			waitCheckpointOf(t, p, store, cart.ShopSummaryName, srv.Head())
+			if policy == "block" {
+				for deadline := time.Now().Add(time.Minute); !strings.Contains(p.stderrText(), "projection stopped at an event that failed for good"); time.Sleep(50 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the summary did not stop at the event:\n%s", p.stderrText())
+					}
+				}
+				if cp, err := store.LoadCheckpoint(context.Background(), cart.ClientSummaryName); err != nil || (cp != nil && cp.Position >= srv.Head()) {
+					t.Fatalf("the summary's checkpoint %+v (%v) is at or past the event it stopped at", cp, err)
+				}
+			} else {
+				waitCheckpointOf(t, p, store, cart.ClientSummaryName, srv.Head())
+			}
+			want := map[string]int{"block": 1, "skip": 0, "park": 0}[policy]
+			if code := p.terminate(t); code != want {
+				t.Fatalf("exit %d, want %d\n%s", code, want, p.stderrText())
+			}
+			if !strings.Contains(p.stderrText(), "no client in the cart event's metadata") {
+				t.Fatalf("no line saying why:\n%s", p.stderrText())
+			}
+			if err := projectortest.CheckDocument(context.Background(), store, cart.NewClientSummaryProjection(), "client", routable); err != nil {
+				t.Error(err)
+			}
+			for id, evs := range carts {
+				if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs); err != nil {
+					t.Error(err)
+				}
+			}
+			parked, err := store.Parked(context.Background(), cart.ClientSummaryName)
+			if err != nil || (policy == "park") != (len(parked) == 1) || (len(parked) == 1 && (parked[0].Document != "" || parked[0].Revision != uint64(len(carts["cart001"])-1))) {
+				t.Fatalf("parked under %s: %+v (%v)", policy, parked, err)
+			}
+			if policy == "park" {
+				out, _, code := runBinary(t, 20*time.Second, append([]string{"status", "--parked"}, common...)...)
+				if code != 0 || !strings.Contains(out, "shopping_cart-cart001@4") || !strings.Contains(out, "no client in the cart event's metadata") {
+					t.Fatalf("status --parked: exit %d\n%s", code, out)
+				}
+			}
+		})
 	}
 }
