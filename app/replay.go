@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/mongostore"
 
@@ -17,9 +20,11 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	stdout, stderr := inv.Stdout, inv.Stderr
 	var c servers
 	var lease time.Duration
+	var group string
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "")
+	c.register(fs, x.Embedded != nil, "EventStoreDB connection string (with --group)")
 	fs.DurationVar(&lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
+	fs.StringVar(&group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: %s replay-parked NAME [flags]
 
@@ -32,6 +37,10 @@ It takes the projection's lease (see run --lease), so it refuses while a
 "%[1]s run" runs the projection, and a run waits while it replays: the
 replay's write under the revision gate cannot be made conditional on the
 events the gate applies meanwhile.
+
+With --group, the events are those the persistent subscription group parked
+(under run --group: after they kept failing); EventStoreDB delivers them
+again to the consumers of the group, which apply them through the gate.
 
 `, inv.Name)
 		fs.PrintDefaults()
@@ -47,8 +56,11 @@ events the gate applies meanwhile.
 	if !ok {
 		return usageError(stderr, "%v", x.cat.unknown(name))
 	}
-	if err := c.check(inv, false, x.Embedded != nil); err != nil {
+	if err := c.check(inv, group != "", x.Embedded != nil); err != nil {
 		return err
+	}
+	if group != "" {
+		return replayGroup(ctx, c, groupName(group, name), stdout)
 	}
 	opened, err := x.openStore(ctx, c, nil)
 	if err != nil {
@@ -94,5 +106,28 @@ events the gate applies meanwhile.
 	if failed > 0 {
 		return fmt.Errorf("%d events still fail; they stay parked", failed)
 	}
+	return nil
+}
+
+// replayGroup asks EventStoreDB to deliver the events parked in group (on
+// $all) again to the group's consumers.
+func replayGroup(ctx context.Context, c servers, group string, stdout io.Writer) error {
+	client, err := dial(ctx, c, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	n, err := groupParked(ctx, client, group, c.timeout)
+	if err != nil {
+		return fmt.Errorf("group %s: %w", group, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := client.Do(rctx, func(cl *esdb.Client) error {
+		return cl.ReplayParkedMessagesToAll(rctx, group, esdb.ReplayParkedMessagesOptions{})
+	}); err != nil {
+		return fmt.Errorf("replaying the parked events of group %s: %w", group, err)
+	}
+	fmt.Fprintf(stdout, "group %s delivers its %d parked events again to its consumers\n", group, n)
 	return nil
 }

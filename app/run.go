@@ -174,6 +174,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	s.slots = make([]*slot, len(s.c.selected))
 	for i, p := range s.c.selected {
 		s.slots[i] = &slot{name: p.Definition.Name(), projection: p}
+		if s.c.group != "" {
+			s.slots[i].groupName = groupName(s.c.group, p.Definition.Name())
+		}
 		views[i] = s.slots[i]
 	}
 	// Each runner is built once before any runs, so that a store or a
@@ -188,6 +191,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	head := &headSampler{}
 	var sampler sync.WaitGroup
 	sampler.Go(func() { head.run(runCtx, s.client, views, s.logger) })
+	if s.c.group != "" {
+		sampler.Go(func() { s.watchGroups(runCtx) })
+	}
 	if listener != nil {
 		stop := s.serve(listener, views, head)
 		defer stop()
@@ -208,6 +214,51 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 			"skipped", st.Skipped, "parked", st.Parked, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
 	}
 	return errors.Join(errs...)
+}
+
+// groupPoll is how often a --group projector asks the server how many
+// events each group has parked.
+const groupPoll = 2 * time.Second
+
+// watchGroups keeps each slot's count of the events parked in its group, as
+// the server says, until ctx is done: under the block policy they leave
+// documents behind, which readiness tells, also after a restart.
+func (s *session) watchGroups(ctx context.Context) {
+	for {
+		for _, sl := range s.slots {
+			if !sl.groupBlocks.Load() {
+				continue
+			}
+			n, err := groupParked(ctx, s.client, sl.groupName, s.c.timeout)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.Debug("asking the group how many events it parked", "group", sl.groupName, "err", err)
+				}
+				continue
+			}
+			sl.groupParked.Store(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(groupPoll):
+		}
+	}
+}
+
+// groupParked returns how many events group (on $all) has parked.
+func groupParked(ctx context.Context, client *subscription.Client, group string, timeout time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var n int64
+	err := client.Do(ctx, func(cl *esdb.Client) error {
+		info, err := cl.GetPersistentSubscriptionInfoToAll(ctx, group, esdb.GetPersistentSubscriptionOptions{})
+		if err == nil && info.Stats != nil {
+			n = info.Stats.ParkedMessagesCount
+		}
+		return err
+	})
+	return n, err
 }
 
 // build returns how slot sl makes its runner on a collection; its
@@ -347,6 +398,8 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		}
 		var failed *projector.Error
 		switch {
+		case (err == nil || ctx.Err() != nil) && sl.groupDown() != "":
+			return errors.Join(err, fmt.Errorf("projection %s %s", sl.name, sl.groupDown()))
 		case err == nil || ctx.Err() != nil:
 			return err
 		case errors.Is(err, projector.ErrForeignCheckpoint):
@@ -396,12 +449,14 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	if err := eng.Prepare(ctx); err != nil {
 		return nil, err
 	}
-	src, err := source(client, c.group, p, logger)
+	policy, _ := eng.FailurePolicy(def.Name())
+	src, err := source(client, c.group, p, policy, logger)
 	if err != nil {
 		return nil, err
 	}
 	if g, ok := src.(*subscription.Persistent); ok {
 		sl.group.Store(g)
+		sl.groupBlocks.Store(policy == projector.Block)
 	}
 	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
 }
@@ -442,8 +497,13 @@ func checkpointString(c *projector.Checkpoint) string {
 }
 
 // source is the subscription of one projection: $all filtered to what it
-// reads, or a persistent group on $all with the same filter.
-func source(client *subscription.Client, group string, p Projection, logger *slog.Logger) (projector.Source, error) {
+// reads, or a persistent group on $all with the same filter. In a group, an
+// event that fails for good under the block policy is handed back to be
+// redelivered, a bounded number of times, then parked in the group: its
+// document stays behind it, and the projection is blocked (not ready) until
+// the group's parked events are replayed. Under skip and park the document
+// has moved past it, and the group parks it at once.
+func source(client *subscription.Client, group string, p Projection, policy projector.FailurePolicy, logger *slog.Logger) (projector.Source, error) {
 	opts := p.Reads.options()
 	if group == "" {
 		opts.Logger = logger
@@ -456,11 +516,21 @@ func source(client *subscription.Client, group string, p Projection, logger *slo
 	settings := esdb.SubscriptionSettingsDefault()
 	settings.StartFrom = esdb.Start{}
 	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
+	onFailure := esdb.NackActionPark
+	if policy == projector.Block {
+		onFailure = esdb.NackActionRetry
+	}
+	settings.MaxRetryCount = groupMaxDeliveries // the consumer parks first, and says so
 	return subscription.NewPersistent(client, subscription.PersistentOptions{
 		Stream: subscription.AllStreams, Group: groupName(group, p.Definition.Name()), Logger: logger,
+		OnPermanentFailure: onFailure, MaxDeliveries: groupMaxDeliveries,
 		CreateAll: &esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}, Filter: filter},
 	})
 }
+
+// groupMaxDeliveries is how many times an event that keeps failing is
+// delivered in a group before the projector parks it.
+const groupMaxDeliveries = 10
 
 // groupName is the persistent subscription group of a projection under
 // --group.

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -31,13 +33,16 @@ type runnerView interface {
 // from the checkpoint the rebuild left (checkpoints are named after their
 // collection).
 type slot struct {
-	name       string
-	projection Projection
-	cur        atomic.Pointer[projector.Runner]
-	past       atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
-	group      atomic.Pointer[subscription.Persistent] // with --group
-	down       atomic.Pointer[string]                  // why it is not running; nil while it runs
-	leader     atomic.Bool                             // this process holds the projection's lease
+	name        string
+	projection  Projection
+	cur         atomic.Pointer[projector.Runner]
+	past        atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
+	group       atomic.Pointer[subscription.Persistent] // with --group
+	groupName   string                                  // the group's name, with --group
+	groupBlocks atomic.Bool                             // under block: events parked in the group leave documents behind
+	groupParked atomic.Int64                            // events parked in the group, as the server last said (-1: not known)
+	down        atomic.Pointer[string]                  // why it is not running; nil while it runs
+	leader      atomic.Bool                             // this process holds the projection's lease
 }
 
 // Leader reports whether this process holds the projection's lease.
@@ -48,7 +53,32 @@ func (s *slot) Down() string {
 	if d := s.down.Load(); d != nil {
 		return *d
 	}
-	return ""
+	return s.groupDown()
+}
+
+// groupDown says why the projection is blocked in its persistent group
+// under the block policy: events that kept failing were parked there, and
+// the documents they feed stay behind them until they are replayed. "" when
+// none are.
+func (s *slot) groupDown() string {
+	g := s.group.Load()
+	if g == nil || !s.groupBlocks.Load() {
+		return ""
+	}
+	docs, parked := g.Blocked(), s.groupParked.Load()
+	if len(docs) == 0 && parked <= 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("blocked: events that kept failing are parked in group " + s.groupName)
+	if parked > 0 {
+		fmt.Fprintf(&b, " (%d on the server)", parked)
+	}
+	if len(docs) > 0 {
+		fmt.Fprintf(&b, "; %d documents wait behind them, first %s", len(docs), docs[0])
+	}
+	fmt.Fprintf(&b, "; fix the projection, then replay them (replay-parked %s --group)", s.name)
+	return b.String()
 }
 
 func (s *slot) setDown(why string) {

@@ -144,6 +144,14 @@ func (e *Engine) checkPolicies() error {
 // engine's.
 func (e *Engine) policyOf(p Definition) FailurePolicy { return e.policies[p.Name()] }
 
+// FailurePolicy returns the failure policy the engine applies to projection
+// name: the projection's own ([Projection.OnFailure]), else the engine's;
+// false when the engine does not run it.
+func (e *Engine) FailurePolicy(name string) (FailurePolicy, bool) {
+	p, ok := e.policies[name]
+	return p, ok
+}
+
 // Prepare creates what the projections need in the store, once, before the
 // first event: their indexes, and an inbox strategy's inbox (after checking
 // that the server runs transactions). Events handled without it apply all

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,12 +32,20 @@ type PersistentOptions struct {
 	// that failed permanently (a payload that does not decode, a domain error,
 	// a panic): [esdb.NackActionPark] (the default) moves it to the group's
 	// parked stream, with the reason; [esdb.NackActionRetry] has it
-	// redelivered, up to the group's max retry count, after which the server
-	// parks it. Under the engine's [projector.Skip] policy the document has
-	// moved past the event, so the rest of its stream flows either way.
-	// Transient failures (a predecessor not there in time) are always
-	// retried: another consumer may apply it meanwhile.
+	// redelivered, up to MaxDeliveries, after which the consumer parks it.
+	// Under the engine's [projector.Skip] policy the document has moved past
+	// the event, so the rest of its stream flows either way.
+	// Transient failures (a predecessor not there in time) are retried:
+	// another consumer may apply it meanwhile.
 	OnPermanentFailure esdb.NackAction
+	// MaxDeliveries bounds how many times a failing event is delivered
+	// (default 10): once it has failed that many times, whether for good
+	// under [esdb.NackActionRetry] or because its predecessor never came, the
+	// consumer parks it in the group's parked stream, logs it, and counts it
+	// in [PersistentStats.Parked], instead of retrying it for ever. Keep the
+	// group's own MaxRetryCount at least this high (the server parks on its
+	// own, without a word to the consumer, past it).
+	MaxDeliveries int
 	// Create, when set, creates the group with these settings if it does not
 	// exist (for $all, StartFrom and Filter are taken from CreateAll).
 	Create    *esdb.PersistentStreamSubscriptionOptions
@@ -59,6 +68,47 @@ type Persistent struct {
 	client                          *Client
 	opts                            PersistentOptions
 	acked, parked, retried, skipped atomic.Uint64
+
+	mu      sync.Mutex
+	blocked map[blockedDoc]string // documents left behind an event the consumer parked, and why
+}
+
+// blockedDoc is a document of a projection.
+type blockedDoc struct{ projection, document string }
+
+// Blocked returns the documents that stay behind an event this consumer
+// parked after it failed (under the engine's [projector.Block] policy the
+// document did not move past it, so its later events cannot apply either),
+// each with why, until the document applies an event again (once the parked
+// events are replayed, say). Sorted; empty when none.
+func (p *Persistent) Blocked() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.blocked))
+	for d, why := range p.blocked {
+		out = append(out, fmt.Sprintf("%s/%s: %s", d.projection, d.document, why))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// note records what results say of the documents: a failed one that was
+// parked is blocked; one that applied an event is not any more.
+func (p *Persistent) note(results []projector.Result, parked bool, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range results {
+		d := blockedDoc{r.Projection, r.Document}
+		switch {
+		case r.Outcome == projector.Applied:
+			delete(p.blocked, d)
+		case r.Outcome == projector.Failed && parked && r.Document != "":
+			if p.blocked == nil {
+				p.blocked = map[blockedDoc]string{}
+			}
+			p.blocked[d] = why
+		}
+	}
 }
 
 // PersistentStats counts what a consumer told the server about the events it
@@ -102,6 +152,9 @@ func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) 
 	}
 	if opts.BufferSize <= 0 {
 		opts.BufferSize = 64
+	}
+	if opts.MaxDeliveries <= 0 {
+		opts.MaxDeliveries = 10
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -222,12 +275,13 @@ func (c *consumer) Next(ctx context.Context) (projector.Delivery, error) {
 		}
 		return c.Next(ctx)
 	}
-	return projector.Delivery{Event: &ev, Settle: func(results []projector.Result) error { return c.settle(re, results) }}, nil
+	deliveries := 1 + max(m.EventAppeared.RetryCount, 0)
+	return projector.Delivery{Event: &ev, Settle: func(results []projector.Result) error { return c.settle(re, deliveries, results) }}, nil
 }
 
 // settle acknowledges re when every projection handled it, and declines it
-// otherwise.
-func (c *consumer) settle(re *esdb.ResolvedEvent, results []projector.Result) error {
+// otherwise: parked once it has failed on its last allowed delivery.
+func (c *consumer) settle(re *esdb.ResolvedEvent, deliveries int, results []projector.Result) error {
 	var permanent, transient []string
 	for _, r := range results {
 		switch r.Outcome {
@@ -242,12 +296,28 @@ func (c *consumer) settle(re *esdb.ResolvedEvent, results []projector.Result) er
 			}
 		}
 	}
+	reason := strings.Join(append(transient, permanent...), "; ")
+	action := esdb.NackActionRetry
 	switch {
-	case len(transient) > 0:
-		return c.nack(strings.Join(append(transient, permanent...), "; "), esdb.NackActionRetry, re)
-	case len(permanent) > 0:
-		return c.nack(strings.Join(permanent, "; "), c.opts.OnPermanentFailure, re)
+	case len(transient) == 0 && len(permanent) > 0:
+		action = c.opts.OnPermanentFailure
+	case len(transient) == 0:
+		c.src.note(results, false, "")
+		return c.ack(re)
 	}
+	if action == esdb.NackActionRetry && deliveries >= c.opts.MaxDeliveries {
+		// Retried enough: parked, and said, instead of retried for ever.
+		action = esdb.NackActionPark
+		reason = fmt.Sprintf("failed on %d deliveries: %s", deliveries, reason)
+		c.opts.Logger.Error("parked an event that kept failing: the documents it feeds stay behind it until the group's parked events are replayed",
+			"group", c.opts.Group, "stream", re.OriginalEvent().StreamID, "revision", re.OriginalEvent().EventNumber,
+			"deliveries", deliveries, "err", reason)
+	}
+	c.src.note(results, action == esdb.NackActionPark, reason)
+	return c.nack(reason, action, re)
+}
+
+func (c *consumer) ack(re *esdb.ResolvedEvent) error {
 	c.send.Lock()
 	defer c.send.Unlock()
 	if err := c.sub.Ack(re); err != nil {

@@ -580,6 +580,16 @@ func TestRun_a_cart_event_without_its_client_goes_through_the_failure_policy(t *
 			if !strings.Contains(p.stderrText(), "no client in the cart event's metadata") {
 				t.Fatalf("no line saying why:\n%s", p.stderrText())
 			}
+			if policy == "block" {
+				// Blocked, the summary left what was in flight behind the
+				// event for later; run on past it (skip), it is complete.
+				again := startBinary(t, append([]string{"run", "--esdb", srv.URI(), "--http", "", "--on-failure", "skip",
+					"--projections", cart.ClientSummaryName, "--checkpoint-interval", "100ms"}, common...)...)
+				waitCheckpointOf(t, again, store, cart.ClientSummaryName, srv.Head())
+				if code := again.terminate(t); code != 0 {
+					t.Fatalf("the run past the event: exit %d\n%s", code, again.stderrText())
+				}
+			}
 			if err := projectortest.CheckDocument(context.Background(), store, cart.NewClientSummaryProjection(), "client", routable); err != nil {
 				t.Error(err)
 			}
@@ -599,5 +609,114 @@ func TestRun_a_cart_event_without_its_client_goes_through_the_failure_policy(t *
 				}
 			}
 		})
+	}
+}
+
+// Under --group with the block policy, an event that fails for good is
+// delivered again a bounded number of times, then parked in the group, and
+// so is the event of its document that waits behind it: the process says so
+// in its log, /readyz names the blocked projection, projector_up is 0 and the
+// exit status is 1, instead of retrying for ever while ready. A new process
+// still says it from the group's parked count, and replay-parked --group
+// hands the parked events back to the group. The other documents are right,
+// and the blocked one stays at the fold of the events before the failure.
+func TestRun_with_a_persistent_group_under_block_parks_a_failing_event_after_bounded_retries(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 4, 5, carts)
+	id := "cart002"
+	for _, ev := range []any{
+		cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}}, // a domain error
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}},      // waits behind it
+	} {
+		name, data, _ := cart.Registry().Encode(ev)
+		if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+			esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+	run := append([]string{"run", "--http", "127.0.0.1:0", "--group", "projector", "--retry-initial-delay", "5ms", "--retry-max-retries", "2"}, common...)
+	p := startBinary(t, run...)
+	for deadline := time.Now().Add(2 * time.Minute); strings.Count(p.stderrText(), "parked an event that kept failing") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the failing event and the one behind it were not parked:\n%s", p.stderrText())
+		}
+	}
+	if n := strings.Count(p.stderrText(), "deliveries=10 "); n != 2 {
+		t.Errorf("%d parking lines say 10 deliveries, want 2:\n%s", n, p.stderrText())
+	}
+	for cid, evs := range carts { // cart002's events here are those before the failure
+		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), cid, evs); err != nil {
+			t.Error(err)
+		}
+	}
+	base := "http://" + regexp.MustCompile(`msg=http addr=(\S+)`).FindStringSubmatch(p.stderrText())[1]
+	wantDown := "down: cart_details blocked: events that kept failing are parked in group projector-cart_details"
+	waitReadyz := func(base, want string) string {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			code, body := get(t, base+"/readyz")
+			if code == http.StatusServiceUnavailable && strings.Contains(body, want) {
+				return body
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz %d %q, want 503 with %q", code, body, want)
+			}
+		}
+	}
+	if body := waitReadyz(base, wantDown); !strings.Contains(body, "replay-parked cart_details --group") {
+		t.Errorf("/readyz does not say what to do: %s", body)
+	}
+	_, body := get(t, base+"/metrics")
+	if v := metric(t, body, `projector_up{projection="cart_details"}`); v != 0 {
+		t.Errorf("projector_up %v while blocked, want 0", v)
+	}
+	if v := metric(t, body, `projector_parked_total{projection="cart_details"}`); v != 2 {
+		t.Errorf("projector_parked_total %v, want 2", v)
+	}
+	if code := p.terminate(t); code != 1 {
+		t.Fatalf("exit %d with a projection blocked in its group, want 1\n%s", code, p.stderrText())
+	}
+
+	// A new process knows it from the group's parked count.
+	q := startBinary(t, run...)
+	qbase := "http://" + waitFor(t, q, regexp.MustCompile(`msg=http addr=(\S+)`))
+	waitReadyz(qbase, "(2 on the server)")
+	out, errOut, code := runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName, "--group", "projector"}, common[:6]...)...)
+	if code != 0 || !strings.Contains(out, "group projector-cart_details delivers its 2 parked events again") {
+		t.Fatalf("replay-parked --group: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// Delivered again, they fail again (the projection is not fixed) and
+	// are parked again: still blocked, never ready.
+	for deadline := time.Now().Add(2 * time.Minute); strings.Count(q.stderrText(), "parked an event that kept failing") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replayed events were not parked again:\n%s", q.stderrText())
+		}
+	}
+	waitReadyz(qbase, wantDown)
+	if code := q.terminate(t); code != 1 {
+		t.Fatalf("second run: exit %d, want 1\n%s", code, q.stderrText())
+	}
+	for cid, evs := range carts {
+		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), cid, evs); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// waitFor waits until p's stderr matches re and returns its first group.
+func waitFor(t *testing.T, p *process, re *regexp.Regexp) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if m := re.FindStringSubmatch(p.stderrText()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %v in stderr:\n%s", re, p.stderrText())
+		}
 	}
 }
