@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -393,32 +394,77 @@ func TestRun_a_projection_that_routes_none_of_its_events_is_told_so(t *testing.T
 // streams stops that projection with one line naming both streams and the
 // strategies that fit, instead of losing the second stream's updates as
 // duplicates; what the first stream did stays.
-func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_projection(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
-	db := servers.Database(t)
+// allTickets is the mistake a document fed by several streams is, under
+// the revision gate: every ticket stream feeds document "all".
+func allTickets() *projector.Projection[ticket] {
 	one := projector.New[ticket]("all_tickets", func(ev projector.Event) (string, bool) {
 		return "all", strings.HasPrefix(ev.StreamID, "ticket/")
 	})
 	projector.Create(one, func(opened) (ticket, error) { return ticket{}, nil })
 	projector.On(one, func(t ticket, _ noted) (ticket, error) { t.Notes++; return t, nil })
+	return one
+}
+
+// binaries are the programs this test binary becomes when run with
+// APP_TEST_MAIN set: a user's binary built on app, run as a subprocess.
+var binaries = map[string]func() app.Config{
+	"all-tickets": func() app.Config {
+		return config(app.Projection{Definition: allTickets(), Reads: app.StreamPrefix("ticket/")})
+	},
+}
+
+func TestMain(m *testing.M) {
+	if c, ok := binaries[os.Getenv("APP_TEST_MAIN")]; ok {
+		app.Main(c()) // exits
+	}
+	os.Exit(m.Run())
+}
+
+// startBinary runs this test binary as the program binaries[name], with args.
+func startBinary(t *testing.T, name string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	cmd = exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "APP_TEST_MAIN="+name)
+	stderr = new(bytes.Buffer)
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, stderr
+}
+
+// The binary stops a projection whose document is fed by two streams under
+// the revision gate: exit status 1, one line naming both streams and the
+// strategies that fit, and the document is the fold of the stream that fed
+// it first (nothing of the other applied, nothing counted a duplicate).
+func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_projection(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
 	streams := map[string][]projector.Event{
 		"ticket/1": servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}),
 		"ticket/2": servers.Append(t, registry(), "ticket/2", opened{ID: "2"}, noted{Text: "b"}, noted{Text: "c"}),
 	}
 
-	cmd := e2e.StartCommand(t, config(app.Projection{Definition: one, Reads: app.StreamPrefix("ticket/")}),
-		"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
-	if code := cmd.Wait(t, 2*time.Minute); code != 1 {
-		t.Fatalf("exit %d, want 1\n%s", code, cmd.Stderr())
+	cmd, stderr := startBinary(t, "all-tickets", "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("still running after 2 minutes:\n%s", stderr)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr)
 	}
 	// Workers take the streams in any order: whichever came first feeds the
 	// document, and the other is refused.
 	m := regexp.MustCompile(`the document is fed by stream "(ticket/\d)", and this event is of stream "(ticket/\d)"; ` +
-		`a document fed by several streams needs the RevisionMap, HandledIDs or Inbox strategy`).FindStringSubmatch(cmd.Stderr())
+		`a document fed by several streams needs the RevisionMap, HandledIDs or Inbox strategy`).FindStringSubmatch(stderr.String())
 	if m == nil || m[1] == m[2] {
-		t.Fatalf("no error naming both streams and the strategies that fit:\n%s", cmd.Stderr())
+		t.Fatalf("no error naming both streams and the strategies that fit:\n%s", stderr)
 	}
-	if err := projectortest.CheckDocument(context.Background(), mongostore.New(db), one, "all", streams[m[1]]); err != nil {
+	if err := projectortest.CheckDocument(context.Background(), mongostore.New(db), allTickets(), "all", streams[m[1]]); err != nil {
 		t.Fatal(err)
 	}
 }

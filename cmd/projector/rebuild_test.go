@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
@@ -128,5 +129,58 @@ func TestRebuild_refuses_a_projection_fed_by_a_persistent_group(t *testing.T) {
 	_, errOut, code := runBinary(t, 20*time.Second, "rebuild", cart.DetailsName, "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
 	if code != 1 || !strings.Contains(errOut, "catch-up projectors only") {
 		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
+
+// rebuild takes --on-failure: a history with an event that run parked (a
+// domain error in the middle of a cart) stops a rebuild under block, with
+// one line and exit 1, readers staying on the old collection; under park it
+// rebuilds past it, every document the fold without it, and the event is
+// parked once.
+func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 3, 5, carts)
+	id := "cart001"
+	ghost := cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}}
+	late := cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}}
+	for _, ev := range []any{ghost, late} {
+		name, data, _ := cart.Registry().Encode(ev)
+		if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
+			esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name, _, _ := cart.Registry().Encode(late)
+	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
+
+	p := startBinary(t, append([]string{"run", "--http", "", "--on-failure", "park", "--checkpoint-interval", "100ms", "--projections", cart.DetailsName}, common...)...)
+	waitCheckpoint(t, p, store, srv.Head())
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, p.stderrText())
+	}
+	checkCarts(t, store, cart.DetailsName, carts)
+
+	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
+	if code != 1 || !strings.Contains(errOut, "ghost") || strings.Contains(out, "readers now use") {
+		t.Fatalf("rebuild under block: exit %d, want 1 and the failure\n%s\n%s", code, out, errOut)
+	}
+	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != cart.DetailsName {
+		t.Fatalf("readers moved to %q after a failed rebuild", got)
+	}
+
+	out, errOut, code = runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName, "--on-failure", "park"}, common...)...)
+	m := regexp.MustCompile(`readers now use (cart_details_r\d+)`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("rebuild --on-failure park: exit %d\n%s\n%s", code, out, errOut)
+	}
+	checkCarts(t, store, m[1], carts)
+	parked, err := store.Parked(context.Background(), cart.DetailsName)
+	if err != nil || len(parked) != 1 || parked[0].Stream != cart.StreamID(id) || parked[0].Revision != 5 {
+		t.Fatalf("parked %+v (%v), want the one ghost removal", parked, err)
 	}
 }
