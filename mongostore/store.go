@@ -58,6 +58,9 @@ const (
 	// bulk write's replace seems to miss, the store reads it back to tell its
 	// own write from another writer's at the same revision.
 	FieldWrite = "_write"
+	// FieldDeleted is true on a document whose stream was deleted, kept for
+	// its readers (the projection's [projector.MarkDeleted] policy).
+	FieldDeleted = "_deleted"
 )
 
 // Store keeps projection documents in one database.
@@ -110,7 +113,7 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
 	opts := options.FindOne()
 	if state == nil {
-		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}})
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}})
 	}
 	raw, err := s.db.Collection(collection).FindOne(ctx, filter, opts).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -167,6 +170,17 @@ func (s *Store) Update(ctx context.Context, collection, id string, from uint64, 
 	return res.MatchedCount == 1, nil
 }
 
+// Delete implements [driver.Store].
+func (s *Store) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
+	s.cacheDrop(collection, id)
+	res, err := s.db.Collection(collection).DeleteOne(ctx, bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(from)}})
+	s.cacheDrop(collection, id)
+	if err != nil {
+		return false, fmt.Errorf("mongostore: delete %s/%s: %w", collection, id, err)
+	}
+	return res.DeletedCount == 1, nil
+}
+
 // EnsureIndexes implements [driver.Store]. It creates one index per
 // command: FerretDB 1.24 drops the connection when one createIndexes command
 // names several indexes that exist already.
@@ -195,8 +209,12 @@ var ErrReservedField = errors.New("state has a field the engine owns")
 // document encodes a gated document: state with the engine's fields in
 // front.
 func document(id string, head driver.Head, state any) (bson.D, error) {
-	return encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldRevision, Value: int64(head.Revision)},
-		bson.E{Key: FieldStream, Value: head.Stream}, bson.E{Key: FieldWrite, Value: writeToken()})
+	owned := []bson.E{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
+		{Key: FieldStream, Value: head.Stream}, {Key: FieldWrite, Value: writeToken()}}
+	if head.Deleted {
+		owned = append(owned, bson.E{Key: FieldDeleted, Value: true})
+	}
+	return encode(state, owned...)
 }
 
 // writeToken returns a token no other write has: 96 random bits.
@@ -237,7 +255,8 @@ func headOf(raw bson.Raw) (driver.Head, error) {
 		return driver.Head{}, err
 	}
 	stream, _ := raw.Lookup(FieldStream).StringValueOK()
-	return driver.Head{Revision: rev, Stream: stream}, nil
+	deleted, _ := raw.Lookup(FieldDeleted).BooleanOK()
+	return driver.Head{Revision: rev, Stream: stream, Deleted: deleted}, nil
 }
 
 func revisionOf(raw bson.Raw) (uint64, error) {

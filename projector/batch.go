@@ -38,9 +38,10 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 	decoded := make([]Event, len(events))
 	for i, ev := range events {
 		d, err := e.registry.Decode(ev)
-		if err != nil {
-			// A payload that does not decode: the whole batch goes through
-			// the gate in order, which applies the failure policy.
+		if err != nil || isDeletionRecord(ev) {
+			// A payload that does not decode, or a node's record about a
+			// stream: the whole batch goes through the gate in order, which
+			// applies the failure policy (or the deletion policy).
 			b.handleEach(ctx)
 			return out
 		}

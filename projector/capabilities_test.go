@@ -26,6 +26,9 @@ func (plainStore) Insert(context.Context, string, string, driver.Head, any) erro
 func (plainStore) Update(context.Context, string, string, uint64, driver.Head, any) (bool, error) {
 	return false, errors.New("plainStore: not for I/O")
 }
+func (plainStore) Delete(context.Context, string, string, uint64) (bool, error) {
+	return false, errors.New("plainStore: not for I/O")
+}
 func (plainStore) EnsureIndexes(context.Context, string, []driver.Index) error {
 	return errors.New("plainStore: not for I/O")
 }

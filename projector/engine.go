@@ -28,6 +28,7 @@ type Engine struct {
 	queue       *queue
 	onFailure   FailurePolicy
 	parker      Parker
+	streams     StreamReader // nil: holes are not known
 	locks       docLocks
 
 	// What the store can do, found once by NewEngine: nil when it cannot.
@@ -182,6 +183,12 @@ func (e *Engine) InFlight() int { return e.queue.inFlight() }
 // (skipped ones are not failures); the results are complete either way.
 // ev.Payload is decoded from ev.Data with the registry when it is nil.
 func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err error) {
+	if isDeletionRecord(ev) {
+		// A node's record about a stream (a tombstone, its metadata): not
+		// an event of the stream's, whose revision the gate would wait for.
+		results = e.handleRecord(ctx, ev)
+		return results, joinFailures(results)
+	}
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr := e.registry.Decode(ev)
 	route := decoded

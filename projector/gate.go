@@ -124,6 +124,13 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 	}, e.retryOpts...)
 	var again *recreated
 	if errors.As(err, &again) {
+		over, serr := e.startsOver(ctx, ev.StreamID, again.rev)
+		switch {
+		case serr != nil:
+			return e.fail(t, ev, failure{err: serr, wanted: -1, seen: int64(again.rev), attempts: waits + 1})
+		case over:
+			return e.restart(ctx, t, ev, again.rev, state, skipped, waits)
+		}
 		return e.advance(ctx, tk, t, ev, func(any) (any, error) {
 			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
 		})
@@ -137,6 +144,26 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		skipped = refused
 	}
 	return e.result(t, ev, outcome, waits, skipped)
+}
+
+// restart starts document t over at creation event ev: it is at revision
+// rev, of events its stream no longer holds (the stream was deleted, or
+// truncated past them, and written again), so ev is not a second creation.
+// The document is replaced by state (ev's), conditional on rev.
+func (e *Engine) restart(ctx context.Context, t target, ev Event, rev uint64, state any, skipped error, waits int) Result {
+	to := e.keeperOf(t.p).record(stored{}, ev)
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, driver.Head{Revision: to.rev, Stream: to.stream}, state)
+	switch {
+	case err == nil && !matched:
+		err = errMoved
+	case err == nil:
+		e.logger.Info("document starts over: its stream was deleted (or truncated) and written again", "projection", t.p.Name(),
+			"document", t.id, "stream", ev.StreamID, "from", rev, "revision", ev.StreamRevision)
+		return e.result(t, ev, Applied, waits, skipped)
+	}
+	r := e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(rev), attempts: waits + 1})
+	r.Waits = waits
+	return r
 }
 
 // recreated: a creation event found its document created already, at an
@@ -282,6 +309,12 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case why != nil:
 		out, err := e.refused(ctx, t, ev, why, attempts)
 		return out, int64(head.Revision), err
+	case v == wait && attempts == 1 && e.streams != nil:
+		// Late, or gone from the stream? Asked once, on the first wait.
+		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
+			return out, rev, err
+		}
+		return step{}, -1, errNotVisible
 	case v == wait:
 		return step{}, -1, errNotVisible
 	case v == duplicate:
@@ -315,6 +348,83 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 		return step{}, rev, errMoved
 	}
 	return step{outcome: Applied, skipped: skipped}, rev, nil
+}
+
+// passHole handles an event whose predecessor its document has not reached
+// when the event store says the revisions between them are gone (see
+// [StreamReader]): passed is false when they are not (the predecessor is
+// late: wait for it). A document that is gone with its deleted stream stays
+// gone (the event is history of it: a duplicate). Otherwise, under [Block]
+// the event fails for good, naming the revisions; under [Skip] and [Park]
+// it applies on the document as it is (the zero state if there is none),
+// and under [Park] the hole is recorded first.
+func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, apply applyStep, attempts int) (out step, rev int64, passed bool, err error) {
+	state := t.p.newState()
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	switch {
+	case err != nil:
+		return step{}, -1, false, err
+	case found && head.Revision+1 >= ev.StreamRevision:
+		return step{}, int64(head.Revision), true, errMoved // it moved: decide again
+	case found && head.Stream != "" && head.Stream != ev.StreamID:
+		return step{}, -1, false, nil // another stream's document: refused once the wait runs out
+	}
+	h, err := e.holeBefore(ctx, ev, found, head.Revision)
+	switch {
+	case err != nil:
+		return step{}, -1, true, err
+	case !h.gone:
+		return step{}, -1, false, nil
+	case !found && h.deleted:
+		return step{outcome: Duplicate}, -1, true, nil
+	}
+	rev = -1
+	if found {
+		rev = int64(head.Revision)
+	}
+	gone := h.err(ev.StreamID)
+	if e.policyOf(t.p) == Block {
+		return step{}, rev, true, retry.Permanent(gone)
+	}
+	var from any
+	if found {
+		from = state
+	}
+	next, skipped, err := e.step(t.p, from, apply)
+	if err != nil {
+		return step{}, rev, true, err
+	}
+	if skipped != nil {
+		next = from // the event failed too, and the policy moves past it
+		if next == nil {
+			next = t.p.newState()
+		}
+		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+			return step{}, rev, true, err
+		}
+	}
+	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
+		return step{}, rev, true, err
+	}
+	e.logger.Warn("document moved past events that are gone from its stream", "projection", t.p.Name(), "document", t.id,
+		"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
+	to := k.record(stored{found: found, rev: head.Revision, stream: head.Stream}, ev)
+	newHead := driver.Head{Revision: to.rev, Stream: to.stream}
+	if !found {
+		err = e.store.Insert(ctx, t.p.Collection(), t.id, newHead, next)
+		if errors.Is(err, driver.ErrDuplicate) {
+			return step{}, rev, true, errMoved
+		}
+		return step{outcome: Applied, skipped: skipped}, rev, true, err
+	}
+	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, newHead, next)
+	switch {
+	case err != nil:
+		return step{}, rev, true, err
+	case !matched:
+		return step{}, rev, true, errMoved
+	}
+	return step{outcome: Applied, skipped: skipped}, rev, true, nil
 }
 
 // headNow reads the document's head, for the error of an event that gave up

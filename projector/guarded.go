@@ -115,6 +115,36 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 	return r
 }
 
+// guardedHole is what becomes of an event of a revision map whose stream's
+// predecessor the document has not reached, when the event store says the
+// revisions between are gone ([StreamReader]): passed is false when they are
+// not (wait). The event of a deleted stream the document never saw is a
+// duplicate; under [Block] the event fails for good, naming the revisions;
+// under [Skip] and [Park] (which records the hole) it applies: passed, with
+// no outcome yet.
+func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta driver.Meta) (out step, passed bool, err error) {
+	have, seen := meta.Revisions[streamKey(ev.StreamID)]
+	h, err := e.holeBefore(ctx, ev, seen, have)
+	switch {
+	case err != nil:
+		return step{}, true, err
+	case !h.gone:
+		return step{}, false, errNotVisible
+	case !seen && h.deleted:
+		return step{outcome: Duplicate}, true, nil
+	}
+	gone := h.err(ev.StreamID)
+	if e.policyOf(t.p) == Block {
+		return step{}, true, retry.Permanent(gone)
+	}
+	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
+		return step{}, true, err
+	}
+	e.logger.Warn("document moved past events that are gone from a stream", "projection", t.p.Name(), "document", t.id,
+		"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
+	return step{}, true, nil
+}
+
 // guardedStep is one read-decide-write of versioned document t.
 func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, undecodable error, attempts int) (step, error) {
 	state := t.p.newState()
@@ -131,8 +161,13 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 		return step{}, err
 	case v == duplicate:
 		return step{outcome: Duplicate}, nil
-	case v == wait:
+	case v == wait && (attempts > 1 || e.streams == nil || !k.everyRevision()):
 		return step{}, errNotVisible
+	case v == wait:
+		// Late, or gone from the stream? Asked once, on the first wait.
+		if out, passed, err := e.guardedHole(ctx, t, ev, meta); !passed || err != nil || out.outcome != 0 {
+			return out, err
+		}
 	}
 	var from any
 	if found {

@@ -78,6 +78,29 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 	return r
 }
 
+// GoneType is the type of the record [Park] leaves for a hole in a stream:
+// events gone from the event store ([ErrRevisionsGone]) that the document
+// moved past. It has no event to replay: [Engine.Replay] fails on it, and it
+// stays listed until it is removed, or a rebuild folds the stream as it is.
+const GoneType = "$revisions-gone"
+
+// parkHole records, under the [Park] policy, the hole a document moved past
+// at event ev.
+func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone error) error {
+	if e.policyOf(t.p) != Park {
+		return nil
+	}
+	err := e.parker.Park(ctx, ParkedEvent{
+		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: h.from, Position: ev.Position,
+		EventID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
+		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(),
+	})
+	if err != nil {
+		return fmt.Errorf("recording the hole: %w", err)
+	}
+	return nil
+}
+
 // ErrNotParked: replaying an event of a projection the engine does not run.
 var ErrNotParked = errors.New("no such projection in this engine")
 
@@ -109,6 +132,9 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}
 	}
 	t := target{p, pe.Document}
+	if pe.Type == GoneType {
+		return e.fail(t, ev, permanent(fmt.Errorf("%s: the events are gone from the event store: there is nothing to replay (a rebuild folds the stream as it is now)", pe.Error)))
+	}
 	decoded, err := e.registry.Decode(ev)
 	if err != nil {
 		f := permanent(err)

@@ -21,6 +21,7 @@ type Projection[S any] struct {
 	indexes    []Index
 	onFailure  FailurePolicy
 	hasPolicy  bool
+	onDelete   DeletionPolicy
 	strat      Strategy
 }
 
@@ -169,6 +170,7 @@ type Definition interface {
 	Strategy() Strategy
 
 	creates(Event) bool
+	deletionPolicy() DeletionPolicy
 	handledTypes() []reflect.Type
 	routes() bool
 	copyTo(collection string) Definition
@@ -200,6 +202,16 @@ func (p *Projection[S]) OnFailure(policy FailurePolicy) *Projection[S] {
 }
 
 func (p *Projection[S]) failurePolicy() (FailurePolicy, bool) { return p.onFailure, p.hasPolicy }
+
+// OnDelete sets what becomes of a document when the stream that feeds it is
+// deleted (default [KeepDocument]). It applies under the revision gate
+// ([StreamRevision]), where one stream feeds one document.
+func (p *Projection[S]) OnDelete(d DeletionPolicy) *Projection[S] {
+	p.onDelete = d
+	return p
+}
+
+func (p *Projection[S]) deletionPolicy() DeletionPolicy { return p.onDelete }
 
 func (p *Projection[S]) creates(e Event) bool {
 	return e.StreamRevision == 0 || p.handlers[reflect.TypeOf(e.Payload)].creates

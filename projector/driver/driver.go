@@ -36,6 +36,9 @@ type Store interface {
 	// Update replaces the state and head of document id, only if its
 	// revision is from; matched reports whether it was.
 	Update(ctx context.Context, collection, id string, from uint64, head Head, state any) (matched bool, err error)
+	// Delete removes document id, only if its revision is from; matched
+	// reports whether it did.
+	Delete(ctx context.Context, collection, id string, from uint64) (matched bool, err error)
 	// EnsureIndexes creates the indexes, if missing.
 	EnsureIndexes(ctx context.Context, collection string, indexes []Index) error
 }
@@ -43,9 +46,12 @@ type Store interface {
 // Head is what a document under the revision gate holds of the events
 // applied to it: the stream revision of the last one, and the stream that
 // feeds it ("" for a document written before the stream was recorded).
+// Deleted marks a document whose stream was deleted, kept for its readers
+// under the mark-deleted policy; the next write without it clears it.
 type Head struct {
 	Revision uint64
 	Stream   string
+	Deleted  bool
 }
 
 // Index is a secondary index a projection asks for, for its readers.

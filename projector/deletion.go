@@ -1,0 +1,145 @@
+package projector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/revgate/projector/projector/driver"
+)
+
+// DeletionPolicy is what becomes of a document under the revision gate when
+// the stream that feeds it is deleted: soft-deleted (DeleteStream) or
+// tombstoned (TombstoneStream). The engine sees a deletion as the record a
+// node writes in $all: the "$streamDeleted" event of a tombstone, in the
+// stream itself, or the "$metadata" event of "$$<stream>" whose $tb says the
+// stream is deleted (a subscription reads these only if its filter lets them
+// through: app.StreamPrefix and app.Category do).
+type DeletionPolicy int
+
+const (
+	// KeepDocument (the default) leaves the document as it is: it stays the
+	// fold of the events the stream had.
+	KeepDocument DeletionPolicy = iota
+	// MarkDeleted keeps the document and marks it deleted (mongostore:
+	// field _deleted true), for readers to filter on. An event of the stream
+	// written again clears the mark.
+	MarkDeleted
+	// RemoveDocument removes the document.
+	RemoveDocument
+)
+
+func (d DeletionPolicy) String() string {
+	switch d {
+	case KeepDocument:
+		return "keep"
+	case MarkDeleted:
+		return "mark"
+	case RemoveDocument:
+		return "remove"
+	}
+	return fmt.Sprintf("DeletionPolicy(%d)", int(d))
+}
+
+// Types of the records a node writes for a deleted stream.
+const (
+	// TypeStreamDeleted is the event a tombstone writes in the stream.
+	TypeStreamDeleted = "$streamDeleted"
+	// TypeMetadata is the event of a stream's metadata, in "$$<stream>".
+	TypeMetadata = "$metadata"
+)
+
+// deletion is the stream a deletion record deletes.
+type deletion struct {
+	stream    string
+	tombstone bool
+}
+
+// deletionOf reports whether ev is a node's record of a deleted stream: a
+// tombstone, or metadata whose $tb is the largest revision (what a soft
+// delete writes). Metadata that only truncates (a $tb below it, $maxCount,
+// $maxAge) is not a deletion.
+func deletionOf(ev Event) (deletion, bool) {
+	switch {
+	case ev.Type == TypeStreamDeleted:
+		return deletion{stream: ev.StreamID, tombstone: true}, true
+	case ev.Type == TypeMetadata && strings.HasPrefix(ev.StreamID, "$$"):
+		var m struct {
+			TruncateBefore *uint64 `json:"$tb"`
+		}
+		if json.Unmarshal(ev.Data, &m) != nil || m.TruncateBefore == nil || *m.TruncateBefore != math.MaxInt64 {
+			return deletion{}, false
+		}
+		return deletion{stream: strings.TrimPrefix(ev.StreamID, "$$")}, true
+	}
+	return deletion{}, false
+}
+
+// isDeletionRecord reports whether ev is a node's record about a stream
+// (a tombstone or stream metadata): never an event of a projection's own.
+func isDeletionRecord(ev Event) bool {
+	return ev.Type == TypeStreamDeleted || (ev.Type == TypeMetadata && strings.HasPrefix(ev.StreamID, "$$"))
+}
+
+// handleRecord handles a node's record about a stream: for a deletion, each
+// projection under the revision gate whose router routes the stream's events
+// applies its [DeletionPolicy] to the stream's document. Other strategies
+// keep their documents (fed by many streams, or by events that are not in a
+// stream's order), and metadata that only truncates changes nothing: the gate
+// finds the holes it leaves ([StreamReader]). It returns one result per
+// document marked or removed.
+func (e *Engine) handleRecord(ctx context.Context, ev Event) []Result {
+	d, ok := deletionOf(ev)
+	if !ok {
+		return nil
+	}
+	var results []Result
+	for _, p := range e.projections {
+		if _, gated := e.keeperOf(p).(streamRevision); !gated || p.deletionPolicy() == KeepDocument {
+			continue
+		}
+		// Routed as an event of the deleted stream would be.
+		of := Event{ID: ev.ID, Type: ev.Type, StreamID: d.stream, Position: ev.Position, Created: ev.Created, Data: ev.Data}
+		id, ok, err := p.Route(of)
+		if err != nil || !ok {
+			continue
+		}
+		results = append(results, e.deleteDocument(ctx, target{p, id}, of))
+	}
+	return results
+}
+
+// deleteDocument applies t's deletion policy to its document, in the
+// document's queue (after its events in flight).
+func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result {
+	tk := e.queue.enter(t.key(), math.MaxUint64)
+	defer func() { e.queue.leave(tk, true, nil) }()
+	if err := e.queue.wait(ctx, tk); err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	}
+	state := t.p.newState()
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	switch {
+	case err != nil:
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
+	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
+	var matched bool
+	if t.p.deletionPolicy() == RemoveDocument {
+		matched, err = e.store.Delete(ctx, t.p.Collection(), t.id, head.Revision)
+	} else {
+		marked := driver.Head{Revision: head.Revision, Stream: head.Stream, Deleted: true}
+		matched, err = e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, marked, state)
+	}
+	if err == nil && !matched {
+		err = errMoved
+	}
+	if err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
+	}
+	e.logger.Info("stream deleted", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "policy", t.p.deletionPolicy())
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}
+}
