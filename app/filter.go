@@ -34,7 +34,8 @@ const (
 )
 
 // StreamPrefix reads the streams whose names start with one of prefixes
-// ("loan/" reads loan/1, loan/2, ...).
+// ("loan/" reads loan/1, loan/2, ...), and their metadata streams ("$$loan/1"),
+// where a node records that a stream was deleted.
 func StreamPrefix(prefixes ...string) Filter {
 	return Filter{kind: byPrefix, prefixes: prefixes, what: fmt.Sprintf("streams %q*", prefixes)}
 }
@@ -130,9 +131,23 @@ func (f Filter) covers(registry *projector.Registry, p projector.Definition) err
 	return nil
 }
 
+// withMetadata is the filter's stream prefixes and those of its streams'
+// metadata streams ("$$loan/" for "loan/"), where a node records a soft
+// delete: the engine applies the projection's deletion policy on it.
+func (f Filter) withMetadata() []string {
+	if len(f.prefixes) == 0 {
+		return nil
+	}
+	out := slices.Clone(f.prefixes)
+	for _, p := range f.prefixes {
+		out = append(out, "$$"+p)
+	}
+	return out
+}
+
 // options are the subscription settings of the filter.
 func (f Filter) options() subscription.AllOptions {
-	o := subscription.AllOptions{StreamPrefixes: f.prefixes, StreamRegex: f.regex}
+	o := subscription.AllOptions{StreamPrefixes: f.withMetadata(), StreamRegex: f.regex}
 	if f.kind == byTypes {
 		quoted := make([]string, len(f.types))
 		for i, t := range f.types {

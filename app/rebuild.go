@@ -99,9 +99,9 @@ func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
 }
 
 // engine returns the engine of a rebuild of p into collection.
-func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, store *mongostore.Store) (*projector.Engine, error) {
+func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, store *mongostore.Store, streams projector.StreamReader) (*projector.Engine, error) {
 	return projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, collection)},
-		projector.WithFailurePolicy(c.policy), projector.WithParker(store))
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(streams))
 }
 
 // refuseGroups fails when a persistent subscription group feeds projection
@@ -140,7 +140,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	name, def := p.Definition.Name(), p.Definition.Collection()
 	// Whatever the projection needs of the store is checked before the
 	// rebuild is recorded.
-	if _, err := x.rebuildEngine(c, p, def, store); err != nil {
+	if _, err := x.rebuildEngine(c, p, def, store, client); err != nil {
 		return err
 	}
 	active, err := store.ActiveCollection(ctx, name, def)
@@ -160,7 +160,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	} else {
 		fmt.Fprintf(inv.Stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
 	}
-	eng, err := x.rebuildEngine(c, p, building, store)
+	eng, err := x.rebuildEngine(c, p, building, store, client)
 	if err != nil {
 		return err
 	}

@@ -442,7 +442,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
 		projector.WithRetry(c.retry), projector.WithLogger(logger),
-		projector.WithFailurePolicy(c.policy), projector.WithParker(store))
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(client))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,42 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/revgate/projector/projector"
+)
+
+var _ projector.StreamReader = (*Client)(nil)
+
+// FirstRevision implements [projector.StreamReader]: the revision of the
+// first event a forward read of stream returns now (above 0 once the node
+// truncated its start, by the stream's $maxCount, $maxAge or $tb, or after
+// it was deleted and written again), or [projector.ErrStreamDeleted] when
+// the read finds no event (deleted, tombstoned, truncated entirely).
+func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, error) {
+	var first uint64
+	err := c.Do(ctx, func(cl *esdb.Client) error {
+		rs, err := cl.ReadStream(ctx, stream, esdb.ReadStreamOptions{From: esdb.Start{}}, 1)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		ev, err := rs.Recv()
+		if err != nil {
+			return err
+		}
+		first = ev.OriginalEvent().EventNumber
+		return nil
+	})
+	var e *esdb.Error
+	switch {
+	case errors.Is(err, io.EOF),
+		errors.As(err, &e) && (e.Code() == esdb.ErrorCodeResourceNotFound || e.Code() == esdb.ErrorCodeStreamDeleted):
+		return 0, projector.ErrStreamDeleted
+	}
+	return first, err
+}
