@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -466,5 +467,36 @@ func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_pro
 	}
 	if err := projectortest.CheckDocument(context.Background(), mongostore.New(db), allTickets(), "all", streams[m[1]]); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// status counts, behind a projection's checkpoint, only the events its
+// filter reads: a quiet projection among busy streams is not shown behind
+// by the others' events.
+func TestStatus_counts_behind_only_the_events_the_projection_reads(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "b"})
+	for i := range 20 {
+		servers.Append(t, registry(), fmt.Sprintf("other/%d", i), noted{Text: "x"})
+	}
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("everything"), Reads: app.StreamRegex(".*")})
+	code, out, stderr := run(c, nil, "status", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--json")
+	if code != 0 {
+		t.Fatalf("status: exit %d\n%s", code, stderr)
+	}
+	var lines []struct {
+		Projection string
+		Behind     *int
+	}
+	if err := json.Unmarshal([]byte(out), &lines); err != nil || len(lines) != 2 {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	want := map[string]int{"tickets": 3, "everything": 23}
+	for _, l := range lines {
+		if l.Behind == nil || *l.Behind != want[l.Projection] {
+			t.Errorf("%s behind %v, want %d", l.Projection, l.Behind, want[l.Projection])
+		}
 	}
 }

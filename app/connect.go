@@ -131,36 +131,44 @@ func head(ctx context.Context, c *subscription.Client) (uint64, error) {
 	return pos, err
 }
 
-// lagCap bounds how many events are counted behind a checkpoint.
+// lagCap bounds how many events of $all are looked at behind a checkpoint.
 const lagCap = 10000
 
 // countAfter counts the events of $all after cp (from the start when cp is
-// nil), up to lagCap.
-func countAfter(ctx context.Context, c *subscription.Client, cp *uint64, prepare uint64) (int, error) {
-	n := 0
-	err := c.Do(ctx, func(cl *esdb.Client) error {
+// nil) that f reads, among the first lagCap events after it; more reports
+// that there were more than lagCap to look at (the count is a lower bound).
+func countAfter(ctx context.Context, c *subscription.Client, cp *uint64, prepare uint64, f Filter) (n int, more bool, err error) {
+	err = c.Do(ctx, func(cl *esdb.Client) error {
 		var from esdb.AllPosition = esdb.Start{}
 		if cp != nil {
 			from = esdb.Position{Commit: *cp, Prepare: prepare}
 		}
-		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, lagCap+1)
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, lagCap+2)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		for n = 0; ; {
+		n, more = 0, false
+		for scanned := 0; ; {
 			ev, err := s.Recv()
 			if errors.Is(err, io.EOF) {
-				n = min(n, lagCap)
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			if cp == nil || ev.OriginalEvent().Position.Commit > *cp {
-				n++ // reading forwards from a position includes the event there
+			r := ev.OriginalEvent()
+			if cp != nil && r.Position.Commit <= *cp {
+				continue // reading forwards from a position includes the event there
+			}
+			if scanned++; scanned > lagCap {
+				more = true
+				return nil
+			}
+			if f.matches(r.StreamID, r.EventType) {
+				n++
 			}
 		}
 	})
-	return n, err
+	return n, more, err
 }

@@ -131,6 +131,23 @@ func (f Filter) covers(registry *projector.Registry, p projector.Definition) err
 	return nil
 }
 
+// matches reports whether the filter reads an event of stream and
+// eventType, as the server's filter would (a stream regex is evaluated with
+// Go's RE2 here, with .NET's on a node: keep to the syntax both share). The
+// lag figures count only such events.
+func (f Filter) matches(stream, eventType string) bool {
+	switch f.kind {
+	case byPrefix:
+		return slices.ContainsFunc(f.withMetadata(), func(p string) bool { return strings.HasPrefix(stream, p) })
+	case byRegex:
+		re, err := regexp.Compile(f.regex)
+		return err == nil && re.MatchString(stream)
+	case byTypes:
+		return slices.Contains(f.types, eventType)
+	}
+	return false
+}
+
 // withMetadata is the filter's stream prefixes and those of its streams'
 // metadata streams ("$$loan/" for "loan/"), where a node records a soft
 // delete: the engine applies the projection's deletion policy on it.

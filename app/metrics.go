@@ -42,7 +42,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollecto
 		up:            d("up", "1 while the projection runs; 0 while it stands by (another process holds its lease) or is stopped at an event that failed (for good under the block policy, or until it is tried again), or, under --group and the block policy, while events that kept failing are parked in its group."),
 		leader:        d("lease_held", "1 while this process holds the projection's lease (--lease), 0 while it stands by."),
 		lagSeconds:    d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
-		lagEvents:     d("lag_events", "Events in $all after the stored checkpoint, counted up to 10000 every 5s."),
+		lagEvents:     d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s."),
 		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
 		headPosition:  prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
@@ -151,7 +151,7 @@ func (h *headSampler) sample(ctx context.Context, client *subscription.Client, r
 		switch cp := r.Stats().Checkpoint; {
 		case cp == nil:
 		case cp.Position < pos:
-			if n, err := countAfter(ctx, client, &cp.Position, cp.Prepare); err == nil {
+			if n, _, err := countAfter(ctx, client, &cp.Position, cp.Prepare, r.Reads()); err == nil {
 				lags[r.Name()] = n
 			}
 		default:

@@ -25,6 +25,8 @@ type runnerView interface {
 	Down() string
 	// Leader reports whether this process holds the projection's lease.
 	Leader() bool
+	// Reads is what the projection's subscription reads.
+	Reads() Filter
 }
 
 // slot is one projection of a running projector. Its runner writes to the
@@ -100,6 +102,8 @@ func (s *slot) Parked() (uint64, bool) {
 var _ runnerView = (*slot)(nil)
 
 func (s *slot) Name() string { return s.name }
+
+func (s *slot) Reads() Filter { return s.projection.Reads }
 
 // Stats returns the current runner's figures, with the counters of the
 // runners it replaced added, so that counters never go down.

@@ -132,7 +132,7 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 			st.LeaseHolder, st.LeaseUntil = l.Holder, l.Expires
 		}
 		if end != nil {
-			if err := c.againstHead(ctx, client, *end, stored[st.Collection], &st); err != nil {
+			if err := c.againstHead(ctx, client, *end, stored[st.Collection], p.Reads, &st); err != nil {
 				return nil, err
 			}
 		}
@@ -174,22 +174,22 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 
 // againstHead fills in the head of $all, the events behind the checkpoint,
 // and a group's parked events; each read is bounded by the connect timeout.
-func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, end uint64, cp mongostore.CheckpointStatus, st *projectionStatus) error {
+func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, end uint64, cp mongostore.CheckpointStatus, reads Filter, st *projectionStatus) error {
 	st.Head = &end
-	behind := 0
+	behind, more := 0, false
 	var err error
 	lctx, cancel := context.WithTimeout(ctx, c.timeout)
 	switch {
 	case cp.Checkpoint == nil:
-		behind, err = countAfter(lctx, client, nil, 0)
+		behind, more, err = countAfter(lctx, client, nil, 0, reads)
 	case cp.Checkpoint.Position < end:
-		behind, err = countAfter(lctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare)
+		behind, more, err = countAfter(lctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare, reads)
 	}
 	cancel()
 	if err != nil {
 		return fmt.Errorf("counting the events after %s's checkpoint: %w", st.Projection, err)
 	}
-	st.Behind, st.BehindAtLeast = &behind, behind >= lagCap
+	st.Behind, st.BehindAtLeast = &behind, more
 	if c.group == "" {
 		return nil
 	}
