@@ -5,42 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"regexp"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription/neutral"
 )
 
-// AllOptions configure a catch-up subscription to $all.
-type AllOptions struct {
-	// StreamPrefixes keeps, on the server, only the events of streams whose
-	// name starts with one of these (for the cart: "shopping_cart-"). Empty
-	// keeps every stream; events of system types ("$...") are left out then.
-	StreamPrefixes []string
-	// StreamRegex keeps only streams whose name matches it; it replaces
-	// StreamPrefixes.
-	StreamRegex string
-	// EventTypePrefixes keeps only events whose type starts with one of these.
-	// It leaves holes in the revisions of a stream, which the revision gate
-	// would wait for forever: the runner refuses it for gated projections.
-	EventTypePrefixes []string
-	// EventTypeRegex keeps only events whose type matches it; it replaces
-	// EventTypePrefixes. The same holes in revisions follow.
-	EventTypeRegex string
-	// MaxSearchWindow and CheckpointInterval tune the server's checkpoint
-	// messages: one after every MaxSearchWindow*CheckpointInterval events it
-	// scans, kept or not (server defaults when 0). They move the stored
-	// position on while filtered-out events go by, so that a quiet
-	// projection's restart does not rescan them.
-	MaxSearchWindow    int
-	CheckpointInterval int
-	// ResolveLinks delivers the events that link events point to.
-	ResolveLinks bool
-	// Logger logs drops and skipped deliveries (default: none).
-	Logger *slog.Logger
-}
+// AllOptions configure a catch-up subscription to $all. It is the same type
+// as kurrent.AllOptions, so that one value configures a source on either
+// client; see [neutral.AllOptions] for its fields.
+type AllOptions = neutral.AllOptions
 
 // All is a catch-up subscription to $all, as a [projector.Source]: it reads
 // from the checkpoint to the head, then follows live. Its checkpoints are
@@ -66,9 +41,7 @@ func NewAll(client *Client, opts AllOptions) (*All, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = neutral.OrDiscard(opts.Logger)
 	return &All{client: client, opts: opts, filter: f}, nil
 }
 
@@ -76,27 +49,16 @@ func NewAll(client *Client, opts AllOptions) (*All, error) {
 // settings, for a catch-up subscription to $all or a persistent subscription
 // group on $all; with none set it leaves out system events only.
 func ServerFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
-	streams := len(o.StreamPrefixes) > 0 || o.StreamRegex != ""
-	types := len(o.EventTypePrefixes) > 0 || o.EventTypeRegex != ""
-	if streams && types {
-		return nil, errors.New("subscription: $all filters by stream or by event type, not both (the server takes one filter)")
-	}
-	for _, rx := range []string{o.StreamRegex, o.EventTypeRegex} {
-		if _, err := regexp.Compile(rx); err != nil {
-			return nil, fmt.Errorf("subscription: filter regex: %w", err)
-		}
-	}
+	f, err := o.ServerFilter()
 	switch {
-	case o.StreamRegex != "":
-		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Regex: o.StreamRegex}, nil
-	case len(o.StreamPrefixes) > 0:
-		return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: o.StreamPrefixes}, nil
-	case o.EventTypeRegex != "":
-		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Regex: o.EventTypeRegex}, nil
-	case len(o.EventTypePrefixes) > 0:
-		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: o.EventTypePrefixes}, nil
+	case err != nil:
+		return nil, fmt.Errorf("subscription: %w", err)
+	case f.ExcludeSystemEvents:
+		return esdb.ExcludeSystemEventsFilter(), nil
+	case f.EventTypes:
+		return &esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: f.Prefixes, Regex: f.Regex}, nil
 	}
-	return esdb.ExcludeSystemEventsFilter(), nil
+	return &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: f.Prefixes, Regex: f.Regex}, nil
 }
 
 // Log implements [projector.AnchoredSource]: the id of the first event of
@@ -105,20 +67,9 @@ func ServerFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
 func (a *All) Log(ctx context.Context) (string, error) {
 	id := ""
 	err := a.client.Do(ctx, func(cl *esdb.Client) error {
-		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Start{}}, 1)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		ev, err := s.Recv()
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		}
-		id = ev.OriginalEvent().EventID.String()
-		return nil
+		var err error
+		id, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Start{}}, nil)
+		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("subscription: the start of $all on %s: %w", a.client, err)
@@ -136,39 +87,34 @@ func (a *All) Check(ctx context.Context, cp projector.Checkpoint) error {
 		if head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > head {
 			return err
 		}
-		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, 1)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if r := ev.OriginalEvent(); r.Position.Commit == cp.Position {
-			found = r.EventID.String()
-		}
-		return nil
+		found, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp.Position)
+		return err
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("subscription: checking checkpoint %s on %s: %w", cp, a.client, err)
-	case cp.Position > head:
-		return fmt.Errorf("%w: it is past the head of $all, %d", projector.ErrForeignCheckpoint, head)
-	case cp.EventID != "" && found != cp.EventID:
-		return fmt.Errorf("%w: the event at position %d is %s, not %s (head %d)", projector.ErrForeignCheckpoint, cp.Position, orNone(found), cp.EventID, head)
 	}
-	return nil
+	return neutral.CheckAnchor(cp, head, found)
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "none"
+// eventAt returns the id of the first event o reads from $all ("" for
+// none), or of none unless it is at commit position at, when at is set.
+func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *uint64) (string, error) {
+	s, err := cl.ReadAll(ctx, o, 1)
+	if err != nil {
+		return "", err
 	}
-	return s
+	defer s.Close()
+	ev, err := s.Recv()
+	switch {
+	case errors.Is(err, io.EOF):
+		return "", nil
+	case err != nil:
+		return "", err
+	}
+	if r := ev.OriginalEvent(); at == nil || r.Position.Commit == *at {
+		return r.EventID.String(), nil
+	}
+	return "", nil
 }
 
 // lastPosition returns the commit position of the last event in $all (0:
@@ -198,9 +144,7 @@ func (s *Stream) Ordered() bool { return true }
 // FiltersEventTypes reports whether the subscription leaves out events by
 // type, so that streams arrive with holes. (Leaving out system events only,
 // the default, leaves no hole in a user's stream.)
-func (a *All) FiltersEventTypes() bool {
-	return len(a.opts.EventTypePrefixes) > 0 || a.opts.EventTypeRegex != ""
-}
+func (a *All) FiltersEventTypes() bool { return a.opts.FiltersEventTypes() }
 
 // Subscribe implements [projector.Source]: after from, or from the start.
 func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
@@ -220,16 +164,12 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 	if err != nil {
 		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, err)
 	}
-	return &catchUp{sub: sub, logger: a.opts.Logger, checkpoint: allCheckpoint}, nil
+	return neutral.NewCatchUp("subscription", catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger), nil
 }
 
-// StreamOptions configure a catch-up subscription to one stream.
-type StreamOptions struct {
-	// ResolveLinks delivers the events that link events point to (for a
-	// $ce- or $et- stream).
-	ResolveLinks bool
-	Logger       *slog.Logger
-}
+// StreamOptions configure a catch-up subscription to one stream (the same
+// type as kurrent.StreamOptions; see [neutral.StreamOptions]).
+type StreamOptions = neutral.StreamOptions
 
 // Stream is a catch-up subscription to one stream, as a [projector.Source].
 // Its checkpoints are revisions of that stream.
@@ -246,9 +186,7 @@ func NewStream(client *Client, stream string, opts StreamOptions) (*Stream, erro
 	if client == nil || stream == "" {
 		return nil, errors.New("subscription: a stream source needs a client and a stream name")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = neutral.OrDiscard(opts.Logger)
 	return &Stream{client: client, stream: stream, opts: opts}, nil
 }
 
@@ -264,7 +202,7 @@ func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (pro
 	if err != nil {
 		return nil, fmt.Errorf("subscription: stream %q on %s: %w", s.stream, s.client, err)
 	}
-	return &catchUp{sub: sub, logger: s.opts.Logger, checkpoint: streamCheckpoint}, nil
+	return neutral.NewCatchUp("subscription", catchUp{sub: sub, checkpoint: streamCheckpoint}, s.opts.Logger), nil
 }
 
 func allCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {
@@ -276,43 +214,31 @@ func streamCheckpoint(re *esdb.ResolvedEvent) *projector.Checkpoint {
 	return &projector.Checkpoint{Position: re.OriginalEvent().EventNumber}
 }
 
-// catchUp is an open catch-up subscription.
+// catchUp translates what the official client's catch-up subscription
+// delivers for [neutral.NewCatchUp].
 type catchUp struct {
 	sub        *esdb.Subscription
-	logger     *slog.Logger
 	checkpoint func(*esdb.ResolvedEvent) *projector.Checkpoint
 }
 
-// Next implements [projector.Subscription].
-func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
-	stop := context.AfterFunc(ctx, func() { c.sub.Close() })
-	defer stop()
-	for {
-		m := c.sub.Recv()
-		switch {
-		case ctx.Err() != nil:
-			return projector.Delivery{}, ctx.Err()
-		case m.SubscriptionDropped != nil:
-			return projector.Delivery{}, fmt.Errorf("subscription: dropped: %w", m.SubscriptionDropped.Error)
-		case m.EventAppeared != nil:
-			cp := c.checkpoint(m.EventAppeared)
-			ev, err := Envelope(m.EventAppeared)
-			if err != nil {
-				// A link to a deleted event: there is nothing to project, and
-				// its stream's projection sees the hole in its revisions.
-				c.logger.Warn("skipping a delivery", "err", err)
-				return projector.Delivery{Checkpoint: cp}, nil
-			}
-			return projector.Delivery{Event: &ev, Checkpoint: cp}, nil
-		case m.CheckPointReached != nil:
-			cp := &projector.Checkpoint{Position: m.CheckPointReached.Commit, Prepare: m.CheckPointReached.Prepare}
-			return projector.Delivery{Checkpoint: cp}, nil
-		case m.CaughtUp != nil:
-			return projector.Delivery{CaughtUp: true}, nil
+func (c catchUp) Recv() neutral.Message {
+	m := c.sub.Recv()
+	switch {
+	case m.SubscriptionDropped != nil:
+		return neutral.Message{Dropped: m.SubscriptionDropped.Error}
+	case m.EventAppeared != nil:
+		cp := c.checkpoint(m.EventAppeared)
+		ev, err := Envelope(m.EventAppeared)
+		if err != nil {
+			return neutral.Message{EventErr: err, Checkpoint: cp}
 		}
-		// FellBehind: nothing to do; the runner keeps reading.
+		return neutral.Message{Event: &ev, Checkpoint: cp}
+	case m.CheckPointReached != nil:
+		return neutral.Message{Checkpoint: &projector.Checkpoint{Position: m.CheckPointReached.Commit, Prepare: m.CheckPointReached.Prepare}}
+	case m.CaughtUp != nil:
+		return neutral.Message{CaughtUp: true}
 	}
+	return neutral.Message{} // FellBehind
 }
 
-// Close implements [projector.Subscription].
-func (c *catchUp) Close() error { return c.sub.Close() }
+func (c catchUp) Close() error { return c.sub.Close() }

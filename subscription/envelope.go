@@ -1,6 +1,12 @@
 // Package subscription feeds the projector from EventStoreDB through its
-// official Go client (github.com/EventStore/EventStore-Client-Go/v4): it turns
-// what the client delivers into [projector.Event] envelopes.
+// official Go client (github.com/EventStore/EventStore-Client-Go/v4, archived
+// by its maintainers in 2025): it turns what the client delivers into
+// [projector.Event] envelopes. Package
+// [github.com/revgate/projector/kurrent] is its twin on the maintained
+// KurrentDB client; what does not depend on the client (options, the
+// settling of persistent deliveries, the connection that outlives an outage)
+// is shared with it through package
+// [github.com/revgate/projector/subscription/neutral].
 //
 // The engine gates on the stream an event was appended to, so an event read
 // through a link (from a $ce- or $et- projection stream, or a filtered
@@ -17,36 +23,33 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription/neutral"
 )
 
 // ErrUnresolvedLink: a link event whose target no longer exists (a deleted or
-// truncated stream). The revision it stood for is a hole in its stream.
-var ErrUnresolvedLink = errors.New("link to an event that no longer exists")
+// truncated stream). The revision it stood for is a hole in its stream. It
+// is the same error as kurrent.ErrUnresolvedLink.
+var ErrUnresolvedLink = neutral.ErrUnresolvedLink
 
 // Envelope returns the event the engine handles for one delivery.
 func Envelope(re *esdb.ResolvedEvent) (projector.Event, error) {
 	if re == nil {
 		return projector.Event{}, errors.New("subscription: nil event")
 	}
-	if re.Event == nil {
-		if re.Link != nil {
-			return projector.Event{}, fmt.Errorf("subscription: %w: link %d@%s", ErrUnresolvedLink, re.Link.EventNumber, re.Link.StreamID)
-		}
-		return projector.Event{}, errors.New("subscription: delivery without an event")
+	ev, err := neutral.Envelope(recorded(re.Event), recorded(re.Link), re.Commit)
+	if err != nil {
+		return projector.Event{}, fmt.Errorf("subscription: %w", err)
 	}
-	e := re.Event
-	position := e.Position.Commit
-	if position == 0 && re.Commit != nil && re.Link == nil {
-		position = *re.Commit
+	return ev, nil
+}
+
+// recorded is e in the neutral package's terms (nil for nil).
+func recorded(e *esdb.RecordedEvent) *neutral.Recorded {
+	if e == nil {
+		return nil
 	}
-	return projector.Event{
-		ID:             e.EventID.String(),
-		Type:           e.EventType,
-		StreamID:       e.StreamID,
-		StreamRevision: e.EventNumber,
-		Position:       position,
-		Data:           e.Data,
-		Metadata:       e.UserMetadata,
-		Created:        e.CreatedDate,
-	}, nil
+	return &neutral.Recorded{
+		ID: e.EventID, Type: e.EventType, Stream: e.StreamID, Revision: e.EventNumber,
+		Commit: e.Position.Commit, Created: e.CreatedDate, Data: e.Data, Metadata: e.UserMetadata,
+	}
 }

@@ -1,0 +1,79 @@
+package neutral
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/revgate/projector/projector"
+)
+
+// Message is one thing a client's catch-up subscription delivered,
+// translated by its source package. At most one of Dropped, Event,
+// EventErr, a lone Checkpoint and CaughtUp is set; a message with none (the
+// server's FellBehind) is passed over.
+type Message struct {
+	// Dropped ends the subscription with the client's error.
+	Dropped error
+	// Event is an event that appeared, and Checkpoint where to resume after
+	// it; EventErr replaces Event for a delivery that cannot be projected (a
+	// link to an event that no longer exists), which only moves the
+	// checkpoint.
+	Event    *projector.Event
+	EventErr error
+	// Checkpoint alone is the server's checkpoint message of a filtered
+	// subscription to $all.
+	Checkpoint *projector.Checkpoint
+	// CaughtUp: the subscription has reached the head of its log.
+	CaughtUp bool
+}
+
+// CatchUpStream is an open catch-up subscription of one client.
+type CatchUpStream interface {
+	// Recv blocks for the next message; after Close it returns one that
+	// says the subscription dropped.
+	Recv() Message
+	Close() error
+}
+
+// NewCatchUp returns s as a [projector.Subscription]. pkg prefixes its
+// errors; logger logs the deliveries it passes over.
+func NewCatchUp(pkg string, s CatchUpStream, logger *slog.Logger) projector.Subscription {
+	return &catchUp{pkg: pkg, s: s, logger: OrDiscard(logger)}
+}
+
+type catchUp struct {
+	pkg    string
+	s      CatchUpStream
+	logger *slog.Logger
+}
+
+// Next implements [projector.Subscription].
+func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
+	stop := context.AfterFunc(ctx, func() { c.s.Close() })
+	defer stop()
+	for {
+		m := c.s.Recv()
+		switch {
+		case ctx.Err() != nil:
+			return projector.Delivery{}, ctx.Err()
+		case m.Dropped != nil:
+			return projector.Delivery{}, fmt.Errorf("%s: dropped: %w", c.pkg, m.Dropped)
+		case m.EventErr != nil:
+			// A link to a deleted event: there is nothing to project, and
+			// its stream's projection sees the hole in its revisions.
+			c.logger.Warn("skipping a delivery", "err", m.EventErr)
+			return projector.Delivery{Checkpoint: m.Checkpoint}, nil
+		case m.Event != nil:
+			return projector.Delivery{Event: m.Event, Checkpoint: m.Checkpoint}, nil
+		case m.Checkpoint != nil:
+			return projector.Delivery{Checkpoint: m.Checkpoint}, nil
+		case m.CaughtUp:
+			return projector.Delivery{CaughtUp: true}, nil
+		}
+		// FellBehind: nothing to do; the runner keeps reading.
+	}
+}
+
+// Close implements [projector.Subscription].
+func (c *catchUp) Close() error { return c.s.Close() }

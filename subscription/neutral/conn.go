@@ -1,0 +1,176 @@
+package neutral
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultHangLimit bounds one call into an official client unless
+// [ConnConfig.HangLimit] says otherwise.
+const DefaultHangLimit = 30 * time.Second
+
+// ConnConfig says how a [Conn] builds, recognises and closes the clients of
+// one kind (C: *esdb.Client or *kurrentdb.Client).
+type ConnConfig[C comparable] struct {
+	// Package and Server name the source package and the server in errors
+	// ("subscription", "EventStoreDB").
+	Package, Server string
+	// URI is the connection string, without its password, for messages.
+	URI string
+	// New builds a client; it does not connect.
+	New func() (C, error)
+	// Close closes a client.
+	Close func(C) error
+	// ClosedForGood reports whether an error a call returned says that the
+	// client has closed itself (its discovery gave up).
+	ClosedForGood func(error) bool
+	// HangLimit bounds one call (0: [DefaultHangLimit]).
+	HangLimit time.Duration
+}
+
+// Conn is a connection through an official client that outlives an outage.
+// Both clients (their connection state machine is the same code) close
+// themselves for good once discovery fails its attempts, about a second of
+// an unreachable server with the defaults: every later call returns a
+// connection-closed error. Conn then builds a new client on the next call,
+// so a projector that loses its server picks up again when it is back.
+//
+// The same state machine, once stopped, leaves a call that was already
+// queued for it blocked for ever: [Call] abandons a call after the hang
+// limit, replaces the client, and returns an error the caller can retry.
+type Conn[C comparable] struct {
+	cfg ConnConfig[C]
+
+	mu      sync.Mutex
+	client  C // zero: none yet, or the last one was dropped
+	closed  bool
+	rebuilt int
+}
+
+// NewConn returns a connection that builds its clients with cfg.
+func NewConn[C comparable](cfg ConnConfig[C]) *Conn[C] {
+	if cfg.HangLimit <= 0 {
+		cfg.HangLimit = DefaultHangLimit
+	}
+	return &Conn[C]{cfg: cfg}
+}
+
+// Rebuilt returns how many times the client was replaced after it closed
+// itself or stopped answering.
+func (c *Conn[C]) Rebuilt() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rebuilt
+}
+
+// Client returns the current client, building one if there is none or the
+// last one closed itself.
+func (c *Conn[C]) Client() (C, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var zero C
+	if c.closed {
+		return zero, fmt.Errorf("%s: client closed", c.cfg.Package)
+	}
+	if c.client == zero {
+		cl, err := c.cfg.New()
+		if err != nil {
+			return zero, fmt.Errorf("%s: %s client for %s: %w", c.cfg.Package, c.cfg.Server, c.cfg.URI, err)
+		}
+		c.client = cl
+	}
+	return c.client, nil
+}
+
+// check looks at an error of a call made with cl: when it says the client
+// has closed itself, the next [Conn.Client] builds a new one.
+func (c *Conn[C]) check(cl C, err error) error {
+	if err != nil && c.cfg.ClosedForGood(err) {
+		// Not closed: a call may still be queued on its channel, and closing
+		// it would make that call panic. It has closed its connection.
+		c.drop(cl)
+	}
+	return err
+}
+
+// drop forgets cl so that the next call builds a new client.
+func (c *Conn[C]) drop(cl C) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client == cl {
+		var zero C
+		c.client = zero
+		c.rebuilt++
+	}
+}
+
+// Close closes the current client; later calls fail.
+func (c *Conn[C]) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var zero C
+	if c.client == zero {
+		return nil
+	}
+	err := c.cfg.Close(c.client)
+	c.client = zero
+	return err
+}
+
+// Do runs fn with the current client, bounded by ctx and by the hang limit.
+func (c *Conn[C]) Do(ctx context.Context, fn func(C) error) error {
+	_, err := Call(ctx, c, func(cl C) (struct{}, error) { return struct{}{}, fn(cl) })
+	return err
+}
+
+// ErrHung: a call into the official client did not return within the hang
+// limit; the client was replaced, and the call may be tried again.
+var ErrHung = errors.New("the client did not answer; replaced it")
+
+// Call runs fn with the current client of c, bounded by ctx and the hang
+// limit. A call abandoned on either is left to finish in the background; a
+// value it then returns that has a Close method (a subscription) is closed.
+func Call[C comparable, T any](ctx context.Context, c *Conn[C], fn func(C) (T, error)) (T, error) {
+	var zero T
+	cl, err := c.Client()
+	if err != nil {
+		return zero, err
+	}
+	done := make(chan result[T], 1)
+	go func() {
+		v, err := fn(cl)
+		done <- result[T]{v, err}
+	}()
+	timer := time.NewTimer(c.cfg.HangLimit)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.v, c.check(cl, r.err)
+	case <-ctx.Done():
+		go closeLate(done)
+		return zero, ctx.Err()
+	case <-timer.C:
+		go closeLate(done)
+		// Left open on purpose: closing it would make the stuck call panic
+		// (a send on its closed channel). Its state machine has stopped.
+		c.drop(cl)
+		return zero, fmt.Errorf("%s: %s client at %s did not answer within %v: %w", c.cfg.Package, c.cfg.Server, c.cfg.URI, c.cfg.HangLimit, ErrHung)
+	}
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// closeLate closes what an abandoned call returns, if it ever returns.
+func closeLate[T any](done <-chan result[T]) {
+	r := <-done
+	if c, ok := any(r.v).(interface{ Close() error }); ok && r.err == nil {
+		c.Close()
+	}
+}
