@@ -101,6 +101,9 @@ type folded struct {
 // document, one bulk write.
 func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	docs := b.documents(ids)
+	if b.streamFolds(p) {
+		docs = b.skipKnown(p, docs)
+	}
 	if len(docs) == 0 {
 		return
 	}
@@ -136,13 +139,25 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 		through = docs
 		return
 	}
+	folds := make([]*folder, len(docs))
+	var extend []*folder
+	for j, d := range docs {
+		cur, found := loaded[d.id]
+		fd := b.fold(p, d, cur, found)
+		folds[j] = fd
+		if !fd.f.fallback && fd.f.changed && b.streamFolds(p) {
+			extend = append(extend, fd)
+		}
+	}
+	b.extend(ctx, p, extend)
 	var writes []driver.Write
 	var writeDocs []*docEvents
-	for _, d := range docs {
-		cur, found := loaded[d.id]
-		f := b.fold(p, d, cur, found)
+	for j, d := range docs {
+		cur := loaded[d.id]
+		fd := folds[j]
+		f := fd.done()
 		switch {
-		case f.fallback, !f.changed && cur.Cached:
+		case f.fallback, fd.broken, !f.changed && cur.Cached:
 			// Through the gate. (A document whose events are all
 			// duplicates by the cache's word only is read from the server
 			// there: one deleted or rebuilt under the projector would
@@ -156,7 +171,13 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 			b.out[i] = append(b.out[i], f.results[k])
 		}
 	}
-	through = append(through, b.write(ctx, p, writes, writeDocs)...)
+	missed := b.write(ctx, p, writes, writeDocs)
+	through = append(through, missed...)
+	for j, d := range docs {
+		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
+			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev)
+		}
+	}
 }
 
 // enter takes the batch's place in the queue of each document, in the order
@@ -222,40 +243,78 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 // gate would apply them one by one (the strategy's check: the revision
 // gate, [decide]); any event the gate would not simply apply or skip sends
 // the document through the gate.
-func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found bool) folded {
-	k := b.keeperOf(p)
-	f := folded{write: driver.Write{ID: d.id, From: cur.Revision, Stream: cur.Stream}}
-	state, rev := cur.State, cur.Revision
+func (b *batchRun) fold(p Definition, d *docEvents, cur driver.Loaded, found bool) *folder {
+	fd := newFolder(b.keeperOf(p), p, d.id, cur, found)
 	for _, i := range d.idx {
-		ev := b.decoded[i]
-		read := stored{found: found, rev: rev, stream: f.write.Stream}
-		switch v, _ := k.check(read, ev, p.creates(ev)); v {
+		switch fd.step(b.decoded[i]) {
 		case duplicate:
-			f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
-			continue
-		case create:
-			next, err := p.applyTo(nil, ev)
-			if err != nil {
-				return folded{fallback: true}
-			}
-			state, found, f.write.Insert = next, true, true
+			fd.f.results = append(fd.f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
 		case apply:
-			next, err := p.applyTo(state, ev)
-			if err != nil {
-				return folded{fallback: true}
-			}
-			state = next
+			fd.f.results = append(fd.f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 		default:
-			// A predecessor is missing (the gate waits for it), or a second
-			// creation (ErrAlreadyCreated, under the failure policy).
-			return folded{fallback: true}
+			fd.f.fallback = true
+			return fd
 		}
-		to := k.record(read, ev)
-		rev, f.write.Stream, f.changed = to.rev, to.stream, true
-		f.results = append(f.results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
 	}
-	f.write.Revision, f.write.State = rev, state
-	return f
+	return fd
+}
+
+// folder folds events on one document in memory, as the gate would apply
+// them.
+type folder struct {
+	k     keeper
+	p     Definition
+	f     folded
+	state any
+	rev   uint64
+	found bool
+	// extended counts the events folded from the stream after the batch's
+	// ([StreamHistory]); broken: that read failed half-way.
+	extended int
+	broken   bool
+}
+
+func newFolder(k keeper, p Definition, id string, cur driver.Loaded, found bool) *folder {
+	return &folder{k: k, p: p, f: folded{write: driver.Write{ID: id, From: cur.Revision, Stream: cur.Stream}},
+		state: cur.State, rev: cur.Revision, found: found}
+}
+
+// step folds ev: apply (applied, a creation included), duplicate (nothing
+// to do), or wait for anything the gate would not simply apply (a missing
+// predecessor, a second creation, a failing step): the document then goes
+// through the gate.
+func (fd *folder) step(ev Event) verdict {
+	read := stored{found: fd.found, rev: fd.rev, stream: fd.f.write.Stream}
+	v, _ := fd.k.check(read, ev, fd.p.creates(ev))
+	switch v {
+	case duplicate:
+		return duplicate
+	case create:
+		next, err := fd.p.applyTo(nil, ev)
+		if err != nil {
+			return wait
+		}
+		fd.state, fd.found, fd.f.write.Insert = next, true, true
+	case apply:
+		next, err := fd.p.applyTo(fd.state, ev)
+		if err != nil {
+			return wait
+		}
+		fd.state = next
+	default:
+		// A predecessor is missing (the gate waits for it), or a second
+		// creation (ErrAlreadyCreated, under the failure policy).
+		return wait
+	}
+	to := fd.k.record(read, ev)
+	fd.rev, fd.f.write.Stream, fd.f.changed = to.rev, to.stream, true
+	return apply
+}
+
+// done is the fold's write and results.
+func (fd *folder) done() folded {
+	fd.f.write.Revision, fd.f.write.State = fd.rev, fd.state
+	return fd.f
 }
 
 // write writes the folded documents with one bulk write, and returns those

@@ -129,6 +129,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result 
 	}
 	var matched bool
 	if t.p.deletionPolicy() == RemoveDocument {
+		e.known.forget(t.key())
 		matched, err = e.store.Delete(ctx, t.p.Collection(), t.id, head.Revision)
 	} else {
 		marked := driver.Head{Revision: head.Revision, Stream: head.Stream, Deleted: true}

@@ -28,7 +28,10 @@ type Engine struct {
 	queue       *queue
 	onFailure   FailurePolicy
 	parker      Parker
-	streams     StreamReader // nil: holes are not known
+	streams     StreamReader  // nil: holes are not known
+	history     StreamHistory // nil: batches fold only their own events
+	noFolds     bool
+	known       *known // the revisions stream folds wrote documents at
 	locks       docLocks
 
 	// What the store can do, found once by NewEngine: nil when it cannot.
@@ -82,6 +85,8 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	for _, o := range opts {
 		o(e)
 	}
+	e.history, _ = e.streams.(StreamHistory)
+	e.known = newKnown(DefaultKnownDocuments)
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}

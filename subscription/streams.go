@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -39,4 +40,41 @@ func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, erro
 		return 0, projector.ErrStreamDeleted
 	}
 	return first, err
+}
+
+var _ projector.StreamHistory = (*Client)(nil)
+
+// ReadStream implements [projector.StreamHistory]: it reads stream forwards
+// from revision from, handing each event to each.
+func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	stop := errors.New("stopped")
+	err := c.Do(ctx, func(cl *esdb.Client) error {
+		rs, err := cl.ReadStream(ctx, stream, esdb.ReadStreamOptions{From: esdb.Revision(from)}, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for {
+			re, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			ev, err := Envelope(re)
+			if err != nil {
+				return err
+			}
+			if err := each(ev); errors.Is(err, projector.ErrStopRead) {
+				return stop
+			} else if err != nil {
+				return err
+			}
+		}
+	})
+	if errors.Is(err, stop) {
+		return nil
+	}
+	return err
 }

@@ -1,0 +1,137 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// StreamHistory is a [StreamReader] that also reads a stream's events. With
+// one ([WithStreamReader]), batched catch-up folds a document under the
+// revision gate from its stream's whole history the first time a batch
+// meets it: the events after the batch's are read from the stream (which the
+// event store indexes) and folded in memory, and the document is written
+// once, at the stream's last revision. The engine remembers that revision,
+// so the later events of the stream that the catch-up passes over are
+// duplicates without a read or a write. However the streams interleave in
+// the log, each document is then written about once.
+type StreamHistory interface {
+	StreamReader
+	// ReadStream calls each with the events of stream from revision from
+	// on, in order, until the stream's end or until each returns an error:
+	// [ErrStopRead] ends the read without an error; any other is returned.
+	ReadStream(ctx context.Context, stream string, from uint64, each func(Event) error) error
+}
+
+// ErrStopRead, returned by the callback of [StreamHistory.ReadStream], ends
+// the read early without an error.
+var ErrStopRead = errors.New("stop reading")
+
+// DefaultKnownDocuments is how many documents' written revisions an engine
+// remembers (see [StreamHistory]); about 100 bytes each.
+const DefaultKnownDocuments = 1 << 16
+
+// WithoutStreamFolds turns folding from a stream's history off: batches fold
+// only the events they hold (for comparisons, and for a store that others
+// edit under the projector).
+func WithoutStreamFolds() Option { return func(e *Engine) { e.noFolds = true } }
+
+// streamFolds reports whether batches fold p's documents from their streams.
+func (e *Engine) streamFolds(p Definition) bool {
+	if e.history == nil || e.noFolds {
+		return false
+	}
+	_, gated := e.keeperOf(p).(streamRevision)
+	return gated
+}
+
+// known is the revisions the engine wrote documents at, by stream folds: a
+// bounded cache (the least recently used are forgotten, and their events go
+// through the batch's read again).
+type known struct {
+	cache *lru.Cache[docKey, uint64]
+}
+
+func newKnown(size int) *known {
+	c, _ := lru.New[docKey, uint64](max(size, 1))
+	return &known{cache: c}
+}
+
+// covers reports whether document k is known to be at revision rev or past.
+func (n *known) covers(k docKey, rev uint64) bool {
+	at, ok := n.cache.Get(k)
+	return ok && at >= rev
+}
+
+func (n *known) wrote(k docKey, rev uint64) { n.cache.Add(k, rev) }
+
+func (n *known) forget(k docKey) { n.cache.Remove(k) }
+
+// skipKnown returns the documents of docs that the engine is not known to
+// have written past their events, and gives the others' events their
+// results: duplicates.
+func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
+	keep := docs[:0]
+	for _, d := range docs {
+		last := b.decoded[d.idx[len(d.idx)-1]].StreamRevision
+		if !b.known.covers(docKey{p.Collection(), d.id}, last) {
+			keep = append(keep, d)
+			continue
+		}
+		for _, i := range d.idx {
+			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
+		}
+	}
+	return keep
+}
+
+// foldLimit bounds the stream reads a batch runs at once.
+const foldLimit = 8
+
+// extend folds, for each folder, the events of its document's stream after
+// the batch's, read from the event store, up to the stream's end or the
+// first event the gate would not simply apply (that one and the rest come
+// through the catch-up as usual). A read that fails leaves the fold as the
+// batch made it.
+func (b *batchRun) extend(ctx context.Context, p Definition, folders []*folder) {
+	sem := make(chan struct{}, foldLimit)
+	var wg sync.WaitGroup
+	for _, fd := range folders {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			b.extendOne(ctx, p, fd)
+		})
+	}
+	wg.Wait()
+}
+
+func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
+	stream, id := fd.f.write.Stream, fd.f.write.ID
+	if stream == "" {
+		return
+	}
+	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
+		decoded, err := b.registry.Decode(ev)
+		if err != nil {
+			return ErrStopRead
+		}
+		if to, ok, err := p.Route(decoded); err != nil || !ok || to != id {
+			return ErrStopRead
+		}
+		if fd.step(decoded) != apply {
+			return ErrStopRead
+		}
+		fd.extended++
+		return nil
+	})
+	if err != nil {
+		// A projection's step may change the state in place: what was
+		// folded cannot be undone, so the document goes through the gate.
+		fd.broken = true
+		b.logger.Debug("reading a stream to fold it failed; its events go through the gate", "projection", p.Name(),
+			"stream", stream, "folded", fd.extended, "err", err)
+	}
+}
