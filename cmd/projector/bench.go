@@ -351,6 +351,7 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int) (map[s
 type catchUpSettings struct {
 	workers, batch int
 	window         time.Duration
+	noFolds        bool // batches fold only their own events (projector.WithoutStreamFolds)
 }
 
 // defaultCatchUp is the runner's defaults.
@@ -361,6 +362,7 @@ func (c *catchUpSettings) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.workers, "workers", c.workers, "A's workers")
 	fs.IntVar(&c.batch, "batch", c.batch, "A's largest batch")
 	fs.DurationVar(&c.window, "batch-window", c.window, "A's batch window while behind the head")
+	fs.BoolVar(&c.noFolds, "no-stream-folds", c.noFolds, "A's batches fold only their own events, not a document's whole stream")
 }
 
 func (c catchUpSettings) options() []projector.RunnerOption {
@@ -368,11 +370,16 @@ func (c catchUpSettings) options() []projector.RunnerOption {
 }
 
 func (c catchUpSettings) String() string {
-	return fmt.Sprintf("workers %d, batch %d, window %v", c.workers, c.batch, c.window)
+	s := fmt.Sprintf("workers %d, batch %d, window %v", c.workers, c.batch, c.window)
+	if c.noFolds {
+		s += ", no stream folds"
+	}
+	return s
 }
 
 func (c catchUpSettings) args() []string {
-	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String()}
+	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
+		fmt.Sprintf("--no-stream-folds=%v", c.noFolds)}
 }
 
 // childReport is what the catch-up process reports of its run.
@@ -536,18 +543,22 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	var rep childReport
 	began := time.Now()
 	store := &countingStore{Store: mongostore.New(db)}
-	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
+	c, err := subscription.Dial(esdbURI, nil)
+	if err != nil {
+		return rep, err
+	}
+	defer c.Close()
+	opts := []projector.Option{projector.WithStreamReader(c)}
+	if tune.noFolds {
+		opts = append(opts, projector.WithoutStreamFolds())
+	}
+	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, opts...)
 	if err != nil {
 		return rep, err
 	}
 	if err := eng.Prepare(ctx); err != nil {
 		return rep, err
 	}
-	c, err := subscription.Dial(esdbURI, nil)
-	if err != nil {
-		return rep, err
-	}
-	defer c.Close()
 	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
 	if err != nil {
 		return rep, err
