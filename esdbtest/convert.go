@@ -72,16 +72,13 @@ func recordedForRead(r *record, asString bool) *streams.ReadResp_ReadEvent_Recor
 	}
 }
 
-// readEvent builds the Streams.Read message for an event (and its link).
-func readEvent(event, link *record, asString bool) *streams.ReadResp {
-	original := event
-	if link != nil {
-		original = link
-	}
+// readEvent builds the Streams.Read message for what a read sends for a
+// record: an event, a resolved link, or a dangling link (no event).
+func readEvent(res resolution, asString bool) *streams.ReadResp {
 	return &streams.ReadResp{Content: &streams.ReadResp_Event{Event: &streams.ReadResp_ReadEvent{
-		Event:    recordedForRead(event, asString),
-		Link:     recordedForRead(link, asString),
-		Position: &streams.ReadResp_ReadEvent_CommitPosition{CommitPosition: original.position},
+		Event:    recordedForRead(res.event, asString),
+		Link:     recordedForRead(res.link, asString),
+		Position: &streams.ReadResp_ReadEvent_CommitPosition{CommitPosition: res.original().position},
 	}}}
 }
 
@@ -103,15 +100,11 @@ func recordedForPersistent(r *record, asString bool) *persistent.ReadResp_ReadEv
 
 // persistentEvent builds the PersistentSubscriptions.Read message for a
 // message of a group.
-func persistentEvent(event, link *record, retryCount int, asString bool) *persistent.ReadResp {
-	original := event
-	if link != nil {
-		original = link
-	}
+func persistentEvent(res resolution, retryCount int, asString bool) *persistent.ReadResp {
 	return &persistent.ReadResp{Content: &persistent.ReadResp_Event{Event: &persistent.ReadResp_ReadEvent{
-		Event:    recordedForPersistent(event, asString),
-		Link:     recordedForPersistent(link, asString),
-		Position: &persistent.ReadResp_ReadEvent_CommitPosition{CommitPosition: original.position},
+		Event:    recordedForPersistent(res.event, asString),
+		Link:     recordedForPersistent(res.link, asString),
+		Position: &persistent.ReadResp_ReadEvent_CommitPosition{CommitPosition: res.original().position},
 		Count:    &persistent.ReadResp_ReadEvent_RetryCount{RetryCount: int32(retryCount)},
 	}}}
 }

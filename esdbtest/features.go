@@ -35,6 +35,8 @@ func (featuresService) GetSupportedMethods(context.Context, *shared.Empty) (*ser
 		Methods: []*serverfeatures.SupportedMethod{
 			m(serviceStreams, "read"),
 			m(serviceStreams, "append"),
+			m(serviceStreams, "delete"),
+			m(serviceStreams, "tombstone"),
 			m(servicePersistent, "create", "stream", "all"),
 			m(servicePersistent, "update", "stream", "all"),
 			m(servicePersistent, "delete", "stream", "all"),

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,13 +76,13 @@ type startPoint struct {
 
 // message is an event of a group's source on its way to the consumers.
 type message struct {
-	seq         int     // index in the source (revision, or index in $all); -1 for a replayed parked message
-	original    *record // the record of the source
-	event, link *record // what is sent (link set for a resolved link)
-	id          uuid.UUID
-	retries     int
-	consumer    *consumer // while in flight
-	deadline    time.Time // while in flight, zero without a timeout
+	seq      int        // index in the source (revision, or index in $all); -1 for a replayed parked message
+	original *record    // the record of the source
+	res      resolution // what is sent
+	id       uuid.UUID
+	retries  int
+	consumer *consumer // while in flight
+	deadline time.Time // while in flight, zero without a timeout
 }
 
 // group is a persistent subscription group: its settings, its position in
@@ -198,11 +199,11 @@ func (g *group) fill() <-chan struct{} {
 		}
 		seq := g.next
 		g.next++
-		if g.filter != nil && !g.filter.match(r) {
+		if r.scavenged.Load() || g.isAll() && hiddenFromAll(r.stream) || g.filter != nil && !g.filter.match(r) {
 			continue
 		}
-		event, link := g.s.log.resolve(r, g.settings.resolveLinks)
-		m := &message{seq: seq, original: r, event: event, link: link, id: r.id}
+		res := g.s.log.resolve(r, g.settings.resolveLinks)
+		m := &message{seq: seq, original: r, res: res, id: r.id}
 		g.live[seq] = m
 		g.fresh = append(g.fresh, m)
 	}
@@ -274,30 +275,31 @@ type parkedMeta struct {
 // and records it with its reason.
 func (g *group) park(m *message, reason string) {
 	g.done(m)
-	target := m.event
 	meta, err := json.Marshal(parkedMeta{Added: time.Now().UTC(), Reason: reason, SubscriptionEventNumber: m.original.revision})
 	if err != nil {
 		meta = []byte("{}")
 	}
+	p := Parked{Reason: reason}
+	var data []byte
+	if target := m.res.event; target != nil {
+		data = []byte(strconv.FormatUint(target.revision, 10) + "@" + target.stream)
+		p.EventID, p.Stream, p.Revision = target.id.String(), target.stream, target.revision
+	} else {
+		// A dangling link is parked as its own data, as the node's
+		// PersistentSubscriptionMessageParker.GetLinkToFor does.
+		data = m.res.link.data
+		p.EventID, p.Stream, p.Revision = m.res.link.id.String(), m.res.link.stream, m.res.link.revision
+	}
 	link := proposed{
 		id:          uuid.New(),
 		eventType:   linkEventType,
-		contentType: "application/octet-stream",
-		data:        []byte(strconv.FormatUint(target.revision, 10) + "@" + target.stream),
+		contentType: contentBinary,
+		data:        data,
 		metadata:    meta,
 	}
 	res, _ := g.s.log.append(g.key.parkedStream(), expectation{kind: expectAny}, []proposed{link})
-	g.s.groups.addParked(g.key, parkedEntry{
-		Parked: Parked{
-			EventID:  target.id.String(),
-			Stream:   target.stream,
-			Revision: target.revision,
-			Reason:   reason,
-		},
-		msg:       m,
-		parkedRev: res.revision,
-	})
-	g.s.logger.Debug("esdbtest: parked", "group", g.key.group, "stream", g.key.stream, "event", target.id, "reason", reason)
+	g.s.groups.addParked(g.key, parkedEntry{Parked: p, msg: m, parkedRev: res.revision})
+	g.s.logger.Debug("esdbtest: parked", "group", g.key.group, "stream", g.key.stream, "event", p.EventID, "reason", reason)
 }
 
 // dispatch hands queued messages, retries first, to consumers with room.
@@ -337,7 +339,7 @@ func (g *group) pick(m *message) *consumer {
 	switch g.settings.strategy {
 	case strategyPinned:
 		h := fnv.New32a()
-		h.Write([]byte(m.event.stream))
+		h.Write([]byte(assignmentSource(m.res)))
 		c := g.consumers[int(h.Sum32()%1024)%n]
 		if c.room() {
 			return c
@@ -360,6 +362,23 @@ func (g *group) pick(m *message) *consumer {
 	return nil
 }
 
+// assignmentSource is the stream a Pinned group hashes: the event's, or for
+// a dangling link the stream named in its data, as the node's
+// PinnablePersistentSubscriptionConsumerStrategy.GetSourceStreamId does.
+func assignmentSource(res resolution) string {
+	r := res.event
+	if r == nil {
+		r = res.link
+	}
+	if r.eventType == linkEventType {
+		if _, stream, ok := strings.Cut(string(r.data), "@"); ok {
+			return stream
+		}
+		return string(r.data)
+	}
+	return r.stream
+}
+
 // send puts a message in flight on a consumer.
 func (g *group) send(c *consumer, m *message, now time.Time) {
 	c.inflight[m.id] = m
@@ -369,7 +388,7 @@ func (g *group) send(c *consumer, m *message, now time.Time) {
 	if g.settings.messageTimeout > 0 {
 		m.deadline = now.Add(g.settings.messageTimeout)
 	}
-	resp := persistentEvent(m.event, m.link, m.retries, c.asString)
+	resp := persistentEvent(m.res, m.retries, c.asString)
 	c.push(resp)
 	g.s.stats.delivered.Add(1)
 	if g.s.faults.duplicate() {
@@ -520,7 +539,7 @@ func (g *group) replay(entries []parkedEntry) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, e := range entries {
-		m := &message{seq: -1, original: e.msg.original, event: e.msg.event, link: e.msg.link, id: e.msg.id}
+		m := &message{seq: -1, original: e.msg.original, res: e.msg.res, id: e.msg.id}
 		g.retry = append(g.retry, m)
 	}
 	g.signal()

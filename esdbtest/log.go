@@ -2,9 +2,8 @@ package esdbtest
 
 import (
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,18 +16,21 @@ const linkEventType = "$>"
 // metadata: 100 ns ticks since the Unix epoch.
 func unixEpochTicks(t time.Time) int64 { return t.UnixNano() / 100 }
 
-// record is one event of the log. Records never change once appended, so
-// readers may use them without holding the log's lock.
+// record is one event of the log. Records never change once appended, except
+// for the scavenged mark, so readers may use them without holding the log's
+// lock.
 type record struct {
 	id          uuid.UUID
 	stream      string
-	revision    uint64
+	revision    uint64 // deletedStream for a tombstone
 	position    uint64 // commit and prepare position, equal here
 	eventType   string
 	contentType string
 	created     int64 // 100 ns ticks since the Unix epoch
 	data        []byte
-	metadata    []byte // the user's (custom) metadata
+	metadata    []byte      // the user's (custom) metadata
+	meta        *streamMeta // for a record of a metadata stream: the metadata it sets
+	scavenged   atomic.Bool // removed from $all by Server.Scavenge
 }
 
 // size is how far the log position moves for this record.
@@ -36,21 +38,7 @@ func (r *record) size() uint64 {
 	return uint64(len(r.data) + len(r.metadata) + len(r.eventType) + 64)
 }
 
-// linkTarget parses the data of a link event.
-func (r *record) linkTarget() (stream string, revision uint64, ok bool) {
-	if r.eventType != linkEventType {
-		return "", 0, false
-	}
-	rev, name, found := strings.Cut(string(r.data), "@")
-	if !found {
-		return "", 0, false
-	}
-	n, err := strconv.ParseUint(rev, 10, 64)
-	if err != nil {
-		return "", 0, false
-	}
-	return name, n, true
-}
+func (r *record) isTombstone() bool { return r.revision == deletedStream }
 
 // proposed is an event as the client sends it.
 type proposed struct {
@@ -61,164 +49,110 @@ type proposed struct {
 	metadata    []byte
 }
 
-// expectKind is the kind of an expected revision.
-type expectKind int
-
-const (
-	expectAny expectKind = iota
-	expectNoStream
-	expectStreamExists
-	expectRevision
-)
-
-// expectation is the expected revision of an append.
-type expectation struct {
-	kind     expectKind
-	revision uint64 // with expectRevision
-}
-
-// appendResult is what an append did.
-type appendResult struct {
-	exists   bool   // the stream has events (false only for an empty append to a missing stream)
-	revision uint64 // revision of the stream's last event
-	position uint64 // position of the stream's last event written or matched
-	written  int    // events written; 0 for an idempotent repeat
-}
-
-// wrongVersion reports a failed expectation.
-type wrongVersion struct {
-	expected expectation
-	exists   bool   // the stream has events
-	current  uint64 // revision of its last event, when it exists
-}
-
-// eventLog is the in-memory log: $all and an index per stream.
+// eventLog is the in-memory log: $all and an index per stream. Scavenged
+// records stay in both slices, marked, so that indexes into them stay valid.
 type eventLog struct {
 	now func() time.Time
 
-	mu      sync.RWMutex
-	all     []*record
-	streams map[string][]*record
-	end     uint64        // position of the last record, 0 when empty
-	changed chan struct{} // closed and replaced at every append
+	mu         sync.RWMutex
+	all        []*record
+	streams    map[string][]*record // by revision
+	tombstones map[string]*record
+	end        uint64        // position of the last record, 0 when empty
+	scavenged  int           // records of all marked scavenged
+	changed    chan struct{} // closed and replaced when records are written
+	projection *systemProjections
 }
 
-func newEventLog() *eventLog {
+func newEventLog(now func() time.Time) *eventLog {
+	if now == nil {
+		now = time.Now
+	}
 	return &eventLog{
-		now:     time.Now,
-		streams: make(map[string][]*record),
-		changed: make(chan struct{}),
+		now:        now,
+		streams:    make(map[string][]*record),
+		tombstones: make(map[string]*record),
+		changed:    make(chan struct{}),
 	}
 }
 
-// append writes events to a stream if the expectation holds.
-func (l *eventLog) append(stream string, exp expectation, events []proposed) (appendResult, *wrongVersion) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	existing := l.streams[stream]
-	if res, ok := idempotentRepeat(existing, exp, events); ok {
-		return res, nil
+// write adds a record at the end of the log; l.mu must be held. The caller
+// calls publish once the operation's records are all written.
+func (l *eventLog) write(stream string, revision uint64, p proposed, created int64) *record {
+	r := &record{
+		id:          p.id,
+		stream:      stream,
+		revision:    revision,
+		eventType:   p.eventType,
+		contentType: p.contentType,
+		created:     created,
+		data:        p.data,
+		metadata:    p.metadata,
 	}
-	if w := check(existing, exp); w != nil {
-		return appendResult{}, w
-	}
-	created := unixEpochTicks(l.now())
-	next := uint64(len(existing))
-	for _, p := range events {
-		r := &record{
-			id:          p.id,
-			stream:      stream,
-			revision:    next,
-			eventType:   p.eventType,
-			contentType: p.contentType,
-			created:     created,
-			data:        p.data,
-			metadata:    p.metadata,
+	if isMetastream(stream) {
+		r.meta = emptyMeta
+		if r.contentType == contentJSON && len(r.data) > 0 {
+			r.meta = parseMeta(r.data)
 		}
-		l.end += r.size()
-		r.position = l.end
-		next++
-		l.all = append(l.all, r)
-		existing = append(existing, r)
 	}
-	l.streams[stream] = existing
-	if len(events) > 0 {
-		close(l.changed)
-		l.changed = make(chan struct{})
+	l.end += r.size()
+	r.position = l.end
+	l.all = append(l.all, r)
+	if r.isTombstone() {
+		l.tombstones[stream] = r
+	} else {
+		l.streams[stream] = append(l.streams[stream], r)
 	}
-	if len(existing) == 0 {
-		// An empty append to a missing stream: nothing to report but success.
-		return appendResult{}, nil
-	}
-	last := existing[len(existing)-1]
-	return appendResult{exists: true, revision: last.revision, position: last.position, written: len(events)}, nil
+	return r
 }
 
-// check tests an expectation against a stream's events.
-func check(existing []*record, exp expectation) *wrongVersion {
-	w := &wrongVersion{expected: exp, exists: len(existing) > 0}
-	if w.exists {
-		w.current = uint64(len(existing)) - 1
+// publish runs the system projections over the records an operation wrote
+// and wakes the readers; l.mu must be held.
+func (l *eventLog) publish(written []*record) {
+	if len(written) == 0 {
+		return
 	}
-	switch exp.kind {
-	case expectNoStream:
-		if w.exists {
-			return w
-		}
-	case expectStreamExists:
-		if !w.exists {
-			return w
-		}
-	case expectRevision:
-		if !w.exists || w.current != exp.revision {
-			return w
-		}
+	if l.projection != nil {
+		l.projection.process(l, written)
 	}
-	return nil
+	close(l.changed)
+	l.changed = make(chan struct{})
 }
 
-// idempotentRepeat reports whether events were already written where the
-// expectation puts them (compared on ids), as the real server's idempotent
-// write check does, and if so what the first write returned.
-func idempotentRepeat(existing []*record, exp expectation, events []proposed) (appendResult, bool) {
-	if len(events) == 0 || len(existing) == 0 {
-		return appendResult{}, false
+// lastRevision returns the revision of a stream's last event as the node's
+// index sees it: deletedStream for a tombstoned stream (and for the metadata
+// stream of one), -1 for a stream without events; l.mu must be held.
+func (l *eventLog) lastRevision(stream string) int64 {
+	if l.tombstones[stream] != nil || isMetastream(stream) && l.tombstones[originalOf(stream)] != nil {
+		return deletedStream
 	}
-	var first int
-	switch exp.kind {
-	case expectNoStream:
-		first = 0
-	case expectRevision:
-		if exp.revision >= uint64(len(existing)) {
-			return appendResult{}, false
-		}
-		first = int(exp.revision) + 1
-	default:
-		first = -1
-		for i, r := range existing {
-			if r.id == events[0].id {
-				first = i
-				break
-			}
-		}
-		if first < 0 {
-			return appendResult{}, false
-		}
-	}
-	if first+len(events) > len(existing) {
-		return appendResult{}, false
-	}
-	for i, p := range events {
-		if existing[first+i].id != p.id {
-			return appendResult{}, false
-		}
-	}
-	last := existing[first+len(events)-1]
-	return appendResult{exists: true, revision: last.revision, position: last.position}, true
+	return int64(len(l.streams[stream])) - 1
 }
 
-// allFrom returns the records of $all from index i on, and the channel closed
-// at the next append.
+// metadataOf returns a stream's metadata; l.mu must be held.
+func (l *eventLog) metadataOf(stream string) *streamMeta {
+	if isMetastream(stream) {
+		return metastreamMeta
+	}
+	metas := l.streams[metaPrefix+stream]
+	if len(metas) == 0 {
+		return emptyMeta
+	}
+	return metas[len(metas)-1].meta
+}
+
+// rawMetadataOf returns the data of the last event of a stream's metadata
+// stream, nil without one; l.mu must be held.
+func (l *eventLog) rawMetadataOf(stream string) []byte {
+	metas := l.streams[metaPrefix+stream]
+	if len(metas) == 0 {
+		return nil
+	}
+	return metas[len(metas)-1].data
+}
+
+// allFrom returns the records of $all from index i on, scavenged ones
+// included, and the channel closed at the next write.
 func (l *eventLog) allFrom(i int) ([]*record, <-chan struct{}) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -228,8 +162,8 @@ func (l *eventLog) allFrom(i int) ([]*record, <-chan struct{}) {
 	return l.all[i:len(l.all):len(l.all)], l.changed
 }
 
-// streamFrom returns the records of a stream from revision rev on, and the
-// channel closed at the next append.
+// streamFrom returns the records of a stream from revision rev on,
+// regardless of its metadata, and the channel closed at the next write.
 func (l *eventLog) streamFrom(stream string, rev uint64) ([]*record, <-chan struct{}) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -240,14 +174,22 @@ func (l *eventLog) streamFrom(stream string, rev uint64) ([]*record, <-chan stru
 	return events[rev:len(events):len(events)], l.changed
 }
 
-// allSnapshot returns $all as it is now.
+// tombstoneOf returns a stream's tombstone, nil if it has none.
+func (l *eventLog) tombstoneOf(stream string) *record {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.tombstones[stream]
+}
+
+// allSnapshot returns $all as it is now, scavenged records included.
 func (l *eventLog) allSnapshot() []*record {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.all[:len(l.all):len(l.all)]
 }
 
-// streamSnapshot returns a stream's records as they are now.
+// streamSnapshot returns a stream's records as they are now, regardless of
+// its metadata, without its tombstone.
 func (l *eventLog) streamSnapshot(stream string) []*record {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -255,39 +197,19 @@ func (l *eventLog) streamSnapshot(stream string) []*record {
 	return events[:len(events):len(events)]
 }
 
-// lookup returns one record of a stream, or nil.
-func (l *eventLog) lookup(stream string, rev uint64) *record {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	events := l.streams[stream]
-	if rev >= uint64(len(events)) {
-		return nil
-	}
-	return events[rev]
-}
-
-// resolve returns the event to send for r and, when r is a resolved link, the
-// link itself.
-func (l *eventLog) resolve(r *record, resolveLinks bool) (event, link *record) {
-	if !resolveLinks {
-		return r, nil
-	}
-	stream, rev, ok := r.linkTarget()
-	if !ok {
-		return r, nil
-	}
-	target := l.lookup(stream, rev)
-	if target == nil {
-		return r, nil
-	}
-	return target, r
-}
-
-// head returns the position of the last record and the number of records.
+// head returns the position of the last record and the number of records,
+// scavenged ones included.
 func (l *eventLog) head() (uint64, int) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.end, len(l.all)
+}
+
+// size returns the number of records in $all that are not scavenged.
+func (l *eventLog) size() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.all) - l.scavenged
 }
 
 // firstAfter returns the index in all of the first record whose position is

@@ -145,7 +145,10 @@ type persistentService struct {
 }
 
 // Create creates a group on a stream or on $all.
-func (svc *persistentService) Create(_ context.Context, req *persistent.CreateReq) (*persistent.CreateResp, error) {
+func (svc *persistentService) Create(ctx context.Context, req *persistent.CreateReq) (*persistent.CreateResp, error) {
+	if !svc.s.allowOps(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	key, start, f, err := createTarget(opts)
 	if err != nil {
@@ -216,7 +219,10 @@ func createTarget(opts *persistent.CreateReq_Options) (groupKey, startPoint, *fi
 
 // Update changes a group's settings and restarts it. A group on $all keeps
 // its filter (the protocol cannot change it).
-func (svc *persistentService) Update(_ context.Context, req *persistent.UpdateReq) (*persistent.UpdateResp, error) {
+func (svc *persistentService) Update(ctx context.Context, req *persistent.UpdateReq) (*persistent.UpdateResp, error) {
+	if !svc.s.allowOps(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	key, start := updateTarget(opts)
 	g := svc.s.groups.get(key)
@@ -260,7 +266,10 @@ func updateTarget(opts *persistent.UpdateReq_Options) (groupKey, startPoint) {
 }
 
 // Delete deletes a group and drops its consumers. Its parked stream stays.
-func (svc *persistentService) Delete(_ context.Context, req *persistent.DeleteReq) (*persistent.DeleteResp, error) {
+func (svc *persistentService) Delete(ctx context.Context, req *persistent.DeleteReq) (*persistent.DeleteResp, error) {
+	if !svc.s.allowOps(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	key := groupKey{group: opts.GetGroupName(), stream: allStream}
 	if id := opts.GetStreamIdentifier(); id != nil {
@@ -275,7 +284,10 @@ func (svc *persistentService) Delete(_ context.Context, req *persistent.DeleteRe
 }
 
 // GetInfo describes one group.
-func (svc *persistentService) GetInfo(_ context.Context, req *persistent.GetInfoReq) (*persistent.GetInfoResp, error) {
+func (svc *persistentService) GetInfo(ctx context.Context, req *persistent.GetInfoReq) (*persistent.GetInfoResp, error) {
+	if !svc.s.allowAuthenticated(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	key := groupKey{group: opts.GetGroupName(), stream: allStream}
 	if id := opts.GetStreamIdentifier(); id != nil {
@@ -289,7 +301,10 @@ func (svc *persistentService) GetInfo(_ context.Context, req *persistent.GetInfo
 }
 
 // List describes all groups, or those of one stream.
-func (svc *persistentService) List(_ context.Context, req *persistent.ListReq) (*persistent.ListResp, error) {
+func (svc *persistentService) List(ctx context.Context, req *persistent.ListReq) (*persistent.ListResp, error) {
+	if !svc.s.allowAuthenticated(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	var only *string
 	if fs := opts.GetListForStream(); fs != nil {
@@ -312,7 +327,10 @@ func (svc *persistentService) List(_ context.Context, req *persistent.ListReq) (
 }
 
 // ReplayParked sends a group's parked messages again.
-func (svc *persistentService) ReplayParked(_ context.Context, req *persistent.ReplayParkedReq) (*persistent.ReplayParkedResp, error) {
+func (svc *persistentService) ReplayParked(ctx context.Context, req *persistent.ReplayParkedReq) (*persistent.ReplayParkedResp, error) {
+	if !svc.s.allowOps(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	opts := req.GetOptions()
 	key := groupKey{group: opts.GetGroupName(), stream: allStream}
 	if id := opts.GetStreamIdentifier(); id != nil {
@@ -331,7 +349,10 @@ func (svc *persistentService) ReplayParked(_ context.Context, req *persistent.Re
 }
 
 // RestartSubsystem restarts every group after its checkpoint.
-func (svc *persistentService) RestartSubsystem(context.Context, *shared.Empty) (*shared.Empty, error) {
+func (svc *persistentService) RestartSubsystem(ctx context.Context, _ *shared.Empty) (*shared.Empty, error) {
+	if !svc.s.allowOps(ctx) {
+		return nil, accessDeniedError().onUnary(ctx)
+	}
 	for _, g := range svc.s.groups.list() {
 		g.mu.Lock()
 		settings, start := g.settings, g.start
@@ -355,6 +376,10 @@ func (svc *persistentService) Read(srv persistent.PersistentSubscriptions_ReadSe
 	key := groupKey{group: opts.GetGroupName(), stream: allStream}
 	if id := opts.GetStreamIdentifier(); id != nil {
 		key.stream = string(id.GetStreamName())
+	}
+	// The node's ProcessMessages: a user who may read the group's stream.
+	if !svc.s.allowStream(srv.Context(), actionRead, key.stream) {
+		return accessDeniedError().onStream(srv)
 	}
 	g := svc.s.groups.get(key)
 	if g == nil {

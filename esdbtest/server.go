@@ -2,10 +2,13 @@ package esdbtest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
@@ -42,22 +46,49 @@ type Options struct {
 	// Seed seeds the random choice of [Server.DuplicateDeliveries], so a run
 	// with the same seed and the same traffic duplicates the same events.
 	Seed int64
+	// Now is the server's clock: the "created" time of new events, and the
+	// time $maxAge and [Server.Scavenge] measure ages against. nil means
+	// time.Now; a test that moves its own clock can age events at once.
+	Now func() time.Time
+	// SystemProjections makes the server keep the streams of a node's
+	// $by_category and $by_event_type system projections: "$ce-<category>"
+	// and "$et-<type>" link events, written as events are appended (see
+	// the package documentation).
+	SystemProjections bool
+	// Users turns authentication on (a node without --insecure): calls run
+	// as the user of their basic credentials, or as the anonymous user
+	// without any, and the node's default access rules apply (see the
+	// package documentation). The server then serves TLS with a
+	// self-signed certificate, as the client sends credentials only over
+	// TLS; [Server.URI] and [Server.Client] account for it.
+	// [DefaultUsers] returns a node's own users. nil turns it off.
+	Users []User
+	// MaxAppendSize is the most bytes of event data one append may carry,
+	// the node's MaxAppendSize option; 0 means its default, 1,048,576
+	// (1 MiB).
+	MaxAppendSize int
 }
+
+// defaultMaxAppendSize is the node's default MaxAppendSize.
+const defaultMaxAppendSize = 1 << 20
 
 // Server is a running test double of an EventStoreDB node. Its methods are
 // safe for concurrent use.
 type Server struct {
-	log     *eventLog
-	logger  *slog.Logger
-	lis     net.Listener
-	grpc    *grpc.Server
-	faults  *faults
-	stats   counters
-	subs    registry
-	groups  *groups
-	closing chan struct{}
-	wg      sync.WaitGroup // the serving goroutine, the groups' dispatchers, persistent consumers' receivers
-	once    sync.Once
+	log           *eventLog
+	logger        *slog.Logger
+	lis           net.Listener
+	grpc          *grpc.Server
+	faults        *faults
+	auth          *authenticator // nil without authentication
+	roots         *x509.CertPool // the certificate's pool, nil without TLS
+	maxAppendSize int
+	stats         counters
+	subs          registry
+	groups        *groups
+	closing       chan struct{}
+	wg            sync.WaitGroup // the serving goroutine, the groups' dispatchers, persistent consumers' receivers
+	once          sync.Once
 }
 
 // Start listens on opts.Addr and serves the EventStoreDB protocol subset
@@ -76,15 +107,23 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("esdbtest: listen on %s: %w", addr, err)
 	}
 	s := &Server{
-		log:     newEventLog(),
-		logger:  logger,
-		lis:     lis,
-		faults:  newFaults(opts.Seed),
-		closing: make(chan struct{}),
+		log:           newEventLog(opts.Now),
+		logger:        logger,
+		lis:           lis,
+		faults:        newFaults(opts.Seed),
+		auth:          newAuthenticator(opts.Users),
+		maxAppendSize: opts.MaxAppendSize,
+		closing:       make(chan struct{}),
+	}
+	if s.maxAppendSize <= 0 {
+		s.maxAppendSize = defaultMaxAppendSize
+	}
+	if opts.SystemProjections {
+		s.log.projection = newSystemProjections()
 	}
 	s.subs.subs = make(map[*liveSub]struct{})
 	s.groups = newGroups(s)
-	s.grpc = grpc.NewServer(
+	serverOpts := []grpc.ServerOption{
 		// The client pings every 10 s even without a call; the default
 		// policy (5 min, not without streams) answers with GOAWAY.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
@@ -93,9 +132,22 @@ func Start(opts Options) (*Server, error) {
 		}),
 		// Close waits for the handlers, so none is left running.
 		grpc.WaitForHandlers(true),
-		grpc.ChainUnaryInterceptor(s.refuseUnary),
-		grpc.ChainStreamInterceptor(s.refuseStream),
-	)
+		grpc.ChainUnaryInterceptor(s.refuseUnary, s.authUnary),
+		grpc.ChainStreamInterceptor(s.refuseStream, s.authStream),
+	}
+	if s.auth != nil {
+		cert, roots, err := selfSigned(time.Now())
+		if err != nil {
+			_ = lis.Close()
+			return nil, err
+		}
+		s.roots = roots
+		serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(&tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS12,
+		})))
+	}
+	s.grpc = grpc.NewServer(serverOpts...)
 	streams.RegisterStreamsServer(s.grpc, &streamsService{s: s})
 	persistent.RegisterPersistentSubscriptionsServer(s.grpc, &persistentService{s: s})
 	serverfeatures.RegisterServerFeaturesServer(s.grpc, featuresService{})
@@ -114,7 +166,13 @@ func Start(opts Options) (*Server, error) {
 // test ends; it fails the test if the server cannot start.
 func New(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := Start(Options{})
+	return NewWith(tb, Options{})
+}
+
+// NewWith is [New] with options.
+func NewWith(tb testing.TB, opts Options) *Server {
+	tb.Helper()
+	s, err := Start(opts)
 	if err != nil {
 		tb.Fatalf("esdbtest: %v", err)
 	}
@@ -126,26 +184,55 @@ func New(tb testing.TB) *Server {
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
 // URI returns a connection string for the official client:
-// "esdb://ADDR?tls=false&maxDiscoverAttempts=100&discoveryInterval=100".
+// "esdb://ADDR?tls=false&maxDiscoverAttempts=100&discoveryInterval=100", or
+// with [Options.Users] "esdb://ADDR?tls=true&tlsVerifyCert=false&..." (the
+// certificate is self-signed; [Server.Client] verifies it instead).
 //
 // The discovery settings matter for [Server.Refuse]: after a call fails with
 // Unavailable the client rediscovers the node on its next call, and if
 // discovery fails maxDiscoverAttempts times (default 10 x 100 ms) it closes
 // itself for good. With 100 attempts 100 ms apart a client survives a refusal
 // of about 10 s; its next call blocks until the server answers again.
-func (s *Server) URI() string {
-	return fmt.Sprintf("esdb://%s?tls=false&maxDiscoverAttempts=%d&discoveryInterval=%d",
-		s.Addr(), discoverAttempts, discoveryIntervalMS)
+func (s *Server) URI() string { return s.uri("") }
+
+// URIAs is [Server.URI] with a user's credentials, which the client sends
+// with every call: "esdb://NAME:PASSWORD@ADDR?tls=true&...".
+func (s *Server) URIAs(name, password string) string {
+	return s.uri(url.UserPassword(name, password).String() + "@")
+}
+
+func (s *Server) uri(userinfo string) string {
+	tlsParams := "tls=false"
+	if s.roots != nil {
+		tlsParams = "tls=true&tlsVerifyCert=false"
+	}
+	return fmt.Sprintf("esdb://%s%s?%s&maxDiscoverAttempts=%d&discoveryInterval=%d",
+		userinfo, s.Addr(), tlsParams, discoverAttempts, discoveryIntervalMS)
 }
 
 // Client returns an official client connected to [Server.URI], closed when the
 // test ends (before the server, if the server came from [New] earlier). Its
-// logs go to the server's logger at debug level.
+// logs go to the server's logger at debug level. With [Options.Users] it
+// runs as the anonymous user unless a call carries credentials.
 func (s *Server) Client(tb testing.TB) *esdb.Client {
 	tb.Helper()
-	cfg, err := esdb.ParseConnectionString(s.URI())
+	return s.client(tb, s.URI())
+}
+
+// ClientAs is [Server.Client] running as a user: [Server.URIAs].
+func (s *Server) ClientAs(tb testing.TB, name, password string) *esdb.Client {
+	tb.Helper()
+	return s.client(tb, s.URIAs(name, password))
+}
+
+func (s *Server) client(tb testing.TB, uri string) *esdb.Client {
+	tb.Helper()
+	cfg, err := esdb.ParseConnectionString(uri)
 	if err != nil {
-		tb.Fatalf("esdbtest: parse %s: %v", s.URI(), err)
+		tb.Fatalf("esdbtest: parse %s: %v", uri, err)
+	}
+	if s.roots != nil {
+		cfg.RootCAs, cfg.SkipCertificateVerification = s.roots, false
 	}
 	logger := s.logger
 	cfg.Logger = func(level esdb.LogLevel, format string, args ...interface{}) {
@@ -179,11 +266,9 @@ func (s *Server) Head() uint64 {
 	return end
 }
 
-// Len returns the number of events in $all, parked-message links included.
-func (s *Server) Len() int {
-	_, n := s.log.head()
-	return n
-}
+// Len returns the number of events in the log, parked-message links and the
+// events the server writes itself included, scavenged ones excluded.
+func (s *Server) Len() int { return s.log.size() }
 
 // Stats counts what the server did since it started.
 type Stats struct {
@@ -276,11 +361,17 @@ func (s *Server) refuseStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if !s.faults.refusing() {
 		return handler(srv, ss)
 	}
-	// A client-streaming call answered before the client has sent its
-	// messages makes the client's Send fail with io.EOF, which it reports as
-	// an unknown error and does not treat as a reason to rediscover. Take
-	// what it sends first (all of an Append, the options of a persistent
-	// Read) so the client sees Unavailable.
+	drainClient(ss, info)
+	return errRefused
+}
+
+// drainClient takes what a client-streaming call sends before it is answered
+// with an error: a client-streaming call answered before the client has
+// sent its messages makes the client's Send fail with io.EOF, which it
+// reports as an unknown error (and does not treat as a reason to
+// rediscover). Taking all of an Append, or the options of a persistent
+// Read, lets the client see the status.
+func drainClient(ss grpc.ServerStream, info *grpc.StreamServerInfo) {
 	switch {
 	case info.IsClientStream && !info.IsServerStream:
 		for ss.RecvMsg(new(shared.Empty)) == nil {
@@ -288,7 +379,6 @@ func (s *Server) refuseStream(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	case info.IsClientStream:
 		_ = ss.RecvMsg(new(shared.Empty))
 	}
-	return errRefused
 }
 
 var errRefused = status.Error(codes.Unavailable, "esdbtest: server refusing calls (fault injected)")

@@ -2,9 +2,11 @@ package esdbtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -437,7 +439,18 @@ func TestSubscribe_all_from_a_position_is_exclusive(t *testing.T) {
 	}
 }
 
-func TestSubscribe_all_filter_checkpoints_advance_past_filtered_out_events(t *testing.T) {
+// positionsOf reads $all and returns each event's position, keyed by
+// "stream/revision".
+func positionsOf(t *testing.T, ctx context.Context, c *esdb.Client) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 10_000)) {
+		out[fmt.Sprintf("%s/%d", e.Event.StreamID, e.Event.EventNumber)] = e.Event.Position.Commit
+	}
+	return out
+}
+
+func TestSubscribe_all_filter_checkpoints_as_23_10_sends_them(t *testing.T) {
 	s := esdbtest.New(t)
 	c := s.Client(t)
 	ctx := testCtx(t)
@@ -445,51 +458,87 @@ func TestSubscribe_all_filter_checkpoints_advance_past_filtered_out_events(t *te
 	for i := range 4 {
 		appendEvents(t, ctx, c, fmt.Sprintf("other-%d", i), "Noise", 10)
 	}
-	lastNoise := s.Head()
+	pos := positionsOf(t, ctx, c)
 	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
 		From:               esdb.Start{},
 		Filter:             &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"keep-"}},
 		MaxSearchWindow:    4,
-		CheckpointInterval: 2, // a checkpoint every 8 scanned events
+		CheckpointInterval: 2, // a checkpoint every 8 scanned events, at the end of a page
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	var kept int
-	var checkpoints []uint64
+	var got []string
 	for {
 		e := next(t, sub)
 		if e.CaughtUp != nil {
 			break
 		}
-		if e.EventAppeared != nil {
-			if e.EventAppeared.Event.StreamID != "keep-1" {
-				t.Fatalf("filtered-out event delivered: %s", e.EventAppeared.Event.StreamID)
-			}
-			kept++
-		}
-		if e.CheckPointReached != nil {
-			checkpoints = append(checkpoints, e.CheckPointReached.Commit)
+		switch {
+		case e.EventAppeared != nil:
+			got = append(got, fmt.Sprintf("%s/%d", e.EventAppeared.Event.StreamID, e.EventAppeared.Event.EventNumber))
+		case e.CheckPointReached != nil:
+			got = append(got, fmt.Sprintf("checkpoint %d", e.CheckPointReached.Commit))
 		}
 	}
-	// 45 scanned: checkpoints after 8, 16, 24, 32, 40, then 45 at the head.
-	if kept != 5 || len(checkpoints) != 6 || !slices.IsSorted(checkpoints) {
-		t.Fatalf("kept %d, checkpoints %v", kept, checkpoints)
+	// Pages of 4 scanned events: keep-1/0-3 | keep-1/4 other-0/0-2 (8
+	// scanned: at the last kept event) | other-0/3-6 | other-0/7-9
+	// other-1/0 (16: where the page started, after other-0/6) | ... | the
+	// page with other-3/9 reaches the end: no checkpoint there.
+	want := []string{"keep-1/0", "keep-1/1", "keep-1/2", "keep-1/3", "keep-1/4",
+		fmt.Sprintf("checkpoint %d", pos["keep-1/4"]),
+		fmt.Sprintf("checkpoint %d", pos["other-0/6"]),
+		fmt.Sprintf("checkpoint %d", pos["other-1/4"]),
+		fmt.Sprintf("checkpoint %d", pos["other-2/2"]),
+		fmt.Sprintf("checkpoint %d", pos["other-3/0"]),
 	}
-	if got := checkpoints[len(checkpoints)-1]; got != lastNoise {
-		t.Fatalf("last checkpoint %d, want the last filtered-out event's position %d", got, lastNoise)
+	if !slices.Equal(got, want) {
+		t.Fatalf("catch-up:\n got %v\nwant %v", got, want)
 	}
 
-	// Live: a quiet filter's checkpoint still follows the head.
-	appendEvents(t, ctx, c, "other-live", "Noise", 3)
-	e := next(t, sub)
-	if e.CheckPointReached == nil || e.CheckPointReached.Commit != s.Head() {
-		t.Fatalf("live message %+v, want a checkpoint at %d", e, s.Head())
+	// Live: the 5 events scanned since the last checkpoint count on; the
+	// 8th scanned event brings one, at its own position.
+	appendEvents(t, ctx, c, "other-live", "Noise", 2)
+	res := appendEvents(t, ctx, c, "keep-2", "Kept", 1)
+	if e := next(t, sub); e.EventAppeared == nil || e.EventAppeared.Event.StreamID != "keep-2" {
+		t.Fatalf("live message %+v, want keep-2's event", e)
 	}
-	appendEvents(t, ctx, c, "keep-2", "Kept", 1)
-	if e := nextEvent(t, sub); e.Event.StreamID != "keep-2" {
-		t.Fatalf("live event from %s", e.Event.StreamID)
+	if e := next(t, sub); e.CheckPointReached == nil || e.CheckPointReached.Commit != res.CommitPosition {
+		t.Fatalf("live message %+v, want a checkpoint at %d", e, res.CommitPosition)
+	}
+	appendEvents(t, ctx, c, "other-live", "Noise", 7)
+	last := appendEvents(t, ctx, c, "other-live", "Noise", 1)
+	if e := next(t, sub); e.CheckPointReached == nil || e.CheckPointReached.Commit != last.CommitPosition {
+		t.Fatalf("live message %+v, want a checkpoint at %d", e, last.CommitPosition)
+	}
+}
+
+func TestSubscribe_all_filter_count_window_is_32_and_a_first_empty_page_checkpoints_at_0(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "other", "Noise", 40)
+	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
+		From:            esdb.Start{},
+		Filter:          &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"keep-"}},
+		MaxSearchWindow: esdb.NoMaxSearchWindow, // a "count" window: the node's default, 32
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if e := next(t, sub); e.CheckPointReached == nil || e.CheckPointReached.Commit != 0 {
+		t.Fatalf("first message %+v, want a checkpoint at 0 (where the first page started)", e)
+	}
+	if e := next(t, sub); e.CaughtUp == nil {
+		t.Fatalf("second message %+v, want CaughtUp", e)
+	}
+	// 8 scanned before going live: the 24th live event makes 32.
+	appendEvents(t, ctx, c, "other", "Noise", 23)
+	res := appendEvents(t, ctx, c, "other", "Noise", 1)
+	if e := next(t, sub); e.CheckPointReached == nil || e.CheckPointReached.Commit != res.CommitPosition {
+		t.Fatalf("live message %+v, want a checkpoint at %d", e, res.CommitPosition)
 	}
 }
 
@@ -1186,5 +1235,947 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 			t.Fatal("condition not reached before the deadline")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// --- stream metadata, deletes, scavenge ---
+
+// clock is a test's clock for Options.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Now()} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func setMetadata(t *testing.T, ctx context.Context, c *esdb.Client, stream string, set func(*esdb.StreamMetadata)) {
+	t.Helper()
+	var m esdb.StreamMetadata
+	set(&m)
+	if _, err := c.SetStreamMetadata(ctx, stream, esdb.AppendToStreamOptions{}, m); err != nil {
+		t.Fatalf("set metadata of %s: %v", stream, err)
+	}
+}
+
+// readErr reads a stream to its end and returns the error that ended it (nil
+// at io.EOF) and the revisions read.
+func readErr(ctx context.Context, c *esdb.Client, stream string, opts esdb.ReadStreamOptions) ([]uint64, error) {
+	rs, err := c.ReadStream(ctx, stream, opts, 1000)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var revs []uint64
+	for {
+		e, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return revs, nil
+		}
+		if err != nil {
+			return revs, err
+		}
+		revs = append(revs, e.OriginalEvent().EventNumber)
+	}
+}
+
+// grpcStatus returns the gRPC status an error of the client wraps.
+func grpcStatus(err error) *status.Status {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus()
+	}
+	return status.New(codes.Unknown, fmt.Sprint(err))
+}
+
+func wantCode(t *testing.T, what string, err error, want esdb.ErrorCode) {
+	t.Helper()
+	if code, ok := errorCode(err); !ok || code != want {
+		t.Fatalf("%s: err = %v, want error code %d", what, err, want)
+	}
+}
+
+// allOf returns the revisions of one stream's events in $all.
+func allOf(t *testing.T, ctx context.Context, c *esdb.Client, stream string) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 10_000)) {
+		if e.Event.StreamID == stream {
+			out = append(out, e.Event.EventNumber)
+		}
+	}
+	return out
+}
+
+func reversedRevs(revs []uint64) []uint64 {
+	out := slices.Clone(revs)
+	slices.Reverse(out)
+	return out
+}
+
+func seq(from, to uint64) []uint64 {
+	var out []uint64
+	for i := from; i <= to; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+func TestMetadata_truncates_stream_reads_forwards_and_backwards(t *testing.T) {
+	clk := newClock()
+	s := esdbtest.NewWith(t, esdbtest.Options{Now: clk.now})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	tests := []struct {
+		name string
+		set  func(*esdb.StreamMetadata)
+		want []uint64 // forwards from the start, of 10 events
+	}{
+		{"maxCount", func(m *esdb.StreamMetadata) { m.SetMaxCount(3) }, seq(7, 9)},
+		{"tb", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(6) }, seq(6, 9)},
+		{"the higher of tb and maxCount", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(2); m.SetMaxCount(3) }, seq(7, 9)},
+		{"maxAge", func(m *esdb.StreamMetadata) { m.SetMaxAge(time.Hour) }, seq(5, 9)},
+		{"tb past the end reads empty, not not found", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(20) }, nil},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stream := fmt.Sprintf("meta-%d", i)
+			appendEvents(t, ctx, c, stream, "E", 5)
+			clk.advance(2 * time.Hour) // events 0-4 are two hours old
+			appendEvents(t, ctx, c, stream, "E", 5)
+			setMetadata(t, ctx, c, stream, tt.set)
+
+			got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{})
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Fatalf("forwards: %v, %v; want %v", got, err, tt.want)
+			}
+			got, err = readErr(ctx, c, stream, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}})
+			if want := reversedRevs(tt.want); err != nil || !slices.Equal(got, want) {
+				t.Fatalf("backwards: %v, %v; want the reverse of %v", got, err, tt.want)
+			}
+			got, err = readErr(ctx, c, stream, esdb.ReadStreamOptions{From: esdb.Revision(8)})
+			if wantFrom8 := slices.DeleteFunc(slices.Clone(tt.want), func(r uint64) bool { return r < 8 }); err != nil || !slices.Equal(got, wantFrom8) {
+				t.Fatalf("forwards from 8: %v, %v; want %v", got, err, wantFrom8)
+			}
+			meta, err := c.GetStreamMetadata(ctx, stream, esdb.ReadStreamOptions{})
+			var want esdb.StreamMetadata
+			tt.set(&want)
+			if err != nil || !reflectEqualMeta(meta, &want) {
+				t.Fatalf("GetStreamMetadata = %+v, %v; want %+v", meta, err, want)
+			}
+			// $all still has them all.
+			if got := allOf(t, ctx, c, stream); !slices.Equal(got, seq(0, 9)) {
+				t.Fatalf("$all has %v", got)
+			}
+		})
+	}
+}
+
+func reflectEqualMeta(a, b *esdb.StreamMetadata) bool {
+	ja, err1 := a.ToJson()
+	jb, err2 := b.ToJson()
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+func TestMetadata_catch_up_subscription_skips_truncated_events_then_goes_live(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "s", "E", 10)
+	setMetadata(t, ctx, c, "s", func(m *esdb.StreamMetadata) { m.SetMaxCount(3) })
+	for _, from := range []esdb.StreamPosition{esdb.Start{}, esdb.Revision(2)} {
+		sub, err := c.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for {
+			e := next(t, sub)
+			if e.CaughtUp != nil {
+				break
+			}
+			got = append(got, e.EventAppeared.Event.EventNumber)
+		}
+		_ = sub.Close()
+		if !slices.Equal(got, seq(7, 9)) {
+			t.Fatalf("from %v: %v, want 7-9", from, got)
+		}
+	}
+	// Reading $all and subscribing to it see the truncated events until a
+	// scavenge.
+	if got := allOf(t, ctx, c, "s"); !slices.Equal(got, seq(0, 9)) {
+		t.Fatalf("$all before scavenge: %v", got)
+	}
+	if n := s.Scavenge(); n != 7 {
+		t.Fatalf("Scavenge removed %d, want 7", n)
+	}
+	if got := allOf(t, ctx, c, "s"); !slices.Equal(got, seq(7, 9)) {
+		t.Fatalf("$all after scavenge: %v", got)
+	}
+	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []uint64
+	for {
+		e := next(t, sub)
+		if e.CaughtUp != nil {
+			break
+		}
+		if e.EventAppeared.Event.StreamID == "s" {
+			got = append(got, e.EventAppeared.Event.EventNumber)
+		}
+	}
+	if !slices.Equal(got, seq(7, 9)) {
+		t.Fatalf("$all subscription after scavenge: %v", got)
+	}
+	if got, err := readErr(ctx, c, "s", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(7, 9)) {
+		t.Fatalf("stream read after scavenge: %v, %v", got, err)
+	}
+}
+
+func TestMetadata_that_does_not_parse_is_no_metadata(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	for i, data := range []string{
+		`{"$maxCount": 2.0}`,          // not an integer: the node drops it all
+		`{"$maxCount": 2, "$acl": 1}`, // a bad $acl: likewise
+		`not json`,
+	} {
+		stream := fmt.Sprintf("bad-%d", i)
+		appendEvents(t, ctx, c, stream, "E", 3)
+		if _, err := c.AppendToStream(ctx, "$$"+stream, esdb.AppendToStreamOptions{}, event("$metadata", data)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(0, 2)) {
+			t.Fatalf("%s: %v, %v", data, got, err)
+		}
+	}
+	// A $maxCount of 0 alone is ignored; the rest applies.
+	appendEvents(t, ctx, c, "zero", "E", 3)
+	if _, err := c.AppendToStream(ctx, "$$zero", esdb.AppendToStreamOptions{}, event("$metadata", `{"$maxCount":0,"$tb":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readErr(ctx, c, "zero", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(1, 2)) {
+		t.Fatalf("zero: %v, %v", got, err)
+	}
+}
+
+func TestScavenge_keeps_the_last_event_of_each_stream(t *testing.T) {
+	clk := newClock()
+	s := esdbtest.NewWith(t, esdbtest.Options{Now: clk.now})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	for _, stream := range []string{"soft", "hard", "aged", "plain"} {
+		appendEvents(t, ctx, c, stream, "E", 3)
+	}
+	if _, err := c.DeleteStream(ctx, "soft", esdb.DeleteStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setMetadata(t, ctx, c, "hard", func(m *esdb.StreamMetadata) { m.SetMaxCount(2) })
+	if _, err := c.TombstoneStream(ctx, "hard", esdb.TombstoneStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setMetadata(t, ctx, c, "aged", func(m *esdb.StreamMetadata) { m.SetMaxCount(10) })
+	setMetadata(t, ctx, c, "aged", func(m *esdb.StreamMetadata) { m.SetMaxAge(time.Minute) })
+	clk.advance(time.Hour)
+	before := s.Len()
+	removed := s.Scavenge()
+	want := map[string][]uint64{
+		"soft":   {2},             // its last event stays
+		"$$soft": {0},             // the soft delete's metadata
+		"hard":   {math.MaxInt64}, // only the tombstone
+		"$$hard": nil,             // gone with its tombstoned stream
+		"aged":   {2},             // all too old but the last
+		"$$aged": {1},             // only the last metadata
+		"plain":  {0, 1, 2},       // no metadata: kept
+	}
+	for stream, revs := range want {
+		if got := allOf(t, ctx, c, stream); !slices.Equal(got, revs) {
+			t.Errorf("$all of %s after scavenge: %v, want %v", stream, got, revs)
+		}
+	}
+	if removed != 2+3+1+2+1 || s.Len() != before-removed {
+		t.Errorf("removed %d, Len %d -> %d", removed, before, s.Len())
+	}
+	if n := s.Scavenge(); n != 0 {
+		t.Errorf("second scavenge removed %d", n)
+	}
+}
+
+func TestDeleteStream_soft_delete_reads_not_found_and_an_append_continues_the_revisions(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "E", 3)
+	res, err := c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{ExpectedRevision: esdb.Revision(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Position.Commit != s.Head() {
+		t.Errorf("delete position %d, want the head %d", res.Position.Commit, s.Head())
+	}
+	_, err = readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{})
+	wantCode(t, "read after delete", err, esdb.ErrorCodeResourceNotFound)
+	// What the node writes: metadata with $tb = long.MaxValue.
+	last := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1))[0].Event
+	if last.StreamID != "$$cart-1" || last.EventType != "$metadata" || last.EventNumber != 0 ||
+		string(last.Data) != `{"$tb":9223372036854775807}` || last.ContentType != "application/json" {
+		t.Fatalf("last event of $all: %s/%d %s %s %s", last.StreamID, last.EventNumber, last.EventType, last.ContentType, last.Data)
+	}
+	if meta, err := c.GetStreamMetadata(ctx, "cart-1", esdb.ReadStreamOptions{}); err != nil || meta.TruncateBefore() == nil || *meta.TruncateBefore() < math.MaxInt64 {
+		t.Fatalf("GetStreamMetadata = %+v, %v", meta, err)
+	}
+	// $all still has the events.
+	if got := allOf(t, ctx, c, "cart-1"); !slices.Equal(got, seq(0, 2)) {
+		t.Fatalf("$all: %v", got)
+	}
+
+	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if e := next(t, sub); e.CaughtUp == nil {
+		t.Fatalf("subscription to a soft-deleted stream: %+v, want CaughtUp", e)
+	}
+
+	// An append with NoStream writes it again, after the old revisions.
+	again, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}, event("E", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.NextExpectedVersion != 3 {
+		t.Fatalf("NextExpectedVersion = %d, want 3", again.NextExpectedVersion)
+	}
+	if got, err := readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, []uint64{3}) {
+		t.Fatalf("read after recreation: %v, %v", got, err)
+	}
+	if e := nextEvent(t, sub); e.Event.EventNumber != 3 {
+		t.Fatalf("live event %d, want 3", e.Event.EventNumber)
+	}
+	// ... and the node writes the metadata that hides the old events.
+	tail := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 2))
+	if tail[0].Event.StreamID != "$$cart-1" || string(tail[0].Event.Data) != `{"$tb":3}` || tail[0].Event.EventNumber != 1 ||
+		tail[1].Event.StreamID != "cart-1" || tail[1].Event.EventNumber != 3 {
+		t.Fatalf("tail of $all: %s/%d %s, %s/%d", tail[0].Event.StreamID, tail[0].Event.EventNumber, tail[0].Event.Data,
+			tail[1].Event.StreamID, tail[1].Event.EventNumber)
+	}
+}
+
+func TestDeleteStream_expected_revisions_on_deleted_streams(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	softDeleted := func(t *testing.T, stream string) {
+		t.Helper()
+		appendEvents(t, ctx, c, stream, "E", 3)
+		if _, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendTo := func(stream string, exp esdb.ExpectedRevision) (*esdb.WriteResult, error) {
+		return c.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{ExpectedRevision: exp}, event("E", `{}`))
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, stream string)
+	}{
+		{"append any continues", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			if res, err := appendTo(stream, esdb.Any{}); err != nil || res.NextExpectedVersion != 3 {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		}},
+		{"append at the last revision before the delete continues", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			if res, err := appendTo(stream, esdb.Revision(2)); err != nil || res.NextExpectedVersion != 3 {
+				t.Fatalf("%+v, %v", res, err)
+			}
+		}},
+		{"append at another revision is a wrong expected version at the old last", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			_, err := appendTo(stream, esdb.Revision(0))
+			wantCode(t, "append", err, esdb.ErrorCodeWrongExpectedVersion)
+		}},
+		{"append with stream exists is stream deleted", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			_, err := appendTo(stream, esdb.StreamExists{})
+			wantCode(t, "append", err, esdb.ErrorCodeStreamDeleted)
+		}},
+		{"delete again with any", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			if _, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"delete again with stream exists is stream deleted", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{ExpectedRevision: esdb.StreamExists{}})
+			wantCode(t, "delete", err, esdb.ErrorCodeStreamDeleted)
+		}},
+		{"delete a missing stream is a wrong expected version the client cannot name", func(t *testing.T, stream string) {
+			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{})
+			wantCode(t, "delete", err, esdb.ErrorCodeUnknown)
+			st := grpcStatus(err)
+			want := "Delete failed due to WrongExpectedVersion. Stream: " + stream + ", Expected version: -2, Actual version: -1"
+			if st.Code() != codes.FailedPrecondition || st.Message() != want {
+				t.Fatalf("status %v %q, want FailedPrecondition %q", st.Code(), st.Message(), want)
+			}
+		}},
+		{"delete at a wrong revision", func(t *testing.T, stream string) {
+			appendEvents(t, ctx, c, stream, "E", 3)
+			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{ExpectedRevision: esdb.Revision(1)})
+			if st := grpcStatus(err); !strings.Contains(st.Message(), "Expected version: 1, Actual version: 2") {
+				t.Fatalf("err = %v", err)
+			}
+		}},
+		{"metadata written to a soft-deleted stream recreates it", func(t *testing.T, stream string) {
+			softDeleted(t, stream)
+			setMetadata(t, ctx, c, stream, func(m *esdb.StreamMetadata) { m.SetMaxCount(10) })
+			got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{})
+			if err != nil || len(got) != 0 {
+				t.Fatalf("read: %v, %v; want an empty stream", got, err)
+			}
+			meta, err := c.GetStreamMetadata(ctx, stream, esdb.ReadStreamOptions{})
+			if err != nil || meta.TruncateBefore() == nil || *meta.TruncateBefore() != 3 || *meta.MaxCount() != 10 {
+				t.Fatalf("metadata %+v, %v; want $maxCount 10 and $tb 3", meta, err)
+			}
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, fmt.Sprintf("del-%d", i)) })
+	}
+}
+
+func TestTombstoneStream_deletes_for_good(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "E", 3)
+	setMetadata(t, ctx, c, "cart-1", func(m *esdb.StreamMetadata) { m.SetMaxCount(5) })
+	res, err := c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.StreamExists{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1))[0].Event
+	if tomb.StreamID != "cart-1" || tomb.EventType != "$streamDeleted" || tomb.EventNumber != math.MaxInt64 ||
+		len(tomb.Data) != 0 || tomb.ContentType != "application/octet-stream" || tomb.Position.Commit != res.Position.Commit {
+		t.Fatalf("tombstone in $all: %s/%d %s %s %q at %d", tomb.StreamID, tomb.EventNumber, tomb.EventType, tomb.ContentType, tomb.Data, tomb.Position.Commit)
+	}
+	_, err = readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{})
+	wantCode(t, "read", err, esdb.ErrorCodeStreamDeleted)
+	_, err = readErr(ctx, c, "$$cart-1", esdb.ReadStreamOptions{})
+	wantCode(t, "read metadata stream", err, esdb.ErrorCodeStreamDeleted)
+	for _, exp := range []esdb.ExpectedRevision{esdb.Any{}, esdb.NoStream{}, esdb.Revision(2)} {
+		_, err = c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: exp}, event("E", `{}`))
+		wantCode(t, fmt.Sprintf("append %T", exp), err, esdb.ErrorCodeStreamDeleted)
+	}
+	_, err = c.SetStreamMetadata(ctx, "cart-1", esdb.AppendToStreamOptions{}, esdb.StreamMetadata{})
+	wantCode(t, "set metadata", err, esdb.ErrorCodeStreamDeleted)
+	_, err = c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{})
+	wantCode(t, "soft delete", err, esdb.ErrorCodeStreamDeleted)
+	_, err = c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{})
+	wantCode(t, "tombstone again", err, esdb.ErrorCodeStreamDeleted)
+	// A stream that never was can be tombstoned.
+	if _, err := c.TombstoneStream(ctx, "never", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.NoStream{}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TombstoneStream(ctx, "cart-2", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.Revision(0)})
+	wantCode(t, "tombstone a missing stream at a revision", err, esdb.ErrorCodeUnknown)
+}
+
+func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "E", 2)
+	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	all, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.End{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	for range 2 {
+		nextEvent(t, sub)
+	}
+	if e := next(t, sub); e.CaughtUp == nil {
+		t.Fatalf("%+v, want CaughtUp", e)
+	}
+	if _, err := c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A live subscription gets the tombstone, then ends with StreamDeleted.
+	if e := nextEvent(t, sub); e.Event.EventType != "$streamDeleted" || e.Event.EventNumber != math.MaxInt64 {
+		t.Fatalf("live: %s %d", e.Event.EventType, e.Event.EventNumber)
+	}
+	e := sub.Recv()
+	if e.SubscriptionDropped == nil {
+		t.Fatalf("after the tombstone: %+v, want a drop", e)
+	}
+	if st := grpcStatus(e.SubscriptionDropped.Error); st.Code() != codes.FailedPrecondition || st.Message() != "Event stream 'cart-1' is deleted." {
+		t.Fatalf("drop error %v", e.SubscriptionDropped.Error)
+	}
+	// $all shows it like any event.
+	if e := nextEvent(t, all); e.Event.EventType != "$streamDeleted" || e.Event.StreamID != "cart-1" {
+		t.Fatalf("$all: %s %s", e.Event.StreamID, e.Event.EventType)
+	}
+	// Subscribing to it again is refused (23.10 refuses before the
+	// confirmation)...
+	for _, from := range []esdb.StreamPosition{esdb.Start{}, esdb.Revision(0)} {
+		_, err = c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: from})
+		wantCode(t, fmt.Sprintf("subscribe from %T", from), err, esdb.ErrorCodeStreamDeleted)
+	}
+	// ... except from the end, which is live only: CaughtUp, then nothing.
+	end, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.End{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	if e := next(t, end); e.CaughtUp == nil {
+		t.Fatalf("from the end: %+v, want CaughtUp", e)
+	}
+}
+
+// --- system projections and links ---
+
+// linkMeta decodes a link's metadata.
+func linkMeta(t *testing.T, e *esdb.RecordedEvent) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(e.UserMetadata, &m); err != nil {
+		t.Fatalf("link metadata %q: %v", e.UserMetadata, err)
+	}
+	return m
+}
+
+func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
+	s := esdbtest.NewWith(t, esdbtest.Options{SystemProjections: true})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	opened := event("CartOpened", `{}`)
+	opened.Metadata = []byte(`{"$correlationId":"req-1"}`)
+	if _, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{}, opened, event("ItemAdded", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, ctx, c, "cart-2", "CartOpened", 1)
+	appendEvents(t, ctx, c, "orders", "OrderPlaced", 1) // no "-": no category
+	pos := positionsOf(t, ctx, c)
+	ids := map[string]string{}
+	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100)) {
+		ids[fmt.Sprintf("%s/%d", e.Event.StreamID, e.Event.EventNumber)] = e.Event.EventID.String()
+	}
+
+	links := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
+	var data []string
+	for _, l := range links {
+		data = append(data, string(l.Event.Data))
+		if l.Event.EventType != "$>" || l.Event.ContentType != "application/octet-stream" {
+			t.Errorf("link %s %s", l.Event.EventType, l.Event.ContentType)
+		}
+	}
+	if want := []string{"0@cart-1", "1@cart-1", "0@cart-2"}; !slices.Equal(data, want) {
+		t.Fatalf("$ce-cart: %v, want %v", data, want)
+	}
+	m := linkMeta(t, links[0].Event)
+	want := map[string]any{"$v": "3:-1:1:4", "$c": float64(pos["cart-1/0"]), "$p": float64(pos["cart-1/0"]),
+		"$o": "cart-1", "$causedBy": ids["cart-1/0"], "$correlationId": "req-1"}
+	if fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Errorf("$ce-cart link metadata %v, want %v", m, want)
+	}
+	acl := read(t)(c.ReadStream(ctx, "$$$ce-cart", esdb.ReadStreamOptions{}, 10))
+	if len(acl) != 1 || string(acl[0].Event.Data) != `{"$acl":{"$r":"$all","$mr":"$all"}}` {
+		t.Errorf("$$$ce-cart: %v", acl)
+	}
+
+	types := read(t)(c.ReadStream(ctx, "$et-CartOpened", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	if len(types) != 2 || types[0].Event.StreamID != "cart-1" || types[1].Event.StreamID != "cart-2" || types[0].Link.StreamID != "$et-CartOpened" {
+		t.Fatalf("$et-CartOpened: %+v", types)
+	}
+	m = linkMeta(t, types[1].Link)
+	want = map[string]any{"$v": "4:-1:1:4", "$c": float64(pos["cart-2/0"]), "$p": float64(pos["cart-2/0"]), "$causedBy": ids["cart-2/0"]}
+	if fmt.Sprint(m) != fmt.Sprint(want) {
+		t.Errorf("$et-CartOpened link metadata %v, want %v", m, want)
+	}
+	if _, err := readErr(ctx, c, "$et-OrderPlaced", esdb.ReadStreamOptions{}); err != nil {
+		t.Errorf("$et-OrderPlaced: %v", err)
+	}
+	_, err := readErr(ctx, c, "$ce-orders", esdb.ReadStreamOptions{})
+	wantCode(t, "$ce-orders", err, esdb.ErrorCodeResourceNotFound)
+
+	// A catch-up subscription to a category resolves the links, then goes
+	// live.
+	sub, err := c.SubscribeToStream(ctx, "$ce-cart", esdb.SubscribeToStreamOptions{From: esdb.Start{}, ResolveLinkTos: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []string
+	for {
+		e := next(t, sub)
+		if e.CaughtUp != nil {
+			break
+		}
+		got = append(got, fmt.Sprintf("%s/%d", e.EventAppeared.Event.StreamID, e.EventAppeared.Event.EventNumber))
+	}
+	if want := []string{"cart-1/0", "cart-1/1", "cart-2/0"}; !slices.Equal(got, want) {
+		t.Fatalf("catch-up: %v", got)
+	}
+	appendEvents(t, ctx, c, "cart-3", "CartOpened", 1)
+	if e := nextEvent(t, sub); e.Event.StreamID != "cart-3" || e.Link == nil || e.Link.EventNumber != 3 {
+		t.Fatalf("live: %+v", e)
+	}
+
+	// Without the option there are no such streams.
+	plain := esdbtest.New(t)
+	pc := plain.Client(t)
+	appendEvents(t, ctx, pc, "cart-1", "CartOpened", 1)
+	_, err = readErr(ctx, pc, "$ce-cart", esdb.ReadStreamOptions{})
+	wantCode(t, "without projections", err, esdb.ErrorCodeResourceNotFound)
+}
+
+func TestSystemProjections_link_deletions_as_the_node_does(t *testing.T) {
+	s := esdbtest.NewWith(t, esdbtest.Options{SystemProjections: true})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "E", 1)
+	appendEvents(t, ctx, c, "cart-2", "E", 1)
+	if _, err := c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TombstoneStream(ctx, "cart-2", esdb.TombstoneStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataOf := func(stream string) []string {
+		var out []string
+		for _, l := range read(t)(c.ReadStream(ctx, stream, esdb.ReadStreamOptions{}, 10)) {
+			out = append(out, string(l.Event.Data))
+		}
+		return out
+	}
+	// The soft delete's metadata is categorized under the stream it
+	// deletes, and links to itself; the tombstone links to its revision.
+	if got, want := dataOf("$ce-cart"), []string{"0@cart-1", "0@cart-2", "0@$$cart-1", "9223372036854775807@cart-2"}; !slices.Equal(got, want) {
+		t.Fatalf("$ce-cart: %v, want %v", got, want)
+	}
+	// By type, both are "$deleted", and name the deleted stream.
+	if got, want := dataOf("$et-$deleted"), []string{"0@cart-1", "9223372036854775807@cart-2"}; !slices.Equal(got, want) {
+		t.Fatalf("$et-$deleted: %v, want %v", got, want)
+	}
+	ce := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	if m := linkMeta(t, ce[2].Link); m["$deleted"] != float64(-1) || m["$o"] != "cart-1" {
+		t.Errorf("soft delete link metadata %v", m)
+	}
+	// Resolved: the deleted events are gone (dangling links), the soft
+	// delete's link resolves to the metadata event.
+	for i, want := range []string{"", "", "$$cart-1/0", ""} {
+		got := ""
+		if ce[i].Event != nil {
+			got = fmt.Sprintf("%s/%d", ce[i].Event.StreamID, ce[i].Event.EventNumber)
+		}
+		if got != want || ce[i].Link == nil {
+			t.Errorf("$ce-cart link %d resolves to %q, want %q", i, got, want)
+		}
+	}
+}
+
+func TestResolveLinks_a_dangling_link_comes_without_its_event(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "kept", "E", 1)
+	appendEvents(t, ctx, c, "truncated", "E", 2)
+	setMetadata(t, ctx, c, "truncated", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(1) })
+	appendEvents(t, ctx, c, "soft", "E", 1)
+	appendEvents(t, ctx, c, "hard", "E", 1)
+	if _, err := c.DeleteStream(ctx, "soft", esdb.DeleteStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TombstoneStream(ctx, "hard", esdb.TombstoneStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	targets := []struct {
+		data     string
+		dangling bool
+		asEvent  bool // the revision does not parse: the link is sent as an event
+	}{
+		{"0@kept", false, false},
+		{"0@truncated", true, false},
+		{"1@truncated", false, false},
+		{"0@soft", true, false},
+		{"0@hard", true, false},
+		{"0@missing", true, false},
+		{"5", true, false},
+		{"x@kept", false, true},
+	}
+	var links []esdb.EventData
+	for _, tt := range targets {
+		links = append(links, esdb.EventData{EventType: "$>", ContentType: esdb.ContentTypeBinary, Data: []byte(tt.data)})
+	}
+	if _, err := c.AppendToStream(ctx, "links", esdb.AppendToStreamOptions{}, links...); err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, how string, got []*esdb.ResolvedEvent) {
+		t.Helper()
+		if len(got) != len(targets) {
+			t.Fatalf("%s: %d events", how, len(got))
+		}
+		for i, tt := range targets {
+			e := got[i]
+			switch {
+			case tt.asEvent:
+				if e.Link != nil || e.Event == nil || e.Event.EventType != "$>" {
+					t.Errorf("%s: %s: %+v, want the link as the event", how, tt.data, e)
+				}
+			case tt.dangling:
+				if e.Event != nil || e.Link == nil || string(e.Link.Data) != tt.data || e.OriginalEvent() != e.Link {
+					t.Errorf("%s: %s: %+v, want Event nil and the link", how, tt.data, e)
+				}
+			default:
+				if e.Event == nil || e.Link == nil || e.Event.StreamID == "links" {
+					t.Errorf("%s: %s: %+v, want the event and the link", how, tt.data, e)
+				}
+			}
+		}
+	}
+	check(t, "read", read(t)(c.ReadStream(ctx, "links", esdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
+	sub, err := c.SubscribeToStream(ctx, "links", esdb.SubscribeToStreamOptions{From: esdb.Start{}, ResolveLinkTos: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []*esdb.ResolvedEvent
+	for range targets {
+		got = append(got, nextEvent(t, sub))
+	}
+	check(t, "subscription", got)
+	s.Scavenge()
+	check(t, "read after scavenge", read(t)(c.ReadStream(ctx, "links", esdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
+}
+
+// --- $all and the node's own streams ---
+
+func TestRead_all_leaves_out_the_parked_messages_of_groups_on_all(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "E", 1)
+	if err := c.CreatePersistentSubscriptionToAll(ctx, "g", esdb.PersistentAllSubscriptionOptions{StartFrom: esdb.Start{}}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.SubscribeToPersistentSubscriptionToAll(ctx, "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := sub.Nack("bad", esdb.NackActionPark, nextPersistent(t, sub).Event); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, func() bool { return len(s.Parked("$all", "g")) == 1 })
+	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100)) {
+		if strings.HasPrefix(e.Event.StreamID, "$persistentsubscription-$all::") {
+			t.Fatalf("$all shows %s", e.Event.StreamID)
+		}
+	}
+	if got := read(t)(c.ReadStream(ctx, "$persistentsubscription-$all::g-parked", esdb.ReadStreamOptions{}, 10)); len(got) != 1 {
+		t.Fatalf("parked stream: %d events", len(got))
+	}
+}
+
+// --- authentication ---
+
+func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
+	users := append(esdbtest.DefaultUsers(), esdbtest.User{Name: "alice", Password: "secret"})
+	s := esdbtest.NewWith(t, esdbtest.Options{Users: users})
+	if !strings.Contains(s.URI(), "tls=true") {
+		t.Fatalf("URI %s: credentials go only over TLS", s.URI())
+	}
+	ctx := testCtx(t)
+	anon := s.Client(t)
+	admin := s.ClientAs(t, "admin", "changeit")
+	ops := s.ClientAs(t, "ops", "changeit")
+	alice := s.ClientAs(t, "alice", "secret")
+	wrong := s.ClientAs(t, "alice", "wrong")
+	appendTo := func(c *esdb.Client, stream string) error {
+		_, err := c.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, event("E", `{}`))
+		return err
+	}
+	readAll := func(c *esdb.Client) error {
+		rs, err := c.ReadAll(ctx, esdb.ReadAllOptions{}, 10)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		_, err = rs.Recv()
+		return err
+	}
+	subscribeAll := func(c *esdb.Client) error {
+		sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+		if err == nil {
+			_ = sub.Close()
+		}
+		return err
+	}
+	createGroup := func(c *esdb.Client, group string) error {
+		return c.CreatePersistentSubscription(ctx, "cart-1", group, esdb.PersistentStreamSubscriptionOptions{StartFrom: esdb.Start{}})
+	}
+
+	// Credentials that match no user: refused before anything else.
+	wantCode(t, "wrong password append", appendTo(wrong, "cart-1"), esdb.ErrorCodeUnauthenticated)
+	wantCode(t, "wrong password read", readAll(wrong), esdb.ErrorCodeUnauthenticated)
+	if st := grpcStatus(appendTo(wrong, "cart-1")); st.Code() != codes.Unauthenticated || st.Message() != "Unauthenticated" {
+		t.Errorf("wrong password: %v %q", st.Code(), st.Message())
+	}
+	// No credentials: the anonymous user, who may do nothing with streams.
+	err := appendTo(anon, "cart-1")
+	wantCode(t, "anonymous append", err, esdb.ErrorCodeAccessDenied)
+	if st := grpcStatus(err); st.Code() != codes.PermissionDenied || st.Message() != "Access Denied" {
+		t.Errorf("anonymous: %v %q", st.Code(), st.Message())
+	}
+	wantCode(t, "anonymous read", readAll(anon), esdb.ErrorCodeAccessDenied)
+	// ... unless a call carries credentials.
+	if _, err := anon.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{Authenticated: &esdb.Credentials{Login: "alice", Password: "secret"}}, event("E", `{}`)); err != nil {
+		t.Fatalf("append with the call's credentials: %v", err)
+	}
+
+	// A user: streams yes (the default ACL of user streams is every user),
+	// $all and system streams no (only $admins), managing groups no.
+	if err := appendTo(alice, "cart-1"); err != nil {
+		t.Fatalf("alice append: %v", err)
+	}
+	if _, err := readErr(ctx, alice, "cart-1", esdb.ReadStreamOptions{}); err != nil {
+		t.Fatalf("alice read: %v", err)
+	}
+	setMetadata(t, ctx, alice, "cart-1", func(m *esdb.StreamMetadata) { m.SetMaxCount(100) })
+	wantCode(t, "alice reads $all", readAll(alice), esdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice subscribes to $all", subscribeAll(alice), esdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice writes a system stream", appendTo(alice, "$system"), esdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice creates a group", createGroup(alice, "g"), esdb.ErrorCodeAccessDenied)
+
+	// An operator manages groups but, by the default ACL, does not read $all.
+	if err := createGroup(ops, "g"); err != nil {
+		t.Fatalf("ops creates a group: %v", err)
+	}
+	if err := ops.CreatePersistentSubscriptionToAll(ctx, "all", esdb.PersistentAllSubscriptionOptions{}); err != nil {
+		t.Fatalf("ops creates a group on $all: %v", err)
+	}
+	wantCode(t, "ops reads $all", readAll(ops), esdb.ErrorCodeAccessDenied)
+	_, err = ops.SubscribeToPersistentSubscriptionToAll(ctx, "all", esdb.SubscribeToPersistentSubscriptionOptions{})
+	wantCode(t, "ops connects to a group on $all", err, esdb.ErrorCodeAccessDenied)
+
+	// Any user reads group statistics and connects to a group on a stream
+	// it may read.
+	if _, err := alice.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", esdb.GetPersistentSubscriptionOptions{}); err != nil {
+		t.Fatalf("alice reads group info: %v", err)
+	}
+	_, err = anon.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", esdb.GetPersistentSubscriptionOptions{})
+	wantCode(t, "anonymous reads group info", err, esdb.ErrorCodeAccessDenied)
+	sub, err := alice.SubscribeToPersistentSubscription(ctx, "cart-1", "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatalf("alice connects to a group: %v", err)
+	}
+	if m := nextPersistent(t, sub); m.Event.OriginalEvent().StreamID != "cart-1" {
+		t.Fatalf("alice's group sent %+v", m)
+	}
+	_ = sub.Close()
+
+	// An admin does all of it.
+	if err := readAll(admin); err != nil {
+		t.Fatalf("admin reads $all: %v", err)
+	}
+	if err := subscribeAll(admin); err != nil {
+		t.Fatalf("admin subscribes to $all: %v", err)
+	}
+	if err := appendTo(admin, "$system"); err != nil {
+		t.Fatalf("admin writes a system stream: %v", err)
+	}
+	allSub, err := admin.SubscribeToPersistentSubscriptionToAll(ctx, "all", esdb.SubscribeToPersistentSubscriptionOptions{})
+	if err != nil {
+		t.Fatalf("admin connects to a group on $all: %v", err)
+	}
+	_ = allSub.Close()
+	if _, err := admin.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{}); err != nil {
+		t.Fatalf("admin tombstones: %v", err)
+	}
+}
+
+func TestAuth_a_stream_acl_in_its_metadata_applies(t *testing.T) {
+	users := append(esdbtest.DefaultUsers(),
+		esdbtest.User{Name: "alice", Password: "secret"},
+		esdbtest.User{Name: "bob", Password: "secret", Groups: []string{"readers"}})
+	s := esdbtest.NewWith(t, esdbtest.Options{Users: users, SystemProjections: true})
+	ctx := testCtx(t)
+	admin := s.ClientAs(t, "admin", "changeit")
+	alice := s.ClientAs(t, "alice", "secret")
+	bob := s.ClientAs(t, "bob", "secret")
+	appendEvents(t, ctx, admin, "cart-1", "E", 1)
+	acl := esdb.Acl{}
+	acl.AddReadRoles("readers")
+	setMetadata(t, ctx, admin, "cart-1", func(m *esdb.StreamMetadata) { m.SetAcl(acl) })
+	_, err := readErr(ctx, alice, "cart-1", esdb.ReadStreamOptions{})
+	wantCode(t, "alice reads", err, esdb.ErrorCodeAccessDenied)
+	if _, err := readErr(ctx, bob, "cart-1", esdb.ReadStreamOptions{}); err != nil {
+		t.Fatalf("bob reads: %v", err)
+	}
+	// Writing falls back to the default: every user.
+	if _, err := alice.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{}, event("E", `{}`)); err != nil {
+		t.Fatalf("alice writes: %v", err)
+	}
+	// The projections' streams are system streams that every user may read
+	// (their metadata's $acl says so).
+	if _, err := readErr(ctx, alice, "$ce-cart", esdb.ReadStreamOptions{}); err != nil {
+		t.Fatalf("alice reads $ce-cart: %v", err)
+	}
+}
+
+// --- the append size limit ---
+
+func TestAppend_over_the_size_limit_is_refused(t *testing.T) {
+	bytesOf := func(n int) []byte { return []byte(strings.Repeat("x", n)) }
+	sized := func(data int) esdb.EventData {
+		// Only the data counts (23.10's Event.SizeOnDisk): big metadata and
+		// type do not.
+		return esdb.EventData{EventType: strings.Repeat("T", 200), ContentType: esdb.ContentTypeBinary, Data: bytesOf(data), Metadata: bytesOf(5000)}
+	}
+	s := esdbtest.NewWith(t, esdbtest.Options{MaxAppendSize: 100})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	if _, err := c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(60), sized(40)); err != nil {
+		t.Fatalf("100 bytes of data: %v", err)
+	}
+	_, err := c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(60), sized(41))
+	wantCode(t, "101 bytes of data", err, esdb.ErrorCodeUnknown)
+	if st := grpcStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "Maximum Append Size of 100 Exceeded." {
+		t.Fatalf("status %v %q", st.Code(), st.Message())
+	}
+	if got, _ := readErr(ctx, c, "s", esdb.ReadStreamOptions{}); len(got) != 2 {
+		t.Fatalf("the refused append wrote: %v", got)
+	}
+
+	d := esdbtest.New(t) // the default: 1 MiB
+	dc := d.Client(t)
+	if _, err := dc.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(1<<20)); err != nil {
+		t.Fatalf("1 MiB: %v", err)
+	}
+	_, err = dc.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(1<<19), sized(1<<19+1))
+	if st := grpcStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "Maximum Append Size of 1048576 Exceeded." {
+		t.Fatalf("1 MiB + 1: %v", err)
 	}
 }

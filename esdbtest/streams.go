@@ -3,6 +3,8 @@ package esdbtest
 import (
 	"errors"
 	"io"
+	"math"
+	"sort"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
@@ -28,33 +30,28 @@ func (svc *streamsService) Append(srv streams.Streams_AppendServer) error {
 		return status.Error(codes.InvalidArgument, "esdbtest: the first append message must be the options")
 	}
 	stream := string(opts.GetStreamIdentifier().GetStreamName())
-	if stream == "" || stream == "$all" {
+	if stream == "" || stream == allStream {
 		return status.Errorf(codes.InvalidArgument, "esdbtest: cannot append to stream %q", stream)
 	}
-	exp := expectationOf(opts)
-	var events []proposed
-	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		msg := req.GetProposedMessage()
-		if msg == nil {
-			return status.Error(codes.InvalidArgument, "esdbtest: expected a proposed message")
-		}
-		p, err := proposedOf(msg)
-		if err != nil {
-			return err
-		}
-		events = append(events, p)
+	if !svc.s.allowStream(srv.Context(), actionWrite, stream) {
+		drainAppend(srv)
+		return accessDeniedError().onStream(srv)
 	}
-	res, wrong := svc.s.log.append(stream, exp, events)
-	if wrong != nil {
+	exp := expectationOf(opts)
+	events, err := svc.receiveEvents(srv)
+	if err != nil {
+		return err
+	}
+	res, err := svc.s.log.append(stream, exp, events)
+	var wrong *wrongVersion
+	switch {
+	case errors.As(err, &wrong):
 		svc.s.logger.Debug("esdbtest: wrong expected version", "stream", stream)
 		return srv.SendAndClose(wrongVersionResp(wrong))
+	case errors.Is(err, errStreamDeleted):
+		return streamDeletedError(stream).onStream(srv)
+	case err != nil:
+		return err
 	}
 	svc.s.stats.appends.Add(1)
 	svc.s.stats.events.Add(int64(res.written))
@@ -70,6 +67,51 @@ func (svc *streamsService) Append(srv streams.Streams_AppendServer) error {
 		success.PositionOption = &streams.AppendResp_Success_NoPosition{NoPosition: &shared.Empty{}}
 	}
 	return srv.SendAndClose(&streams.AppendResp{Result: &streams.AppendResp_Success_{Success: success}})
+}
+
+// receiveEvents reads the proposed events of an append up to its end. Their
+// data may total at most the server's MaxAppendSize bytes: the node's
+// Streams.Append counts Event.SizeOnDisk, which up to 24.10 is the data's
+// length alone (an operator-precedence slip drops the metadata and the type;
+// 25.0 counts them, the type twice), and answers MaxAppendSizeExceeded as
+// soon as the total is over the limit.
+func (svc *streamsService) receiveEvents(srv streams.Streams_AppendServer) ([]proposed, error) {
+	var events []proposed
+	size := 0
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		msg := req.GetProposedMessage()
+		if msg == nil {
+			return nil, status.Error(codes.InvalidArgument, "esdbtest: expected a proposed message")
+		}
+		p, err := proposedOf(msg)
+		if err != nil {
+			return nil, err
+		}
+		size += len(p.data)
+		if size > svc.s.maxAppendSize {
+			drainAppend(srv)
+			return nil, maxAppendSizeError(svc.s.maxAppendSize).onStream(srv)
+		}
+		events = append(events, p)
+	}
+}
+
+// drainAppend takes the rest of an append the server refuses, so that the
+// client sees the answer rather than io.EOF from a Send (see drainClient).
+// A node answers at once, and its client may then see the io.EOF.
+func drainAppend(srv streams.Streams_AppendServer) {
+	for {
+		if _, err := srv.Recv(); err != nil {
+			return
+		}
+	}
 }
 
 func expectationOf(opts *streams.AppendReq_Options) expectation {
@@ -111,9 +153,10 @@ func proposedOf(msg *streams.AppendReq_ProposedMessage) (proposed, error) {
 
 func wrongVersionResp(w *wrongVersion) *streams.AppendResp {
 	wev := &streams.AppendResp_WrongExpectedVersion{}
-	if w.exists {
-		wev.CurrentRevisionOption = &streams.AppendResp_WrongExpectedVersion_CurrentRevision{CurrentRevision: w.current}
-		wev.CurrentRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_CurrentRevision_20_6_0{CurrentRevision_20_6_0: w.current}
+	if w.current >= 0 {
+		current := uint64(w.current)
+		wev.CurrentRevisionOption = &streams.AppendResp_WrongExpectedVersion_CurrentRevision{CurrentRevision: current}
+		wev.CurrentRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_CurrentRevision_20_6_0{CurrentRevision_20_6_0: current}
 	} else {
 		wev.CurrentRevisionOption = &streams.AppendResp_WrongExpectedVersion_CurrentNoStream{CurrentNoStream: &shared.Empty{}}
 		wev.CurrentRevisionOption_20_6_0 = &streams.AppendResp_WrongExpectedVersion_NoStream_20_6_0{NoStream_20_6_0: &shared.Empty{}}
@@ -140,6 +183,13 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 	if opts == nil {
 		return status.Error(codes.InvalidArgument, "esdbtest: read without options")
 	}
+	stream := allStream
+	if so := opts.GetStream(); so != nil {
+		stream = string(so.GetStreamIdentifier().GetStreamName())
+	}
+	if !svc.s.allowStream(srv.Context(), actionRead, stream) {
+		return accessDeniedError().onStream(srv)
+	}
 	if opts.GetSubscription() != nil {
 		return svc.s.subscribe(opts, srv)
 	}
@@ -155,12 +205,14 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 	backwards := opts.GetReadDirection() == streams.ReadReq_Options_Backwards
 	var events []*record
 	if so := opts.GetStream(); so != nil {
-		name := string(so.GetStreamIdentifier().GetStreamName())
-		all := svc.s.log.streamSnapshot(name)
-		if len(all) == 0 {
-			return srv.Send(streamNotFound(name))
+		v := svc.s.log.view(stream)
+		switch v.status {
+		case viewNotFound:
+			return srv.Send(streamNotFound(stream))
+		case viewDeleted:
+			return streamDeletedError(stream).onStream(srv)
 		}
-		events = streamRange(all, so, backwards)
+		events = streamRange(v.events, so, backwards)
 	} else if ao := opts.GetAll(); ao != nil {
 		events = allRange(svc.s.log.allSnapshot(), ao, backwards)
 	} else {
@@ -171,14 +223,13 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 		if sent >= count {
 			break
 		}
-		if f != nil && !f.match(r) {
+		if opts.GetAll() != nil && (r.scavenged.Load() || hiddenFromAll(r.stream)) || f != nil && !f.match(r) {
 			continue
 		}
 		if err := srv.Context().Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		event, link := svc.s.log.resolve(r, opts.GetResolveLinks())
-		if err := srv.Send(readEvent(event, link, asString)); err != nil {
+		if err := srv.Send(readEvent(svc.s.log.resolve(r, opts.GetResolveLinks()), asString)); err != nil {
 			return err
 		}
 		sent++
@@ -186,31 +237,36 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 	return nil
 }
 
-// streamRange returns a stream's events in reading order from the requested
-// revision: forwards from it (inclusive), or backwards from it (inclusive).
-func streamRange(all []*record, so *streams.ReadReq_Options_StreamOptions, backwards bool) []*record {
-	last := uint64(len(all) - 1)
+// streamRange returns the events a read sees (by revision) in reading order
+// from the requested revision: forwards from it (inclusive), or backwards
+// from it (inclusive).
+func streamRange(visible []*record, so *streams.ReadReq_Options_StreamOptions, backwards bool) []*record {
+	if len(visible) == 0 {
+		return nil
+	}
+	// index of the first visible event at or after revision rev
+	at := func(rev uint64) int {
+		return sort.Search(len(visible), func(i int) bool { return visible[i].revision >= rev })
+	}
 	if !backwards {
-		var from uint64
 		switch v := so.GetRevisionOption().(type) {
 		case *streams.ReadReq_Options_StreamOptions_End:
 			return nil
 		case *streams.ReadReq_Options_StreamOptions_Revision:
-			from = v.Revision
+			return visible[at(v.Revision):]
 		}
-		if from > last {
-			return nil
-		}
-		return all[from:]
+		return visible
 	}
-	from := last
+	end := len(visible) // exclusive
 	switch v := so.GetRevisionOption().(type) {
 	case *streams.ReadReq_Options_StreamOptions_Start:
-		from = 0
+		end = at(1)
 	case *streams.ReadReq_Options_StreamOptions_Revision:
-		from = min(v.Revision, last)
+		if v.Revision < math.MaxUint64 {
+			end = at(v.Revision + 1)
+		}
 	}
-	return reversed(all[:from+1])
+	return reversed(visible[:end])
 }
 
 // allRange returns $all in reading order from the requested position:

@@ -34,11 +34,22 @@ func (s *Server) subscribe(opts *streams.ReadReq_Options, srv streams.Streams_Re
 		var next uint64
 		switch v := so.GetRevisionOption().(type) {
 		case *streams.ReadReq_Options_StreamOptions_End:
+			// Live only: what the stream already has, a tombstone
+			// included, is not sent.
 			next = uint64(len(s.log.streamSnapshot(name)))
+			seen := s.log.tombstoneOf(name)
+			run = func() error { return c.goLiveStream(name, next, seen) }
 		case *streams.ReadReq_Options_StreamOptions_Revision:
 			next = v.Revision + 1 // after that revision
 		}
-		run = func() error { return c.runStream(name, next) }
+		if run == nil {
+			// A tombstoned stream is refused before the confirmation,
+			// as 23.10's Enumerators.StreamSubscription does.
+			if s.log.view(name).status == viewDeleted {
+				return streamDeletedError(name).onStream(srv)
+			}
+			run = func() error { return c.runStream(name, next) }
+		}
 	} else if ao := opts.GetAll(); ao != nil {
 		var f *filter
 		if fo := opts.GetFilter(); fo != nil {
@@ -48,13 +59,17 @@ func (s *Server) subscribe(opts *streams.ReadReq_Options, srv streams.Streams_Re
 			}
 		}
 		var next int
+		var from uint64 // the position reading starts after, for checkpoints
+		live := false
 		switch v := ao.GetAllOption().(type) {
 		case *streams.ReadReq_Options_AllOptions_End:
 			_, next = s.log.head()
+			live = true
 		case *streams.ReadReq_Options_AllOptions_Position:
-			next = firstAfter(s.log.allSnapshot(), v.Position.GetCommitPosition(), false) // after that position
+			from = v.Position.GetCommitPosition()
+			next = firstAfter(s.log.allSnapshot(), from, false) // after that position
 		}
-		run = func() error { return c.runAll(next, f) }
+		run = func() error { return c.runAll(next, from, f, live) }
 	} else {
 		return status.Error(codes.InvalidArgument, "esdbtest: subscription without a stream option")
 	}
@@ -66,94 +81,10 @@ func (s *Server) subscribe(opts *streams.ReadReq_Options, srv streams.Streams_Re
 	return run()
 }
 
-func (c *catchUp) runStream(name string, next uint64) error {
-	caught := false
-	for {
-		if err := c.alive(); err != nil {
-			return err
-		}
-		batch, changed := c.s.log.streamFrom(name, next)
-		for _, r := range batch {
-			if err := c.alive(); err != nil {
-				return err
-			}
-			if err := c.sendEvent(r); err != nil {
-				return err
-			}
-			next++
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		if !caught {
-			if err := c.srv.Send(caughtUp()); err != nil {
-				return err
-			}
-			caught = true
-		}
-		if err := c.wait(changed); err != nil {
-			return err
-		}
-	}
-}
-
-func (c *catchUp) runAll(next int, f *filter) error {
-	caught := false
-	scanned := 0 // events scanned since the last checkpoint
-	var last *record
-	for {
-		if err := c.alive(); err != nil {
-			return err
-		}
-		batch, changed := c.s.log.allFrom(next)
-		for _, r := range batch {
-			if err := c.alive(); err != nil {
-				return err
-			}
-			next++
-			if f == nil || f.match(r) {
-				if err := c.sendEvent(r); err != nil {
-					return err
-				}
-			}
-			if f == nil {
-				continue
-			}
-			scanned++
-			last = r
-			if scanned >= f.interval {
-				if err := c.srv.Send(checkpoint(r.position)); err != nil {
-					return err
-				}
-				scanned = 0
-			}
-		}
-		if len(batch) > 0 {
-			continue
-		}
-		// At the head: a quiet filter's checkpoint still advances.
-		if scanned > 0 {
-			if err := c.srv.Send(checkpoint(last.position)); err != nil {
-				return err
-			}
-			scanned = 0
-		}
-		if !caught {
-			if err := c.srv.Send(caughtUp()); err != nil {
-				return err
-			}
-			caught = true
-		}
-		if err := c.wait(changed); err != nil {
-			return err
-		}
-	}
-}
-
-// sendEvent sends one event, twice when the duplicate fault says so.
-func (c *catchUp) sendEvent(r *record) error {
-	event, link := c.s.log.resolve(r, c.resolve)
-	msg := readEvent(event, link, c.asString)
+// send sends what a subscription sends for a record, twice when the
+// duplicate fault says so.
+func (c *catchUp) send(r *record) error {
+	msg := readEvent(c.s.log.resolve(r, c.resolve), c.asString)
 	if err := c.srv.Send(msg); err != nil {
 		return err
 	}
