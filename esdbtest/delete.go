@@ -71,8 +71,8 @@ func (svc *streamsService) Tombstone(ctx context.Context, req *streams.Tombstone
 func (svc *streamsService) deleteStream(ctx context.Context, op string, opts deleteOptions,
 	del func(string, expectation) (uint64, error)) (uint64, error) {
 	stream := string(opts.GetStreamIdentifier().GetStreamName())
-	if stream == "" {
-		return 0, status.Error(codes.InvalidArgument, "esdbtest: delete without a stream")
+	if stream == "" || stream == allStream {
+		return 0, status.Errorf(codes.InvalidArgument, "esdbtest: cannot delete stream %q", stream)
 	}
 	if !svc.s.allowStream(ctx, actionDelete, stream) {
 		return 0, accessDeniedError().onUnary(ctx)
