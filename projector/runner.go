@@ -364,17 +364,13 @@ func (x *run) anchor(ctx context.Context, from *Checkpoint) error {
 	if from == nil {
 		return nil
 	}
-	if from.Log != "" && from.Log != log {
-		err = fmt.Errorf("%w: it was taken in a log whose first event is %s; this one starts with %s", ErrForeignCheckpoint, from.Log, orNone(log))
-	} else {
-		err = retry.Do(ctx, r.reconnect, func(ctx context.Context) error {
-			err := a.Check(ctx, *from)
-			if errors.Is(err, ErrForeignCheckpoint) {
-				return retry.Permanent(err)
-			}
-			return err
-		})
-	}
+	err = retry.Do(ctx, r.reconnect, func(ctx context.Context) error {
+		err := a.Check(ctx, *from)
+		if errors.Is(err, ErrForeignCheckpoint) {
+			return retry.Permanent(err)
+		}
+		return err
+	})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("projector: runner %q: checkpoint %s: %w; nothing was projected. "+
 			"Rebuild the projection (projector rebuild %s), or, to start it over in place, delete its checkpoint "+

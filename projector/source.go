@@ -95,8 +95,10 @@ type AnchoredSource interface {
 	// empty).
 	Log(ctx context.Context) (string, error)
 	// Check reports, wrapping [ErrForeignCheckpoint], a checkpoint that is
-	// not a position of the log: past its head, or with another event at
-	// its position than cp.EventID.
+	// not a position of the log: past its head, with another event at its
+	// position than cp.EventID, or taken in another log than this one
+	// (cp.Log, as stored with it; a source tells another log from its own
+	// whose start was removed since, as a scavenge does).
 	Check(ctx context.Context, cp Checkpoint) error
 }
 

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // The batched catch-up and the per-event path, each on a database of its
@@ -19,23 +21,24 @@ import (
 // (a process that died before storing it). Their documents must be the same,
 // and the fold.
 func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplicates_drops_and_restarts(t *testing.T) {
-	g := newRig(t)
-	g.appendCarts(t, 11, 12, 40)
-	g.server.DuplicateDeliveries(0.2)
+	server := esdbtest.New(t)
+	g := sourcetest.NewCarts(client{dial(t, server.URI())})
+	g.Append(t, 11, 12, 40)
+	server.DuplicateDeliveries(0.2)
 	ctx := context.Background()
 
 	run := func(name string, store *mongostore.Store, batch int) (first, second projector.RunnerStats) {
-		c := dial(t, g.server)
+		c := dial(t, server.URI())
 		opts := []projector.RunnerOption{projector.WithCheckpointEvery(40, 50*time.Millisecond), projector.WithBatch(batch, 5*time.Millisecond)}
-		r := newRunner(t, name, engine(t, store), cartsOnAll(t, c), store, opts...)
-		x := start(t, r)
+		r := sourcetest.NewRunner(t, name, sourcetest.Engine(t, store), cartsOnAll(t, c), store, opts...)
+		x := sourcetest.Start(t, r)
 		for i := range 2 {
-			x.waitFor(t, "events", func(st projector.RunnerStats) bool { return st.Events >= uint64((i+1)*g.total/3) })
-			g.server.DropSubscriptions()
-			x.waitFor(t, "resubscription", func(st projector.RunnerStats) bool { return st.Subscriptions >= uint64(i+2) })
+			x.WaitFor(t, "events", func(st projector.RunnerStats) bool { return st.Events >= uint64((i+1)*g.Total/3) })
+			server.DropSubscriptions()
+			x.WaitFor(t, "resubscription", func(st projector.RunnerStats) bool { return st.Subscriptions >= uint64(i+2) })
 		}
-		x.waitFor(t, "the checkpoint at the head", atHead(g.server))
-		if err := x.stop(); err != nil {
+		x.WaitFor(t, "the checkpoint past the last cart event", g.Reached())
+		if err := x.Stop(); err != nil {
 			t.Fatalf("%s: Run: %v", name, err)
 		}
 		first = r.Stats()
@@ -43,14 +46,14 @@ func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplic
 		if err := store.DeleteCheckpoint(ctx, name); err != nil {
 			t.Fatal(err)
 		}
-		half := g.server.Head() / 2
+		half := server.Head() / 2
 		if err := store.SaveCheckpoint(ctx, name, projector.Checkpoint{Position: half, Prepare: half}); err != nil {
 			t.Fatal(err)
 		}
-		r2 := newRunner(t, name, engine(t, store), cartsOnAll(t, c), store, opts...)
-		y := start(t, r2)
-		y.waitFor(t, "the checkpoint at the head again", atHead(g.server))
-		if err := y.stop(); err != nil {
+		r2 := sourcetest.NewRunner(t, name, sourcetest.Engine(t, store), cartsOnAll(t, c), store, opts...)
+		y := sourcetest.Start(t, r2)
+		y.WaitFor(t, "the checkpoint past the last cart event again", g.Reached())
+		if err := y.Stop(); err != nil {
 			t.Fatalf("%s: second Run: %v", name, err)
 		}
 		return first, r2.Stats()
@@ -67,8 +70,8 @@ func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplic
 		first, second projector.RunnerStats
 		batches       bool
 	}{{"batched", b1, b2, true}, {"per-event", p1, p2, false}} {
-		if c.first.Applied != uint64(g.total) || c.first.Drops < 2 || c.first.Duplicates == 0 || c.first.Failed != 0 {
-			t.Errorf("%s, first run: want each of the %d events applied once through 2 drops and duplicates: %+v", c.name, g.total, c.first)
+		if c.first.Applied != uint64(g.Total) || c.first.Drops < 2 || c.first.Duplicates == 0 || c.first.Failed != 0 {
+			t.Errorf("%s, first run: want each of the %d events applied once through 2 drops and duplicates: %+v", c.name, g.Total, c.first)
 		}
 		if c.second.Applied != 0 || c.second.Duplicates == 0 || c.second.Failed != 0 {
 			t.Errorf("%s, restart: want the second half again, all duplicates: %+v", c.name, c.second)
@@ -77,9 +80,9 @@ func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplic
 			t.Errorf("%s: %d batches of %d events in all; want batching %v", c.name, c.first.Batches, c.first.Batched, c.batches)
 		}
 	}
-	g.check(t, batched)
-	g.check(t, perEvent)
-	for id := range g.carts {
+	g.Check(t, batched)
+	g.Check(t, perEvent)
+	for id := range g.Events {
 		a, b := document(t, batched, id), document(t, perEvent, id)
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("cart %s: batched %+v, per-event %+v", id, a, b)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -62,59 +63,68 @@ func ServerFilter(o AllOptions) (*esdb.SubscriptionFilter, error) {
 }
 
 // Log implements [projector.AnchoredSource]: the id of the first event of
-// $all, system events included ("" while it is empty). An event store that
-// was reset or replaced starts with another one.
+// $all, system events included, and its position (see [neutral.LogOf]; ""
+// while it is empty). An event store that was reset or replaced starts with
+// another one.
 func (a *All) Log(ctx context.Context) (string, error) {
-	id := ""
+	var log string
 	err := a.client.Do(ctx, func(cl *esdb.Client) error {
 		var err error
-		id, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Start{}}, nil)
+		log, err = firstOfAll(ctx, cl)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("subscription: the start of $all on %s: %w", a.client, err)
 	}
-	return id, nil
+	return log, nil
 }
 
-// Check implements [projector.AnchoredSource]: cp must not be past the head
-// of $all, and the event at its position, when it names one, must be it.
+// Check implements [projector.AnchoredSource] by [neutral.CheckAnchor].
 func (a *All) Check(ctx context.Context, cp projector.Checkpoint) error {
-	var head uint64
-	found := ""
+	var now neutral.Anchor
 	err := a.client.Do(ctx, func(cl *esdb.Client) error {
 		var err error
-		if head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > head {
+		if now.Log, err = firstOfAll(ctx, cl); err != nil {
 			return err
 		}
-		found, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp.Position)
+		if now.Head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > now.Head {
+			return err
+		}
+		now.Found, _, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp.Position)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("subscription: checking checkpoint %s on %s: %w", cp, a.client, err)
 	}
-	return neutral.CheckAnchor(cp, head, found)
+	return neutral.CheckAnchor(cp, now)
 }
 
-// eventAt returns the id of the first event o reads from $all ("" for
-// none), or of none unless it is at commit position at, when at is set.
-func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *uint64) (string, error) {
+// firstOfAll returns the log of $all: its first event (see [neutral.LogOf]).
+func firstOfAll(ctx context.Context, cl *esdb.Client) (string, error) {
+	id, at, err := eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Start{}}, nil)
+	return neutral.LogOf(id, at), err
+}
+
+// eventAt returns the id and commit position of the first event o reads
+// from $all ("" for none), or of none unless it is at commit position at,
+// when at is set.
+func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *uint64) (string, uint64, error) {
 	s, err := cl.ReadAll(ctx, o, 1)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer s.Close()
 	ev, err := s.Recv()
 	switch {
 	case errors.Is(err, io.EOF):
-		return "", nil
+		return "", 0, nil
 	case err != nil:
-		return "", err
+		return "", 0, err
 	}
 	if r := ev.OriginalEvent(); at == nil || r.Position.Commit == *at {
-		return r.EventID.String(), nil
+		return r.EventID.String(), r.Position.Commit, nil
 	}
-	return "", nil
+	return "", 0, nil
 }
 
 // lastPosition returns the commit position of the last event in $all (0:
@@ -164,7 +174,7 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 	if err != nil {
 		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, err)
 	}
-	return neutral.NewCatchUp("subscription", catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger), nil
+	return neutral.NewAllCatchUp("subscription", catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, scanAll(a.client))), nil
 }
 
 // StreamOptions configure a catch-up subscription to one stream (the same
@@ -242,3 +252,34 @@ func (c catchUp) Recv() neutral.Message {
 }
 
 func (c catchUp) Close() error { return c.sub.Close() }
+
+// scanAll implements [neutral.ScanAll] on client.
+func scanAll(client *Client) neutral.ScanAll {
+	return func(ctx context.Context, after *projector.Checkpoint, each func(neutral.Record) bool) error {
+		var from esdb.AllPosition = esdb.Start{}
+		if after != nil {
+			from = esdb.Position{Commit: after.Position, Prepare: after.Prepare}
+		}
+		return client.Do(ctx, func(cl *esdb.Client) error {
+			s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, math.MaxInt64)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for {
+				re, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				ev := re.OriginalEvent()
+				cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
+				if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
+					return nil
+				}
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/subscription/neutral"
+	_ "github.com/revgate/projector/subscription/neutral/coexist" // both clients in one binary
 )
 
 // Client is a connection to EventStoreDB that outlives an outage. The
@@ -44,6 +45,7 @@ func Dial(uri string, logger *slog.Logger) (*Client, error) {
 		New:           func() (*esdb.Client, error) { return esdb.NewClient(cfg) },
 		Close:         (*esdb.Client).Close,
 		ClosedForGood: connectionClosed,
+		Denied:        denied,
 	})
 	return c, nil
 }
@@ -53,6 +55,12 @@ func Dial(uri string, logger *slog.Logger) (*Client, error) {
 func connectionClosed(err error) bool {
 	var e *esdb.Error
 	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeConnectionClosed
+}
+
+// denied reports whether err says that the server refused the caller.
+func denied(err error) bool {
+	var e *esdb.Error
+	return errors.As(err, &e) && (e.Code() == esdb.ErrorCodeAccessDenied || e.Code() == esdb.ErrorCodeUnauthenticated)
 }
 
 // Redact returns uri with its password replaced by "xxxxx" (any scheme; see

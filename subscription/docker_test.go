@@ -18,9 +18,8 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/projector/driver"
-	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // EventStoreImage is the EventStoreDB image of the Docker tier.
@@ -83,46 +82,38 @@ func eventStoreContainer(t *testing.T) string {
 func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_and_MongoDB(t *testing.T) {
 	uri, db := realServers(t)
 	ctx := context.Background()
-	c := dial(t, nil, uri)
+	c := dial(t, uri)
 	cl, err := c.ESDB()
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &rig{esdb: cl, store: mongostore.New(db), carts: map[string][]projector.Event{}, prefix: uuid.NewString()[:8] + "-"}
-	g.appendCarts(t, 21, 50, 10)
-	prefix := cart.StreamPrefix + g.prefix
-	allCarts := func(store driver.Store) func(projector.RunnerStats) bool {
-		return func(projector.RunnerStats) bool {
-			for id, evs := range g.carts {
-				if projectortest.CheckDocument(ctx, store, cart.NewDetailsProjection(), id, evs) != nil {
-					return false
-				}
-			}
-			return true
-		}
-	}
+	store := mongostore.New(db)
+	g := sourcetest.NewCarts(client{c})
+	g.Prefix = uuid.NewString()[:8] + "-"
+	g.Append(t, 21, 50, 10)
+	prefix := cart.StreamPrefix + g.Prefix
 
 	t.Run("catch-up on $all, then a restart from the checkpoint", func(t *testing.T) {
 		src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{prefix}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := engine(t, g.store)
-		r := newRunner(t, "docker-carts", e, src, g.store, projector.WithCheckpointEvery(50, 100*time.Millisecond))
-		x := start(t, r)
-		x.waitFor(t, "every cart at its fold", allCarts(g.store))
-		x.waitFor(t, "a checkpoint past every cart event", func(st projector.RunnerStats) bool { return st.Saved > 0 && st.Applied == uint64(g.total) })
-		if err := x.stop(); err != nil {
+		e := sourcetest.Engine(t, store)
+		r := sourcetest.NewRunner(t, "docker-carts", e, src, store, projector.WithCheckpointEvery(50, 100*time.Millisecond))
+		x := sourcetest.Start(t, r)
+		x.WaitFor(t, "every cart at its fold", g.AtFold(store))
+		x.WaitFor(t, "a checkpoint past every cart event", func(st projector.RunnerStats) bool { return st.Saved > 0 && st.Applied == uint64(g.Total) })
+		if err := x.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		cp, err := g.store.LoadCheckpoint(ctx, "docker-carts")
+		cp, err := store.LoadCheckpoint(ctx, "docker-carts")
 		if err != nil || cp == nil {
 			t.Fatalf("checkpoint %v %v", cp, err)
 		}
-		again := newRunner(t, "docker-carts", engine(t, g.store), src, g.store)
-		y := start(t, again)
+		again := sourcetest.NewRunner(t, "docker-carts", sourcetest.Engine(t, store), src, store)
+		y := sourcetest.Start(t, again)
 		time.Sleep(2 * time.Second) // what a restart would replay arrives in this time
-		if err := y.stop(); err != nil {
+		if err := y.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		if st := again.Stats(); st.Applied != 0 || st.Subscriptions == 0 {
@@ -136,24 +127,24 @@ func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_an
 		settings := esdb.SubscriptionSettingsDefault()
 		settings.StartFrom = esdb.Start{}
 		settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
-		group := "details-" + g.prefix
+		group := "details-" + g.Prefix
 		if err := cl.CreatePersistentSubscriptionToAll(ctx, group, esdb.PersistentAllSubscriptionOptions{
 			Settings: &settings, StartFrom: esdb.Start{},
 			Filter: &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{prefix}},
 		}); err != nil {
 			t.Fatal(err)
 		}
-		var xs []*running
+		var xs []*sourcetest.Running
 		for i := range 2 {
-			src, err := subscription.NewPersistent(dial(t, nil, uri), subscription.PersistentOptions{Stream: subscription.AllStreams, Group: group})
+			src, err := subscription.NewPersistent(dial(t, uri), subscription.PersistentOptions{Stream: subscription.AllStreams, Group: group})
 			if err != nil {
 				t.Fatal(err)
 			}
-			xs = append(xs, start(t, newRunner(t, fmt.Sprintf("consumer-%d", i), engine(t, store), src, nil)))
+			xs = append(xs, sourcetest.Start(t, sourcetest.NewRunner(t, fmt.Sprintf("consumer-%d", i), sourcetest.Engine(t, store), src, nil)))
 		}
-		xs[0].waitFor(t, "every cart at its fold", allCarts(store))
+		xs[0].WaitFor(t, "every cart at its fold", g.AtFold(store))
 		for _, x := range xs {
-			if err := x.stop(); err != nil {
+			if err := x.Stop(); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -42,10 +42,24 @@ func NewCatchUp(pkg string, s CatchUpStream, logger *slog.Logger) projector.Subs
 	return &catchUp{pkg: pkg, s: s, logger: OrDiscard(logger)}
 }
 
+// NewAllCatchUp returns s, a subscription to $all that started after from
+// (nil: at the start), as a [projector.Subscription] that also moves the
+// checkpoint to the head each time it catches up, by head (see [Head]).
+func NewAllCatchUp(pkg string, s CatchUpStream, logger *slog.Logger, from *projector.Checkpoint, head *Head) projector.Subscription {
+	c := &catchUp{pkg: pkg, s: s, logger: OrDiscard(logger), head: head}
+	if from != nil {
+		last := *from
+		c.last = &last
+	}
+	return c
+}
+
 type catchUp struct {
 	pkg    string
 	s      CatchUpStream
 	logger *slog.Logger
+	head   *Head
+	last   *projector.Checkpoint // of the last delivery, or where it started
 }
 
 // Next implements [projector.Subscription].
@@ -54,6 +68,9 @@ func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
 	defer stop()
 	for {
 		m := c.s.Recv()
+		if m.Checkpoint != nil {
+			c.last = m.Checkpoint
+		}
 		switch {
 		case ctx.Err() != nil:
 			return projector.Delivery{}, ctx.Err()
@@ -69,10 +86,30 @@ func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
 		case m.Checkpoint != nil:
 			return projector.Delivery{Checkpoint: m.Checkpoint}, nil
 		case m.CaughtUp:
-			return projector.Delivery{CaughtUp: true}, nil
+			return projector.Delivery{CaughtUp: true, Checkpoint: c.atHead(ctx)}, nil
 		}
 		// FellBehind: nothing to do; the runner keeps reading.
 	}
+}
+
+// atHead returns the checkpoint to store at the head, or nil: none to move
+// to, no head scan, or a scan that failed (logged; the next checkpoint
+// message or event moves the position instead).
+func (c *catchUp) atHead(ctx context.Context) *projector.Checkpoint {
+	if c.head == nil {
+		return nil
+	}
+	cp, err := c.head.After(ctx, c.last)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn("reading $all to the head for the caught-up checkpoint", "err", err)
+		}
+		return nil
+	}
+	if cp != nil {
+		c.last = cp
+	}
+	return cp
 }
 
 // Close implements [projector.Subscription].

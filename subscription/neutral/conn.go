@@ -1,6 +1,8 @@
 package neutral
 
 import (
+	"github.com/revgate/projector/retry"
+
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +29,9 @@ type ConnConfig[C comparable] struct {
 	// ClosedForGood reports whether an error a call returned says that the
 	// client has closed itself (its discovery gave up).
 	ClosedForGood func(error) bool
+	// Denied reports whether an error says that the server refused the
+	// call's user (none, wrong credentials, or not allowed by its ACLs).
+	Denied func(error) bool
 	// HangLimit bounds one call (0: [DefaultHangLimit]).
 	HangLimit time.Duration
 }
@@ -93,8 +98,21 @@ func (c *Conn[C]) check(cl C, err error) error {
 		// it would make that call panic. It has closed its connection.
 		c.drop(cl)
 	}
+	if err != nil && c.cfg.Denied != nil && c.cfg.Denied(err) {
+		// Credentials do not change while the projector runs: trying again
+		// would only wait out the retry policy.
+		return retry.Permanent(fmt.Errorf("%w: %w", ErrAccessDenied, err))
+	}
 	return err
 }
+
+// ErrAccessDenied: the server refused the connection string's user. A
+// secure node lets only $admins read $all (and $admins or $ops manage
+// persistent subscription groups): give such a user's credentials in the
+// connection string (scheme://user:password@host:port, over TLS).
+var ErrAccessDenied = errors.New("access denied: the server refused the connection string's user " +
+	"(none given, wrong credentials, or not allowed: reading $all takes a member of $admins, managing persistent subscription groups one of $admins or $ops; " +
+	"give one as scheme://user:password@host:port, over TLS)")
 
 // drop forgets cl so that the next call builds a new client.
 func (c *Conn[C]) drop(cl C) {

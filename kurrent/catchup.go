@@ -1,0 +1,296 @@
+package kurrent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription/neutral"
+)
+
+// AllOptions configure a catch-up subscription to $all. It is the same type
+// as subscription.AllOptions, so that one value configures a source on
+// either client; see [neutral.AllOptions] for its fields.
+type AllOptions = neutral.AllOptions
+
+// StreamOptions configure a catch-up subscription to one stream (the same
+// type as subscription.StreamOptions; see [neutral.StreamOptions]).
+type StreamOptions = neutral.StreamOptions
+
+// All is a catch-up subscription to $all, as a [projector.Source]: it reads
+// from the checkpoint to the head, then follows live. Its checkpoints are
+// positions in $all.
+type All struct {
+	client *Client
+	opts   AllOptions
+	filter *kurrentdb.SubscriptionFilter
+}
+
+var (
+	_ projector.OrderedSource       = (*All)(nil)
+	_ projector.TypeFilteringSource = (*All)(nil)
+	_ projector.AnchoredSource      = (*All)(nil)
+)
+
+// NewAll returns a $all source on client.
+func NewAll(client *Client, opts AllOptions) (*All, error) {
+	if client == nil {
+		return nil, errors.New("kurrent: no client")
+	}
+	f, err := ServerFilter(opts)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = neutral.OrDiscard(opts.Logger)
+	return &All{client: client, opts: opts, filter: f}, nil
+}
+
+// ServerFilter returns the server-side filter of o's stream or event-type
+// settings, for a catch-up subscription to $all or a persistent subscription
+// group on $all; with none set it leaves out system events only.
+func ServerFilter(o AllOptions) (*kurrentdb.SubscriptionFilter, error) {
+	f, err := o.ServerFilter()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kurrent: %w", err)
+	case f.ExcludeSystemEvents:
+		return kurrentdb.ExcludeSystemEventsFilter(), nil
+	case f.EventTypes:
+		return &kurrentdb.SubscriptionFilter{Type: kurrentdb.EventFilterType, Prefixes: f.Prefixes, Regex: f.Regex}, nil
+	}
+	return &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: f.Prefixes, Regex: f.Regex}, nil
+}
+
+// Log implements [projector.AnchoredSource]: the id of the first event of
+// $all, system events included, and its position (see [neutral.LogOf]; ""
+// while it is empty). An event store that was reset or replaced starts with
+// another one.
+func (a *All) Log(ctx context.Context) (string, error) {
+	var log string
+	err := a.client.Do(ctx, func(cl *kurrentdb.Client) error {
+		var err error
+		log, err = firstOfAll(ctx, cl)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("kurrent: the start of $all on %s: %w", a.client, err)
+	}
+	return log, nil
+}
+
+// Check implements [projector.AnchoredSource] by [neutral.CheckAnchor].
+func (a *All) Check(ctx context.Context, cp projector.Checkpoint) error {
+	var now neutral.Anchor
+	err := a.client.Do(ctx, func(cl *kurrentdb.Client) error {
+		var err error
+		if now.Log, err = firstOfAll(ctx, cl); err != nil {
+			return err
+		}
+		if now.Head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > now.Head {
+			return err
+		}
+		now.Found, _, err = eventAt(ctx, cl, kurrentdb.ReadAllOptions{From: kurrentdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp.Position)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("kurrent: checking checkpoint %s on %s: %w", cp, a.client, err)
+	}
+	return neutral.CheckAnchor(cp, now)
+}
+
+// firstOfAll returns the log of $all: its first event (see [neutral.LogOf]).
+func firstOfAll(ctx context.Context, cl *kurrentdb.Client) (string, error) {
+	id, at, err := eventAt(ctx, cl, kurrentdb.ReadAllOptions{From: kurrentdb.Start{}}, nil)
+	return neutral.LogOf(id, at), err
+}
+
+// eventAt returns the id and commit position of the first event o reads
+// from $all ("" for none), or of none unless it is at commit position at,
+// when at is set.
+func eventAt(ctx context.Context, cl *kurrentdb.Client, o kurrentdb.ReadAllOptions, at *uint64) (string, uint64, error) {
+	s, err := cl.ReadAll(ctx, o, 1)
+	if err != nil {
+		return "", 0, err
+	}
+	defer s.Close()
+	ev, err := s.Recv()
+	switch {
+	case errors.Is(err, io.EOF):
+		return "", 0, nil
+	case err != nil:
+		return "", 0, err
+	}
+	if r := ev.OriginalEvent(); at == nil || r.Position.Commit == *at {
+		return r.EventID.String(), r.Position.Commit, nil
+	}
+	return "", 0, nil
+}
+
+// lastPosition returns the commit position of the last event in $all (0:
+// none).
+func lastPosition(ctx context.Context, cl *kurrentdb.Client) (uint64, error) {
+	s, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	ev, err := s.Recv()
+	if errors.Is(err, io.EOF) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return ev.OriginalEvent().Position.Commit, nil
+}
+
+// Ordered reports that the subscription delivers $all in log order.
+func (a *All) Ordered() bool { return true }
+
+// FiltersEventTypes reports whether the subscription leaves out events by
+// type, so that streams arrive with holes. (Leaving out system events only,
+// the default, leaves no hole in a user's stream.)
+func (a *All) FiltersEventTypes() bool { return a.opts.FiltersEventTypes() }
+
+// Subscribe implements [projector.Source]: after from, or from the start.
+func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	var start kurrentdb.AllPosition = kurrentdb.Start{}
+	if from != nil {
+		start = kurrentdb.Position{Commit: from.Position, Prepare: from.Prepare}
+	}
+	sub, err := call(ctx, a.client, func(cl *kurrentdb.Client) (*kurrentdb.Subscription, error) {
+		return cl.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{
+			From:               start,
+			ResolveLinkTos:     a.opts.ResolveLinks,
+			MaxSearchWindow:    a.opts.MaxSearchWindow,
+			CheckpointInterval: a.opts.CheckpointInterval,
+			Filter:             a.filter,
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kurrent: $all on %s: %w", a.client, err)
+	}
+	return neutral.NewAllCatchUp("kurrent", &catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, scanAll(a.client))), nil
+}
+
+// Stream is a catch-up subscription to one stream, as a [projector.Source].
+// Its checkpoints are revisions of that stream.
+type Stream struct {
+	client *Client
+	stream string
+	opts   StreamOptions
+}
+
+var _ projector.OrderedSource = (*Stream)(nil)
+
+// NewStream returns a source on one stream.
+func NewStream(client *Client, stream string, opts StreamOptions) (*Stream, error) {
+	if client == nil || stream == "" {
+		return nil, errors.New("kurrent: a stream source needs a client and a stream name")
+	}
+	opts.Logger = neutral.OrDiscard(opts.Logger)
+	return &Stream{client: client, stream: stream, opts: opts}, nil
+}
+
+// Ordered reports that the subscription delivers the stream in order.
+func (s *Stream) Ordered() bool { return true }
+
+// Subscribe implements [projector.Source]: after from, or from the start.
+func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	var start kurrentdb.StreamPosition = kurrentdb.Start{}
+	if from != nil {
+		start = kurrentdb.Revision(from.Position)
+	}
+	sub, err := call(ctx, s.client, func(cl *kurrentdb.Client) (*kurrentdb.Subscription, error) {
+		return cl.SubscribeToStream(ctx, s.stream, kurrentdb.SubscribeToStreamOptions{From: start, ResolveLinkTos: s.opts.ResolveLinks})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kurrent: stream %q on %s: %w", s.stream, s.client, err)
+	}
+	return neutral.NewCatchUp("kurrent", &catchUp{sub: sub, checkpoint: streamCheckpoint}, s.opts.Logger), nil
+}
+
+func allCheckpoint(re *kurrentdb.ResolvedEvent) *projector.Checkpoint {
+	ev := re.OriginalEvent()
+	return &projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
+}
+
+func streamCheckpoint(re *kurrentdb.ResolvedEvent) *projector.Checkpoint {
+	return &projector.Checkpoint{Position: re.OriginalEvent().EventNumber}
+}
+
+// catchUp translates what the official client's catch-up subscription
+// delivers for [neutral.NewCatchUp]. It is read by one goroutine at a time.
+type catchUp struct {
+	sub        *kurrentdb.Subscription
+	checkpoint func(*kurrentdb.ResolvedEvent) *projector.Checkpoint
+	live       bool // the last of CaughtUp and FellBehind was CaughtUp
+}
+
+func (c *catchUp) Recv() neutral.Message {
+	m := c.sub.Recv()
+	switch {
+	case m.SubscriptionDropped != nil:
+		return neutral.Message{Dropped: m.SubscriptionDropped.Error}
+	case m.EventAppeared != nil:
+		cp := c.checkpoint(m.EventAppeared)
+		ev, err := Envelope(m.EventAppeared)
+		if err != nil {
+			return neutral.Message{EventErr: err, Checkpoint: cp}
+		}
+		return neutral.Message{Event: &ev, Checkpoint: cp}
+	case m.CheckPointReached != nil:
+		return neutral.Message{Checkpoint: &projector.Checkpoint{Position: m.CheckPointReached.Commit, Prepare: m.CheckPointReached.Prepare}}
+	case m.CaughtUp != nil:
+		c.live = true
+		return neutral.Message{CaughtUp: true}
+	case m.FellBehind != nil:
+		c.live = false
+		return neutral.Message{}
+	}
+	// Every field nil: a CaughtUp or a FellBehind without a timestamp (older
+	// servers, and esdbtest, built on protocol types that have no such
+	// field, send none); the client then loses which of the two it was. The
+	// server sends them in turn, CaughtUp first (a subscription falls behind
+	// only after it was live).
+	c.live = !c.live
+	return neutral.Message{CaughtUp: c.live}
+}
+
+func (c *catchUp) Close() error { return c.sub.Close() }
+
+// scanAll implements [neutral.ScanAll] on client.
+func scanAll(client *Client) neutral.ScanAll {
+	return func(ctx context.Context, after *projector.Checkpoint, each func(neutral.Record) bool) error {
+		var from kurrentdb.AllPosition = kurrentdb.Start{}
+		if after != nil {
+			from = kurrentdb.Position{Commit: after.Position, Prepare: after.Prepare}
+		}
+		return client.Do(ctx, func(cl *kurrentdb.Client) error {
+			s, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{From: from}, math.MaxInt64)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for {
+				re, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				ev := re.OriginalEvent()
+				cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
+				if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
+					return nil
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,61 @@
+// Package kurrent feeds the projector from KurrentDB (or EventStoreDB)
+// through the maintained official client,
+// github.com/kurrent-io/KurrentDB-Client-Go (package kurrentdb). It is the
+// twin of package [github.com/revgate/projector/subscription], which does
+// the same on the archived EventStore-Client-Go v4: the same sources (a
+// catch-up subscription to $all or to one stream, a consumer of a
+// persistent subscription group), the same resilient [Client], the same
+// envelopes, and one acceptance suite
+// ([github.com/revgate/projector/subscription/sourcetest]) run against
+// both. What depends on neither client lives once in
+// [github.com/revgate/projector/subscription/neutral]: [AllOptions],
+// [StreamOptions] and [PersistentStats] are its types under the names both
+// packages give them, so one value configures either, and this package does
+// not link the archived client.
+//
+// Both clients speak the same v1 gRPC protocol and share most of their code
+// (the kurrentdb client is v4 renamed and carried on), so a projector
+// behaves the same on either. Where they differ:
+//
+//   - Connection strings: kurrentdb:// kurrent:// kdb:// and esdb:// (each
+//     also +discover) are all accepted; v4 takes esdb:// only.
+//   - Names: an append's expectation is AppendToStreamOptions.StreamState
+//     (kurrentdb.StreamState: Any, NoStream, StreamExists, StreamRevision)
+//     where v4 has ExpectedRevision; errors are *kurrentdb.Error with the
+//     same codes, plus ErrorCodeStreamRevisionConflict,
+//     ErrorCodeStreamTombstoned and the append size codes, which the client
+//     reads from rich gRPC error details (a conflict may come back under
+//     either ErrorCodeWrongExpectedVersion or ErrorCodeStreamRevisionConflict;
+//     cart.NewKurrentStore treats both as a conflict).
+//   - Caught up: the client reports CaughtUp and FellBehind with the
+//     server's timestamp and position. From a server that sends no
+//     timestamp (older ones, and the esdbtest double) it delivers a message
+//     with every field nil and the kind lost; the $all and stream sources
+//     here read such messages in turn as CaughtUp, then FellBehind, which
+//     is the order servers send them in. (v4 reports both without detail.)
+//   - A dropped subscription looks the same: SubscriptionDropped with the
+//     raw gRPC error (v4 too), never a reconnect; the runner resubscribes
+//     from its checkpoint. A closed subscription's Recv answers "subscription
+//     has been dropped" at once. Once the client has closed itself, every
+//     call fails with ErrorCodeConnectionClosed, even an error that came
+//     back from the server (kurrentdb checks first), and [Client] builds a
+//     new one; the first error after discovery gave up carries the last
+//     discovery error's code (often Unavailable), as in v4.
+//   - Persistent groups: the client sends the consumer strategy by name to a
+//     server of 21.10.1 or later, so PinnedByCorrelation groups can be
+//     created (v4 panics on that strategy); on an older server it panics
+//     likewise. Persistent Recv still panics on any message but an event
+//     after the confirmation, and Close still half-closes the stream, racing
+//     with an acknowledgement: the consumer here cancels the stream instead,
+//     as package subscription does.
+//   - Extras this package does not use: MultiStreamAppend (the v2 protocol's
+//     AppendSession, on servers that advertise it), Gossip, and version
+//     checks (ServerVersion.IsAtLeast).
+//   - Logging: both default to printing through the standard log package;
+//     [Dial] routes the client's log to a *slog.Logger. (Parsing a
+//     connection string with an unknown setting still prints a warning
+//     through the standard logger, before Dial can route it; both clients.)
+//
+// Credentials are sent only over TLS, by both clients; tls=false sends
+// none.
+package kurrent

@@ -1,0 +1,115 @@
+package neutral
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/revgate/projector/projector"
+)
+
+// Record is one record of $all as a scan reads it: where it is, and what
+// the server-side filter of a subscription looks at.
+type Record struct {
+	Checkpoint projector.Checkpoint
+	Stream     string
+	Type       string
+}
+
+// ScanAll reads $all forwards from the position of after (the start when
+// nil) to its head as it is now, handing each record to each until each
+// returns false. Each source package implements it on its client.
+type ScanAll func(ctx context.Context, after *projector.Checkpoint, each func(Record) bool) error
+
+// Head commits the position of a filtered subscription to $all when it
+// reaches the head. A node sends a filtered subscription's checkpoint
+// message only after every CheckpointInterval search windows of records it
+// scanned (KurrentDB's FilteredAllSubscription; no checkpoint at the head),
+// so a projection whose events are rare would otherwise keep a stored
+// position as far behind the head as the last event it handled, and a
+// restart would scan again everything since. At the caught-up message Head
+// reads $all from the last position the subscription delivered, applies the
+// subscription's own filter, and returns the position of the last record
+// before the first one the filter keeps: every record up to it was either
+// delivered already or is one the subscription leaves out, so a runner may
+// store it. The events the filter keeps after it are still to come through
+// the subscription, past it.
+//
+// The scan reads the records since the subscription's last checkpoint
+// message (at most MaxSearchWindow x CheckpointInterval of them, 32 by the
+// clients' defaults) and those appended since it caught up, which it stops
+// at as soon as one is the projection's.
+type Head struct {
+	scan  ScanAll
+	keeps func(stream, eventType string) bool
+}
+
+// NewHead returns the head scan of a subscription to $all under o, on scan.
+func NewHead(o AllOptions, scan ScanAll) *Head {
+	return &Head{scan: scan, keeps: o.keeps()}
+}
+
+// After returns the checkpoint to store once a subscription that delivered
+// up to last (nil: nothing yet, from the start) reaches the head; nil when
+// no record lies between last and the first one the filter keeps.
+func (h *Head) After(ctx context.Context, last *projector.Checkpoint) (*projector.Checkpoint, error) {
+	var out *projector.Checkpoint
+	err := h.scan(ctx, last, func(r Record) bool {
+		if last != nil && !after(r.Checkpoint, *last) {
+			return true // the record at last itself (or one of its commit)
+		}
+		if h.keeps(r.Stream, r.Type) {
+			return false
+		}
+		cp := r.Checkpoint
+		out = &cp
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// keeps returns o's filter as the server applies it to a record of $all
+// (KurrentDB's EventFilter: prefixes by StartsWith, a regular expression by
+// IsMatch, unanchored; with no filter, records of system types, "$...", are
+// left out). When in doubt it keeps: a record kept here only stops the scan
+// sooner.
+func (o AllOptions) keeps() func(stream, eventType string) bool {
+	f, err := o.ServerFilter()
+	if err != nil {
+		return func(string, string) bool { return true }
+	}
+	pick := func(stream, eventType string) string {
+		if f.EventTypes {
+			return eventType
+		}
+		return stream
+	}
+	switch {
+	case f.ExcludeSystemEvents:
+		return func(_, eventType string) bool { return !strings.HasPrefix(eventType, "$") }
+	case f.Regex != "":
+		rx, err := regexp.Compile(f.Regex)
+		if err != nil {
+			return func(string, string) bool { return true }
+		}
+		return func(stream, eventType string) bool { return rx.MatchString(pick(stream, eventType)) }
+	}
+	return func(stream, eventType string) bool {
+		s := pick(stream, eventType)
+		for _, p := range f.Prefixes {
+			if strings.HasPrefix(s, p) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// after reports whether a is past b in $all: by commit position, then by
+// prepare position (the records of one commit share its commit position).
+func after(a, b projector.Checkpoint) bool {
+	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
+}
