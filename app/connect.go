@@ -5,16 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
-	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription/neutral"
 )
 
 // servers are the connection flags every built-in command shares.
@@ -45,7 +43,7 @@ func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 	case s.timeout <= 0:
 		return usageError(inv.Stderr, "--connect-timeout must be > 0, got %v", s.timeout)
 	case needESDB && s.esdb == "":
-		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the EventStoreDB to read, e.g. esdb://localhost:2113?tls=false", inv.EnvPrefix)
+		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false, or kurrentdb://localhost:2113?tls=false for KurrentDB-Client-Go", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
 		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
 	}
@@ -58,10 +56,11 @@ func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*S
 		Embedded: x.Embedded, Logger: logger})
 }
 
-// dial returns a client of the EventStoreDB at s.esdb that has answered
+// dial returns a client of the event store at s.esdb (on the client its
+// scheme picks; see openEventStore) that has answered
 // within the connect timeout.
-func dial(ctx context.Context, s servers, logger *slog.Logger) (*subscription.Client, error) {
-	client, err := subscription.Dial(s.esdb, logger)
+func dial(ctx context.Context, s servers, logger *slog.Logger) (eventStore, error) {
+	client, err := openEventStore(s.esdb, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +75,7 @@ func dial(ctx context.Context, s servers, logger *slog.Logger) (*subscription.Cl
 // says in one line what to do when it does not: nothing listens there (at
 // once, not after the client's discovery gives up), the server does not
 // speak TLS while the connection string asks for it, or it does not answer.
-func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duration) error {
+func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if addr, single := c.Address(); single {
@@ -86,7 +85,7 @@ func probeESDB(ctx context.Context, c *subscription.Client, timeout time.Duratio
 		}
 		conn.Close()
 	}
-	_, err := head(ctx, c)
+	_, err := c.head(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -109,66 +108,30 @@ func dialError(err error) error {
 	return err
 }
 
-// head returns the commit position of the last event in $all.
-func head(ctx context.Context, c *subscription.Client) (uint64, error) {
-	var pos uint64
-	err := c.Do(ctx, func(cl *esdb.Client) error {
-		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		pos = ev.OriginalEvent().Position.Commit
-		return nil
-	})
-	return pos, err
-}
-
 // lagCap bounds how many events of $all are looked at behind a checkpoint.
 const lagCap = 10000
 
 // countAfter counts the events of $all after cp (from the start when cp is
 // nil) that f reads, among the first lagCap events after it; more reports
 // that there were more than lagCap to look at (the count is a lower bound).
-func countAfter(ctx context.Context, c *subscription.Client, cp *uint64, prepare uint64, f Filter) (n int, more bool, err error) {
-	err = c.Do(ctx, func(cl *esdb.Client) error {
-		var from esdb.AllPosition = esdb.Start{}
-		if cp != nil {
-			from = esdb.Position{Commit: *cp, Prepare: prepare}
+func countAfter(ctx context.Context, c eventStore, cp *uint64, prepare uint64, f Filter) (n int, more bool, err error) {
+	var from *projector.Checkpoint
+	if cp != nil {
+		from = &projector.Checkpoint{Position: *cp, Prepare: prepare}
+	}
+	scanned := 0
+	err = c.scan(ctx, from, lagCap+2, func(r neutral.Record) bool {
+		if cp != nil && r.Checkpoint.Position <= *cp {
+			return true // reading forwards from a position includes the event there
 		}
-		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, lagCap+2)
-		if err != nil {
-			return err
+		if scanned++; scanned > lagCap {
+			more = true
+			return false
 		}
-		defer s.Close()
-		n, more = 0, false
-		for scanned := 0; ; {
-			ev, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			r := ev.OriginalEvent()
-			if cp != nil && r.Position.Commit <= *cp {
-				continue // reading forwards from a position includes the event there
-			}
-			if scanned++; scanned > lagCap {
-				more = true
-				return nil
-			}
-			if f.matches(r.StreamID, r.EventType) {
-				n++
-			}
+		if f.matches(r.Stream, r.Type) {
+			n++
 		}
+		return true
 	})
 	return n, more, err
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector/driver"
-	"github.com/revgate/projector/subscription"
 )
 
 // runnerCollector exports the runners' counters at scrape time.
@@ -126,7 +125,7 @@ func (h *headSampler) read() (uint64, map[string]int) {
 	return h.head, h.lags
 }
 
-func (h *headSampler) run(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
+func (h *headSampler) run(ctx context.Context, client eventStore, runners []runnerView, logger *slog.Logger) {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
@@ -139,11 +138,11 @@ func (h *headSampler) run(ctx context.Context, client *subscription.Client, runn
 	}
 }
 
-func (h *headSampler) sample(ctx context.Context, client *subscription.Client, runners []runnerView, logger *slog.Logger) {
+func (h *headSampler) sample(ctx context.Context, client eventStore, runners []runnerView, logger *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
 	lags := map[string]int{}
-	pos, err := head(ctx, client)
+	pos, err := client.head(ctx)
 	for _, r := range runners {
 		if err != nil {
 			break

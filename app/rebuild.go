@@ -9,11 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription"
 )
 
 // rebuildConfig is the command line of rebuild.
@@ -28,7 +25,7 @@ type rebuildConfig struct {
 func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	var c rebuildConfig
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB connection string (required)")
+	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), park or skip (as for run); a projection's own OnFailure wins")
@@ -109,26 +106,21 @@ func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, s
 // the old collection after the rebuild's checkpoint would never reach the
 // new one. A group "<group>-<projection>" belongs to the projection of names
 // with the longest name that ends it.
-func refuseGroups(ctx context.Context, client *subscription.Client, name string, names []string) error {
-	var groups []esdb.PersistentSubscriptionInfo
-	err := client.Do(ctx, func(cl *esdb.Client) error {
-		var err error
-		groups, err = cl.ListPersistentSubscriptionsToAll(ctx, esdb.ListPersistentSubscriptionsOptions{})
-		return err
-	})
-	if err != nil && !isNotFound(err) {
+func refuseGroups(ctx context.Context, client eventStore, name string, names []string) error {
+	groups, err := client.groups(ctx)
+	if err != nil {
 		return fmt.Errorf("listing persistent subscription groups: %w", err)
 	}
 	for _, g := range groups {
 		owner := ""
 		for _, n := range names {
-			if strings.HasSuffix(g.GroupName, "-"+n) && len(n) > len(owner) {
+			if strings.HasSuffix(g, "-"+n) && len(n) > len(owner) {
 				owner = n
 			}
 		}
 		if owner == name {
 			return fmt.Errorf("persistent subscription group %q feeds %s: a rebuild works with catch-up projectors only "+
-				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g.GroupName, name)
+				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g, name)
 		}
 	}
 	return nil
@@ -136,7 +128,7 @@ func refuseGroups(ctx context.Context, client *subscription.Client, name string,
 
 // rebuild fills a new collection with p from the start of $all (or from
 // where an interrupted rebuild stopped), then switches readers to it.
-func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, client *subscription.Client, store *mongostore.Store, inv Invocation) error {
+func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, client eventStore, store *mongostore.Store, inv Invocation) error {
 	name, def := p.Definition.Name(), p.Definition.Collection()
 	// Whatever the projection needs of the store is checked before the
 	// rebuild is recorded.
@@ -167,7 +159,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err := eng.Prepare(ctx); err != nil {
 		return err
 	}
-	src, err := subscription.NewAll(client, p.Reads.options())
+	src, err := client.all(p.Reads.options())
 	if err != nil {
 		return err
 	}
@@ -176,7 +168,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, c.timeout)
-	end, err := head(hctx, client)
+	end, err := client.head(hctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reading the head of $all: %w", err)
@@ -236,10 +228,4 @@ func follow(ctx context.Context, r *projector.Runner, from *projector.Checkpoint
 	}
 	stop()
 	return <-done
-}
-
-// isNotFound reports an EventStoreDB "not found" error (no groups at all).
-func isNotFound(err error) bool {
-	var e *esdb.Error
-	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound
 }

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
 	"github.com/revgate/projector/mongostore"
 
 	"github.com/revgate/projector/projector"
@@ -22,7 +20,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	var lease time.Duration
 	var group string
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB connection string (with --group)")
+	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (with --group)")
 	fs.DurationVar(&lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
 	fs.StringVar(&group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {
@@ -123,9 +121,7 @@ func replayGroup(ctx context.Context, c servers, group string, stdout io.Writer)
 	}
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	if err := client.Do(rctx, func(cl *esdb.Client) error {
-		return cl.ReplayParkedMessagesToAll(rctx, group, esdb.ReplayParkedMessagesOptions{})
-	}); err != nil {
+	if err := client.replayParked(rctx, group); err != nil {
 		return fmt.Errorf("replaying the parked events of group %s: %w", group, err)
 	}
 	fmt.Fprintf(stdout, "group %s delivers its %d parked events again to its consumers\n", group, n)

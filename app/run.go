@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,7 +21,6 @@ import (
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
-	"github.com/revgate/projector/subscription"
 )
 
 // runConfig is the command line of run.
@@ -41,7 +39,7 @@ type runConfig struct {
 
 func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("[flags]  (every flag can also be set as " + inv.EnvPrefix + "<FLAG>, e.g. " + inv.EnvPrefix + "ESDB)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, e.g. esdb://localhost:2113?tls=false (required)")
+	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string: esdb://localhost:2113?tls=false (EventStore-Client-Go), or kurrentdb:// (also kurrent://, kdb://) for KurrentDB-Client-Go (required)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(x.cat.names(), ", ")+")")
 	fs.StringVar(&c.group, "group", "", "consume a persistent subscription group of this name (created if missing) instead of a catch-up subscription")
 	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
@@ -120,7 +118,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err := x.checkRun(&c, inv); err != nil {
 		return err
 	}
-	client, err := subscription.Dial(c.esdb, logger)
+	client, err := openEventStore(c.esdb, logger)
 	if err != nil {
 		return err
 	}
@@ -159,7 +157,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 type session struct {
 	cli     *cli
 	c       *runConfig
-	client  *subscription.Client
+	client  eventStore
 	store   *mongostore.Store
 	logger  *slog.Logger
 	latency *prometheus.HistogramVec
@@ -247,17 +245,10 @@ func (s *session) watchGroups(ctx context.Context) {
 }
 
 // groupParked returns how many events group (on $all) has parked.
-func groupParked(ctx context.Context, client *subscription.Client, group string, timeout time.Duration) (int64, error) {
+func groupParked(ctx context.Context, client eventStore, group string, timeout time.Duration) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var n int64
-	err := client.Do(ctx, func(cl *esdb.Client) error {
-		info, err := cl.GetPersistentSubscriptionInfoToAll(ctx, group, esdb.GetPersistentSubscriptionOptions{})
-		if err == nil && info.Stats != nil {
-			n = info.Stats.ParkedMessagesCount
-		}
-		return err
-	})
+	_, n, err := client.parked(ctx, group)
 	return n, err
 }
 
@@ -436,7 +427,7 @@ func isEventFailure(err error) bool {
 // runner makes the runner of one projection writing to collection; its
 // checkpoint is named after the collection, so that a rebuild's carries over
 // when readers switch to it.
-func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client *subscription.Client,
+func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client eventStore,
 	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger) (*projector.Runner, error) {
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
@@ -454,8 +445,8 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	if err != nil {
 		return nil, err
 	}
-	if g, ok := src.(*subscription.Persistent); ok {
-		sl.group.Store(g)
+	if g, ok := src.(groupSource); ok {
+		sl.group.Store(&g)
 		sl.groupBlocks.Store(policy == projector.Block)
 	}
 	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
@@ -503,29 +494,13 @@ func checkpointString(c *projector.Checkpoint) string {
 // document stays behind it, and the projection is blocked (not ready) until
 // the group's parked events are replayed. Under skip and park the document
 // has moved past it, and the group parks it at once.
-func source(client *subscription.Client, group string, p Projection, policy projector.FailurePolicy, logger *slog.Logger) (projector.Source, error) {
+func source(client eventStore, group string, p Projection, policy projector.FailurePolicy, logger *slog.Logger) (projector.Source, error) {
 	opts := p.Reads.options()
 	if group == "" {
 		opts.Logger = logger
-		return subscription.NewAll(client, opts)
+		return client.all(opts)
 	}
-	filter, err := subscription.ServerFilter(opts)
-	if err != nil {
-		return nil, err
-	}
-	settings := esdb.SubscriptionSettingsDefault()
-	settings.StartFrom = esdb.Start{}
-	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
-	onFailure := esdb.NackActionPark
-	if policy == projector.Block {
-		onFailure = esdb.NackActionRetry
-	}
-	settings.MaxRetryCount = groupMaxDeliveries // the consumer parks first, and says so
-	return subscription.NewPersistent(client, subscription.PersistentOptions{
-		Stream: subscription.AllStreams, Group: groupName(group, p.Definition.Name()), Logger: logger,
-		OnPermanentFailure: onFailure, MaxDeliveries: groupMaxDeliveries,
-		CreateAll: &esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}, Filter: filter},
-	})
+	return client.group(groupName(group, p.Definition.Name()), opts, policy == projector.Block, logger)
 }
 
 // groupMaxDeliveries is how many times an event that keeps failing is

@@ -10,7 +10,6 @@ import (
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription"
 )
 
 // runnerView is what metrics and health read of a projection's runner.
@@ -38,13 +37,13 @@ type slot struct {
 	name        string
 	projection  Projection
 	cur         atomic.Pointer[projector.Runner]
-	past        atomic.Pointer[projector.RunnerStats]   // counters of the runners before cur
-	group       atomic.Pointer[subscription.Persistent] // with --group
-	groupName   string                                  // the group's name, with --group
-	groupBlocks atomic.Bool                             // under block: events parked in the group leave documents behind
-	groupParked atomic.Int64                            // events parked in the group, as the server last said (-1: not known)
-	down        atomic.Pointer[string]                  // why it is not running; nil while it runs
-	leader      atomic.Bool                             // this process holds the projection's lease
+	past        atomic.Pointer[projector.RunnerStats] // counters of the runners before cur
+	group       atomic.Pointer[groupSource]           // with --group
+	groupName   string                                // the group's name, with --group
+	groupBlocks atomic.Bool                           // under block: events parked in the group leave documents behind
+	groupParked atomic.Int64                          // events parked in the group, as the server last said (-1: not known)
+	down        atomic.Pointer[string]                // why it is not running; nil while it runs
+	leader      atomic.Bool                           // this process holds the projection's lease
 }
 
 // Leader reports whether this process holds the projection's lease.
@@ -67,7 +66,7 @@ func (s *slot) groupDown() string {
 	if g == nil || !s.groupBlocks.Load() {
 		return ""
 	}
-	docs, parked := g.Blocked(), s.groupParked.Load()
+	docs, parked := (*g).Blocked(), s.groupParked.Load()
 	if len(docs) == 0 && parked <= 0 {
 		return ""
 	}
@@ -94,7 +93,7 @@ func (s *slot) setDown(why string) {
 // Parked returns how many events this process parked in its group.
 func (s *slot) Parked() (uint64, bool) {
 	if g := s.group.Load(); g != nil {
-		return g.Stats().Parked, true
+		return (*g).Stats().Parked, true
 	}
 	return 0, false
 }

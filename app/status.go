@@ -9,10 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
 	"github.com/revgate/projector/mongostore"
-	"github.com/revgate/projector/subscription"
 )
 
 // projectionStatus is one line of "status".
@@ -56,7 +53,7 @@ type statusConfig struct {
 func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	var c statusConfig
 	fs := inv.FlagSet("[flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB connection string, for the head and the lag (optional)")
+	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string (esdb:// or kurrentdb://), for the head and the lag (optional)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
 	fs.StringVar(&c.group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
@@ -71,7 +68,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	if err := c.servers.check(inv, false, x.Embedded != nil); err != nil {
 		return err
 	}
-	var client *subscription.Client
+	var client eventStore
 	if c.esdb != "" {
 		if client, err = dial(ctx, c.servers, nil); err != nil {
 			return err
@@ -103,7 +100,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 
 // statuses is where each projection stands: in the store, and against the
 // head of $all when client is set.
-func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, client *subscription.Client, selected []Projection) ([]projectionStatus, error) {
+func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, client eventStore, selected []Projection) ([]projectionStatus, error) {
 	stored, err := store.Checkpoints(ctx)
 	if err != nil {
 		return nil, err
@@ -115,7 +112,7 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 	var end *uint64
 	if client != nil {
 		hctx, cancel := context.WithTimeout(ctx, c.timeout)
-		pos, err := head(hctx, client)
+		pos, err := client.head(hctx)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("reading the head of $all: %w", err)
@@ -174,7 +171,7 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 
 // againstHead fills in the head of $all, the events behind the checkpoint,
 // and a group's parked events; each read is bounded by the connect timeout.
-func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Client, end uint64, cp mongostore.CheckpointStatus, reads Filter, st *projectionStatus) error {
+func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end uint64, cp mongostore.CheckpointStatus, reads Filter, st *projectionStatus) error {
 	st.Head = &end
 	behind, more := 0, false
 	var err error
@@ -196,20 +193,11 @@ func (c *statusConfig) againstHead(ctx context.Context, client *subscription.Cli
 	group := groupName(c.group, st.Projection)
 	gctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var info *esdb.PersistentSubscriptionInfo
-	err = client.Do(gctx, func(cl *esdb.Client) error {
-		var err error
-		info, err = cl.GetPersistentSubscriptionInfoToAll(gctx, group, esdb.GetPersistentSubscriptionOptions{})
-		return err
-	})
+	name, parked, err := client.parked(gctx, group)
 	if err != nil {
 		return fmt.Errorf("group %s: %w", group, err)
 	}
-	st.Group = info.GroupName
-	if info.Stats != nil {
-		parked := info.Stats.ParkedMessagesCount
-		st.Parked = &parked
-	}
+	st.Group, st.Parked = name, &parked
 	return nil
 }
 

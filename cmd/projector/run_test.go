@@ -157,14 +157,23 @@ func applied(t *testing.T, stderr string) int {
 	return n
 }
 
+// The same on both official clients: esdb:// picks EventStore-Client-Go v4,
+// kurrentdb:// KurrentDB-Client-Go.
 func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint(t *testing.T) {
+	for _, scheme := range []string{"esdb", "kurrentdb"} {
+		t.Run(scheme, func(t *testing.T) { runAndResume(t, scheme) })
+	}
+}
+
+func runAndResume(t *testing.T, scheme string) {
 	srv := esdbtest.New(t)
 	client := srv.Client(t)
+	uri := scheme + strings.TrimPrefix(srv.URI(), "esdb")
 	db := mongotest.Database(t)
 	store := mongostore.New(db)
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 20, 6, carts)
-	args := []string{"run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "", "--checkpoint-interval", "100ms"}
+	args := []string{"run", "--esdb", uri, "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "", "--checkpoint-interval", "100ms"}
 
 	first := startBinary(t, args...)
 	waitCheckpoint(t, first, store, srv.Head())
@@ -192,7 +201,7 @@ func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint
 
 	// status: at the head, then 12 events behind once more are appended.
 	status := func() map[string]any {
-		out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
+		out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", uri, "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
 		var lines []map[string]any
 		if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 {
 			t.Fatalf("status: exit %d, want a line per projection\n%s\n%s", code, out, errOut)
@@ -213,7 +222,7 @@ func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint
 	if st = status(); st["behind"] != float64(12) {
 		t.Fatalf("status %v, want 12 behind", st)
 	}
-	out, _, code := runBinary(t, 20*time.Second, "status", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
+	out, _, code := runBinary(t, 20*time.Second, "status", "--esdb", uri, "--mongo", mongotest.URI(t), "--database", db.Name())
 	if code != 0 || !strings.Contains(out, "PROJECTION") || !regexp.MustCompile(`cart_details\s+cart_details\s+\d+\s+\S+\s+\d+\s+12\s`).MatchString(out) {
 		t.Fatalf("status table (exit %d):\n%s", code, out)
 	}
