@@ -6,7 +6,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test-sqlite test-docker test-compose demo bench build fuzz lint
+.PHONY: test test-sqlite test-docker test-docker-kurrentdb test-compose demo bench build fuzz lint
 
 # The example is a module of its own (examples/library): its tests run after
 # the project's, as a user's would.
@@ -25,6 +25,10 @@ test-sqlite:
 # without a Docker engine.
 test-docker:
 	$(GO) test -race -count=1 -run Docker -v $(PKGS)
+
+# The Docker tier on a KurrentDB node instead of EventStoreDB.
+test-docker-kurrentdb:
+	PROJECTOR_TEST_ESDB_IMAGE=kurrentplatform/kurrentdb:25.0 $(GO) test -race -count=1 -run Docker -v $(PKGS)
 
 # The Docker tier against the servers of docker-compose.yml: starts them,
 # runs the real-server tests, stops them.

@@ -49,40 +49,71 @@ func (e *Engine) streamFolds(p Definition) bool {
 
 // known is the revisions the engine wrote documents at, by stream folds: a
 // bounded cache (the least recently used are forgotten, and their events go
-// through the batch's read again).
+// through the batch's read again). With each it keeps how far the
+// catch-up has delivered the document's events: the events the fold applied
+// ahead of their delivery are applied when they come, the others
+// (delivered again) duplicates.
 type known struct {
-	cache *lru.Cache[docKey, uint64]
+	cache *lru.Cache[docKey, knownAt]
+}
+
+// knownAt is a document's written revision, and the last revision of its
+// stream the catch-up delivered.
+type knownAt struct {
+	wrote, delivered uint64
 }
 
 func newKnown(size int) *known {
-	c, _ := lru.New[docKey, uint64](max(size, 1))
+	c, _ := lru.New[docKey, knownAt](max(size, 1))
 	return &known{cache: c}
 }
 
-// covers reports whether document k is known to be at revision rev or past.
-func (n *known) covers(k docKey, rev uint64) bool {
+// covers reports whether document k is known to be at revision rev or past,
+// and how far its events were delivered.
+func (n *known) covers(k docKey, rev uint64) (knownAt, bool) {
 	at, ok := n.cache.Get(k)
-	return ok && at >= rev
+	return at, ok && at.wrote >= rev
 }
 
-func (n *known) wrote(k docKey, rev uint64) { n.cache.Add(k, rev) }
+// wrote notes that document k was written at revision rev, its events
+// delivered up to delivered.
+func (n *known) wrote(k docKey, rev, delivered uint64) {
+	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered})
+}
+
+// delivered notes that document k's events were delivered up to rev.
+func (n *known) delivered(k docKey, at knownAt, rev uint64) {
+	if rev > at.delivered {
+		at.delivered = rev
+		n.cache.Add(k, at)
+	}
+}
 
 func (n *known) forget(k docKey) { n.cache.Remove(k) }
 
 // skipKnown returns the documents of docs that the engine is not known to
 // have written past their events, and gives the others' events their
-// results: duplicates.
+// results: applied for an event the stream fold applied before it came
+// (its first delivery), a duplicate for one delivered before.
 func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
+		k := docKey{p.Collection(), d.id}
 		last := b.decoded[d.idx[len(d.idx)-1]].StreamRevision
-		if !b.known.covers(docKey{p.Collection(), d.id}, last) {
+		at, ok := b.known.covers(k, last)
+		if !ok {
 			keep = append(keep, d)
 			continue
 		}
+		upTo := at.delivered
 		for _, i := range d.idx {
-			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
+			outcome := Duplicate
+			if rev := b.decoded[i].StreamRevision; rev > upTo {
+				outcome, upTo = Applied, rev
+			}
+			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: outcome})
 		}
+		b.known.delivered(k, at, upTo)
 	}
 	return keep
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +19,26 @@ import (
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
 	"github.com/revgate/projector/subscription/sourcetest"
 )
 
-// EventStoreImage is the EventStoreDB image of the Docker tier.
-const EventStoreImage = "eventstore/eventstore:24.10"
+// EventStoreImage is the EventStoreDB image of the Docker tier, and
+// KurrentDBImage the KurrentDB one: PROJECTOR_TEST_ESDB_IMAGE picks either
+// (or any other), "make test-docker-kurrentdb" the latter.
+const (
+	EventStoreImage = "eventstore/eventstore:24.10"
+	KurrentDBImage  = "kurrentplatform/kurrentdb:25.0"
+)
+
+// serverImage is the image the Docker tier starts.
+func serverImage() string {
+	if img := os.Getenv("PROJECTOR_TEST_ESDB_IMAGE"); img != "" {
+		return img
+	}
+	return EventStoreImage
+}
 
 // realServers returns a connection string for a real EventStoreDB and a
 // database on a real MongoDB: PROJECTOR_TEST_ESDB and MONGO_URI when set (the
@@ -54,19 +69,24 @@ func eventStoreContainer(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := testcontainers.Run(ctx, EventStoreImage,
+	img := serverImage()
+	c, err := testcontainers.Run(ctx, img,
 		testcontainers.WithExposedPorts("2113/tcp"),
+		// EventStoreDB reads EVENTSTORE_ settings, KurrentDB KURRENTDB_ ones.
 		testcontainers.WithEnv(map[string]string{
 			"EVENTSTORE_INSECURE":                  "true",
 			"EVENTSTORE_MEM_DB":                    "true",
 			"EVENTSTORE_RUN_PROJECTIONS":           "None",
 			"EVENTSTORE_ENABLE_ATOM_PUB_OVER_HTTP": "true",
+			"KURRENTDB_INSECURE":                   "true",
+			"KURRENTDB_MEM_DB":                     "true",
+			"KURRENTDB_RUN_PROJECTIONS":            "None",
 		}),
 		testcontainers.WithWaitStrategy(wait.ForHTTP("/health/live").WithPort("2113/tcp").WithStartupTimeout(3*time.Minute)),
 	)
 	testcontainers.CleanupContainer(t, c)
 	if err != nil {
-		t.Fatalf("start %s: %v", EventStoreImage, err)
+		t.Fatalf("start %s: %v", img, err)
 	}
 	host, err := c.Host(ctx)
 	if err != nil {
@@ -147,6 +167,110 @@ func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_an
 			if err := x.Stop(); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// Deletion and truncation on a real node: a stream whose start a $maxCount
+// removed is a hole at its first sight (read through a stream subscription,
+// which the node serves truncated at once), applied past and parked under
+// park; a tombstone and a soft delete remove the documents of a projection
+// under RemoveDocument, read from $all with the metadata streams.
+func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
+	uri, db := realServers(t)
+	ctx := context.Background()
+	c := dial(t, uri)
+	cl, err := c.ESDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := mongostore.New(db)
+	g := sourcetest.NewCarts(client{c})
+	g.Prefix = uuid.NewString()[:8] + "-"
+	engine := func(defs ...projector.Definition) *projector.Engine {
+		e, err := projector.NewEngine(store, cart.Registry(), defs, projector.WithRetry(sourcetest.Patient()),
+			projector.WithFailurePolicy(projector.Park), projector.WithParker(store), projector.WithStreamReader(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	life := func(id string, n int) {
+		for i := range n {
+			var ev any = cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: fmt.Sprint("p", i), Quantity: i + 1}}
+			if i == 0 {
+				ev = cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c", OpenedAt: time.Now().UTC().Truncate(time.Millisecond)}
+			}
+			g.AppendCart(t, ctx, id, ev)
+		}
+	}
+
+	t.Run("a stream truncated before its first sight", func(t *testing.T) {
+		id := g.Prefix + "trunc"
+		life(id, 6)
+		var m esdb.StreamMetadata
+		m.SetMaxCount(3)
+		if _, err := cl.SetStreamMetadata(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, m); err != nil {
+			t.Fatal(err)
+		}
+		src, err := subscription.NewStream(c, cart.StreamID(id), subscription.StreamOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := sourcetest.NewRunner(t, "docker-trunc", engine(cart.NewDetailsProjection()), src, store)
+		x := sourcetest.Start(t, r)
+		x.WaitFor(t, "the checkpoint at the stream's last revision", func(st projector.RunnerStats) bool {
+			return st.Checkpoint != nil && st.Checkpoint.Position == 5
+		})
+		if err := x.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := projectortest.CheckDocument(ctx, store, cart.NewDetailsProjection(), id, g.Events[id][3:]); err != nil {
+			t.Fatal(err)
+		}
+		parked, err := store.Parked(ctx, cart.DetailsName)
+		if err != nil || len(parked) != 1 || parked[0].Type != projector.GoneType || !strings.Contains(parked[0].Error, "revisions 0 to 2") {
+			t.Fatalf("parked %+v (%v), want the hole of revisions 0 to 2", parked, err)
+		}
+	})
+
+	t.Run("a tombstone and a soft delete under RemoveDocument", func(t *testing.T) {
+		tomb, soft, kept := g.Prefix+"tomb", g.Prefix+"soft", g.Prefix+"kept"
+		for _, id := range []string{tomb, soft, kept} {
+			life(id, 2)
+		}
+		prefix := cart.StreamPrefix + g.Prefix
+		src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{prefix, "$$" + prefix}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		def := cart.NewDetailsProjection().OnDelete(projector.RemoveDocument)
+		r := sourcetest.NewRunner(t, "docker-deletions", engine(def), src, store)
+		x := sourcetest.Start(t, r)
+		if _, err := cl.TombstoneStream(ctx, cart.StreamID(tomb), esdb.TombstoneStreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.DeleteStream(ctx, cart.StreamID(soft), esdb.DeleteStreamOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		found := func(id string) bool {
+			ok, _, err := projector.ReadDocument(ctx, store, def, id, new(cart.Details))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		x.WaitFor(t, "the deleted carts' documents removed, the other one there", func(projector.RunnerStats) bool {
+			return !found(tomb) && !found(soft) && found(kept)
+		})
+		if err := x.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := projectortest.CheckDocument(ctx, store, def, kept, g.Events[kept]); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
