@@ -379,13 +379,6 @@ func (x *run) anchor(ctx context.Context, from *Checkpoint) error {
 	return nil
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "nothing (it is empty)"
-	}
-	return s
-}
-
 func checkpointAttr(c *Checkpoint) string {
 	if c == nil {
 		return "start"
