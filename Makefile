@@ -6,7 +6,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test test-sqlite test-docker test-docker-kurrentdb test-compose demo bench build fuzz lint
+.PHONY: test test-sqlite test-docker test-docker-kurrentdb test-compose demo bench bench-large build fuzz lint
 
 # The example is a module of its own (examples/library): its tests run after
 # the project's, as a user's would.
@@ -42,11 +42,25 @@ demo:
 	$(GO) run ./cmd/projector demo
 
 # Catch-up three ways on the same events (the projector, the seed's per-event
-# code, the bulk-write floor), with ratios; on FerretDB's PostgreSQL backend
-# when PostgreSQL is installed. BENCH_FLAGS scales it: --carts, --events.
+# code, the bulk-write floor), with ratios to the floor F (reading the events
+# plus writing each document once); on FerretDB's PostgreSQL backend when
+# PostgreSQL is installed. One run per workload, carts:interleaving, each of
+# 20 events a cart: 200 carts (with A's memory at 10x the events and the live
+# latency) and 2,000, shuffled over the log and clustered (B on a sample of
+# 4,000 events). make bench-large runs 20,000 carts (400,000 events).
+# BENCH_FLAGS passes flags to every run.
 BENCH_FLAGS ?=
+BENCH_WORKLOADS ?= 200:shuffled 200:clustered 2000:shuffled 2000:clustered
 bench:
-	scripts/with-postgres sh -c '$(GO) run ./cmd/projector bench --postgres "$${PROJECTOR_TEST_POSTGRES:+$$PROJECTOR_TEST_POSTGRES?pool_max_conns=200}" $(BENCH_FLAGS)'
+	$(GO) build -o bin/projector-bench ./cmd/projector
+	scripts/with-postgres sh -c 'pg="$${PROJECTOR_TEST_POSTGRES:+$$PROJECTOR_TEST_POSTGRES?pool_max_conns=200}"; \
+	  for w in $(BENCH_WORKLOADS); do \
+	    carts=$${w%%:*}; more=""; [ "$$carts" -gt 200 ] && more="--memory-scale 0 --live-events 0"; \
+	    bin/projector-bench bench --postgres "$$pg" --carts $$carts --interleave $${w##*:} --b-sample 4000 $$more $(BENCH_FLAGS) || exit 1; \
+	  done'
+
+bench-large:
+	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered"
 
 build:
 	$(GO) build -o bin/projector ./cmd/projector

@@ -297,7 +297,7 @@ func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testin
 		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(c, nil, append([]string{"rebuild", "picky", "--esdb", servers.ESDBURI()}, common...)...)
-	if code != 0 || !strings.Contains(out, "(0 skipped, 1 parked); readers now use picky_r") {
+	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked); readers now use picky_r") {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
 	}
 }

@@ -174,7 +174,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return fmt.Errorf("reading the head of $all: %w", err)
 	}
 	began := time.Now()
-	if err := follow(ctx, r, from, end, inv.Stderr); err != nil {
+	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
 		return err
 	}
 	// Caught up: the switch completes even if a signal came meanwhile.
@@ -183,14 +183,16 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return err
 	}
 	st := r.Stats()
-	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v (%d skipped, %d parked); readers now use %s (the previous collection %s is kept)\n",
-		name, st.Applied, time.Since(began).Round(time.Millisecond), st.Skipped, st.Parked, switched.Active, switched.Previous)
+	took := time.Since(began)
+	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d streams folded from their history, %d skipped, %d parked); readers now use %s (the previous collection %s is kept)\n",
+		name, st.Applied, took.Round(time.Millisecond), float64(st.Applied+st.Duplicates)/took.Seconds(), eng.StreamsFolded(), st.Skipped, st.Parked, switched.Active, switched.Previous)
 	return nil
 }
 
-// follow runs r until it has caught up with the head, printing its progress
-// every second; then it stops r.
-func follow(ctx context.Context, r *projector.Runner, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
+// follow runs r, on engine eng, until it has caught up with the head,
+// printing its progress every second (events and the documents folded from
+// their streams, each per second, and the time left); then it stops r.
+func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -219,12 +221,17 @@ func follow(ctx context.Context, r *projector.Runner, from *projector.Checkpoint
 		if st.Checkpoint != nil {
 			pos = st.Checkpoint.Position
 		}
-		rate := float64(st.Applied+st.Duplicates) / time.Since(began).Seconds()
+		elapsed := time.Since(began).Seconds()
+		rate := float64(st.Applied+st.Duplicates) / elapsed
+		streams := eng.StreamsFolded()
 		left := "?"
 		if moved := pos - start; moved > 0 && end > pos {
 			left = (time.Duration(float64(time.Since(began)) * float64(end-pos) / float64(moved))).Round(time.Second).String()
+		} else if end <= pos {
+			left = "0s"
 		}
-		fmt.Fprintf(stderr, "  %d events, %.0f events/s, position %d of %d, about %s left\n", st.Applied, rate, pos, end, left)
+		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d streams folded (%.0f/s), position %d of %d, about %s left\n",
+			st.Applied, rate, streams, float64(streams)/elapsed, pos, end, left)
 	}
 	stop()
 	return <-done

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
@@ -32,6 +33,7 @@ type Engine struct {
 	history     StreamHistory // nil: batches fold only their own events
 	noFolds     bool
 	known       *known // the revisions stream folds wrote documents at
+	folded      atomic.Uint64
 	locks       docLocks
 
 	// What the store can do, found once by NewEngine: nil when it cannot.

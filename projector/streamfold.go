@@ -38,6 +38,10 @@ const DefaultKnownDocuments = 1 << 16
 // edit under the projector).
 func WithoutStreamFolds() Option { return func(e *Engine) { e.noFolds = true } }
 
+// StreamsFolded says how many documents batches have folded from their
+// streams' histories (read from the event store) since the engine was made.
+func (e *Engine) StreamsFolded() uint64 { return e.folded.Load() }
+
 // streamFolds reports whether batches fold p's documents from their streams.
 func (e *Engine) streamFolds(p Definition) bool {
 	if e.history == nil || e.noFolds {
@@ -158,6 +162,9 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		fd.extended++
 		return nil
 	})
+	if err == nil {
+		b.folded.Add(1)
+	}
 	if err != nil {
 		// A projection's step may change the state in place: what was
 		// folded cannot be undone, so the document goes through the gate.

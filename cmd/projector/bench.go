@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -49,7 +50,10 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
 	var skipB, warmup bool
-	var scale int
+	var scale, bSample int
+	interleave := "shuffled"
+	fs.StringVar(&interleave, "interleave", interleave, "how the carts' events interleave in the log: shuffled (over the whole log) or clustered (each cart active over a short window, as real carts are)")
+	fs.IntVar(&bSample, "b-sample", 0, "run B on the first this many cart events of the log only, and report its rate (0: all)")
 	var cpuProfile, cpuProfileA, memProfileA string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
@@ -62,8 +66,12 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale and --batch-window >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample and --batch-window >= 0")
+		return app.ErrUsage
+	}
+	if interleave != "shuffled" && interleave != "clustered" {
+		fmt.Fprintf(stderr, "--interleave: want shuffled or clustered, got %q\n", interleave)
 		return app.ErrUsage
 	}
 	where := "MongoDB at --mongo"
@@ -91,20 +99,21 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	defer client.Disconnect(context.Background())
 	// The events, through the official client, and the fold of every cart.
 	appended := time.Now()
-	elog, err := startEventLog(ctx, carts, events)
+	elog, err := startEventLog(ctx, carts, events, interleave)
 	if err != nil {
 		return err
 	}
 	defer elog.Close()
 	es, sub, cl, lives, total := elog.server, elog.client, elog.esdb, elog.lives, elog.total
 	fmt.Fprintf(stderr, "  appended %d events: %v\n", total, time.Since(appended).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart); documents on %s; events on the in-process EventStoreDB-protocol server\n",
-		total, carts, events, where)
+	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart, %s); documents on %s; events on the in-process EventStoreDB-protocol server\n",
+		total, carts, events, interleave, where)
 
 	type phase struct {
 		name     string
 		took     time.Duration
 		peakHeap uint64
+		events   int // how many events the way handled (B may take a sample)
 	}
 	var phases []phase
 	// run runs one way on a database of its own. fn may return how long the
@@ -133,7 +142,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		if p := peak.Load(); p > before.HeapInuse {
 			extra = p - before.HeapInuse
 		}
-		phases = append(phases, phase{name, took, extra})
+		phases = append(phases, phase{name, took, extra, total})
 		fmt.Fprintf(stderr, "  %s: %v\n", name, took.Round(time.Millisecond))
 		return db, nil
 	}
@@ -171,9 +180,14 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		return err
 	}
 	if !skipB {
-		if _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db) }); err != nil {
+		sample := total
+		if bSample > 0 && bSample < total {
+			sample = bSample
+		}
+		if _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db, sample) }); err != nil {
 			return err
 		}
+		phases[len(phases)-1].events = sample
 	}
 	if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
 		return err
@@ -189,7 +203,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	phases = phases[:len(phases)-1] // R is not a way to the read model
 	wrong := wrongDocuments(ctx, dbA, lives)
 
-	rate := func(p phase) float64 { return float64(total) / p.took.Seconds() }
+	rate := func(p phase) float64 { return float64(p.events) / p.took.Seconds() }
 	a, l := phases[0], phases[len(phases)-1]
 	settings := "default settings"
 	if tune != defaultCatchUp {
@@ -199,13 +213,18 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	for _, p := range phases {
 		label := map[string]string{
 			"A": "A  projector catch-up (" + settings + ")",
-			"B": "B  seed per-event (find revision>=n-1, update)",
+			"B": "B  seed per-event (find revision>=n-1, update)" + map[bool]string{true: fmt.Sprintf(", %d sampled", p.events)}[p.events < total],
 			"L": "L  floor: one bulk write of the folded docs",
 		}[p.name]
 		fmt.Fprintf(stdout, "  %-44s %12.0f %10v %10.1f MiB\n", label, rate(p), p.took.Round(time.Millisecond), float64(p.peakHeap)/(1<<20))
 	}
+	// F, the floor: reading the events once (R) and writing each final
+	// document once (L).
+	floor := readOnly + l.took
+	fmt.Fprintf(stdout, "  %-44s %12.0f %10v\n", "F  floor: R (read the events) + L", float64(total)/floor.Seconds(), floor.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "\n  A/F = %.2f", floor.Seconds()/a.took.Seconds())
 	if !skipB {
-		fmt.Fprintf(stdout, "\n  A/B = %.2f", rate(a)/rate(phases[1]))
+		fmt.Fprintf(stdout, "   A/B = %.2f", rate(a)/rate(phases[1]))
 	}
 	fmt.Fprintf(stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", rate(a)/rate(l), carts-wrong, carts)
 
@@ -249,7 +268,7 @@ func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]
 // benchScaled runs A on carts carts of events events each, on an event
 // server of its own, and compares its peak resident set with base's (KiB).
 func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
-	elog, err := startEventLog(ctx, carts, events)
+	elog, err := startEventLog(ctx, carts, events, "shuffled")
 	if err != nil {
 		return err
 	}
@@ -286,8 +305,8 @@ type eventLog struct {
 }
 
 // startEventLog starts an event server and appends carts carts of events
-// events each to it (see benchEvents).
-func startEventLog(ctx context.Context, carts, events int) (*eventLog, error) {
+// events each to it, interleaved as interleave says (see benchEvents).
+func startEventLog(ctx context.Context, carts, events int, interleave string) (*eventLog, error) {
 	es, err := esdbtest.Start(esdbtest.Options{})
 	if err != nil {
 		return nil, err
@@ -298,7 +317,7 @@ func startEventLog(ctx context.Context, carts, events int) (*eventLog, error) {
 		return nil, err
 	}
 	if l.esdb, err = l.client.ESDB(); err == nil {
-		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events)
+		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered")
 	}
 	if err != nil {
 		l.Close()
@@ -315,9 +334,11 @@ func (l *eventLog) Close() {
 }
 
 // benchEvents appends the lives of carts carts of events events each, their
-// events interleaved at random as many clients' would be, and returns each
-// cart's events as the fold takes them, and their number.
-func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int) (map[string][]projector.Event, int, error) {
+// events interleaved at random over the whole log, or clustered: each cart
+// active over a short window (its events spread over about ten carts'
+// worth of the log, overlapping its neighbours'), as real carts are. It
+// returns each cart's events as the fold takes them, and their number.
+func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered bool) (map[string][]projector.Event, int, error) {
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	lives := map[string][]projector.Event{}
@@ -330,7 +351,27 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int) (map[s
 			order = append(order, id)
 		}
 	}
-	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	if clustered {
+		// Cart i opens at i x events and has its j-th event about 10 x j
+		// later, jittered; the log is in that order.
+		type slot struct {
+			id  string
+			key float64
+		}
+		var slots []slot
+		for i := range carts {
+			id := fmt.Sprintf("cart-%05d", i)
+			for j := range plans[id] {
+				slots = append(slots, slot{id, float64(i*events) + 10*float64(j) + 5*r.Float64()})
+			}
+		}
+		slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.key, b.key) })
+		for k, sl := range slots {
+			order[k] = sl.id
+		}
+	} else {
+		r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	}
 	next := map[string]int{}
 	for _, id := range order {
 		n := next[id]
@@ -647,7 +688,7 @@ func benchRead(ctx context.Context, c *subscription.Client, total int) (time.Dur
 // benchPerEvent is B, the seed article's code: for each event, in order,
 // find the document with revision >= n-1, skip it when it is past n-1, else
 // apply and update with the revision filter; two round trips per event.
-func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database) error {
+func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sample int) error {
 	coll := db.Collection(cart.DetailsName)
 	details := cart.NewDetailsProjection()
 	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Start{}}, 1<<62)
@@ -655,7 +696,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database) err
 		return err
 	}
 	defer s.Close()
-	for {
+	for handled := 0; handled < sample; handled++ {
 		re, err := s.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -665,6 +706,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database) err
 		}
 		ev, err := subscription.Envelope(re)
 		if err != nil || !strings.HasPrefix(ev.StreamID, cart.StreamPrefix) {
+			handled-- // not a cart event: not in the sample
 			continue
 		}
 		if ev, err = cart.Registry().Decode(ev); err != nil {
@@ -702,6 +744,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database) err
 			return err
 		}
 	}
+	return nil
 }
 
 // benchFloor is L: the documents the pure fold gives, written by unordered

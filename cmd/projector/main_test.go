@@ -127,15 +127,17 @@ func TestVersion(t *testing.T) {
 
 func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.T) {
 	out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t),
-		"--carts", "6", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2")
+		"--carts", "6", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2", "--interleave", "clustered", "--b-sample", "20")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	for _, want := range []string{
-		"30 events over 6 carts",
+		"30 events over 6 carts (5 per cart, clustered)",
 		"A  projector catch-up (default settings)",
-		"B  seed per-event",
+		"B  seed per-event (find revision>=n-1, update), 20 sampled",
 		"L  floor",
+		"F  floor: R (read the events) + L",
+		"A/F = ",
 		"A/B = ",
 		"A's documents equal the fold (and L's): 6 of 6",
 		"A's process peaked at ",
