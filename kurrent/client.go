@@ -54,10 +54,12 @@ func connectionClosed(err error) bool {
 	return errors.As(err, &e) && e.Code() == kurrentdb.ErrorCodeConnectionClosed
 }
 
-// denied reports whether err says that the server refused the caller.
+// denied reports whether err says that the server's ACLs refused the
+// caller. (ErrorCodeUnauthenticated is retried: a node answers it while it
+// starts or elects a leader as well as for wrong credentials.)
 func denied(err error) bool {
 	var e *kurrentdb.Error
-	return errors.As(err, &e) && (e.Code() == kurrentdb.ErrorCodeAccessDenied || e.Code() == kurrentdb.ErrorCodeUnauthenticated)
+	return errors.As(err, &e) && e.Code() == kurrentdb.ErrorCodeAccessDenied
 }
 
 // Redact returns uri with its password replaced by "xxxxx"; it takes every

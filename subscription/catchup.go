@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -90,7 +89,7 @@ func (a *All) Check(ctx context.Context, cp projector.Checkpoint) error {
 		if now.Head, err = lastPosition(ctx, cl); err != nil || cp.EventID == "" || cp.Position > now.Head {
 			return err
 		}
-		now.Found, _, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp.Position)
+		now.Found, _, err = eventAt(ctx, cl, esdb.ReadAllOptions{From: esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}}, &cp)
 		return err
 	})
 	if err != nil {
@@ -106,9 +105,10 @@ func firstOfAll(ctx context.Context, cl *esdb.Client) (string, error) {
 }
 
 // eventAt returns the id and commit position of the first event o reads
-// from $all ("" for none), or of none unless it is at commit position at,
-// when at is set.
-func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *uint64) (string, uint64, error) {
+// from $all ("" for none), or of none unless it is at position at (its
+// commit and, when set, its prepare position: the events of one append
+// share their commit position), when at is set.
+func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *projector.Checkpoint) (string, uint64, error) {
 	s, err := cl.ReadAll(ctx, o, 1)
 	if err != nil {
 		return "", 0, err
@@ -121,7 +121,7 @@ func eventAt(ctx context.Context, cl *esdb.Client, o esdb.ReadAllOptions, at *ui
 	case err != nil:
 		return "", 0, err
 	}
-	if r := ev.OriginalEvent(); at == nil || r.Position.Commit == *at {
+	if r := ev.OriginalEvent(); at == nil || r.Position.Commit == at.Position && (at.Prepare == 0 || r.Position.Prepare == at.Prepare) {
 		return r.EventID.String(), r.Position.Commit, nil
 	}
 	return "", 0, nil
@@ -255,13 +255,13 @@ func (c catchUp) Close() error { return c.sub.Close() }
 
 // scanAll implements [neutral.ScanAll] on client.
 func scanAll(client *Client) neutral.ScanAll {
-	return func(ctx context.Context, after *projector.Checkpoint, each func(neutral.Record) bool) error {
+	return func(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
 		var from esdb.AllPosition = esdb.Start{}
 		if after != nil {
 			from = esdb.Position{Commit: after.Position, Prepare: after.Prepare}
 		}
 		return client.Do(ctx, func(cl *esdb.Client) error {
-			s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, math.MaxInt64)
+			s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, uint64(max))
 			if err != nil {
 				return err
 			}

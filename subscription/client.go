@@ -57,10 +57,12 @@ func connectionClosed(err error) bool {
 	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeConnectionClosed
 }
 
-// denied reports whether err says that the server refused the caller.
+// denied reports whether err says that the server's ACLs refused the
+// caller. (ErrorCodeUnauthenticated is retried: a node answers it while it
+// starts or elects a leader as well as for wrong credentials.)
 func denied(err error) bool {
 	var e *esdb.Error
-	return errors.As(err, &e) && (e.Code() == esdb.ErrorCodeAccessDenied || e.Code() == esdb.ErrorCodeUnauthenticated)
+	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeAccessDenied
 }
 
 // Redact returns uri with its password replaced by "xxxxx" (any scheme; see

@@ -30,7 +30,8 @@ type ConnConfig[C comparable] struct {
 	// client has closed itself (its discovery gave up).
 	ClosedForGood func(error) bool
 	// Denied reports whether an error says that the server refused the
-	// call's user (none, wrong credentials, or not allowed by its ACLs).
+	// call's user by its ACLs (access denied). A failed authentication is
+	// not one: a node answers so while it starts or elects a leader too.
 	Denied func(error) bool
 	// HangLimit bounds one call (0: [DefaultHangLimit]).
 	HangLimit time.Duration
@@ -111,7 +112,7 @@ func (c *Conn[C]) check(cl C, err error) error {
 // persistent subscription groups): give such a user's credentials in the
 // connection string (scheme://user:password@host:port, over TLS).
 var ErrAccessDenied = errors.New("access denied: the server refused the connection string's user " +
-	"(none given, wrong credentials, or not allowed: reading $all takes a member of $admins, managing persistent subscription groups one of $admins or $ops; " +
+	"(none given, or not allowed: reading $all takes a member of $admins, managing persistent subscription groups one of $admins or $ops; " +
 	"give one as scheme://user:password@host:port, over TLS)")
 
 // drop forgets cl so that the next call builds a new client.

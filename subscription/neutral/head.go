@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/revgate/projector/projector"
 )
@@ -18,8 +19,14 @@ type Record struct {
 
 // ScanAll reads $all forwards from the position of after (the start when
 // nil) to its head as it is now, handing each record to each until each
-// returns false. Each source package implements it on its client.
-type ScanAll func(ctx context.Context, after *projector.Checkpoint, each func(Record) bool) error
+// returns false or max records were read. Each source package implements it
+// on its client.
+type ScanAll func(ctx context.Context, after *projector.Checkpoint, max int, each func(Record) bool) error
+
+// HeadScanLimit bounds the records one scan at the head reads (about 10 MB
+// of records); a scan that stops there still returns a position it may
+// store, short of the head.
+const HeadScanLimit = 1 << 15
 
 // Head commits the position of a filtered subscription to $all when it
 // reaches the head. A node sends a filtered subscription's checkpoint
@@ -38,7 +45,7 @@ type ScanAll func(ctx context.Context, after *projector.Checkpoint, each func(Re
 // The scan reads the records since the subscription's last checkpoint
 // message (at most MaxSearchWindow x CheckpointInterval of them, 32 by the
 // clients' defaults) and those appended since it caught up, which it stops
-// at as soon as one is the projection's.
+// at as soon as one is the projection's, and at most [HeadScanLimit].
 type Head struct {
 	scan  ScanAll
 	keeps func(stream, eventType string) bool
@@ -54,7 +61,7 @@ func NewHead(o AllOptions, scan ScanAll) *Head {
 // no record lies between last and the first one the filter keeps.
 func (h *Head) After(ctx context.Context, last *projector.Checkpoint) (*projector.Checkpoint, error) {
 	var out *projector.Checkpoint
-	err := h.scan(ctx, last, func(r Record) bool {
+	err := h.scan(ctx, last, HeadScanLimit, func(r Record) bool {
 		if last != nil && !after(r.Checkpoint, *last) {
 			return true // the record at last itself (or one of its commit)
 		}
@@ -73,9 +80,11 @@ func (h *Head) After(ctx context.Context, last *projector.Checkpoint) (*projecto
 
 // keeps returns o's filter as the server applies it to a record of $all
 // (KurrentDB's EventFilter: prefixes by StartsWith, a regular expression by
-// IsMatch, unanchored; with no filter, records of system types, "$...", are
-// left out). When in doubt it keeps: a record kept here only stops the scan
-// sooner.
+// .NET's Regex.IsMatch, unanchored; with no filter, records of system types,
+// "$...", are left out). When in doubt it keeps: a record kept here only
+// stops the scan sooner. So a name that is not all ASCII is kept under a
+// regular expression: .NET's \w, \d, \s and \b take Unicode letters and
+// digits where Go's take ASCII only, and the two engines agree on ASCII.
 func (o AllOptions) keeps() func(stream, eventType string) bool {
 	f, err := o.ServerFilter()
 	if err != nil {
@@ -95,7 +104,10 @@ func (o AllOptions) keeps() func(stream, eventType string) bool {
 		if err != nil {
 			return func(string, string) bool { return true }
 		}
-		return func(stream, eventType string) bool { return rx.MatchString(pick(stream, eventType)) }
+		return func(stream, eventType string) bool {
+			name := pick(stream, eventType)
+			return !ascii(name) || rx.MatchString(name)
+		}
 	}
 	return func(stream, eventType string) bool {
 		s := pick(stream, eventType)
@@ -112,4 +124,13 @@ func (o AllOptions) keeps() func(stream, eventType string) bool {
 // prepare position (the records of one commit share its commit position).
 func after(a, b projector.Checkpoint) bool {
 	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
+}
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
