@@ -37,16 +37,32 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 	db := mongotest.Database(t)
 	store := mongostore.New(db)
 	args := []string{"run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName,
-		"--http", "", "--checkpoint-interval", "100ms", "--lease", lease.String()}
+		"--http", "", "--checkpoint-interval", "100ms", "--lease", lease.String(),
+		// A process started while the machine runs every package's tests
+		// may take more than the default 10 s to see its servers answer.
+		"--connect-timeout", "1m"}
 
 	var mu sync.Mutex
 	procs := map[int]*process{}
+	var all []*process
 	spawn := func() {
 		p := startBinary(t, args...)
 		mu.Lock()
 		procs[p.cmd.Process.Pid] = p
+		all = append(all, p)
 		mu.Unlock()
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range all {
+			lines := strings.Split(strings.TrimSpace(p.stderrText()), "\n")
+			t.Logf("process %d, last lines of its log:\n%s", p.cmd.Process.Pid, strings.Join(lines[max(0, len(lines)-12):], "\n"))
+		}
+	})
 	for range 3 {
 		spawn()
 	}
@@ -55,6 +71,12 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 	var lives sync.Map // cart id -> []projector.Event
 	stopTraffic := make(chan struct{})
 	var traffic sync.WaitGroup
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() { close(stopTraffic) })
+		traffic.Wait()
+	}
+	t.Cleanup(stop) // also when the test fails half-way: no t.Error after it ends
 	traffic.Go(func() {
 		r := rand.New(rand.NewPCG(7, 7))
 		for i := 0; ; i++ {
@@ -83,6 +105,12 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 	var backwards atomic.Value
 	stopWatch := make(chan struct{})
 	var watch sync.WaitGroup
+	var watchOnce sync.Once
+	unwatch := func() {
+		watchOnce.Do(func() { close(stopWatch) })
+		watch.Wait()
+	}
+	t.Cleanup(unwatch)
 	watch.Go(func() {
 		last := uint64(0)
 		for {
@@ -135,13 +163,22 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("kill %d: no process took over the lease of %d", kill, pid)
+				mu.Lock()
+				alive := 0
+				for _, p := range procs {
+					select {
+					case <-p.done:
+					default:
+						alive++
+					}
+				}
+				mu.Unlock()
+				t.Fatalf("kill %d: no process took over the lease of %d (%d of the others alive)", kill, pid, alive)
 			}
 		}
 		spawn()
 	}
-	close(stopTraffic)
-	traffic.Wait()
+	stop()
 	t.Logf("takeover after SIGKILL of the leader, lease %v: %v", lease, takeovers)
 	for i, d := range takeovers {
 		// The holder renews every third of the lease, and a standby tries
@@ -161,8 +198,7 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 			t.Fatalf("the checkpoint did not reach the head %d", head)
 		}
 	}
-	close(stopWatch)
-	watch.Wait()
+	unwatch()
 	if b := backwards.Load(); b != nil {
 		t.Errorf("the checkpoint moved back: %s", b)
 	}
