@@ -85,7 +85,7 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 		}
 		conn.Close()
 	}
-	_, err := c.head(ctx)
+	_, err := c.Head(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -120,7 +120,7 @@ func countAfter(ctx context.Context, c eventStore, cp *uint64, prepare uint64, f
 		from = &projector.Checkpoint{Position: *cp, Prepare: prepare}
 	}
 	scanned := 0
-	err = c.scan(ctx, from, lagCap+2, func(r neutral.Record) bool {
+	err = c.ScanAll(ctx, from, lagCap+2, func(r neutral.Record) bool {
 		if cp != nil && r.Checkpoint.Position <= *cp {
 			return true // reading forwards from a position includes the event there
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -28,11 +27,11 @@ type eventStore interface {
 	Address() (string, bool)
 	TLS() bool
 	Close() error
-	// scan reads $all forwards from cp (the start when nil), to each until
-	// it returns false or n records were read.
-	scan(ctx context.Context, cp *projector.Checkpoint, n int, each func(neutral.Record) bool) error
-	// head is the commit position of the last event of $all (0: none).
-	head(ctx context.Context) (uint64, error)
+	// ScanAll reads $all forwards from cp (the start when nil), to each
+	// until it returns false or n records were read.
+	ScanAll(ctx context.Context, cp *projector.Checkpoint, n int, each func(neutral.Record) bool) error
+	// Head is the commit position of the last event of $all (0: none).
+	Head(ctx context.Context) (uint64, error)
 	// all is a catch-up source on $all.
 	all(opts neutral.AllOptions) (projector.Source, error)
 	// group is a consumer of persistent subscription group name on $all,
@@ -87,54 +86,6 @@ func openEventStore(uri string, logger *slog.Logger) (eventStore, error) {
 // park after groupMaxDeliveries deliveries (the consumer parks first, and
 // says so).
 type esdbStore struct{ *subscription.Client }
-
-func (s esdbStore) scan(ctx context.Context, cp *projector.Checkpoint, n int, each func(neutral.Record) bool) error {
-	return s.Do(ctx, func(cl *esdb.Client) error {
-		var from esdb.AllPosition = esdb.Start{}
-		if cp != nil {
-			from = esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}
-		}
-		rs, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, uint64(n))
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for {
-			re, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			ev := re.OriginalEvent()
-			if !each(neutral.Record{Checkpoint: projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare}, Stream: ev.StreamID, Type: ev.EventType}) {
-				return nil
-			}
-		}
-	})
-}
-
-func (s esdbStore) head(ctx context.Context) (uint64, error) {
-	var pos uint64
-	err := s.Do(ctx, func(cl *esdb.Client) error {
-		rs, err := cl.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		ev, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		pos = ev.OriginalEvent().Position.Commit
-		return nil
-	})
-	return pos, err
-}
 
 func (s esdbStore) all(opts neutral.AllOptions) (projector.Source, error) {
 	return subscription.NewAll(s.Client, opts)
@@ -200,54 +151,6 @@ func (s esdbStore) replayParked(ctx context.Context, group string) error {
 
 // kurrentStore is an event store on KurrentDB-Client-Go.
 type kurrentStore struct{ *kurrent.Client }
-
-func (s kurrentStore) scan(ctx context.Context, cp *projector.Checkpoint, n int, each func(neutral.Record) bool) error {
-	return s.Do(ctx, func(cl *kurrentdb.Client) error {
-		var from kurrentdb.AllPosition = kurrentdb.Start{}
-		if cp != nil {
-			from = kurrentdb.Position{Commit: cp.Position, Prepare: cp.Prepare}
-		}
-		rs, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{From: from}, uint64(n))
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for {
-			re, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			ev := re.OriginalEvent()
-			if !each(neutral.Record{Checkpoint: projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare}, Stream: ev.StreamID, Type: ev.EventType}) {
-				return nil
-			}
-		}
-	})
-}
-
-func (s kurrentStore) head(ctx context.Context) (uint64, error) {
-	var pos uint64
-	err := s.Do(ctx, func(cl *kurrentdb.Client) error {
-		rs, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 1)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		ev, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		pos = ev.OriginalEvent().Position.Commit
-		return nil
-	})
-	return pos, err
-}
 
 func (s kurrentStore) all(opts neutral.AllOptions) (projector.Source, error) {
 	return kurrent.NewAll(s.Client, opts)

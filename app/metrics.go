@@ -142,7 +142,7 @@ func (h *headSampler) sample(ctx context.Context, client eventStore, runners []r
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
 	lags := map[string]int{}
-	pos, err := client.head(ctx)
+	pos, err := client.Head(ctx)
 	for _, r := range runners {
 		if err != nil {
 			break

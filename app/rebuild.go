@@ -168,7 +168,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, c.timeout)
-	end, err := client.head(hctx)
+	end, err := client.Head(hctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("reading the head of $all: %w", err)

@@ -112,7 +112,7 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 	var end *uint64
 	if client != nil {
 		hctx, cancel := context.WithTimeout(ctx, c.timeout)
-		pos, err := client.head(hctx)
+		pos, err := client.Head(hctx)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("reading the head of $all: %w", err)

@@ -175,7 +175,7 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 	if err != nil {
 		return nil, fmt.Errorf("kurrent: $all on %s: %w", a.client, err)
 	}
-	return neutral.NewAllCatchUp("kurrent", &catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, scanAll(a.client))), nil
+	return neutral.NewAllCatchUp("kurrent", &catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, a.client.ScanAll)), nil
 }
 
 // Stream is a catch-up subscription to one stream, as a [projector.Source].
@@ -264,33 +264,44 @@ func (c *catchUp) Recv() neutral.Message {
 
 func (c *catchUp) Close() error { return c.sub.Close() }
 
-// scanAll implements [neutral.ScanAll] on client.
-func scanAll(client *Client) neutral.ScanAll {
-	return func(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
-		var from kurrentdb.AllPosition = kurrentdb.Start{}
-		if after != nil {
-			from = kurrentdb.Position{Commit: after.Position, Prepare: after.Prepare}
+// ScanAll implements [neutral.ScanAll]: it reads $all forwards from after
+// (the start when nil), at most max records, handing each to each until it
+// returns false.
+func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
+	var from kurrentdb.AllPosition = kurrentdb.Start{}
+	if after != nil {
+		from = kurrentdb.Position{Commit: after.Position, Prepare: after.Prepare}
+	}
+	return c.Do(ctx, func(cl *kurrentdb.Client) error {
+		s, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{From: from}, uint64(max))
+		if err != nil {
+			return err
 		}
-		return client.Do(ctx, func(cl *kurrentdb.Client) error {
-			s, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{From: from}, uint64(max))
+		defer s.Close()
+		for {
+			re, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			for {
-				re, err := s.Recv()
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				ev := re.OriginalEvent()
-				cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
-				if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
-					return nil
-				}
+			ev := re.OriginalEvent()
+			cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
+			if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
+				return nil
 			}
-		})
-	}
+		}
+	})
+}
+
+// Head returns the commit position of the last event in $all (0: none).
+func (c *Client) Head(ctx context.Context) (uint64, error) {
+	var pos uint64
+	err := c.Do(ctx, func(cl *kurrentdb.Client) error {
+		var err error
+		pos, err = lastPosition(ctx, cl)
+		return err
+	})
+	return pos, err
 }

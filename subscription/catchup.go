@@ -174,7 +174,7 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 	if err != nil {
 		return nil, fmt.Errorf("subscription: $all on %s: %w", a.client, err)
 	}
-	return neutral.NewAllCatchUp("subscription", catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, scanAll(a.client))), nil
+	return neutral.NewAllCatchUp("subscription", catchUp{sub: sub, checkpoint: allCheckpoint}, a.opts.Logger, from, neutral.NewHead(a.opts, a.client.ScanAll)), nil
 }
 
 // StreamOptions configure a catch-up subscription to one stream (the same
@@ -253,33 +253,44 @@ func (c catchUp) Recv() neutral.Message {
 
 func (c catchUp) Close() error { return c.sub.Close() }
 
-// scanAll implements [neutral.ScanAll] on client.
-func scanAll(client *Client) neutral.ScanAll {
-	return func(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
-		var from esdb.AllPosition = esdb.Start{}
-		if after != nil {
-			from = esdb.Position{Commit: after.Position, Prepare: after.Prepare}
+// ScanAll implements [neutral.ScanAll]: it reads $all forwards from after
+// (the start when nil), at most max records, handing each to each until it
+// returns false.
+func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
+	var from esdb.AllPosition = esdb.Start{}
+	if after != nil {
+		from = esdb.Position{Commit: after.Position, Prepare: after.Prepare}
+	}
+	return c.Do(ctx, func(cl *esdb.Client) error {
+		s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, uint64(max))
+		if err != nil {
+			return err
 		}
-		return client.Do(ctx, func(cl *esdb.Client) error {
-			s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: from}, uint64(max))
+		defer s.Close()
+		for {
+			re, err := s.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			for {
-				re, err := s.Recv()
-				if errors.Is(err, io.EOF) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-				ev := re.OriginalEvent()
-				cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
-				if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
-					return nil
-				}
+			ev := re.OriginalEvent()
+			cp := projector.Checkpoint{Position: ev.Position.Commit, Prepare: ev.Position.Prepare, EventID: ev.EventID.String()}
+			if !each(neutral.Record{Checkpoint: cp, Stream: ev.StreamID, Type: ev.EventType}) {
+				return nil
 			}
-		})
-	}
+		}
+	})
+}
+
+// Head returns the commit position of the last event in $all (0: none).
+func (c *Client) Head(ctx context.Context) (uint64, error) {
+	var pos uint64
+	err := c.Do(ctx, func(cl *esdb.Client) error {
+		var err error
+		pos, err = lastPosition(ctx, cl)
+		return err
+	})
+	return pos, err
 }
