@@ -35,23 +35,36 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		b.handleEach(ctx)
 		return out
 	}
-	decoded := make([]Event, len(events))
-	for i, ev := range events {
-		d, err := e.registry.Decode(ev)
-		if err != nil || isDeletionRecord(ev) {
-			// A payload that does not decode, or a node's record about a
-			// stream: the whole batch goes through the gate in order, which
-			// applies the failure policy (or the deletion policy).
+	for _, ev := range events {
+		if isDeletionRecord(ev) {
+			// A node's record about a stream: the whole batch goes through
+			// the gate in order, which applies the deletion policy.
 			b.handleEach(ctx)
 			return out
 		}
-		decoded[i] = d
 	}
-	b.decoded = decoded
+	b.decoded, b.ready = slices.Clone(events), make([]bool, len(events))
 	b.ids = make([][]string, len(e.projections))
 	for k, p := range e.projections {
 		b.ids[k] = make([]string, len(events))
-		for i, ev := range decoded {
+		folds := b.streamFolds(p)
+		for i := range events {
+			if folds {
+				// An event a stream fold read routes where it did then:
+				// no need to decode it (most events of a catch-up are).
+				if id, ok := b.known.route(p.Collection(), events[i].StreamID, events[i].StreamRevision); ok {
+					b.ids[k][i] = id
+					continue
+				}
+			}
+			ev, err := b.decode(i)
+			if err != nil {
+				// A payload that does not decode: the whole batch goes
+				// through the gate in order, which applies the failure
+				// policy.
+				b.handleEach(ctx)
+				return out
+			}
 			id, ok, err := p.Route(ev)
 			if err != nil {
 				// An event a projection cannot route: the whole batch goes
@@ -76,10 +89,38 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 type batchRun struct {
 	*Engine
 	events  []Event
-	decoded []Event    // the events with their payloads decoded, once they all decode
+	decoded []Event    // the events, with their payloads decoded where ready
+	ready   []bool     // which of decoded have their payloads (see decode)
 	ids     [][]string // per projection, the document of each event ("": none)
 	out     [][]Result
 	failed  bool
+}
+
+// decode returns the batch's event i with its payload decoded, decoding it
+// the first time. An event that does not decode comes back with the zero
+// value of its type as its payload, as the gate takes it.
+func (b *batchRun) decode(i int) (Event, error) {
+	if b.ready[i] {
+		return b.decoded[i], nil
+	}
+	d, err := b.registry.Decode(b.events[i])
+	if err != nil {
+		d = b.events[i]
+		d.Payload, _ = b.registry.zero(d.Type)
+		return d, err
+	}
+	b.decoded[i], b.ready[i] = d, true
+	return d, nil
+}
+
+// decodeAll decodes the events of d, and reports whether they all decode.
+func (b *batchRun) decodeAll(d *docEvents) bool {
+	for _, i := range d.idx {
+		if _, err := b.decode(i); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // docEvents are the events of a batch that feed one document, in order.
@@ -124,7 +165,13 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}()
 	keep := docs[:0]
 	for _, d := range docs {
-		if held[d.id] != nil {
+		switch {
+		case held[d.id] == nil:
+		case !b.decodeAll(d):
+			// Routed by a stream fold, which decoded them, but they do not
+			// decode now: through the gate, with its failure policy.
+			through = append(through, d)
+		default:
 			keep = append(keep, d)
 		}
 	}
@@ -175,7 +222,8 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	through = append(through, missed...)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
-			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.decoded[d.idx[len(d.idx)-1]].StreamRevision)
+			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.events[d.idx[len(d.idx)-1]].StreamRevision)
+			b.known.folded(p.Collection(), fd.f.write.Stream, d.id, fd.readFrom, fd.rev)
 		}
 	}
 }
@@ -189,7 +237,7 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
 	held = make(map[string]*ticket, len(docs))
 	for _, d := range sorted {
-		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.decoded[d.idx[0]].StreamRevision)
+		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.events[d.idx[0]].StreamRevision)
 		if err := b.queue.wait(ctx, tk); err != nil {
 			b.queue.leave(tk, true, nil)
 			slow = append(slow, d)
@@ -269,8 +317,10 @@ type folder struct {
 	rev   uint64
 	found bool
 	// extended counts the events folded from the stream after the batch's
-	// ([StreamHistory]); broken: that read failed half-way.
+	// ([StreamHistory]), read from revision readFrom on; broken: that read
+	// failed half-way.
 	extended int
+	readFrom uint64
 	broken   bool
 }
 
@@ -360,7 +410,8 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 	for _, i := range d.idx {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
-			res = b.gate(ctx, t, b.decoded[i], nil)
+			ev, err := b.decode(i)
+			res = b.gate(ctx, t, ev, err)
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

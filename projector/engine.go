@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ type Engine struct {
 	streams     StreamReader  // nil: holes are not known
 	history     StreamHistory // nil: batches fold only their own events
 	noFolds     bool
+	knownSize   int
 	known       *known // the revisions stream folds wrote documents at
 	folded      atomic.Uint64
 	locks       docLocks
@@ -88,7 +90,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		o(e)
 	}
 	e.history, _ = e.streams.(StreamHistory)
-	e.known = newKnown(DefaultKnownDocuments)
+	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}

@@ -33,6 +33,14 @@ var ErrStopRead = errors.New("stop reading")
 // remembers (see [StreamHistory]); about 100 bytes each.
 const DefaultKnownDocuments = 1 << 16
 
+// WithKnownDocuments sets how many documents' written revisions (and the
+// stretches of their streams the folds read) the engine remembers
+// ([DefaultKnownDocuments] by default): the memory of stream folds is
+// bounded by it, not by the number of documents. A document it forgot has
+// the catch-up's later events of its stream read and decoded again, and
+// counted as duplicates.
+func WithKnownDocuments(n int) Option { return func(e *Engine) { e.knownSize = n } }
+
 // WithoutStreamFolds turns folding from a stream's history off: batches fold
 // only the events they hold (for comparisons, and for a store that others
 // edit under the projector).
@@ -57,8 +65,24 @@ func (e *Engine) streamFolds(p Definition) bool {
 // catch-up has delivered the document's events: the events the fold applied
 // ahead of their delivery are applied when they come, the others
 // (delivered again) duplicates.
+//
+// With each document it keeps the span of its stream the fold read: every
+// event of that span routes to the document (the fold stopped at the first
+// that did not), so a batch routes them again without decoding their
+// payloads.
 type known struct {
 	cache *lru.Cache[docKey, knownAt]
+	spans *lru.Cache[spanKey, span]
+}
+
+// spanKey is a stream as a projection's collection sees it.
+type spanKey struct{ collection, stream string }
+
+// span is a stretch of a stream's revisions, from to to, whose events all
+// route to document id.
+type span struct {
+	id       string
+	from, to uint64
 }
 
 // knownAt is a document's written revision, and the last revision of its
@@ -69,7 +93,24 @@ type knownAt struct {
 
 func newKnown(size int) *known {
 	c, _ := lru.New[docKey, knownAt](max(size, 1))
-	return &known{cache: c}
+	sp, _ := lru.New[spanKey, span](max(size, 1))
+	return &known{cache: c, spans: sp}
+}
+
+// route returns the document the event at revision rev of stream routes to
+// in the projection of collection, if a stream fold read that event.
+func (n *known) route(collection, stream string, rev uint64) (string, bool) {
+	sp, ok := n.spans.Peek(spanKey{collection, stream})
+	if !ok || rev < sp.from || rev > sp.to {
+		return "", false
+	}
+	return sp.id, true
+}
+
+// folded notes that a stream fold read revisions from to to of stream, all
+// routed to document id.
+func (n *known) folded(collection, stream, id string, from, to uint64) {
+	n.spans.Add(spanKey{collection, stream}, span{id: id, from: from, to: to})
 }
 
 // covers reports whether document k is known to be at revision rev or past,
@@ -103,7 +144,7 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
-		last := b.decoded[d.idx[len(d.idx)-1]].StreamRevision
+		last := b.events[d.idx[len(d.idx)-1]].StreamRevision
 		at, ok := b.known.covers(k, last)
 		if !ok {
 			keep = append(keep, d)
@@ -112,7 +153,7 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 		upTo := at.delivered
 		for _, i := range d.idx {
 			outcome := Duplicate
-			if rev := b.decoded[i].StreamRevision; rev > upTo {
+			if rev := b.events[i].StreamRevision; rev > upTo {
 				outcome, upTo = Applied, rev
 			}
 			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: outcome})
@@ -148,6 +189,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 	if stream == "" {
 		return
 	}
+	fd.readFrom = fd.rev + 1
 	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
 		decoded, err := b.registry.Decode(ev)
 		if err != nil {

@@ -231,8 +231,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if resA.maxRSS > 0 {
 		fmt.Fprintf(stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(resA.maxRSS)/1024)
 	}
-	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v\n",
-		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v; %d documents folded from their streams, which gave %d events\n",
+		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond), resA.folded, resA.streamRead)
 	if scale > 1 {
 		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, carts, events*scale, tune, resA.maxRSS); err != nil {
 			return fmt.Errorf("%dx: %w", scale, err)
@@ -437,6 +437,7 @@ type childReport struct {
 	reads, writes       uint64
 	readTime, writeTime time.Duration
 	maxRSS              int64 // KiB
+	folded, streamRead  uint64 // documents folded from their streams; events those reads gave
 }
 
 // benchChild runs A in a child process and returns what it measured and its
@@ -456,8 +457,8 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 		return rep, fmt.Errorf("catch-up process: %w", err)
 	}
 	var took, readTime, writeTime int64
-	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB",
-		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS); err != nil {
+	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream",
+		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS, &rep.folded, &rep.streamRead); err != nil {
 		return rep, fmt.Errorf("catch-up process: unexpected report %q: %w", out, err)
 	}
 	rep.took, rep.readTime, rep.writeTime = time.Duration(took), time.Duration(readTime), time.Duration(writeTime)
@@ -507,8 +508,8 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB\n",
-		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident())
+	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream\n",
+		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident(), rep.folded, rep.streamRead)
 	return err
 }
 
@@ -596,7 +597,8 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		return rep, err
 	}
 	defer c.Close()
-	opts := []projector.Option{projector.WithStreamReader(c)}
+	history := &countingHistory{Client: c}
+	opts := []projector.Option{projector.WithStreamReader(history)}
 	if tune.noFolds {
 		opts = append(opts, projector.WithoutStreamFolds())
 	}
@@ -633,9 +635,23 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	}
 	st := r.Stats()
 	rep.batches, rep.batched = st.Batches, st.Batched
+	rep.folded, rep.streamRead = eng.StreamsFolded(), history.events.Load()
 	rep.reads, rep.readTime = store.reads.Load(), time.Duration(store.readNanos.Load())
 	rep.writes, rep.writeTime = store.writes.Load(), time.Duration(store.writeNanos.Load())
 	return rep, nil
+}
+
+// countingHistory counts the events A's stream folds read.
+type countingHistory struct {
+	*subscription.Client
+	events atomic.Uint64
+}
+
+func (h *countingHistory) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	return h.Client.ReadStream(ctx, stream, from, func(ev projector.Event) error {
+		h.events.Add(1)
+		return each(ev)
+	})
 }
 
 // countingStore counts and times A's batch reads and writes.
