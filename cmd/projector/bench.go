@@ -436,7 +436,7 @@ type childReport struct {
 	batches, batched    uint64
 	reads, writes       uint64
 	readTime, writeTime time.Duration
-	maxRSS              int64 // KiB
+	maxRSS              int64  // KiB
 	folded, streamRead  uint64 // documents folded from their streams; events those reads gave
 }
 
