@@ -65,6 +65,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.outcomes, st.Duplicates, name, "duplicate")
 		counter(c.outcomes, st.Skipped, name, "skipped")
 		counter(c.outcomes, st.Parked, name, "parked")
+		counter(c.outcomes, st.Held, name, "held")
 		counter(c.outcomes, st.Failed, name, "failed")
 		counter(c.delivered, st.Events, name)
 		counter(c.unrouted, st.Unrouted, name)

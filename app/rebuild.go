@@ -28,7 +28,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow)
-	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), park or skip (as for run); a projection's own OnFailure wins")
+	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
 

@@ -31,6 +31,11 @@ binary's projection, meant to run once its bug is fixed, to each document as
 it is now. Replayed events are marked; those that fail again stay parked with
 the new error (exit status 1).
 
+The events held for a document (--on-failure hold) apply in order through
+the gate, from the one that failed: all of them, and the document is free,
+or none past the first that still fails, which stays held with its new error.
+One the document has already (a replay cut short) counts as applied.
+
 It takes the projection's lease (see run --lease), so it refuses while a
 "%[1]s run" runs the projection, and a run waits while it replays: the
 replay's write under the revision gate cannot be made conditional on the
@@ -89,7 +94,41 @@ again to the consumers of the group, which apply them through the gate.
 		return err
 	}
 	failed := 0
+	var plain []projector.ParkedEvent
+	held := map[string][]projector.ParkedEvent{}
+	var holding []string
 	for _, pe := range parked {
+		switch {
+		case !pe.Held:
+			plain = append(plain, pe)
+		case held[pe.Document] == nil:
+			holding = append(holding, pe.Document)
+			fallthrough
+		default:
+			held[pe.Document] = append(held[pe.Document], pe)
+		}
+	}
+	// A held document's events apply in order through the gate: those it
+	// has already (a replay cut short) are duplicates, and are marked.
+	for _, doc := range holding {
+		rep := eng.ReplayHeld(ctx, name, held[doc])
+		for _, pe := range rep.Applied {
+			if err := store.Replayed(ctx, name, pe.EventID, nil); err != nil {
+				return err
+			}
+		}
+		if len(rep.Left) == 0 {
+			fmt.Fprintf(stdout, "  document %s: its %d held events applied; it is free\n", doc, len(rep.Applied))
+			continue
+		}
+		failed += len(rep.Left)
+		first := rep.Left[0]
+		fmt.Fprintf(stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), rep.Err)
+		if err := store.Replayed(ctx, name, first.EventID, rep.Err); err != nil {
+			return err
+		}
+	}
+	for _, pe := range plain {
 		r := eng.Replay(ctx, pe)
 		var why error
 		if r.Outcome != projector.Applied {

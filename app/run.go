@@ -45,7 +45,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
+	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
@@ -101,8 +101,10 @@ func parsePolicy(s string) (projector.FailurePolicy, error) {
 		return projector.Skip, nil
 	case "park":
 		return projector.Park, nil
+	case "hold":
+		return projector.Hold, nil
 	}
-	return 0, fmt.Errorf("--on-failure %q: want block, park or skip", s)
+	return 0, fmt.Errorf("--on-failure %q: want block, hold, park or skip", s)
 }
 
 func (x *cli) runRun(ctx context.Context, inv Invocation) error {
@@ -209,7 +211,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	for _, sl := range s.slots {
 		st := sl.Stats()
 		s.logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
-			"skipped", st.Skipped, "parked", st.Parked, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
+			"skipped", st.Skipped, "parked", st.Parked, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
 	}
 	return errors.Join(errs...)
 }

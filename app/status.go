@@ -1,11 +1,15 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,6 +39,9 @@ type projectionStatus struct {
 	// ParkedHere counts the events parked in projector_parked (--on-failure
 	// park) and not replayed yet.
 	ParkedHere int `json:"parkedEvents"`
+	// Held is the documents the hold policy holds (--on-failure hold), with
+	// how many events each holds (the one that failed and those behind it).
+	Held map[string]int `json:"heldDocuments,omitempty"`
 	// LeaseHolder is the process that runs the projection (its lease, see
 	// run --lease), until LeaseUntil; empty when none holds it.
 	LeaseHolder string    `json:"leaseHolder,omitempty"`
@@ -166,6 +173,9 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 		return st, err
 	}
 	st.ParkedHere = len(parked)
+	if st.Held, err = store.Held(ctx, name); err != nil {
+		return st, err
+	}
 	return st, nil
 }
 
@@ -210,7 +220,11 @@ func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, sele
 			return err
 		}
 		for _, p := range parked {
-			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, p.Error)
+			held := ""
+			if p.Held {
+				held = "held " + p.Document + ": "
+			}
+			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, held, p.Error)
 		}
 	}
 	return nil
@@ -219,7 +233,7 @@ func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, sele
 // printStatus prints the lines as a table.
 func printStatus(w io.Writer, lines []projectionStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tGROUP (PARKED)\tREBUILDING\tRUN BY\tLAST ERROR")
+	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tHELD (EVENTS)\tGROUP (PARKED)\tREBUILDING\tRUN BY\tLAST ERROR")
 	for _, s := range lines {
 		rebuilding := "-"
 		if s.Rebuilding != "" {
@@ -233,10 +247,28 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		if s.LeaseHolder != "" {
 			runBy = fmt.Sprintf("%s until %s", s.LeaseHolder, optT(s.LeaseUntil))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
-			optU(s.Head, "?"), behindText(s), s.ParkedHere, group, rebuilding, runBy, errText(s))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
+			optU(s.Head, "?"), behindText(s), s.ParkedHere, heldText(s.Held), group, rebuilding, runBy, errText(s))
 	}
 	return tw.Flush()
+}
+
+// heldText is the held documents, most held first: "2: c7 (3), c9 (1)".
+func heldText(held map[string]int) string {
+	if len(held) == 0 {
+		return "0"
+	}
+	ids := slices.Collect(maps.Keys(held))
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Or(cmp.Compare(held[b], held[a]), cmp.Compare(a, b)) })
+	parts := make([]string, 0, min(len(ids), 5))
+	for _, id := range ids[:min(len(ids), 5)] {
+		parts = append(parts, fmt.Sprintf("%s (%d)", id, held[id]))
+	}
+	more := ""
+	if len(ids) > 5 {
+		more = fmt.Sprintf(", %d more", len(ids)-5)
+	}
+	return fmt.Sprintf("%d: %s%s", len(ids), strings.Join(parts, ", "), more)
 }
 
 func optU(v *uint64, none string) string {

@@ -33,6 +33,7 @@ type parkedDoc struct {
 	Attempts   int        `bson:"attempts"`
 	ParkedAt   time.Time  `bson:"parkedAt"`
 	Replayed   *time.Time `bson:"replayedAt,omitempty"`
+	Held       bool       `bson:"held,omitempty"`
 }
 
 func parkedID(projection, eventID string) string { return projection + "/" + eventID }
@@ -43,7 +44,7 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 	d := parkedDoc{
 		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
 		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
-		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt,
+		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held,
 	}
 	// Looked up first: inside a transaction (the inbox strategy) a failed
 	// insert would abort it.
@@ -77,8 +78,29 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 		out[i] = projector.ParkedEvent{
 			Projection: d.Projection, Document: d.Document, Stream: d.Stream, Revision: uint64(d.Revision), Position: uint64(d.Position),
 			EventID: d.EventID, Type: d.Type, Data: d.Data, Metadata: d.Metadata, Created: d.Created,
-			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt,
+			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held,
 		}
+	}
+	return out, nil
+}
+
+// Held implements [projector.Holder]: the documents of projection with held
+// events not replayed, and how many each holds.
+func (s *Store) Held(ctx context.Context, projection string) (map[string]int, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "held", Value: true}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	cur, err := s.db.Collection(ParkedCollection).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "document", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: held documents of %q: %w", projection, err)
+	}
+	var docs []struct {
+		Document string `bson:"document"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("mongostore: held documents of %q: %w", projection, err)
+	}
+	out := map[string]int{}
+	for _, d := range docs {
+		out[d.Document]++
 	}
 	return out, nil
 }

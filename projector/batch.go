@@ -96,6 +96,14 @@ type batchRun struct {
 	failed  bool
 }
 
+// heldHere reports whether d's document may be held ([Hold]): its events
+// then go through the gate. A failed look counts as held: the gate looks
+// again, and fails the events.
+func (b *batchRun) heldHere(ctx context.Context, p Definition, d *docEvents) bool {
+	held, err := b.maybeHeld(ctx, target{p, d.id})
+	return held || err != nil
+}
+
 // decode returns the batch's event i with its payload decoded, decoding it
 // the first time. An event that does not decode comes back with the zero
 // value of its type as its payload, as the gate takes it.
@@ -163,10 +171,14 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 			b.slowDoc(ctx, p, d)
 		}
 	}()
+	holding := b.policyOf(p) == Hold
 	keep := docs[:0]
 	for _, d := range docs {
 		switch {
 		case held[d.id] == nil:
+		case holding && b.heldHere(ctx, p, d):
+			through = append(through, d) // the gate holds its events
+			continue
 		case !b.decodeAll(d):
 			// Routed by a stream fold, which decoded them, but they do not
 			// decode now: through the gate, with its failure policy.

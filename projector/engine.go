@@ -34,6 +34,7 @@ type Engine struct {
 	history     StreamHistory // nil: batches fold only their own events
 	noFolds     bool
 	knownSize   int
+	holds       *holds
 	known       *known // the revisions stream folds wrote documents at
 	folded      atomic.Uint64
 	locks       docLocks
@@ -91,6 +92,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	}
 	e.history, _ = e.streams.(StreamHistory)
 	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
+	e.holds = newHolds()
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
@@ -127,10 +129,12 @@ func (e *Engine) checkPolicies() error {
 	e.policies = make(map[string]FailurePolicy, len(e.projections))
 	check := func(pol FailurePolicy) error {
 		switch {
-		case pol != Block && pol != Skip && pol != Park:
+		case pol != Block && pol != Skip && pol != Park && pol != Hold:
 			return fmt.Errorf("projector: unknown failure policy %d", int(pol))
 		case pol == Park && e.parker == nil:
 			return errors.New("projector: the park policy needs a place to record parked events: WithParker (mongostore.Store is one)")
+		case pol == Hold && e.holder() == nil:
+			return errors.New("projector: the hold policy needs a place to record held events that knows which documents are held: WithParker with a Holder (mongostore.Store is one)")
 		}
 		return nil
 	}
@@ -143,6 +147,9 @@ func (e *Engine) checkPolicies() error {
 			pol = e.onFailure
 		}
 		if err := check(pol); err != nil {
+			return err
+		}
+		if err := holdable(p, pol); err != nil {
 			return err
 		}
 		e.policies[p.Name()] = pol
@@ -234,7 +241,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
-	handle := func(t target) Result { return e.keeperOf(t.p).handle(ctx, e, t, decoded, decodeErr) }
+	handle := func(t target) Result { return e.handleOne(ctx, t, decoded, decodeErr) }
 	if len(targets) == 1 {
 		results[0] = handle(targets[0])
 		return results, joinFailures(results)
@@ -286,7 +293,7 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 		r := e.fail(t, ev, permanent(cause))
 		r.Outcome = Skipped
 		return r
-	case Park:
+	case Park, Hold: // no document to hold
 		if err := e.park(ctx, t, ev, cause, 1); err != nil {
 			return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
 		}
@@ -319,7 +326,7 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 	if err == nil {
 		return next, nil, nil
 	}
-	if e.policyOf(p) == Block {
+	if !e.movesPast(p) {
 		return nil, nil, retry.Permanent(err)
 	}
 	if state == nil {

@@ -84,16 +84,27 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) erro
 // decoding error of ev's payload (only under [Skip]): the gate then moves
 // the document past ev without applying it.
 func (e *Engine) gate(ctx context.Context, t target, ev Event, undecodable error) Result {
+	return e.gateHolding(ctx, t, ev, undecodable, e.policyOf(t.p) == Hold)
+}
+
+// gateHolding is the gate, holding documents under [Hold] (hold) in the
+// document's queue: in the order of their events.
+func (e *Engine) gateHolding(ctx context.Context, t target, ev Event, undecodable error, hold bool) Result {
 	tk := e.queue.enter(t.key(), ev.StreamRevision)
-	res := e.gateTurn(ctx, tk, t, ev, undecodable)
+	var res Result
+	if err := e.queue.wait(ctx, tk); err != nil {
+		res = e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	} else if hold {
+		res = e.holdTurn(ctx, t, ev, func() Result { return e.gateTurn(ctx, tk, t, ev, undecodable) })
+	} else {
+		res = e.gateTurn(ctx, tk, t, ev, undecodable)
+	}
 	e.queue.leave(tk, res.Outcome != Failed, res.Err)
 	return res
 }
 
+// gateTurn is the gate once ev's turn in its document's queue has come.
 func (e *Engine) gateTurn(ctx context.Context, tk *ticket, t target, ev Event, undecodable error) Result {
-	if err := e.queue.wait(ctx, tk); err != nil {
-		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
-	}
 	apply := e.applier(t.p, ev, undecodable)
 	if t.p.creates(ev) {
 		return e.create(ctx, tk, t, ev, apply)
@@ -209,7 +220,7 @@ func (e *Engine) createOnce(ctx context.Context, k keeper, t target, ev Event, s
 // fails under the block policy; under skip and park it is reported (and
 // parked), the document left as it is.
 func (e *Engine) refused(ctx context.Context, t target, ev Event, why error, attempts int) (step, error) {
-	if e.policyOf(t.p) == Block {
+	if !e.movesPast(t.p) {
 		return step{}, retry.Permanent(why)
 	}
 	if err := e.park(ctx, t, ev, why, attempts); err != nil {
@@ -383,7 +394,7 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 		rev = int64(head.Revision)
 	}
 	gone := h.err(ev.StreamID)
-	if e.policyOf(t.p) == Block {
+	if !e.movesPast(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
 	var from any

@@ -25,6 +25,10 @@ const (
 	// Parked: as Skipped, under the [Park] policy: the event was recorded
 	// first.
 	Parked
+	// Held: under the [Hold] policy, the event was recorded and not
+	// applied, and the document stays before it: it failed permanently, or
+	// an earlier event of its document did and holds it.
+	Held
 )
 
 func (o Outcome) String() string {
@@ -39,6 +43,8 @@ func (o Outcome) String() string {
 		return "skipped"
 	case Parked:
 		return "parked"
+	case Held:
+		return "held"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -63,6 +69,17 @@ const (
 	// with the engine's [Parker], so that it can be looked at and replayed
 	// ([Engine.Replay]) once the projection is fixed. It reports [Parked].
 	Park
+	// Hold holds back only the failing document: the event is recorded
+	// with the engine's [Parker] and not applied, the document stays
+	// before it, and every later event of that document is recorded behind
+	// it, in order, without being applied ([Held]). The other documents go
+	// on, and the checkpoint moves. Once the projection is fixed,
+	// [Engine.ReplayHeld] applies a held document's events in order
+	// through the gate: all of them, or none past the first that still
+	// fails. It needs a document that knows which events it has applied:
+	// the [StreamRevision] or [RevisionMap] strategy (and a [Holder] as
+	// the parker).
+	Hold
 )
 
 func (p FailurePolicy) String() string {
@@ -73,6 +90,8 @@ func (p FailurePolicy) String() string {
 		return "skip"
 	case Park:
 		return "park"
+	case Hold:
+		return "hold"
 	}
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
 }

@@ -23,6 +23,9 @@ type ParkedEvent struct {
 	Error    string
 	Attempts int
 	ParkedAt time.Time
+	// Held: recorded under the [Hold] policy, not applied, its document
+	// before it: [Engine.ReplayHeld] applies it, not [Engine.Replay].
+	Held bool
 }
 
 // Event returns the parked event as the engine handles it.
@@ -45,7 +48,7 @@ func WithParker(p Parker) Option { return func(e *Engine) { e.parker = p } }
 // moves the document past it: a record is never missing for a document that
 // moved.
 func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, attempts int) error {
-	if e.policyOf(t.p) != Park {
+	if pol := e.policyOf(t.p); pol != Park && pol != Hold {
 		return nil
 	}
 	err := e.parker.Park(ctx, ParkedEvent{
@@ -132,6 +135,9 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}
 	}
 	t := target{p, pe.Document}
+	if pe.Held {
+		return e.fail(t, ev, permanent(errors.New("a held event: its document waits before it; replay it with its document's other held events (ReplayHeld)")))
+	}
 	if pe.Type == GoneType {
 		return e.fail(t, ev, permanent(fmt.Errorf("%s: the events are gone from the event store: there is nothing to replay (a rebuild folds the stream as it is now)", pe.Error)))
 	}

@@ -48,10 +48,10 @@ type Runner struct {
 	inFlight  atomic.Int64                   // events dispatched and not yet handled
 	latest    atomic.Int64                   // creation time (Unix ns) of the newest event handled
 	counts    struct {
-		events, checkpoints, applied, duplicates, skipped, parked, failed atomic.Uint64
-		waits                                                             atomic.Uint64
-		abandoned, saved, subscriptions, drops, batches, batched          atomic.Uint64
-		unrouted                                                          atomic.Uint64
+		events, checkpoints, applied, duplicates, skipped, parked, held, failed atomic.Uint64
+		waits                                                                   atomic.Uint64
+		abandoned, saved, subscriptions, drops, batches, batched                atomic.Uint64
+		unrouted                                                                atomic.Uint64
 	}
 	saveMu  sync.Mutex // one save at a time
 	savedMu sync.Mutex // guards saved
@@ -267,7 +267,7 @@ type RunnerStats struct {
 	// (its IDFunc left them alone).
 	Unrouted uint64
 	// Results of the events, summed over projections.
-	Applied, Duplicates, Skipped, Parked, Failed uint64
+	Applied, Duplicates, Skipped, Parked, Held, Failed uint64
 	// Waits of the gate, summed over events.
 	Waits uint64
 	// Saved is how many checkpoints were stored; Checkpoint is the last one.
@@ -288,7 +288,7 @@ func (r *Runner) Stats() RunnerStats {
 	c := &r.counts
 	s := RunnerStats{
 		Events: c.events.Load(), Checkpoints: c.checkpoints.Load(), Abandoned: c.abandoned.Load(), Unrouted: c.unrouted.Load(),
-		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Failed: c.failed.Load(),
+		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Held: c.held.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
 		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.CaughtUp(),
 		Batches: c.batches.Load(), Batched: c.batched.Load(),

@@ -141,6 +141,8 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 			r.counts.skipped.Add(1)
 		case Parked:
 			r.counts.parked.Add(1)
+		case Held:
+			r.counts.held.Add(1)
 		case Failed:
 			r.counts.failed.Add(1)
 		}

@@ -1,0 +1,304 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Holder is a [Parker] that also says which documents the [Hold] policy
+// holds: those with held events ([ParkedEvent.Held]) not replayed yet.
+// mongostore.Store is one.
+type Holder interface {
+	Parker
+	// Held returns the documents of projection that hold events, with how
+	// many each holds.
+	Held(ctx context.Context, projection string) (map[string]int, error)
+}
+
+// ErrHeld: the event was not applied because an earlier event of its
+// document failed and holds the document ([Hold]).
+var ErrHeld = errors.New("the document is held behind an earlier event that failed")
+
+func (e *Engine) holder() Holder { h, _ := e.parker.(Holder); return h }
+
+// movesPast reports whether p's failure policy moves a document past an
+// event that fails for good ([Skip], [Park]); under [Block] and [Hold] the
+// document stays before it.
+func (e *Engine) movesPast(p Definition) bool {
+	pol := e.policyOf(p)
+	return pol == Skip || pol == Park
+}
+
+// holdable refuses the hold policy for a projection whose documents do not
+// say which events they have applied: a held document's events must be
+// known as applied or not when they come again, and replayed in order.
+func holdable(p Definition, pol FailurePolicy) error {
+	if pol != Hold {
+		return nil
+	}
+	switch keeperOf(p).(type) {
+	case streamRevision, revisionMap:
+		return nil
+	}
+	return fmt.Errorf("projector: projection %q: the hold policy needs the StreamRevision or RevisionMap strategy (a document that knows, per stream, which events it has applied), not %v",
+		p.Name(), keeperOf(p))
+}
+
+// holds is which documents the engine knows to be held: read from the
+// [Holder] for a projection the first time one of its events is handled,
+// and added to as documents are held. The [Holder]'s records are the truth:
+// a document found here is looked up there again before an event is held
+// behind it (a replay elsewhere may have freed it).
+type holds struct {
+	mu     sync.Mutex
+	loaded map[string]bool
+	docs   map[docKey]bool
+}
+
+func newHolds() *holds { return &holds{loaded: map[string]bool{}, docs: map[docKey]bool{}} }
+
+// maybeHeld reports whether document t may be held, reading the projection's
+// held documents the first time.
+func (e *Engine) maybeHeld(ctx context.Context, t target) (bool, error) {
+	h := e.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.loaded[t.p.Name()] {
+		docs, err := e.holder().Held(ctx, t.p.Name())
+		if err != nil {
+			return false, fmt.Errorf("reading the held documents: %w", err)
+		}
+		for id := range docs {
+			h.docs[docKey{t.p.Collection(), id}] = true
+		}
+		h.loaded[t.p.Name()] = true
+	}
+	return h.docs[t.key()], nil
+}
+
+// isHeld reports whether document t holds events, from the [Holder]; a
+// document it no longer holds is forgotten.
+func (e *Engine) isHeld(ctx context.Context, t target) (bool, error) {
+	maybe, err := e.maybeHeld(ctx, t)
+	if err != nil || !maybe {
+		return false, err
+	}
+	docs, err := e.holder().Held(ctx, t.p.Name())
+	if err != nil {
+		return false, fmt.Errorf("reading the held documents: %w", err)
+	}
+	if docs[t.id] > 0 {
+		return true, nil
+	}
+	e.holds.mu.Lock()
+	delete(e.holds.docs, t.key())
+	e.holds.mu.Unlock()
+	return false, nil
+}
+
+// handleOne applies ev to document t with t's strategy; under [Hold], an
+// event of a held document is held behind, and one that fails for good
+// holds its document.
+func (e *Engine) handleOne(ctx context.Context, t target, ev Event, undecodable error) Result {
+	k := e.keeperOf(t.p)
+	if e.policyOf(t.p) != Hold {
+		return k.handle(ctx, e, t, ev, undecodable)
+	}
+	if _, gated := k.(streamRevision); gated {
+		return k.handle(ctx, e, t, ev, undecodable) // the gate holds, in its queue
+	}
+	held, err := e.isHeld(ctx, t)
+	if err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	}
+	if held {
+		return e.holdBehind(ctx, t, ev)
+	}
+	return e.holdFailed(ctx, t, ev, k.handle(ctx, e, t, ev, undecodable))
+}
+
+// holdTurn is the gate's turn under [Hold]: an event of a held document is
+// held behind (or a duplicate); one that fails for good holds its document.
+// It runs in the document's queue, so the events of one document are held
+// in their order.
+func (e *Engine) holdTurn(ctx context.Context, t target, ev Event, turn func() Result) Result {
+	held, err := e.isHeld(ctx, t)
+	if err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	}
+	if held {
+		return e.holdBehind(ctx, t, ev)
+	}
+	return e.holdFailed(ctx, t, ev, turn())
+}
+
+// holdFailed holds document t at ev when r, ev's result, is a permanent
+// failure (or a wait that found the document held meanwhile). A transient
+// failure (a store that does not answer, a predecessor that does not come)
+// is not held: it stops the catch-up as under [Block].
+func (e *Engine) holdFailed(ctx context.Context, t target, ev Event, r Result) Result {
+	var fe *Error
+	if r.Outcome != Failed || ctx.Err() != nil || !errors.As(r.Err, &fe) {
+		return r
+	}
+	if errors.Is(r.Err, ErrHeld) {
+		return e.holdBehind(ctx, t, ev)
+	}
+	if fe.Retryable() {
+		return r
+	}
+	rec := parkedOf(t, ev, fe.Err, max(fe.Attempts, 1))
+	rec.Held = true
+	if err := e.parker.Park(ctx, rec); err != nil {
+		return e.fail(t, ev, failure{err: fmt.Errorf("holding the document: %w", err), wanted: -1, seen: -1})
+	}
+	e.holds.mu.Lock()
+	e.holds.docs[t.key()] = true
+	e.holds.mu.Unlock()
+	e.logger.Warn("document held: its later events are recorded behind this one until replay-parked applies them",
+		"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "revision", ev.StreamRevision)
+	r.Outcome = Held
+	return r
+}
+
+// holdBehind records ev behind the event that holds document t, unless the
+// document has ev's effect already (a duplicate).
+func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
+	applied, err := e.hasApplied(ctx, t, ev)
+	if err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	}
+	if applied {
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
+	rec := parkedOf(t, ev, ErrHeld, 0)
+	rec.Held = true
+	if err := e.parker.Park(ctx, rec); err != nil {
+		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1})
+	}
+	r := e.fail(t, ev, permanent(ErrHeld))
+	r.Outcome = Held
+	return r
+}
+
+// hasApplied reports whether document t has ev's effect, by its strategy's
+// check.
+func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, error) {
+	k := e.keeperOf(t.p)
+	var read stored
+	switch k.(type) {
+	case streamRevision:
+		head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+		if err != nil {
+			return false, err
+		}
+		read = stored{found: found, rev: head.Revision, stream: head.Stream}
+	default:
+		meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
+		if err != nil {
+			return false, err
+		}
+		read = stored{found: found, meta: meta}
+	}
+	v, _ := k.check(read, ev, t.p.creates(ev))
+	return v == duplicate, nil
+}
+
+// parkedOf is the record of ev failing in document t.
+func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
+	return ParkedEvent{
+		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
+		EventID: ev.ID, Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata, Created: ev.Created,
+		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(),
+	}
+}
+
+// HeldReplay is what [Engine.ReplayHeld] did to one held document.
+type HeldReplay struct {
+	Document string
+	// Applied are the held events now applied (or found applied already),
+	// in order; Left the first that still fails and those behind it.
+	Applied, Left []ParkedEvent
+	// Err is why Left[0] still fails.
+	Err error
+}
+
+// ReplayHeld applies the held events of one document of projection name
+// (records of [Hold], as the [Holder] lists them), once the projection is
+// fixed: in the order of their stream revisions (of their positions for a
+// document fed by several streams), each through the gate as if delivered
+// now. An event the document has already (a replay that was cut short, a
+// rebuild since) is a duplicate and counts as applied: nothing is applied
+// twice. It stops at the first event that still fails: all of them apply,
+// or none past that one. Mark the applied ones replayed, and the document
+// is free.
+func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent) HeldReplay {
+	var p Definition
+	for _, d := range e.projections {
+		if d.Name() == name {
+			p = d
+		}
+	}
+	var out HeldReplay
+	if len(held) > 0 {
+		out.Document = held[0].Document
+	}
+	if p == nil {
+		out.Left, out.Err = held, fmt.Errorf("%w: %q", ErrNotParked, name)
+		return out
+	}
+	events := slices.Clone(held)
+	_, gated := e.keeperOf(p).(streamRevision)
+	slices.SortStableFunc(events, func(a, b ParkedEvent) int {
+		if gated {
+			return cmpUint(a.Revision, b.Revision)
+		}
+		return cmpUint(a.Position, b.Position)
+	})
+	for i, pe := range events {
+		if pe.Document != out.Document {
+			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
+			return out
+		}
+		ev, err := e.registry.Decode(pe.Event())
+		t := target{p, pe.Document}
+		var r Result
+		if err != nil {
+			r = e.fail(t, ev, permanent(err))
+		} else {
+			// Through the gate, not held again: its failure is this
+			// replay's.
+			if gated {
+				r = e.gateHolding(ctx, t, ev, nil, false)
+			} else {
+				r = e.keeperOf(p).handle(ctx, e, t, ev, nil)
+			}
+		}
+		if r.Outcome != Applied && r.Outcome != Duplicate {
+			out.Left, out.Err = events[i:], r.Err
+			if out.Err == nil {
+				out.Err = fmt.Errorf("event %s@%d: %v", pe.Stream, pe.Revision, r.Outcome)
+			}
+			return out
+		}
+		out.Applied = append(out.Applied, pe)
+	}
+	e.holds.mu.Lock()
+	delete(e.holds.docs, docKey{p.Collection(), out.Document})
+	e.holds.mu.Unlock()
+	return out
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
