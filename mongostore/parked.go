@@ -105,6 +105,18 @@ func (s *Store) Held(ctx context.Context, projection string) (map[string]int, er
 	return out, nil
 }
 
+// Holds implements [projector.Holder]: how many events document holds in
+// projection.
+func (s *Store) Holds(ctx context.Context, projection, document string) (int, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "document", Value: document}, {Key: "held", Value: true},
+		{Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	n, err := s.db.Collection(ParkedCollection).CountDocuments(ctx, filter)
+	if err != nil {
+		return 0, fmt.Errorf("mongostore: held events of %s in %q: %w", document, projection, err)
+	}
+	return int(n), nil
+}
+
 // Replayed marks a parked event replayed (it stays, for the record); a replay
 // that failed again records the new error instead (replayErr non-nil).
 func (s *Store) Replayed(ctx context.Context, projection, eventID string, replayErr error) error {

@@ -17,6 +17,8 @@ type Holder interface {
 	// Held returns the documents of projection that hold events, with how
 	// many each holds.
 	Held(ctx context.Context, projection string) (map[string]int, error)
+	// Holds returns how many events document holds in projection.
+	Holds(ctx context.Context, projection, document string) (int, error)
 }
 
 // ErrHeld: the event was not applied because an earlier event of its
@@ -87,11 +89,11 @@ func (e *Engine) isHeld(ctx context.Context, t target) (bool, error) {
 	if err != nil || !maybe {
 		return false, err
 	}
-	docs, err := e.holder().Held(ctx, t.p.Name())
+	n, err := e.holder().Holds(ctx, t.p.Name(), t.id)
 	if err != nil {
-		return false, fmt.Errorf("reading the held documents: %w", err)
+		return false, fmt.Errorf("reading the held document: %w", err)
 	}
-	if docs[t.id] > 0 {
+	if n > 0 {
 		return true, nil
 	}
 	e.holds.mu.Lock()
