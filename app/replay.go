@@ -131,7 +131,10 @@ again to the consumers of the group, which apply them through the gate.
 	for _, pe := range plain {
 		r := eng.Replay(ctx, pe)
 		var why error
-		if r.Outcome != projector.Applied {
+		if r.Outcome == projector.Duplicate {
+			fmt.Fprintf(stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.Stream, pe.Revision, pe.Type)
+		}
+		if r.Outcome != projector.Applied && r.Outcome != projector.Duplicate {
 			why, failed = r.Err, failed+1
 			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, r.Err)
 		}

@@ -23,6 +23,7 @@ type metaDoc struct {
 	Position  int64            `bson:"pos,omitempty"`
 	Handled   []handledDoc     `bson:"handled,omitempty"`
 	Evicted   int64            `bson:"evicted,omitempty"`
+	Replayed  string           `bson:"replayed,omitempty"`
 }
 
 type handledDoc struct {
@@ -31,7 +32,7 @@ type handledDoc struct {
 }
 
 func toMetaDoc(m driver.Meta) metaDoc {
-	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted)}
+	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted), Replayed: m.Replayed}
 	if len(m.Revisions) > 0 {
 		d.Revisions = make(map[string]int64, len(m.Revisions))
 		for k, v := range m.Revisions {
@@ -45,7 +46,7 @@ func toMetaDoc(m driver.Meta) metaDoc {
 }
 
 func (d metaDoc) meta() driver.Meta {
-	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted)}
+	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted), Replayed: d.Replayed}
 	if len(d.Revisions) > 0 {
 		m.Revisions = make(map[string]uint64, len(d.Revisions))
 		for k, v := range d.Revisions {

@@ -34,22 +34,39 @@ type parkedDoc struct {
 	ParkedAt   time.Time  `bson:"parkedAt"`
 	Replayed   *time.Time `bson:"replayedAt,omitempty"`
 	Held       bool       `bson:"held,omitempty"`
+	Collection string     `bson:"collection,omitempty"`
+	Claim      *claimDoc  `bson:"claim,omitempty"`
+}
+
+// claimDoc is a replay under way ([projector.ReplayClaim]).
+type claimDoc struct {
+	Before string    `bson:"before"`
+	After  string    `bson:"after"`
+	At     time.Time `bson:"at"`
 }
 
 func parkedID(projection, eventID string) string { return projection + "/" + eventID }
 
 // Park implements [projector.Parker]. Parking an event again keeps the first
-// record.
+// record; parked again by another build (a rebuild's collection), the record
+// is that build's, not replayed: the event failed there too.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 	d := parkedDoc{
 		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
 		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
-		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held,
+		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held, Collection: p.Collection,
 	}
 	// Looked up first: inside a transaction (the inbox strategy) a failed
 	// insert would abort it.
 	coll := s.db.Collection(ParkedCollection)
-	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {
+	var old parkedDoc
+	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Decode(&old); err == nil {
+		if old.Collection == d.Collection || d.Collection == "" {
+			return nil
+		}
+		if _, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: d.ID}, {Key: "collection", Value: old.Collection}}, d); err != nil {
+			return fmt.Errorf("mongostore: park %s again for %s: %w", d.ID, d.Collection, err)
+		}
 		return nil
 	} else if !errors.Is(err, mongo.ErrNoDocuments) {
 		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
@@ -78,7 +95,10 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 		out[i] = projector.ParkedEvent{
 			Projection: d.Projection, Document: d.Document, Stream: d.Stream, Revision: uint64(d.Revision), Position: uint64(d.Position),
 			EventID: d.EventID, Type: d.Type, Data: d.Data, Metadata: d.Metadata, Created: d.Created,
-			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held,
+			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held, Collection: d.Collection,
+		}
+		if d.Claim != nil {
+			out[i].Claim = &projector.ReplayClaim{Before: d.Claim.Before, After: d.Claim.After}
 		}
 	}
 	return out, nil
@@ -115,6 +135,22 @@ func (s *Store) Holds(ctx context.Context, projection, document string) (int, er
 		return 0, fmt.Errorf("mongostore: held events of %s in %q: %w", document, projection, err)
 	}
 	return int(n), nil
+}
+
+// ClaimReplay implements [projector.ReplayClaimer]: it records on the parked
+// event, not replayed yet, the replay about to write its document.
+func (s *Store) ClaimReplay(ctx context.Context, projection, eventID string, c projector.ReplayClaim) error {
+	id := parkedID(projection, eventID)
+	filter := bson.D{{Key: FieldID, Value: id}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	set := bson.D{{Key: "$set", Value: bson.D{{Key: "claim", Value: claimDoc{Before: c.Before, After: c.After, At: time.Now().UTC()}}}}}
+	res, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, filter, set)
+	switch {
+	case err != nil:
+		return fmt.Errorf("mongostore: claim the replay of %s: %w", id, err)
+	case res.MatchedCount == 0:
+		return fmt.Errorf("mongostore: claim the replay of %s: %w", id, projector.ErrReplayedAlready)
+	}
+	return nil
 }
 
 // Replayed marks a parked event replayed (it stays, for the record); a replay

@@ -28,6 +28,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -113,7 +114,7 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
 	opts := options.FindOne()
 	if state == nil {
-		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}})
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: FieldWrite, Value: 1}})
 	}
 	raw, err := s.db.Collection(collection).FindOne(ctx, filter, opts).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -210,7 +211,7 @@ var ErrReservedField = errors.New("state has a field the engine owns")
 // front.
 func document(id string, head driver.Head, state any) (bson.D, error) {
 	owned := []bson.E{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
-		{Key: FieldStream, Value: head.Stream}, {Key: FieldWrite, Value: writeToken()}}
+		{Key: FieldStream, Value: head.Stream}, {Key: FieldWrite, Value: cmp.Or(head.Write, writeToken())}}
 	if head.Deleted {
 		owned = append(owned, bson.E{Key: FieldDeleted, Value: true})
 	}
@@ -256,7 +257,8 @@ func headOf(raw bson.Raw) (driver.Head, error) {
 	}
 	stream, _ := raw.Lookup(FieldStream).StringValueOK()
 	deleted, _ := raw.Lookup(FieldDeleted).BooleanOK()
-	return driver.Head{Revision: rev, Stream: stream, Deleted: deleted}, nil
+	write, _ := raw.Lookup(FieldWrite).StringValueOK()
+	return driver.Head{Revision: rev, Stream: stream, Deleted: deleted, Write: write}, nil
 }
 
 func revisionOf(raw bson.Raw) (uint64, error) {

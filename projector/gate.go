@@ -2,6 +2,8 @@ package projector
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -69,6 +71,15 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) erro
 		return retry.Permanent(err)
 	}
 	head.Stream = ev.StreamID
+	if c := e.claimer(); c != nil && head.Write != "" {
+		// Recorded first: a replay cut short after its write is known by
+		// the token the write gives the document.
+		claim := ReplayClaim{Before: head.Write, After: newToken()}
+		if err := c.ClaimReplay(ctx, t.p.Name(), ev.ID, claim); err != nil {
+			return retry.Permanent(err)
+		}
+		head.Write = claim.After
+	}
 	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
 	case err != nil:
@@ -77,6 +88,34 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) erro
 		return errMoved
 	}
 	return nil
+}
+
+// replayTook: the document holds the token the claimed replay's write gave
+// it; it took. Its token from before: it did not. Another: something wrote
+// it since, and nobody can tell ([ErrReplayUncertain]).
+func (gated) replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error) {
+	if pe.Claim == nil {
+		return false, nil
+	}
+	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	switch {
+	case err != nil:
+		return false, err
+	case !found:
+		return false, nil // replayOnce says it is gone
+	case head.Write == pe.Claim.After:
+		return true, nil
+	case head.Write == pe.Claim.Before:
+		return false, nil
+	}
+	return false, ErrReplayUncertain
+}
+
+// newToken returns a write token no other write has: 96 random bits.
+func newToken() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // gate applies ev to gated document t: the revision gate described in the

@@ -50,12 +50,16 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event) 
 	case !found:
 		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
 	}
+	if meta.Replayed == ev.ID {
+		return nil // this replay's write took on an earlier attempt
+	}
 	next, err := t.p.applyTo(state, ev)
 	if err != nil {
 		return retry.Permanent(err)
 	}
 	expected := meta.Version
 	meta.Version++
+	meta.Replayed = ev.ID // with the change: a replay run again knows
 	written, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, meta, next)
 	switch {
 	case err != nil:
@@ -64,6 +68,16 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event) 
 		return errMoved
 	}
 	return nil
+}
+
+// replayTook: the document's meta names the event as the one last replayed
+// into it, written with the replay's change.
+func (versioned) replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error) {
+	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
+	if err != nil || !found {
+		return false, err
+	}
+	return meta.Replayed == pe.EventID, nil
 }
 
 // needGuarded reports a store that cannot keep versioned documents.

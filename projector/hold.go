@@ -215,7 +215,7 @@ func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
 	return ParkedEvent{
 		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
 		EventID: ev.ID, Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata, Created: ev.Created,
-		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(),
+		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),
 	}
 }
 

@@ -26,7 +26,42 @@ type ParkedEvent struct {
 	// Held: recorded under the [Hold] policy, not applied, its document
 	// before it: [Engine.ReplayHeld] applies it, not [Engine.Replay].
 	Held bool
+	// Collection is the collection (the build) the event failed in; Claim
+	// a replay of it that wrote, or was about to write, its document and
+	// was not marked done ([ReplayClaimer]).
+	Collection string
+	Claim      *ReplayClaim
 }
+
+// ReplayClaim is a replay of a parked event under way: the document's write
+// token before it ([driver.Head].Write), and the one its write gives the
+// document. Recorded before the write, it tells a later replay whether the
+// write took: a replay killed between its write and marking the event
+// replayed is not applied twice.
+type ReplayClaim struct {
+	Before, After string
+}
+
+// ReplayClaimer is a [Parker] that records replays under way on the parked
+// events (mongostore.Store is one). Without one, a replay killed between its
+// write and marking the event replayed applies it again when run again
+// (under the revision gate; the other strategies mark the document itself).
+type ReplayClaimer interface {
+	// ClaimReplay records c on the parked event, if not replayed yet (else
+	// an error wrapping [ErrReplayedAlready]).
+	ClaimReplay(ctx context.Context, projection, eventID string, c ReplayClaim) error
+}
+
+// ErrReplayedAlready: the parked event was marked replayed.
+var ErrReplayedAlready = errors.New("the parked event is replayed already")
+
+// ErrReplayUncertain: a replay of the event was cut short, and the document
+// has been written since by something else: whether it has the event's
+// effect cannot be told.
+var ErrReplayUncertain = errors.New("an earlier replay of this event was cut short and the document was written since: " +
+	"whether it has the event's effect cannot be told; rebuild the projection, or mark the event replayed once you have looked")
+
+func (e *Engine) claimer() ReplayClaimer { c, _ := e.parker.(ReplayClaimer); return c }
 
 // Event returns the parked event as the engine handles it.
 func (p ParkedEvent) Event() Event {
@@ -51,12 +86,7 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 	if pol := e.policyOf(t.p); pol != Park && pol != Hold {
 		return nil
 	}
-	err := e.parker.Park(ctx, ParkedEvent{
-		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
-		EventID: ev.ID, Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata, Created: ev.Created,
-		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(),
-	})
-	if err != nil {
+	if err := e.parker.Park(ctx, parkedOf(t, ev, cause, attempts)); err != nil {
 		return fmt.Errorf("parking the event: %w", err)
 	}
 	return nil
@@ -96,7 +126,7 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 	err := e.parker.Park(ctx, ParkedEvent{
 		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: h.from, Position: ev.Position,
 		EventID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
-		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(),
+		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),
 	})
 	if err != nil {
 		return fmt.Errorf("recording the hole: %w", err)
@@ -114,8 +144,11 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // the projection's step on the current state. That is exact for
 // projections whose steps commute (counters, sets, merged quantities); an
 // order-sensitive read model gets the event's effect out of its order, and is
-// made exact by a rebuild instead. The result is Applied, or Failed with why
-// (the event stays parked).
+// made exact by a rebuild instead. The result is Applied, Duplicate when the
+// document has the replay's effect already (an earlier replay wrote it and
+// was not marked done, see [ReplayClaimer]; or the event was parked in an
+// earlier build, and the current one, a rebuild, folded it), or Failed with
+// why (the event stays parked).
 //
 // Under the revision gate the write cannot be conditional on anything the
 // gate changes (the revision stays), so replay while the projection is not
@@ -149,6 +182,19 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	}
 	if pe.Document == "" {
 		return e.replayUnrouted(ctx, p, decoded)
+	}
+	if pe.Collection != "" && pe.Collection != p.Collection() {
+		// Parked in an earlier build: the current one folded the event
+		// (it would have parked it again for itself, had it failed).
+		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
+	}
+	switch took, err := e.keeperOf(p).replayTook(ctx, e, t, pe); {
+	case err != nil:
+		f := permanent(err)
+		f.attempts = 1
+		return e.fail(t, decoded, f)
+	case took:
+		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
 	}
 	attempts := 0
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {

@@ -74,6 +74,8 @@ type documents interface {
 	handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result
 	// replayOnce is one attempt of a replay of parked event ev on document t.
 	replayOnce(ctx context.Context, e *Engine, t target, ev Event) error
+	// replayTook reports whether an earlier replay of pe wrote document t.
+	replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error)
 	// read reads document id for a reader or a test.
 	read(ctx context.Context, store driver.Store, collection, id string, state any) (found bool, revision int64, err error)
 	// batches reports whether [Engine.HandleBatch] can fold these documents.

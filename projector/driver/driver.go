@@ -48,10 +48,14 @@ type Store interface {
 // feeds it ("" for a document written before the stream was recorded).
 // Deleted marks a document whose stream was deleted, kept for its readers
 // under the mark-deleted policy; the next write without it clears it.
+// Write is the token of the write that last wrote the document, where the
+// store keeps one ("" otherwise): a write whose Head has one writes that
+// token, else a new one. A replay tells by it whether its write took.
 type Head struct {
 	Revision uint64
 	Stream   string
 	Deleted  bool
+	Write    string
 }
 
 // Index is a secondary index a projection asks for, for its readers.
@@ -110,6 +114,9 @@ type Meta struct {
 	// the highest position among those that left the window.
 	Handled []Handled
 	Evicted uint64
+	// Replayed is the parked event last replayed into the document: the
+	// replay's write sets it with its change, and later writes keep it.
+	Replayed string
 }
 
 // Handled is an event a HandledIDs window remembers.
