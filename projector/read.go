@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"time"
 
 	"github.com/revgate/projector/retry"
 )
@@ -60,6 +61,7 @@ func (x *run) follow(ctx context.Context, sub Subscription) (n int, stopped bool
 	}
 	sub.Close()
 	x.dropped()
+	x.quiesce(ctx)
 	if err := x.save(ctx); err != nil {
 		r.logger.Warn("storing the checkpoint after a drop", "err", err)
 	}
@@ -74,10 +76,43 @@ func (x *run) dropped() {
 	r.counts.drops.Add(1)
 	r.caughtUp.Store(false)
 	r.ready.Store(false)
+	x.staleHeads()
+}
+
+// staleHeads takes the head signals the workers did not take: behind again,
+// they are stale.
+func (x *run) staleHeads() {
 	for _, h := range x.heads {
 		select {
-		case <-h: // behind again: a head signal not taken is stale
+		case <-h:
 		default:
+		}
+	}
+}
+
+// quiesce waits, after a drop, for the events in flight to be handled
+// (bounded by the drain timeout; the workers write their batches now), so
+// that the checkpoint stored before the next subscription covers them. A
+// source that drops faster than its events are handled would otherwise
+// deliver them again and again, behind their own copies still queued, and
+// the checkpoint would not move.
+func (x *run) quiesce(ctx context.Context) {
+	r := x.r
+	for _, h := range x.heads {
+		select {
+		case h <- struct{}{}:
+		default:
+		}
+	}
+	defer x.staleHeads()
+	deadline := time.Now().Add(r.drain)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for r.inFlight.Load() > 0 && time.Now().Before(deadline) && !x.halt.Load() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }
