@@ -9,10 +9,11 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-// batchable reports whether HandleBatch can fold events of every projection:
-// all keep gated documents, on a store that writes in bulk (found once by
-// [NewEngine]).
-func (e *Engine) batchable() bool { return e.batchStore != nil }
+// batchable reports whether HandleBatch can fold events of every projection
+// (found once by [NewEngine]): gated documents on a store that writes in
+// bulk, versioned ones of a strategy whose check is a pure function of the
+// document's meta ([guardedBatches]).
+func (e *Engine) batchable() bool { return e.batching }
 
 // HandleBatch handles events as Handle does, one result list per event, but
 // reads and writes each document once: for each projection it reads the
@@ -149,6 +150,10 @@ type folded struct {
 // project handles the batch's events of projection p: one read, a fold per
 // document, one bulk write.
 func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
+	if _, gated := b.keeperOf(p).(streamRevision); !gated {
+		b.projectGuarded(ctx, p, ids)
+		return
+	}
 	docs := b.documents(ids)
 	if b.streamFolds(p) {
 		docs = b.skipKnown(p, docs)
@@ -415,15 +420,15 @@ func (b *batchRun) handleEach(ctx context.Context) {
 	}
 }
 
-// slowDoc handles the events of document d of p through the gate, in order,
-// until an event fails.
+// slowDoc handles the events of document d of p one by one (through the
+// gate, or its strategy's read-decide-write), in order, until an event fails.
 func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 	t := target{p, d.id}
 	for _, i := range d.idx {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
 			ev, err := b.decode(i)
-			res = b.gate(ctx, t, ev, err)
+			res = b.handleOne(ctx, t, ev, err)
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

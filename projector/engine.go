@@ -42,7 +42,8 @@ type Engine struct {
 	// What the store can do, found once by NewEngine: nil when it cannot.
 	guardedStore driver.GuardedStore
 	inboxStore   driver.InboxStore
-	batchStore   driver.BatchStore // nil also when a strategy cannot batch
+	batchStore   driver.BatchStore
+	batching     bool // every projection's documents fold in batches
 	// policies is each projection's failure policy, its own or the engine's;
 	// keepers its strategy: both as they were when the engine was made.
 	policies map[string]FailurePolicy
@@ -107,7 +108,6 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	}
 	e.guardedStore, _ = store.(driver.GuardedStore)
 	e.inboxStore, _ = store.(driver.InboxStore)
-	batches := true
 	e.keepers = make(map[string]keeper, len(projections))
 	for _, p := range projections {
 		k := keeperOf(p)
@@ -115,11 +115,9 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 			return nil, fmt.Errorf("projector: projection %q: %w", p.Name(), err)
 		}
 		e.keepers[p.Name()] = k
-		batches = batches && k.batches()
 	}
-	if bs, ok := store.(driver.BatchStore); ok && batches {
-		e.batchStore = bs
-	}
+	e.batchStore, _ = store.(driver.BatchStore)
+	e.batching = batchesWith(store, e.keepers)
 	return e, nil
 }
 

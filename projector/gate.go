@@ -28,8 +28,6 @@ func (gated) handle(ctx context.Context, e *Engine, t target, ev Event, undecoda
 
 func (gated) valid() error { return nil }
 
-func (gated) batches() bool { return true }
-
 func (gated) prepare(context.Context, *Engine, string) error { return nil }
 
 func (gated) within(ctx context.Context, _ *Engine, _ target, _ Event, attempt func(context.Context) (step, error)) (step, error) {

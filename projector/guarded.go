@@ -22,8 +22,6 @@ func (versioned) handle(ctx context.Context, e *Engine, t target, ev Event, unde
 
 func (versioned) valid() error { return nil }
 
-func (versioned) batches() bool { return false }
-
 func (versioned) prepare(context.Context, *Engine, string) error { return nil }
 
 func (versioned) within(ctx context.Context, _ *Engine, _ target, _ Event, attempt func(context.Context) (step, error)) (step, error) {

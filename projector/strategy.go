@@ -78,8 +78,6 @@ type documents interface {
 	replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error)
 	// read reads document id for a reader or a test.
 	read(ctx context.Context, store driver.Store, collection, id string, state any) (found bool, revision int64, err error)
-	// batches reports whether [Engine.HandleBatch] can fold these documents.
-	batches() bool
 	// prepare creates, once, what the strategy needs in the store.
 	prepare(ctx context.Context, e *Engine, projection string) error
 	// within runs one read-decide-write attempt of ev on document t: the

@@ -1,0 +1,122 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/projectortest"
+)
+
+// puttingStore counts versioned writes.
+type puttingStore struct {
+	*mongostore.Store
+	puts atomic.Int64
+}
+
+func (s *puttingStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	s.puts.Add(1)
+	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
+}
+
+// Batches fold versioned documents too: the per-client summaries (fed by
+// many cart streams, under RevisionMap) are read and written once per batch
+// instead of once per event, and come out as the per-event path makes
+// them, with each event applied once, under duplicates.
+func TestHandleBatch_folds_summaries_fed_by_many_streams_as_the_per_event_path_does(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	log := projectortest.NewLog(cart.Registry())
+	var order []string
+	lives := map[string][]any{}
+	client := map[string]string{}
+	for i := range 30 {
+		id := fmt.Sprintf("s%02d", i)
+		client[id] = fmt.Sprintf("client-%d", i%3)
+		lives[id] = cart.RandomLife(r, id, client[id], 8, t0)
+		for range lives[id] {
+			order = append(order, id)
+		}
+	}
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var all []projector.Event
+	next := map[string]int{}
+	for _, id := range order {
+		meta, _ := json.Marshal(cart.Metadata{ClientID: client[id]})
+		evs, err := log.AppendWithMetadata(cart.StreamID(id), meta, lives[id][next[id]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		next[id]++
+		ev := evs[0]
+		ev.Payload = nil
+		all = append(all, ev)
+	}
+	deliveries := projectortest.Redeliver(r, all, 2)
+
+	run := func(batched bool) (*mongostore.Store, int64, int) {
+		base := newStore(t)
+		s := &puttingStore{Store: base}
+		e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewClientSummaryProjection()}, projector.WithRetry(patient()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied := 0
+		count := func(rs []projector.Result) {
+			for _, res := range rs {
+				switch res.Outcome {
+				case projector.Applied:
+					applied++
+				case projector.Duplicate:
+				default:
+					t.Fatalf("%v %v", res.Outcome, res.Err)
+				}
+			}
+		}
+		if batched {
+			for start := 0; start < len(deliveries); start += 60 {
+				for _, rs := range e.HandleBatch(context.Background(), deliveries[start:min(start+60, len(deliveries))]) {
+					count(rs)
+				}
+			}
+		} else {
+			for _, ev := range deliveries {
+				rs, err := e.Handle(context.Background(), ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				count(rs)
+			}
+		}
+		return base, s.puts.Load(), applied
+	}
+	batchedStore, batchedPuts, batchedApplied := run(true)
+	eachStore, eachPuts, eachApplied := run(false)
+	if batchedApplied != len(all) || eachApplied != len(all) {
+		t.Fatalf("applied %d batched and %d one by one, want each of the %d events once", batchedApplied, eachApplied, len(all))
+	}
+	p := cart.NewClientSummaryProjection()
+	for c := range 3 {
+		id := fmt.Sprintf("client-%d", c)
+		var got, want cart.ClientSummary
+		if found, _, err := projector.ReadDocument(context.Background(), batchedStore, p, id, &got); err != nil || !found {
+			t.Fatalf("batched %s: %v %v", id, found, err)
+		}
+		if found, _, err := projector.ReadDocument(context.Background(), eachStore, p, id, &want); err != nil || !found {
+			t.Fatalf("one by one %s: %v %v", id, found, err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s:\n batched    %+v\n one by one %+v", id, got, want)
+		}
+	}
+	if batchedPuts*3 > eachPuts {
+		t.Fatalf("%d versioned writes batched, %d one by one: want the batches to write each summary about once per batch", batchedPuts, eachPuts)
+	}
+	t.Logf("versioned writes: %d batched, %d one by one, for %d events", batchedPuts, eachPuts, len(all))
+}
