@@ -103,8 +103,7 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
-		last := b.decoded[d.idx[len(d.idx)-1]].StreamRevision
-		at, ok := b.known.covers(k, last)
+		at, ok := b.known.covers(k, b.highest(d))
 		if !ok {
 			keep = append(keep, d)
 			continue
@@ -120,6 +119,17 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 		b.known.delivered(k, at, upTo)
 	}
 	return keep
+}
+
+// highest is the highest stream revision of d's events in the batch. (A
+// redelivered event may come after later ones: the last event is not
+// always the highest.)
+func (b *batchRun) highest(d *docEvents) uint64 {
+	var rev uint64
+	for _, i := range d.idx {
+		rev = max(rev, b.decoded[i].StreamRevision)
+	}
+	return rev
 }
 
 // foldLimit bounds the stream reads a batch runs at once.
