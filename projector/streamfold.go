@@ -72,12 +72,8 @@ func newKnown(size int) *known {
 	return &known{cache: c}
 }
 
-// covers reports whether document k is known to be at revision rev or past,
-// and how far its events were delivered.
-func (n *known) covers(k docKey, rev uint64) (knownAt, bool) {
-	at, ok := n.cache.Get(k)
-	return at, ok && at.wrote >= rev
-}
+// at returns what is known of document k.
+func (n *known) at(k docKey) (knownAt, bool) { return n.cache.Get(k) }
 
 // wrote notes that document k was written at revision rev, its events
 // delivered up to delivered.
@@ -95,28 +91,41 @@ func (n *known) delivered(k docKey, at knownAt, rev uint64) {
 
 func (n *known) forget(k docKey) { n.cache.Remove(k) }
 
-// skipKnown returns the documents of docs that the engine is not known to
-// have written past their events, and gives the others' events their
-// results: applied for an event the stream fold applied before it came
-// (its first delivery), a duplicate for one delivered before.
+// skipKnown gives the events of docs that the engine is known to have
+// written their results: applied for an event the stream fold applied
+// before it came (its first delivery), a duplicate for one delivered
+// before. It returns the documents with events left (past the revision
+// known), with those events only.
 func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
-		at, ok := b.known.covers(k, b.highest(d))
+		at, ok := b.known.at(k)
 		if !ok {
 			keep = append(keep, d)
 			continue
 		}
 		upTo := at.delivered
+		rest := make([]int, 0, len(d.idx))
 		for _, i := range d.idx {
+			rev := b.decoded[i].StreamRevision
+			if rev > at.wrote {
+				// Appended after the fold read the stream: the batch
+				// folds it.
+				rest = append(rest, i)
+				continue
+			}
 			outcome := Duplicate
-			if rev := b.decoded[i].StreamRevision; rev > upTo {
+			if rev > upTo {
 				outcome, upTo = Applied, rev
 			}
 			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: outcome})
 		}
 		b.known.delivered(k, at, upTo)
+		if len(rest) > 0 {
+			d.idx = rest
+			keep = append(keep, d)
+		}
 	}
 	return keep
 }
