@@ -239,7 +239,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	through = append(through, missed...)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
-			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.events[d.idx[len(d.idx)-1]].StreamRevision)
+			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
 			b.known.folded(p.Collection(), fd.f.write.Stream, d.id, fd.readFrom, fd.rev)
 		}
 	}

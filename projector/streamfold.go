@@ -113,12 +113,8 @@ func (n *known) folded(collection, stream, id string, from, to uint64) {
 	n.spans.Add(spanKey{collection, stream}, span{id: id, from: from, to: to})
 }
 
-// covers reports whether document k is known to be at revision rev or past,
-// and how far its events were delivered.
-func (n *known) covers(k docKey, rev uint64) (knownAt, bool) {
-	at, ok := n.cache.Get(k)
-	return at, ok && at.wrote >= rev
-}
+// at returns what is known of document k.
+func (n *known) at(k docKey) (knownAt, bool) { return n.cache.Get(k) }
 
 // wrote notes that document k was written at revision rev, its events
 // delivered up to delivered.
@@ -136,31 +132,54 @@ func (n *known) delivered(k docKey, at knownAt, rev uint64) {
 
 func (n *known) forget(k docKey) { n.cache.Remove(k) }
 
-// skipKnown returns the documents of docs that the engine is not known to
-// have written past their events, and gives the others' events their
-// results: applied for an event the stream fold applied before it came
-// (its first delivery), a duplicate for one delivered before.
+// skipKnown gives the events of docs that the engine is known to have
+// written their results: applied for an event the stream fold applied
+// before it came (its first delivery), a duplicate for one delivered
+// before. It returns the documents with events left (past the revision
+// known), with those events only.
 func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
-		last := b.events[d.idx[len(d.idx)-1]].StreamRevision
-		at, ok := b.known.covers(k, last)
+		at, ok := b.known.at(k)
 		if !ok {
 			keep = append(keep, d)
 			continue
 		}
 		upTo := at.delivered
+		rest := make([]int, 0, len(d.idx))
 		for _, i := range d.idx {
+			rev := b.events[i].StreamRevision
+			if rev > at.wrote {
+				// Appended after the fold read the stream: the batch
+				// folds it.
+				rest = append(rest, i)
+				continue
+			}
 			outcome := Duplicate
-			if rev := b.events[i].StreamRevision; rev > upTo {
+			if rev > upTo {
 				outcome, upTo = Applied, rev
 			}
 			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: outcome})
 		}
 		b.known.delivered(k, at, upTo)
+		if len(rest) > 0 {
+			d.idx = rest
+			keep = append(keep, d)
+		}
 	}
 	return keep
+}
+
+// highest is the highest stream revision of d's events in the batch. (A
+// redelivered event may come after later ones: the last event is not
+// always the highest.)
+func (b *batchRun) highest(d *docEvents) uint64 {
+	var rev uint64
+	for _, i := range d.idx {
+		rev = max(rev, b.events[i].StreamRevision)
+	}
+	return rev
 }
 
 // foldLimit bounds the stream reads a batch runs at once.
