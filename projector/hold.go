@@ -106,6 +106,9 @@ func (e *Engine) isHeld(ctx context.Context, t target) (bool, error) {
 // event of a held document is held behind, and one that fails for good
 // holds its document.
 func (e *Engine) handleOne(ctx context.Context, t target, ev Event, undecodable error) Result {
+	if r, ok := e.knownResult(t, ev); ok {
+		return r
+	}
 	k := e.keeperOf(t.p)
 	if e.policyOf(t.p) != Hold {
 		return k.handle(ctx, e, t, ev, undecodable)

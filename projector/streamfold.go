@@ -171,6 +171,26 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 	return keep
 }
 
+// knownResult is the result of ev in document t when a stream fold wrote
+// the document past it: applied on its first delivery (the fold applied it
+// ahead), a duplicate after. ok is false when the engine does not know.
+// (The one-event path: a batch passes over such events in skipKnown.)
+func (e *Engine) knownResult(t target, ev Event) (Result, bool) {
+	if !e.streamFolds(t.p) {
+		return Result{}, false
+	}
+	at, ok := e.known.at(t.key())
+	if !ok || ev.StreamRevision > at.wrote {
+		return Result{}, false
+	}
+	outcome := Duplicate
+	if ev.StreamRevision > at.delivered {
+		outcome = Applied
+		e.known.delivered(t.key(), at, ev.StreamRevision)
+	}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: outcome}, true
+}
+
 // highest is the highest stream revision of d's events in the batch. (A
 // redelivered event may come after later ones: the last event is not
 // always the highest.)
