@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -30,6 +31,8 @@ func (e *Engine) batchable() bool { return e.batchStore != nil }
 // predecessor that will not come.
 func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 	out := make([][]Result, len(events))
+	ctx, span := e.startBatch(ctx, len(events))
+	defer span.End()
 	b := &batchRun{Engine: e, events: events, out: out}
 	if !e.batchable() || len(events) < 2 {
 		b.handleEach(ctx)
@@ -107,6 +110,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	if len(docs) == 0 {
 		return
 	}
+	start := time.Now()
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document in flight elsewhere in this engine, from Handle
@@ -173,6 +177,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	missed := b.write(ctx, p, writes, writeDocs)
 	through = append(through, missed...)
+	b.traceFolded(ctx, p, docs, through, start)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.decoded[d.idx[len(d.idx)-1]].StreamRevision)
@@ -235,7 +240,9 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 	if len(ids) == 0 {
 		return map[string]driver.Loaded{}, 0, nil
 	}
-	loaded, err := b.batchStore.LoadMany(ctx, p.Collection(), ids, p.newState)
+	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
+	loaded, err := b.batchStore.LoadMany(sctx, p.Collection(), ids, p.newState)
+	endStore(span, err, 0)
 	return loaded, len(ids), err
 }
 
@@ -324,7 +331,9 @@ func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Writ
 	if len(writes) == 0 {
 		return nil
 	}
-	ok, err := b.batchStore.WriteMany(ctx, p.Collection(), writes)
+	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(writes))
+	ok, err := b.batchStore.WriteMany(sctx, p.Collection(), writes)
+	defer func() { endStore(span, err, len(missed)) }()
 	if err != nil {
 		b.logger.Warn("batch write failed: its documents go through the gate one event at a time",
 			"projection", p.Name(), "documents", len(writes), "err", err)
@@ -360,7 +369,7 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 	for _, i := range d.idx {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
-			res = b.gate(ctx, t, b.decoded[i], nil)
+			res = b.traced(ctx, t, b.decoded[i], func(ctx context.Context) Result { return b.gate(ctx, t, b.decoded[i], nil) })
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)
