@@ -34,9 +34,15 @@ import (
 //   - projector.batch: one per [Engine.HandleBatch]; its children
 //     projector.batch.read (the one query that reads the batch's documents
 //     of a projection) and projector.batch.write (the one bulk write) time
-//     the store. The events a batch folds in memory get their
-//     projector.event span from the start of the batch's work on their
-//     projection to the end of its write.
+//     the store. An event the batch folds in memory whose metadata carries
+//     a trace context gets its projector.event span there (a child of that
+//     context, linked to the batch), from the start of the batch's work on
+//     its projection to the end of its write, so that the writer's trace
+//     shows it. The folded events without a trace context get no span of
+//     their own (it would say no more than the batch's, and a rebuild of
+//     millions of events would make millions of spans): a span event
+//     projector.folded on the batch counts them, per projection. Events a
+//     batch sends through the gate get their spans there, all of them.
 const tracerName = "github.com/revgate/projector/projector"
 
 // Span and span event names.
@@ -47,31 +53,31 @@ const (
 	spanBatchWrite = "projector.batch.write"
 	eventWait      = "projector.wait"
 	eventQueued    = "projector.queued"
+	eventFolded    = "projector.folded"
 )
 
-// Attribute keys: projector.* for the engine's own, and the messaging
-// semantic conventions for the event as a message.
+// Attribute keys, all under projector.; the OpenTelemetry messaging
+// conventions (messaging.message.id, messaging.destination.name) would only
+// repeat projector.event.id and projector.stream, at a cost per span.
 const (
-	attrProjection   = attribute.Key("projector.projection")
-	attrCollection   = attribute.Key("projector.collection")
-	attrDocument     = attribute.Key("projector.document")
-	attrStream       = attribute.Key("projector.stream")
-	attrRevision     = attribute.Key("projector.revision")
-	attrPosition     = attribute.Key("projector.position")
-	attrEventID      = attribute.Key("projector.event.id")
-	attrEventType    = attribute.Key("projector.event.type")
-	attrOutcome      = attribute.Key("projector.outcome")
-	attrWaits        = attribute.Key("projector.waits")
-	attrAttempts     = attribute.Key("projector.attempts")
-	attrBatchEvents  = attribute.Key("projector.batch.events")
-	attrDocuments    = attribute.Key("projector.batch.documents")
-	attrMissed       = attribute.Key("projector.batch.missed")
-	attrWaitAttempt  = attribute.Key("projector.wait.attempt")
-	attrWaitDelay    = attribute.Key("projector.wait.delay_ms")
-	attrWaitReason   = attribute.Key("projector.wait.reason")
-	attrMsgOperation = attribute.Key("messaging.operation.type")
-	attrMsgDest      = attribute.Key("messaging.destination.name")
-	attrMsgID        = attribute.Key("messaging.message.id")
+	attrProjection  = attribute.Key("projector.projection")
+	attrCollection  = attribute.Key("projector.collection")
+	attrDocument    = attribute.Key("projector.document")
+	attrStream      = attribute.Key("projector.stream")
+	attrRevision    = attribute.Key("projector.revision")
+	attrPosition    = attribute.Key("projector.position")
+	attrEventID     = attribute.Key("projector.event.id")
+	attrEventType   = attribute.Key("projector.event.type")
+	attrOutcome     = attribute.Key("projector.outcome")
+	attrWaits       = attribute.Key("projector.waits")
+	attrAttempts    = attribute.Key("projector.attempts")
+	attrBatchEvents = attribute.Key("projector.batch.events")
+	attrDocuments   = attribute.Key("projector.batch.documents")
+	attrMissed      = attribute.Key("projector.batch.missed")
+	attrFolded      = attribute.Key("projector.batch.folded")
+	attrWaitAttempt = attribute.Key("projector.wait.attempt")
+	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
+	attrWaitReason  = attribute.Key("projector.wait.reason")
 )
 
 // WithTracerProvider sets where the engine's spans go (default: the global
@@ -161,20 +167,15 @@ func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.
 	}
 	ctx, span := e.tracer.Start(parent, spanEvent, opts...)
 	if span.IsRecording() {
-		attrs := []attribute.KeyValue{
-			attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)),
-			attrPosition.Int64(int64(ev.Position)), attrEventID.String(ev.ID), attrEventType.String(ev.Type),
-			attrMsgOperation.String("process"), attrMsgDest.String(ev.StreamID), attrMsgID.String(ev.ID),
-		}
-		if t.p != nil {
-			attrs = append(attrs, attrProjection.String(t.p.Name()), attrCollection.String(t.p.Collection()))
-		}
-		span.SetAttributes(attrs...)
+		// Few attributes, set once: each costs at the span's end.
+		span.SetAttributes(attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)),
+			attrPosition.Int64(int64(ev.Position)), attrEventID.String(ev.ID), attrEventType.String(ev.Type))
 	}
 	return ctx, span
 }
 
-// endEvent ends the span of an event with its result.
+// endEvent ends the span of an event with its result. projector.waits and
+// projector.attempts are left out when the event did not wait (0 and 1).
 func endEvent(span trace.Span, r Result) {
 	if span.IsRecording() {
 		attempts := r.Waits + 1
@@ -182,10 +183,9 @@ func endEvent(span trace.Span, r Result) {
 		if errors.As(r.Err, &fe) && fe.Attempts > 0 {
 			attempts = fe.Attempts
 		}
-		span.SetAttributes(attrDocument.String(r.Document), attrOutcome.String(r.Outcome.String()),
-			attrWaits.Int(r.Waits), attrAttempts.Int(attempts))
-		if r.Projection != "" {
-			span.SetAttributes(attrProjection.String(r.Projection))
+		span.SetAttributes(attrProjection.String(r.Projection), attrDocument.String(r.Document), attrOutcome.String(r.Outcome.String()))
+		if attempts > 1 || r.Waits > 0 {
+			span.SetAttributes(attrWaits.Int(r.Waits), attrAttempts.Int(attempts))
 		}
 		if r.Outcome == Failed || r.Outcome == Skipped || r.Outcome == Parked {
 			if r.Err != nil {
@@ -272,8 +272,16 @@ func endStore(span trace.Span, err error, missed int) {
 
 // traceFolded records the spans of the events of docs that the batch folded
 // and wrote (or found duplicates) for projection p, those not in through
-// (which go through the gate, with spans of their own), from start.
+// (which go through the gate, with spans of their own), from start: those
+// whose metadata carries a trace context only. The others are counted in a
+// span event projector.folded on the batch's span.
 func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time) {
+	untraced := 0
+	defer func() {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
+			span.AddEvent(eventFolded, trace.WithAttributes(attrProjection.String(p.Name()), attrFolded.Int(untraced)))
+		}
+	}()
 	skip := make(map[*docEvents]bool, len(through))
 	for _, d := range through {
 		skip[d] = true
@@ -284,6 +292,10 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 		}
 		t := target{p, d.id}
 		for _, i := range d.idx {
+			if !MetadataContext(b.decoded[i].Metadata).IsValid() {
+				untraced++
+				continue
+			}
 			for _, r := range b.out[i] {
 				if r.Projection == p.Name() {
 					_, span := b.startEvent(ctx, t, b.decoded[i], start)

@@ -57,6 +57,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	var cpuProfile, cpuProfileA, memProfileA string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
+	var traceRounds int
+	fs.IntVar(&traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	tune := defaultCatchUp
 	tune.register(fs)
@@ -66,8 +68,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample and --batch-window >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 || traceRounds < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample, --trace-rounds and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if interleave != "shuffled" && interleave != "clustered" {
@@ -178,6 +180,11 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	})
 	if err != nil {
 		return err
+	}
+	if traceRounds > 0 {
+		if err := benchTraceOverhead(ctx, stdout, stderr, es.URI(), mongoURI, client, tune, traceRounds); err != nil {
+			return err
+		}
 	}
 	if !skipB {
 		sample := total
@@ -400,6 +407,7 @@ type catchUpSettings struct {
 	workers, batch int
 	window         time.Duration
 	noFolds        bool // batches fold only their own events (projector.WithoutStreamFolds)
+	traced         bool // A traces every event (benchTracer)
 }
 
 // defaultCatchUp is the runner's defaults.
@@ -427,7 +435,7 @@ func (c catchUpSettings) String() string {
 
 func (c catchUpSettings) args() []string {
 	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
-		fmt.Sprintf("--no-stream-folds=%v", c.noFolds)}
+		fmt.Sprintf("--no-stream-folds=%v", c.noFolds), fmt.Sprintf("--traced=%v", c.traced)}
 }
 
 // childReport is what the catch-up process reports of its run.
@@ -437,6 +445,7 @@ type childReport struct {
 	reads, writes       uint64
 	readTime, writeTime time.Duration
 	maxRSS              int64 // KiB
+	spans               uint64
 }
 
 // benchChild runs A in a child process and returns what it measured and its
@@ -456,8 +465,8 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 		return rep, fmt.Errorf("catch-up process: %w", err)
 	}
 	var took, readTime, writeTime int64
-	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB",
-		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS); err != nil {
+	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d spans",
+		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS, &rep.spans); err != nil {
 		return rep, fmt.Errorf("catch-up process: unexpected report %q: %w", out, err)
 	}
 	rep.took, rep.readTime, rep.writeTime = time.Duration(took), time.Duration(readTime), time.Duration(writeTime)
@@ -476,6 +485,7 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
+	fs.BoolVar(&tune.traced, "traced", false, "")
 	tune.register(fs)
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
@@ -507,8 +517,8 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB\n",
-		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident())
+	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d spans\n",
+		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident(), rep.spans)
 	return err
 }
 
@@ -596,7 +606,8 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		return rep, err
 	}
 	defer c.Close()
-	opts := []projector.Option{projector.WithStreamReader(c)}
+	tp, flush, spans := benchTracer(tune.traced)
+	opts := []projector.Option{projector.WithStreamReader(c), projector.WithTracerProvider(tp)}
 	if tune.noFolds {
 		opts = append(opts, projector.WithoutStreamFolds())
 	}
@@ -626,7 +637,12 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		case <-time.After(time.Millisecond):
 		}
 	}
+	if err := flush(ctx); err != nil {
+		stop()
+		return rep, fmt.Errorf("flushing spans: %w", err)
+	}
 	rep.took = time.Since(began)
+	rep.spans = spans()
 	stop()
 	if err := <-done; err != nil {
 		return rep, err
