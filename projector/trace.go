@@ -12,14 +12,17 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/revgate/projector/retry"
 )
 
 // Tracing. The engine emits OpenTelemetry spans through the API only: the
 // provider is the global one ([otel.GetTracerProvider]) unless
-// [WithTracerProvider] gives one, and the global one records nothing until a
-// program sets it, so tracing costs next to nothing when it is off. The
+// [WithTracerProvider] gives one. The global one records nothing until a
+// program sets it, and while it is unset (or the provider given is a no-op)
+// the engine starts no span and reads no trace context: tracing off costs
+// nothing. The
 // spans, with their attributes (the names below, in one place):
 //
 //   - projector.event: one per event and projection that handled it (a
@@ -95,6 +98,28 @@ func tracerOf(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(tracerName)
 }
 
+// unsetGlobal is the global tracer provider as it is before a program sets
+// one: it records nothing.
+var unsetGlobal = otel.GetTracerProvider()
+
+// tracing reports whether the engine's spans can record: false with the
+// global provider while no program has set one, and with a no-op provider.
+// When false, the engine starts no span at all and does not read the
+// metadata's trace context: tracing off costs nothing.
+func (e *Engine) tracing() bool {
+	switch tp := e.tracerProvider.(type) {
+	case nil:
+		return otel.GetTracerProvider() != unsetGlobal
+	case noop.TracerProvider, *noop.TracerProvider:
+		return false
+	default:
+		return tp != nil
+	}
+}
+
+// off is the span of what is not traced.
+var off = trace.SpanFromContext(context.Background())
+
 // Keys of the trace context in an event's metadata (a JSON object). The W3C
 // ones are those of the traceparent and tracestate headers. The others are
 // the convention of the Kurrent (EventStoreDB) clients: the .NET client
@@ -154,6 +179,9 @@ func MetadataContext(metadata []byte) trace.SpanContext {
 // startEvent starts the span of ev in document t (t.p nil: before routing).
 // start, when not zero, is when the work on it began (a batch's).
 func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.Time) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
 	parent := ctx
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if remote := MetadataContext(ev.Metadata); remote.IsValid() {
@@ -240,6 +268,9 @@ func (e *Engine) traceQueued(ctx context.Context, tk *ticket) {
 
 // startBatch starts the span of a HandleBatch call.
 func (e *Engine) startBatch(ctx context.Context, events int) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
 	ctx, span := e.tracer.Start(ctx, spanBatch)
 	if span.IsRecording() {
 		span.SetAttributes(attrBatchEvents.Int(events))
@@ -249,6 +280,9 @@ func (e *Engine) startBatch(ctx context.Context, events int) (context.Context, t
 
 // startStore starts the span of a batch's read or write of documents of p.
 func (e *Engine) startStore(ctx context.Context, name string, p Definition, documents int) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
 	ctx, span := e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(attrProjection.String(p.Name()), attrCollection.String(p.Collection()), attrDocuments.Int(documents))
@@ -276,6 +310,9 @@ func endStore(span trace.Span, err error, missed int) {
 // whose metadata carries a trace context only. The others are counted in a
 // span event projector.folded on the batch's span.
 func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time) {
+	if !b.tracing() {
+		return
+	}
 	untraced := 0
 	defer func() {
 		if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {

@@ -58,6 +58,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
 	var traceRounds int
+	var tracedEvents bool
+	fs.BoolVar(&tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
 	fs.IntVar(&traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	tune := defaultCatchUp
@@ -101,7 +103,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	defer client.Disconnect(context.Background())
 	// The events, through the official client, and the fold of every cart.
 	appended := time.Now()
-	elog, err := startEventLog(ctx, carts, events, interleave)
+	elog, err := startEventLog(ctx, carts, events, interleave, tracedEvents)
 	if err != nil {
 		return err
 	}
@@ -282,7 +284,7 @@ func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]
 // benchScaled runs A on carts carts of events events each, on an event
 // server of its own, and compares its peak resident set with base's (KiB).
 func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
-	elog, err := startEventLog(ctx, carts, events, "shuffled")
+	elog, err := startEventLog(ctx, carts, events, "shuffled", false)
 	if err != nil {
 		return err
 	}
@@ -320,7 +322,7 @@ type eventLog struct {
 
 // startEventLog starts an event server and appends carts carts of events
 // events each to it, interleaved as interleave says (see benchEvents).
-func startEventLog(ctx context.Context, carts, events int, interleave string) (*eventLog, error) {
+func startEventLog(ctx context.Context, carts, events int, interleave string, traced bool) (*eventLog, error) {
 	es, err := esdbtest.Start(esdbtest.Options{})
 	if err != nil {
 		return nil, err
@@ -331,7 +333,7 @@ func startEventLog(ctx context.Context, carts, events int, interleave string) (*
 		return nil, err
 	}
 	if l.esdb, err = l.client.ESDB(); err == nil {
-		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered")
+		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered", traced)
 	}
 	if err != nil {
 		l.Close()
@@ -347,12 +349,14 @@ func (l *eventLog) Close() {
 	l.server.Close()
 }
 
-// benchEvents appends the lives of carts carts of events events each, their
+// benchEvents appends the lives of carts carts of events events each (with
+// traced, each event's metadata carries a trace context, as a traced
+// writer's does: see tracedMetadata), their
 // events interleaved at random over the whole log, or clustered: each cart
 // active over a short window (its events spread over about ten carts'
 // worth of the log, overlapping its neighbours'), as real carts are. It
 // returns each cart's events as the fold takes them, and their number.
-func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered bool) (map[string][]projector.Event, int, error) {
+func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered, traced bool) (map[string][]projector.Event, int, error) {
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	lives := map[string][]projector.Event{}
@@ -394,7 +398,11 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, cluste
 		if err != nil {
 			return nil, 0, err
 		}
-		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		var meta []byte
+		if traced {
+			meta = tracedMetadata(r, id)
+		}
+		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
 			return nil, 0, err
 		}
 		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Payload: plans[id][n]})

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -12,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/revgate/projector/cart"
 )
 
 // benchTracer is A's tracer provider: with traced, the SDK sampling every
@@ -97,4 +101,21 @@ func roundAll(ds []time.Duration) []time.Duration {
 		out[i] = d.Round(time.Millisecond)
 	}
 	return out
+}
+
+// tracedMetadata is the metadata the cart write side gives an event of cart
+// id appended in a traced request: the client, and a trace context (a
+// random trace and span, sampled) in both conventions.
+func tracedMetadata(r *rand.Rand, id string) []byte {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	for i := range tid {
+		tid[i] = byte(r.UintN(256))
+	}
+	for i := range sid {
+		sid[i] = byte(r.UintN(256))
+	}
+	m, _ := json.Marshal(cart.Metadata{ClientID: "client-" + id, TraceParent: "00-" + tid.String() + "-" + sid.String() + "-01",
+		TraceID: tid.String(), SpanID: sid.String()})
+	return m
 }
