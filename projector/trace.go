@@ -182,9 +182,15 @@ func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.
 	if !e.tracing() {
 		return ctx, off
 	}
+	return e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
+}
+
+// startEventIn is startEvent with the trace context of ev's metadata read
+// already (remote).
+func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start time.Time, remote trace.SpanContext) (context.Context, trace.Span) {
 	parent := ctx
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if remote := MetadataContext(ev.Metadata); remote.IsValid() {
+	if remote.IsValid() {
 		if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
 		}
@@ -329,13 +335,14 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 		}
 		t := target{p, d.id}
 		for _, i := range d.idx {
-			if !MetadataContext(b.decoded[i].Metadata).IsValid() {
+			remote := MetadataContext(b.decoded[i].Metadata)
+			if !remote.IsValid() {
 				untraced++
 				continue
 			}
 			for _, r := range b.out[i] {
 				if r.Projection == p.Name() {
-					_, span := b.startEvent(ctx, t, b.decoded[i], start)
+					_, span := b.startEventIn(ctx, t, b.decoded[i], start, remote)
 					endEvent(span, r)
 				}
 			}
