@@ -46,7 +46,7 @@ func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpa
 func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
@@ -466,7 +466,7 @@ func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
 		if ev.Name == "projector.folded" {
 			for _, kv := range ev.Attributes {
 				if kv.Key == "projector.batch.folded" {
-					folded = kv.Value.Emit()
+					folded = kv.Value.String()
 				}
 			}
 		}
