@@ -145,8 +145,10 @@ func Main(c Config) {
 // Run runs one command line (args without the binary's name) and returns
 // its exit status: 0 done, 1 failed while running, 2 a bad command line or a
 // bad catalog. env looks up the variables that stand in for flags not given
-// (nil: none); Run reads no environment itself and never exits. Cancelling
-// ctx stops a running command gracefully.
+// (nil: none), and the OTEL_* variables that turn tracing on (off unless
+// they do; see the package documentation); Run never exits, and reads no
+// environment itself but, once tracing is on, the OpenTelemetry SDK's
+// settings. Cancelling ctx stops a running command gracefully.
 func (c Config) Run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
@@ -176,15 +178,17 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 		return 2
 	}
 	inv := Invocation{Name: name, Command: cmd.Name, Args: args[1:], Env: env, EnvPrefix: c.envPrefix(), Stdout: stdout, Stderr: stderr}
-	err := cmd.Run(ctx, inv)
-	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.Is(err, ErrUsage):
-		return 2
-	}
-	fmt.Fprintf(stderr, "%s %s: %v\n", name, cmd.Name, err)
-	return 1
+	return withTracing(ctx, env, name, stderr, func() int {
+		err := cmd.Run(ctx, inv)
+		switch {
+		case err == nil || errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, ErrUsage):
+			return 2
+		}
+		fmt.Fprintf(stderr, "%s %s: %v\n", name, cmd.Name, err)
+		return 1
+	})
 }
 
 func (c Config) name() string {

@@ -41,6 +41,16 @@
 // examples/library in the projector's repository is a complete binary of
 // this kind, with its tests.
 //
+// # Tracing
+//
+// Every command traces with OpenTelemetry when the standard OTEL_*
+// variables ask it to, and not otherwise: OTEL_TRACES_EXPORTER=otlp (or
+// console), or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT), turns it on;
+// OTEL_SDK_DISABLED=true turns it off. The SDK is set up here, as the
+// global tracer provider that the engine's spans go to; a bad value is one
+// line and exit status 2. The README's section on tracing lists the spans
+// and their attributes.
+//
 // A binary built with this package links no test double: neither the
 // EventStoreDB-protocol test server (package esdbtest), nor projectortest,
 // nor package testing.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/revgate/projector/projector"
 )
@@ -194,6 +195,13 @@ type EventStore interface {
 type Metadata struct {
 	ClientID  string `json:"clientId"`
 	RequestID string `json:"requestId,omitempty"`
+	// The trace context of the command, when it has one (see
+	// [Handler.Handle]): W3C traceparent and tracestate, and the Kurrent
+	// clients' $traceId and $spanId.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
+	TraceID     string `json:"$traceId,omitempty"`
+	SpanID      string `json:"$spanId,omitempty"`
 }
 
 // ClientOf returns the client an event's metadata names.
@@ -225,14 +233,22 @@ type Handler struct {
 	registry *projector.Registry
 	now      func() time.Time
 	retries  int
+	tracer   trace.Tracer
 }
 
+// HandlerOption configures a [Handler].
+type HandlerOption func(*handlerConfig)
+
 // NewHandler returns a handler on store. now may be nil (the wall clock).
-func NewHandler(store EventStore, now func() time.Time) *Handler {
+func NewHandler(store EventStore, now func() time.Time, opts ...HandlerOption) *Handler {
 	if now == nil {
 		now = func() time.Time { return time.Now().UTC() }
 	}
-	return &Handler{store: store, registry: Registry(), now: now, retries: 10}
+	var c handlerConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	return &Handler{store: store, registry: Registry(), now: now, retries: 10, tracer: c.tracer()}
 }
 
 // Result is what handling a command did.
@@ -245,11 +261,8 @@ type Result struct {
 	Revision int64
 }
 
-// Handle reads the cart, decides cmd against it and appends the events with
-// the expected revision. A request already in the stream (a retry) appends
-// nothing and reports Duplicate; a concurrent change is read again and the
-// command decided anew, a few times.
-func (h *Handler) Handle(ctx context.Context, cmd Command) (Result, error) {
+// handle is Handle within the command's span.
+func (h *Handler) handle(ctx context.Context, cmd Command) (Result, error) {
 	if cmd.requestID() == "" {
 		return Result{}, ErrNoRequestID
 	}
@@ -283,7 +296,7 @@ func (h *Handler) Handle(ctx context.Context, cmd Command) (Result, error) {
 		if o, ok := cmd.(OpenCart); ok {
 			client = o.ClientID
 		}
-		meta, err := json.Marshal(Metadata{ClientID: client, RequestID: cmd.requestID()})
+		meta, err := json.Marshal(withTrace(ctx, Metadata{ClientID: client, RequestID: cmd.requestID()}))
 		if err != nil {
 			return Result{}, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -31,6 +32,8 @@ func (e *Engine) batchable() bool { return e.batching }
 // predecessor that will not come.
 func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 	out := make([][]Result, len(events))
+	ctx, span := e.startBatch(ctx, len(events))
+	defer span.End()
 	b := &batchRun{Engine: e, events: events, out: out}
 	if !e.batchable() || len(events) < 2 {
 		b.handleEach(ctx)
@@ -161,6 +164,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	if len(docs) == 0 {
 		return
 	}
+	start := time.Now()
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document in flight elsewhere in this engine, from Handle
@@ -237,6 +241,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	missed := b.write(ctx, p, writes, writeDocs)
 	through = append(through, missed...)
+	b.traceFolded(ctx, p, docs, through, start)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
@@ -300,7 +305,9 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 	if len(ids) == 0 {
 		return map[string]driver.Loaded{}, 0, nil
 	}
-	loaded, err := b.batchStore.LoadMany(ctx, p.Collection(), ids, p.newState)
+	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
+	loaded, err := b.batchStore.LoadMany(sctx, p.Collection(), ids, p.newState)
+	endStore(span, err, 0)
 	return loaded, len(ids), err
 }
 
@@ -391,7 +398,9 @@ func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Writ
 	if len(writes) == 0 {
 		return nil
 	}
-	ok, err := b.batchStore.WriteMany(ctx, p.Collection(), writes)
+	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(writes))
+	ok, err := b.batchStore.WriteMany(sctx, p.Collection(), writes)
+	defer func() { endStore(span, err, len(missed)) }()
 	if err != nil {
 		b.logger.Warn("batch write failed: its documents go through the gate one event at a time",
 			"projection", p.Name(), "documents", len(writes), "err", err)
@@ -428,7 +437,7 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
 			ev, err := b.decode(i)
-			res = b.handleOne(ctx, t, ev, err)
+			res = b.traced(ctx, t, ev, func(ctx context.Context) Result { return b.handleOne(ctx, t, ev, err) })
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

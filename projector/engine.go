@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
@@ -38,6 +40,9 @@ type Engine struct {
 	known       *known // the revisions stream folds wrote documents at
 	folded      atomic.Uint64
 	locks       docLocks
+
+	tracerProvider trace.TracerProvider // nil: the global one
+	tracer         trace.Tracer
 
 	// What the store can do, found once by NewEngine: nil when it cannot.
 	guardedStore driver.GuardedStore
@@ -92,6 +97,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		o(e)
 	}
 	e.history, _ = e.streams.(StreamHistory)
+	e.tracer = tracerOf(e.tracerProvider)
 	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
 	e.holds = newHolds()
 	if store == nil || registry == nil {
@@ -213,7 +219,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
-				results = append(results, e.unroutable(ctx, u, ev, decodeErr))
+				results = append(results, e.tracedResult(ctx, target{p: u.p}, ev, e.unroutable(ctx, u, ev, decodeErr)))
 			}
 			err = joinFailures(results)
 		}()
@@ -226,7 +232,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		blocked := 0
 		for i, t := range targets {
 			if e.policyOf(t.p) == Block {
-				results[i] = e.fail(t, ev, permanent(decodeErr))
+				results[i] = e.tracedResult(ctx, t, ev, e.fail(t, ev, permanent(decodeErr)))
 				blocked++
 			}
 		}
@@ -239,7 +245,11 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
-	handle := func(t target) Result { return e.handleOne(ctx, t, decoded, decodeErr) }
+	handle := func(t target) Result {
+		return e.traced(ctx, t, decoded, func(ctx context.Context) Result {
+			return e.handleOne(ctx, t, decoded, decodeErr)
+		})
+	}
 	if len(targets) == 1 {
 		results[0] = handle(targets[0])
 		return results, joinFailures(results)
@@ -334,12 +344,14 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 }
 
 // policyCounting is the engine's policy with a hook that counts the waits of
-// one event and logs them, then calls the user's hook.
-func (e *Engine) policyCounting(t target, ev Event, waits *int) retry.Policy {
+// one event, logs them and notes them on the span of ctx, then calls the
+// user's hook.
+func (e *Engine) policyCounting(ctx context.Context, t target, ev Event, waits *int) retry.Policy {
 	pol := e.policy
 	user := pol.OnRetry
 	pol.OnRetry = func(a retry.Attempt) {
 		*waits++
+		traceWait(ctx, a)
 		// Rate-limited: the first wait and then every power of two.
 		if a.Number&(a.Number-1) == 0 {
 			e.logger.Debug("gate waits", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,

@@ -129,6 +129,7 @@ func (e *Engine) gate(ctx context.Context, t target, ev Event, undecodable error
 func (e *Engine) gateHolding(ctx context.Context, t target, ev Event, undecodable error, hold bool) Result {
 	tk := e.queue.enter(t.key(), ev.StreamRevision)
 	var res Result
+	e.traceQueued(ctx, tk)
 	if err := e.queue.wait(ctx, tk); err != nil {
 		res = e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	} else if hold {
@@ -163,7 +164,7 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 	}
 	waits := 0
 	var refused error // the event is refused for good, and the policy moved on
-	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
+	outcome, err := retry.DoValue(ctx, e.policyCounting(ctx, t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
 			return e.createOnce(ctx, k, t, ev, state, skipped, waits+1)
 		})
@@ -273,7 +274,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 	var skipped error
 	var queued error // an earlier event of the document, in flight here, failed
 	k := e.keeperOf(t.p)
-	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
+	outcome, err := retry.DoValue(ctx, e.policyCounting(ctx, t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
 		rev := int64(-1)
 		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {

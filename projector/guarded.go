@@ -102,7 +102,7 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 	k := e.keeperOf(t.p)
 	waits, attempts := 0, 0
 	var skipped error
-	outcome, err := retry.DoValue(ctx, e.policyCounting(t, ev, &waits), func(ctx context.Context) (Outcome, error) {
+	outcome, err := retry.DoValue(ctx, e.policyCounting(ctx, t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
 		unlock := e.locks.lock(t.key())
 		defer unlock()

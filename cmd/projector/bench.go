@@ -57,6 +57,10 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	var cpuProfile, cpuProfileA, memProfileA string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
+	var traceRounds int
+	var tracedEvents bool
+	fs.BoolVar(&tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
+	fs.IntVar(&traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	tune := defaultCatchUp
 	tune.register(fs)
@@ -66,8 +70,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample and --batch-window >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 || traceRounds < 0 {
+		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample, --trace-rounds and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if interleave != "shuffled" && interleave != "clustered" {
@@ -99,7 +103,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	defer client.Disconnect(context.Background())
 	// The events, through the official client, and the fold of every cart.
 	appended := time.Now()
-	elog, err := startEventLog(ctx, carts, events, interleave)
+	elog, err := startEventLog(ctx, carts, events, interleave, tracedEvents)
 	if err != nil {
 		return err
 	}
@@ -178,6 +182,11 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	})
 	if err != nil {
 		return err
+	}
+	if traceRounds > 0 {
+		if err := benchTraceOverhead(ctx, stdout, stderr, es.URI(), mongoURI, client, tune, traceRounds); err != nil {
+			return err
+		}
 	}
 	if !skipB {
 		sample := total
@@ -275,7 +284,7 @@ func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]
 // benchScaled runs A on carts carts of events events each, on an event
 // server of its own, and compares its peak resident set with base's (KiB).
 func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
-	elog, err := startEventLog(ctx, carts, events, "shuffled")
+	elog, err := startEventLog(ctx, carts, events, "shuffled", false)
 	if err != nil {
 		return err
 	}
@@ -313,7 +322,7 @@ type eventLog struct {
 
 // startEventLog starts an event server and appends carts carts of events
 // events each to it, interleaved as interleave says (see benchEvents).
-func startEventLog(ctx context.Context, carts, events int, interleave string) (*eventLog, error) {
+func startEventLog(ctx context.Context, carts, events int, interleave string, traced bool) (*eventLog, error) {
 	es, err := esdbtest.Start(esdbtest.Options{})
 	if err != nil {
 		return nil, err
@@ -324,7 +333,7 @@ func startEventLog(ctx context.Context, carts, events int, interleave string) (*
 		return nil, err
 	}
 	if l.esdb, err = l.client.ESDB(); err == nil {
-		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered")
+		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered", traced)
 	}
 	if err != nil {
 		l.Close()
@@ -340,12 +349,14 @@ func (l *eventLog) Close() {
 	l.server.Close()
 }
 
-// benchEvents appends the lives of carts carts of events events each, their
+// benchEvents appends the lives of carts carts of events events each (with
+// traced, each event's metadata carries a trace context, as a traced
+// writer's does: see tracedMetadata), their
 // events interleaved at random over the whole log, or clustered: each cart
 // active over a short window (its events spread over about ten carts'
 // worth of the log, overlapping its neighbours'), as real carts are. It
 // returns each cart's events as the fold takes them, and their number.
-func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered bool) (map[string][]projector.Event, int, error) {
+func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered, traced bool) (map[string][]projector.Event, int, error) {
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	lives := map[string][]projector.Event{}
@@ -387,7 +398,11 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, cluste
 		if err != nil {
 			return nil, 0, err
 		}
-		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+		var meta []byte
+		if traced {
+			meta = tracedMetadata(r, id)
+		}
+		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
 			return nil, 0, err
 		}
 		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Payload: plans[id][n]})
@@ -400,6 +415,7 @@ type catchUpSettings struct {
 	workers, batch int
 	window         time.Duration
 	noFolds        bool // batches fold only their own events (projector.WithoutStreamFolds)
+	traced         bool // A traces every event (benchTracer)
 }
 
 // defaultCatchUp is the runner's defaults.
@@ -427,7 +443,7 @@ func (c catchUpSettings) String() string {
 
 func (c catchUpSettings) args() []string {
 	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
-		fmt.Sprintf("--no-stream-folds=%v", c.noFolds)}
+		fmt.Sprintf("--no-stream-folds=%v", c.noFolds), fmt.Sprintf("--traced=%v", c.traced)}
 }
 
 // childReport is what the catch-up process reports of its run.
@@ -438,6 +454,7 @@ type childReport struct {
 	readTime, writeTime time.Duration
 	maxRSS              int64  // KiB
 	folded, streamRead  uint64 // documents folded from their streams; events those reads gave
+	spans               uint64
 }
 
 // benchChild runs A in a child process and returns what it measured and its
@@ -457,8 +474,8 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 		return rep, fmt.Errorf("catch-up process: %w", err)
 	}
 	var took, readTime, writeTime int64
-	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream",
-		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS, &rep.folded, &rep.streamRead); err != nil {
+	if _, err := fmt.Sscanf(string(out), "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream; %d spans",
+		&took, &rep.batches, &rep.batched, &rep.reads, &readTime, &rep.writes, &writeTime, &rep.maxRSS, &rep.folded, &rep.streamRead, &rep.spans); err != nil {
 		return rep, fmt.Errorf("catch-up process: unexpected report %q: %w", out, err)
 	}
 	rep.took, rep.readTime, rep.writeTime = time.Duration(took), time.Duration(readTime), time.Duration(writeTime)
@@ -477,6 +494,7 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	fs.StringVar(&database, "database", "", "")
 	fs.StringVar(&profile, "cpuprofile", "", "")
 	fs.StringVar(&memProfile, "memprofile", "", "")
+	fs.BoolVar(&tune.traced, "traced", false, "")
 	tune.register(fs)
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
@@ -508,8 +526,8 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream\n",
-		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident(), rep.folded, rep.streamRead)
+	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream; %d spans\n",
+		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident(), rep.folded, rep.streamRead, rep.spans)
 	return err
 }
 
@@ -598,7 +616,8 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	}
 	defer c.Close()
 	history := &countingHistory{Client: c}
-	opts := []projector.Option{projector.WithStreamReader(history)}
+	tp, flush, spans := benchTracer(tune.traced)
+	opts := []projector.Option{projector.WithStreamReader(history), projector.WithTracerProvider(tp)}
 	if tune.noFolds {
 		opts = append(opts, projector.WithoutStreamFolds())
 	}
@@ -628,7 +647,12 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		case <-time.After(time.Millisecond):
 		}
 	}
+	if err := flush(ctx); err != nil {
+		stop()
+		return rep, fmt.Errorf("flushing spans: %w", err)
+	}
 	rep.took = time.Since(began)
+	rep.spans = spans()
 	stop()
 	if err := <-done; err != nil {
 		return rep, err

@@ -1,0 +1,207 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Tracing is off unless the environment turns it on, with the standard
+// OpenTelemetry variables:
+//
+//   - OTEL_SDK_DISABLED=true: off, whatever else is set.
+//   - OTEL_TRACES_EXPORTER: a comma-separated list of otlp (the OTLP
+//     exporter) and console (spans as JSON lines on standard error); none
+//     alone is off. Unset, tracing is on with otlp when
+//     OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is
+//     set, and off otherwise (the specification's default is otlp: a
+//     projector does not try a collector that nobody configured).
+//   - OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL:
+//     http/protobuf (the default, port 4318) or grpc (port 4317).
+//   - OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG: always_on,
+//     always_off, traceidratio, parentbased_always_on (the default),
+//     parentbased_always_off, parentbased_traceidratio; the argument of the
+//     ratio samplers is a number from 0 to 1 (default 1).
+//   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES: the resource (the
+//     service's name defaults to the binary's).
+//
+// Any other value of these is a one-line error at startup (exit status 2),
+// not a tracing that silently does nothing. The decision and the checks read
+// the environment given to [Config.Run]; the exporter's endpoint, headers,
+// timeout, compression and certificates (OTEL_EXPORTER_OTLP_*), the batch
+// processor's settings (OTEL_BSP_*) and the resource's variables are read
+// by the SDK from the process's environment, as its documentation says.
+// When on, the tracer provider and the W3C propagator are set as the
+// global ones (package otel), which the engine and the cart write side use
+// by default; spans are flushed and the provider shut down when the command
+// ends.
+type tracingConfig struct {
+	exporters []string // otlp, console; none: tracing is off
+	protocol  string   // of otlp: grpc or http/protobuf
+	sampler   sdktrace.Sampler
+	service   string
+}
+
+func (c tracingConfig) on() bool { return len(c.exporters) > 0 }
+
+// parseTracing reads the OTEL_* variables of env; service is the default
+// service name.
+func parseTracing(env func(string) (string, bool), service string) (tracingConfig, error) {
+	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
+	c := tracingConfig{service: service}
+	switch d := strings.ToLower(get("OTEL_SDK_DISABLED")); d {
+	case "true":
+		return c, nil
+	case "", "false":
+	default:
+		return c, fmt.Errorf("OTEL_SDK_DISABLED %q: want true or false", get("OTEL_SDK_DISABLED"))
+	}
+	exporters := get("OTEL_TRACES_EXPORTER")
+	if exporters == "" && (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
+		exporters = "otlp"
+	}
+	none := false
+	for e := range strings.SplitSeq(exporters, ",") {
+		switch e = strings.TrimSpace(e); e {
+		case "":
+		case "none":
+			none = true
+		case "otlp", "console":
+			c.exporters = append(c.exporters, e)
+		default:
+			return c, fmt.Errorf("OTEL_TRACES_EXPORTER %q: unknown exporter %q (want otlp, console or none)", exporters, e)
+		}
+	}
+	if none && len(c.exporters) > 0 {
+		return c, fmt.Errorf("OTEL_TRACES_EXPORTER %q: none with another exporter", exporters)
+	}
+	protoVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	if get(protoVar) == "" {
+		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	}
+	switch c.protocol = get(protoVar); c.protocol {
+	case "":
+		c.protocol = "http/protobuf"
+	case "grpc", "http/protobuf":
+	case "http/json":
+		return c, fmt.Errorf("%s %q: not supported by the Go SDK (want grpc or http/protobuf)", protoVar, c.protocol)
+	default:
+		return c, fmt.Errorf("%s %q: want grpc or http/protobuf", protoVar, c.protocol)
+	}
+	var err error
+	if c.sampler, err = parseSampler(get("OTEL_TRACES_SAMPLER"), get("OTEL_TRACES_SAMPLER_ARG")); err != nil {
+		return c, err
+	}
+	if name := get("OTEL_SERVICE_NAME"); name != "" {
+		c.service = name
+	}
+	return c, nil
+}
+
+// parseSampler returns the sampler that OTEL_TRACES_SAMPLER (name) and
+// OTEL_TRACES_SAMPLER_ARG (arg) name.
+func parseSampler(name, arg string) (sdktrace.Sampler, error) {
+	ratio := func() (float64, error) {
+		if arg == "" {
+			return 1, nil
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG %q: want a number from 0 to 1", arg)
+		}
+		return r, nil
+	}
+	switch name {
+	case "", "parentbased_always_on":
+		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
+	case "always_on":
+		return sdktrace.AlwaysSample(), nil
+	case "always_off":
+		return sdktrace.NeverSample(), nil
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
+	case "traceidratio", "parentbased_traceidratio":
+		r, err := ratio()
+		if err != nil {
+			return nil, err
+		}
+		if name == "traceidratio" {
+			return sdktrace.TraceIDRatioBased(r), nil
+		}
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(r)), nil
+	}
+	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER %q: want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio", name)
+}
+
+// startTracing sets up the SDK as c says and makes it the global tracer
+// provider; stop flushes the spans and shuts it down.
+func startTracing(ctx context.Context, c tracingConfig, stderr io.Writer) (stop func(context.Context) error, err error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", c.service)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSampler(c.sampler)}
+	for _, name := range c.exporters {
+		var exp sdktrace.SpanExporter
+		switch {
+		case name == "console":
+			exp, err = stdouttrace.New(stdouttrace.WithWriter(stderr))
+		case c.protocol == "grpc":
+			exp, err = otlptracegrpc.New(ctx)
+		default:
+			exp, err = otlptracehttp.New(ctx)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s exporter: %w", name, err)
+		}
+		opts = append(opts, sdktrace.WithBatcher(exp))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return tp.Shutdown, nil
+}
+
+// tracingShutdown bounds how long the spans of a command that ends may take
+// to flush.
+const tracingShutdown = 5 * time.Second
+
+// withTracing runs run with tracing set up as env says, and shuts it down
+// after. A bad variable is one line on stderr and exit status 2.
+func withTracing(ctx context.Context, env func(string) (string, bool), name string, stderr io.Writer, run func() int) int {
+	c, err := parseTracing(env, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if !c.on() {
+		return run()
+	}
+	stop, err := startTracing(ctx, c, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: tracing: %v\n", name, err)
+		return 2
+	}
+	code := run()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingShutdown)
+	defer cancel()
+	if err := stop(sctx); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "%s: tracing: flushing spans: %v\n", name, err)
+	}
+	return code
+}

@@ -1,0 +1,351 @@
+package projector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/revgate/projector/retry"
+)
+
+// Tracing. The engine emits OpenTelemetry spans through the API only: the
+// provider is the global one ([otel.GetTracerProvider]) unless
+// [WithTracerProvider] gives one. The global one records nothing until a
+// program sets it, and while it is unset (or the provider given is a no-op)
+// the engine starts no span and reads no trace context: tracing off costs
+// nothing. The
+// spans, with their attributes (the names below, in one place):
+//
+//   - projector.event: one per event and projection that handled it (a
+//     consumer span). Its parent is the trace context in the event's
+//     metadata ([MetadataContext]) when there is one, and the caller's span
+//     (a batch's) is then a link; otherwise its parent is the caller's span,
+//     or none. Each wait of the gate is a span event projector.wait on it
+//     (attempt, delay, reason), and a wait in the engine's queue behind an
+//     earlier event of the same document is an event projector.queued. An
+//     event that failed, was skipped or parked has its error recorded and
+//     the status Error.
+//   - projector.batch: one per [Engine.HandleBatch]; its children
+//     projector.batch.read (the one query that reads the batch's documents
+//     of a projection) and projector.batch.write (the one bulk write) time
+//     the store. An event the batch folds in memory whose metadata carries
+//     a trace context gets its projector.event span there (a child of that
+//     context, linked to the batch), from the start of the batch's work on
+//     its projection to the end of its write, so that the writer's trace
+//     shows it. The folded events without a trace context get no span of
+//     their own (it would say no more than the batch's, and a rebuild of
+//     millions of events would make millions of spans): a span event
+//     projector.folded on the batch counts them, per projection. Events a
+//     batch sends through the gate get their spans there, all of them.
+const tracerName = "github.com/revgate/projector/projector"
+
+// Span and span event names.
+const (
+	spanEvent      = "projector.event"
+	spanBatch      = "projector.batch"
+	spanBatchRead  = "projector.batch.read"
+	spanBatchWrite = "projector.batch.write"
+	eventWait      = "projector.wait"
+	eventQueued    = "projector.queued"
+	eventFolded    = "projector.folded"
+)
+
+// Attribute keys, all under projector.; the OpenTelemetry messaging
+// conventions (messaging.message.id, messaging.destination.name) would only
+// repeat projector.event.id and projector.stream, at a cost per span.
+const (
+	attrProjection  = attribute.Key("projector.projection")
+	attrCollection  = attribute.Key("projector.collection")
+	attrDocument    = attribute.Key("projector.document")
+	attrStream      = attribute.Key("projector.stream")
+	attrRevision    = attribute.Key("projector.revision")
+	attrPosition    = attribute.Key("projector.position")
+	attrEventID     = attribute.Key("projector.event.id")
+	attrEventType   = attribute.Key("projector.event.type")
+	attrOutcome     = attribute.Key("projector.outcome")
+	attrWaits       = attribute.Key("projector.waits")
+	attrAttempts    = attribute.Key("projector.attempts")
+	attrBatchEvents = attribute.Key("projector.batch.events")
+	attrDocuments   = attribute.Key("projector.batch.documents")
+	attrMissed      = attribute.Key("projector.batch.missed")
+	attrFolded      = attribute.Key("projector.batch.folded")
+	attrWaitAttempt = attribute.Key("projector.wait.attempt")
+	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
+	attrWaitReason  = attribute.Key("projector.wait.reason")
+)
+
+// WithTracerProvider sets where the engine's spans go (default: the global
+// provider, [otel.GetTracerProvider], which records nothing until a program
+// sets one).
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(e *Engine) { e.tracerProvider = tp }
+}
+
+// tracerOf returns the engine's tracer, from tp or the global provider.
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(tracerName)
+}
+
+// unsetGlobal is the global tracer provider as it is before a program sets
+// one: it records nothing.
+var unsetGlobal = otel.GetTracerProvider()
+
+// tracing reports whether the engine's spans can record: false with the
+// global provider while no program has set one, and with a no-op provider.
+// When false, the engine starts no span at all and does not read the
+// metadata's trace context: tracing off costs nothing.
+func (e *Engine) tracing() bool {
+	switch tp := e.tracerProvider.(type) {
+	case nil:
+		return otel.GetTracerProvider() != unsetGlobal
+	case noop.TracerProvider, *noop.TracerProvider:
+		return false
+	default:
+		return tp != nil
+	}
+}
+
+// off is the span of what is not traced.
+var off = trace.SpanFromContext(context.Background())
+
+// Keys of the trace context in an event's metadata (a JSON object). The W3C
+// ones are those of the traceparent and tracestate headers. The others are
+// the convention of the Kurrent (EventStoreDB) clients: the .NET client
+// writes the trace id and the span id of the appending activity, as
+// lowercase hex (32 and 16 digits, what ActivityTraceId/ActivitySpanId's
+// ToString gives), under "$traceId" and "$spanId", beside the metadata's
+// other keys, and reads them back as a remote parent: see
+// kurrent-io/KurrentDB-Client-Dotnet, src/KurrentDB.Client/Core/Common/
+// Diagnostics/EventMetadataExtensions.cs (InjectTracingContext,
+// ExtractTracingMetadata), and TracingConstants.Metadata in
+// EventStore/EventStore-Client-Dotnet.
+const (
+	MetaTraceParent = "traceparent"
+	MetaTraceState  = "tracestate"
+	MetaTraceID     = "$traceId"
+	MetaSpanID      = "$spanId"
+)
+
+// traceMeta is what the engine reads of an event's metadata for tracing.
+type traceMeta struct {
+	TraceParent string `json:"traceparent"`
+	TraceState  string `json:"tracestate"`
+	TraceID     string `json:"$traceId"`
+	SpanID      string `json:"$spanId"`
+}
+
+// MetadataContext returns the trace context an event's metadata carries: the
+// W3C traceparent (with its tracestate) when it is there and valid, else the
+// Kurrent clients' $traceId and $spanId, as a remote span context. Metadata
+// that is not a JSON object, or has neither, gives an invalid span context
+// (the event starts a trace of its own); it is never an error.
+func MetadataContext(metadata []byte) trace.SpanContext {
+	if !bytes.Contains(metadata, []byte(MetaTraceParent)) && !bytes.Contains(metadata, []byte(MetaTraceID)) {
+		return trace.SpanContext{} // the common case, without parsing
+	}
+	var m traceMeta
+	if json.Unmarshal(metadata, &m) != nil {
+		return trace.SpanContext{}
+	}
+	if m.TraceParent != "" {
+		carrier := propagation.MapCarrier{MetaTraceParent: m.TraceParent, MetaTraceState: m.TraceState}
+		ctx := propagation.TraceContext{}.Extract(context.Background(), carrier)
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			return sc
+		}
+	}
+	tid, err1 := trace.TraceIDFromHex(m.TraceID)
+	sid, err2 := trace.SpanIDFromHex(m.SpanID)
+	if err1 != nil || err2 != nil {
+		return trace.SpanContext{}
+	}
+	// The convention carries no flags: the span is taken as sampled, as the
+	// .NET client's reading of it (an ActivityContext recorded) does.
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// startEvent starts the span of ev in document t (t.p nil: before routing).
+// start, when not zero, is when the work on it began (a batch's).
+func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.Time) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
+	return e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
+}
+
+// startEventIn is startEvent with the trace context of ev's metadata read
+// already (remote).
+func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start time.Time, remote trace.SpanContext) (context.Context, trace.Span) {
+	parent := ctx
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if remote.IsValid() {
+		if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: caller}))
+		}
+		parent = trace.ContextWithRemoteSpanContext(ctx, remote)
+	}
+	if !start.IsZero() {
+		opts = append(opts, trace.WithTimestamp(start))
+	}
+	ctx, span := e.tracer.Start(parent, spanEvent, opts...)
+	if span.IsRecording() {
+		// Few attributes, set once: each costs at the span's end.
+		span.SetAttributes(attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)),
+			attrPosition.Int64(int64(ev.Position)), attrEventID.String(ev.ID), attrEventType.String(ev.Type))
+	}
+	return ctx, span
+}
+
+// endEvent ends the span of an event with its result. projector.waits and
+// projector.attempts are left out when the event did not wait (0 and 1).
+func endEvent(span trace.Span, r Result) {
+	if span.IsRecording() {
+		attempts := r.Waits + 1
+		var fe *Error
+		if errors.As(r.Err, &fe) && fe.Attempts > 0 {
+			attempts = fe.Attempts
+		}
+		span.SetAttributes(attrProjection.String(r.Projection), attrDocument.String(r.Document), attrOutcome.String(r.Outcome.String()))
+		if attempts > 1 || r.Waits > 0 {
+			span.SetAttributes(attrWaits.Int(r.Waits), attrAttempts.Int(attempts))
+		}
+		if r.Outcome == Failed || r.Outcome == Skipped || r.Outcome == Parked {
+			if r.Err != nil {
+				span.RecordError(r.Err)
+				span.SetStatus(codes.Error, r.Err.Error())
+			} else {
+				span.SetStatus(codes.Error, r.Outcome.String())
+			}
+		}
+	}
+	span.End()
+}
+
+// traced handles ev in document t within its span.
+func (e *Engine) traced(ctx context.Context, t target, ev Event, handle func(context.Context) Result) Result {
+	ctx, span := e.startEvent(ctx, t, ev, time.Time{})
+	r := handle(ctx)
+	endEvent(span, r)
+	return r
+}
+
+// tracedResult records the span of a result found without handling (a
+// payload that does not decode, an event that cannot be routed).
+func (e *Engine) tracedResult(ctx context.Context, t target, ev Event, r Result) Result {
+	return e.traced(ctx, t, ev, func(context.Context) Result { return r })
+}
+
+// traceWait notes a wait of the gate on the span of ctx.
+func traceWait(ctx context.Context, a retry.Attempt) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{attrWaitAttempt.Int(a.Number), attrWaitDelay.Float64(float64(a.Delay) / float64(time.Millisecond))}
+	if a.Err != nil {
+		attrs = append(attrs, attrWaitReason.String(a.Err.Error()))
+	}
+	span.AddEvent(eventWait, trace.WithAttributes(attrs...))
+}
+
+// traceQueued notes, on the span of ctx, that the event waits in the
+// engine's queue behind an earlier event of its document.
+func (e *Engine) traceQueued(ctx context.Context, tk *ticket) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if pred := e.queue.predecessor(tk); pred != nil {
+		span.AddEvent(eventQueued, trace.WithAttributes(attrRevision.Int64(int64(pred.rev))))
+	}
+}
+
+// startBatch starts the span of a HandleBatch call.
+func (e *Engine) startBatch(ctx context.Context, events int) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
+	ctx, span := e.tracer.Start(ctx, spanBatch)
+	if span.IsRecording() {
+		span.SetAttributes(attrBatchEvents.Int(events))
+	}
+	return ctx, span
+}
+
+// startStore starts the span of a batch's read or write of documents of p.
+func (e *Engine) startStore(ctx context.Context, name string, p Definition, documents int) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
+	ctx, span := e.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrProjection.String(p.Name()), attrCollection.String(p.Collection()), attrDocuments.Int(documents))
+	}
+	return ctx, span
+}
+
+// endStore ends the span of a batch's read or write.
+func endStore(span trace.Span, err error, missed int) {
+	if span.IsRecording() {
+		if missed > 0 {
+			span.SetAttributes(attrMissed.Int(missed))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// traceFolded records the spans of the events of docs that the batch folded
+// and wrote (or found duplicates) for projection p, those not in through
+// (which go through the gate, with spans of their own), from start: those
+// whose metadata carries a trace context only. The others are counted in a
+// span event projector.folded on the batch's span.
+func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time) {
+	if !b.tracing() {
+		return
+	}
+	untraced := 0
+	defer func() {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
+			span.AddEvent(eventFolded, trace.WithAttributes(attrProjection.String(p.Name()), attrFolded.Int(untraced)))
+		}
+	}()
+	skip := make(map[*docEvents]bool, len(through))
+	for _, d := range through {
+		skip[d] = true
+	}
+	for _, d := range docs {
+		if skip[d] {
+			continue
+		}
+		t := target{p, d.id}
+		for _, i := range d.idx {
+			remote := MetadataContext(b.decoded[i].Metadata)
+			if !remote.IsValid() {
+				untraced++
+				continue
+			}
+			for _, r := range b.out[i] {
+				if r.Projection == p.Name() {
+					_, span := b.startEventIn(ctx, t, b.decoded[i], start, remote)
+					endEvent(span, r)
+				}
+			}
+		}
+	}
+}

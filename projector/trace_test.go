@@ -1,0 +1,478 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+	"github.com/revgate/projector/subscription"
+)
+
+// recording returns a tracer provider that keeps every span in memory.
+func recording(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return tp, rec
+}
+
+// spansNamed returns the ended spans named name.
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value.String(), true
+		}
+	}
+	return "", false
+}
+
+// eventSpan returns the projector.event span of the event at revision of
+// stream in projection.
+func eventSpan(t *testing.T, rec *tracetest.SpanRecorder, projection, stream string, revision uint64) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found []sdktrace.ReadOnlySpan
+	for _, s := range spansNamed(rec, "projector.event") {
+		p, _ := attr(s, "projector.projection")
+		st, _ := attr(s, "projector.stream")
+		rev, _ := attr(s, "projector.revision")
+		if p == projection && st == stream && rev == uintString(revision) {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d projector.event spans for %s@%d in %s, want 1", len(found), stream, revision, projection)
+	}
+	return found[0]
+}
+
+func uintString(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// readStream reads the events of stream from the server, as the engine
+// sees them, decoded.
+func readStream(t *testing.T, cl *esdb.Client, stream string) []projector.Event {
+	t.Helper()
+	rs, err := cl.ReadStream(context.Background(), stream, esdb.ReadStreamOptions{From: esdb.Start{}}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []projector.Event
+	for {
+		re, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := subscription.Envelope(re)
+		if err == nil {
+			ev, err = cart.Registry().Decode(ev)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+}
+
+// runTraced runs r until every one of n events is settled, or fails the
+// test after a minute.
+func runTraced(t *testing.T, r *projector.Runner, n uint64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.After(time.Minute)
+	for {
+		st := r.Stats()
+		if st.CaughtUp && st.Applied+st.Duplicates+st.Failed >= n {
+			break
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("runner ended: %v", err)
+		case <-deadline:
+			cancel()
+			t.Fatalf("not caught up in a minute: %+v", st)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A command appended through the cart's write side inside a request's span,
+// then projected by a runner on the EventStoreDB-protocol server: each
+// event's projector span is in the request's trace, a child of the command's
+// span that the event's metadata names.
+func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_the_event(t *testing.T) {
+	tp, rec := recording(t)
+	es := esdbtest.New(t)
+	cl := es.Client(t)
+	h := cart.NewHandler(cart.NewESDBStore(cl), nil, cart.WithTracerProvider(tp))
+	ctx, request := tp.Tracer("test").Start(context.Background(), "request")
+	for _, cmd := range []cart.Command{
+		cart.OpenCart{RequestID: "t1", CartID: "tr1", ClientID: "x"},
+		cart.AddItem{RequestID: "t2", CartID: "tr1", Item: cart.ProductItem{ProductID: "p", Quantity: 2}},
+	} {
+		if _, err := h.Handle(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request.End()
+	trID := request.SpanContext().TraceID()
+
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithRetry(patient()), projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := subscription.Dial(es.URI(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := projector.NewRunner("traced", e, src, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runTraced(t, r, 2)
+
+	commands := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, sp := range spansNamed(rec, "cart.command") {
+		if sp.Parent().SpanID() != request.SpanContext().SpanID() {
+			t.Errorf("cart.command span's parent %v, want the request's", sp.Parent().SpanID())
+		}
+		commands[sp.SpanContext().SpanID()] = sp
+	}
+	evs := readStream(t, cl, cart.StreamID("tr1"))
+	if len(evs) != 2 {
+		t.Fatalf("%d events", len(evs))
+	}
+	for _, ev := range evs {
+		meta := projector.MetadataContext(ev.Metadata)
+		cmd, ok := commands[meta.SpanID()]
+		if !ok || meta.TraceID() != trID {
+			t.Fatalf("event %d's metadata %s names no command span of the request's trace", ev.StreamRevision, ev.Metadata)
+		}
+		sp := eventSpan(t, rec, cart.DetailsName, ev.StreamID, ev.StreamRevision)
+		if sp.SpanContext().TraceID() != trID {
+			t.Errorf("event %d: trace %v, want the request's %v", ev.StreamRevision, sp.SpanContext().TraceID(), trID)
+		}
+		if sp.Parent().SpanID() != cmd.SpanContext().SpanID() || !sp.Parent().IsRemote() {
+			t.Errorf("event %d: parent %v (remote %v), want the command's span %v", ev.StreamRevision, sp.Parent().SpanID(), sp.Parent().IsRemote(), cmd.SpanContext().SpanID())
+		}
+		for key, want := range map[string]string{"projector.outcome": "applied", "projector.document": "tr1", "projector.event.id": ev.ID,
+			"projector.event.type": ev.Type, "projector.position": uintString(ev.Position), "projector.projection": cart.DetailsName} {
+			if got, _ := attr(sp, key); got != want {
+				t.Errorf("event %d: %s = %q, want %q", ev.StreamRevision, key, got, want)
+			}
+		}
+	}
+	assertDocument(t, s, "tr1", evs)
+}
+
+// An event delivered before its predecessor is applied waits in the gate:
+// each wait is an event on the event's span, which stays in the trace of the
+// command that appended it.
+func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
+	tp, rec := recording(t)
+	es := esdbtest.New(t)
+	cl := es.Client(t)
+	h := cart.NewHandler(cart.NewESDBStore(cl), nil, cart.WithTracerProvider(tp))
+	var traces []trace.TraceID
+	for _, cmd := range []cart.Command{
+		cart.OpenCart{RequestID: "w1", CartID: "tw1", ClientID: "x"},
+		cart.AddItem{RequestID: "w2", CartID: "tw1", Item: cart.ProductItem{ProductID: "p", Quantity: 2}},
+	} {
+		ctx, request := tp.Tracer("test").Start(context.Background(), "request")
+		if _, err := h.Handle(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+		request.End()
+		traces = append(traces, request.SpanContext().TraceID())
+	}
+	evs := readStream(t, cl, cart.StreamID("tw1"))
+
+	waited := make(chan struct{})
+	var once sync.Once
+	pol := patient()
+	pol.OnRetry = func(retry.Attempt) { once.Do(func() { close(waited) }) }
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithRetry(pol), projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := make(chan []projector.Result, 1)
+	go func() { rs, _ := e.Handle(context.Background(), evs[1]); late <- rs }() // revision 1 first
+	select {
+	case <-waited:
+	case <-time.After(time.Minute):
+		t.Fatal("revision 1 did not wait for revision 0")
+	}
+	handle(t, e, evs[0])
+	var rs []projector.Result
+	select {
+	case rs = <-late:
+	case <-time.After(time.Minute):
+		t.Fatal("revision 1 still waits after revision 0 was applied")
+	}
+	if len(rs) != 1 || rs[0].Outcome != projector.Applied || rs[0].Waits < 1 {
+		t.Fatalf("revision 1: %+v", rs)
+	}
+	sp := eventSpan(t, rec, cart.DetailsName, evs[1].StreamID, 1)
+	if sp.SpanContext().TraceID() != traces[1] {
+		t.Errorf("trace %v, want the command's %v", sp.SpanContext().TraceID(), traces[1])
+	}
+	if sp.Parent().SpanID() != projector.MetadataContext(evs[1].Metadata).SpanID() {
+		t.Errorf("parent %v, want the appended context's span %v", sp.Parent().SpanID(), projector.MetadataContext(evs[1].Metadata).SpanID())
+	}
+	waits := 0
+	for _, ev := range sp.Events() {
+		if ev.Name == "projector.wait" {
+			waits++
+		}
+	}
+	if waits != rs[0].Waits {
+		t.Errorf("%d projector.wait events, want one per wait: %d", waits, rs[0].Waits)
+	}
+	if got, _ := attr(sp, "projector.waits"); got != uintString(uint64(rs[0].Waits)) {
+		t.Errorf("projector.waits = %s, want %d", got, rs[0].Waits)
+	}
+	if first := eventSpan(t, rec, cart.DetailsName, evs[0].StreamID, 0); first.SpanContext().TraceID() != traces[0] {
+		t.Errorf("revision 0 in trace %v, want its command's %v", first.SpanContext().TraceID(), traces[0])
+	}
+	assertDocument(t, s, "tw1", evs)
+}
+
+// With tracing off (no provider given, none set globally), the engine and
+// the write side record nothing and write no trace context, and the
+// documents are what they are with tracing on.
+func TestTracing_off_by_default_records_nothing_and_changes_nothing(t *testing.T) {
+	_, rec := recording(t) // never given to anything
+	es := esdbtest.New(t)
+	cl := es.Client(t)
+	h := cart.NewHandler(cart.NewESDBStore(cl), nil)
+	for _, cmd := range []cart.Command{
+		cart.OpenCart{RequestID: "o1", CartID: "off1", ClientID: "x"},
+		cart.AddItem{RequestID: "o2", CartID: "off1", Item: cart.ProductItem{ProductID: "p", Quantity: 2}},
+		cart.ConfirmCart{RequestID: "o3", CartID: "off1"},
+	} {
+		if _, err := h.Handle(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := readStream(t, cl, cart.StreamID("off1"))
+	for _, ev := range evs {
+		if string(ev.Metadata) != `{"clientId":"x","requestId":"`+"o"+uintString(ev.StreamRevision+1)+`"}` {
+			t.Errorf("metadata %s: want the client and the request only", ev.Metadata)
+		}
+	}
+	off, on := newStore(t), newStore(t)
+	handleAll := func(s *mongostore.Store, opts ...projector.Option) []projector.Result {
+		e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []projector.Result
+		for _, rs := range e.HandleBatch(context.Background(), evs) { // batched
+			all = append(all, rs...)
+		}
+		for _, ev := range evs {
+			all = append(all, handle(t, e, ev)...) // one by one: duplicates now
+		}
+		return all
+	}
+	offResults := handleAll(off)
+	if n := len(rec.Ended()); n != 0 {
+		t.Fatalf("%d spans recorded with tracing off", n)
+	}
+	onTP, onRec := recording(t)
+	onResults := handleAll(on, projector.WithTracerProvider(onTP))
+	if len(onRec.Ended()) == 0 {
+		t.Fatal("no spans with tracing on")
+	}
+	if len(offResults) != len(onResults) {
+		t.Fatalf("results off %v, on %v", offResults, onResults)
+	}
+	for i := range offResults {
+		if offResults[i].Outcome != onResults[i].Outcome {
+			t.Errorf("result %d: off %v, on %v", i, offResults[i], onResults[i])
+		}
+	}
+	assertDocument(t, off, "off1", evs)
+	assertDocument(t, on, "off1", evs)
+}
+
+// The trace context in an event's metadata: W3C traceparent first, then the
+// Kurrent clients' $traceId/$spanId; anything else starts a trace.
+func TestMetadataContext_reads_traceparent_and_the_kurrent_convention(t *testing.T) {
+	const (
+		tid = "4bf92f3577b34da6a3ce929d0e0e4736"
+		sid = "00f067aa0ba902b7"
+		dot = "0af7651916cd43dd8448eb211c80319c"
+		dsp = "b7ad6b7169203331"
+	)
+	for _, tc := range []struct {
+		name, meta string
+		trace, spn string // "": no context
+	}{
+		{"traceparent", `{"clientId":"x","traceparent":"00-` + tid + `-` + sid + `-01"}`, tid, sid},
+		{"kurrent .NET client", `{"$correlationId":"c","$causationId":"d","$traceId":"` + dot + `","$spanId":"` + dsp + `"}`, dot, dsp},
+		{"both: traceparent wins", `{"traceparent":"00-` + tid + `-` + sid + `-01","$traceId":"` + dot + `","$spanId":"` + dsp + `"}`, tid, sid},
+		{"bad traceparent, kurrent keys", `{"traceparent":"nope","$traceId":"` + dot + `","$spanId":"` + dsp + `"}`, dot, dsp},
+		{"trace id without span id", `{"$traceId":"` + dot + `"}`, "", ""},
+		{"not hex", `{"$traceId":"zz","$spanId":"` + dsp + `"}`, "", ""},
+		{"all zeros", `{"$traceId":"00000000000000000000000000000000","$spanId":"0000000000000000"}`, "", ""},
+		{"no context", `{"clientId":"x"}`, "", ""},
+		{"not JSON", `$traceId traceparent`, "", ""},
+		{"a JSON array", `["$traceId","traceparent"]`, "", ""},
+		{"none", ``, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := projector.MetadataContext([]byte(tc.meta))
+			if tc.trace == "" {
+				if sc.IsValid() {
+					t.Fatalf("context %v, want none", sc)
+				}
+				return
+			}
+			if sc.TraceID().String() != tc.trace || sc.SpanID().String() != tc.spn || !sc.IsRemote() || !sc.IsSampled() {
+				t.Fatalf("context %v/%v remote %v sampled %v, want %s/%s, remote and sampled", sc.TraceID(), sc.SpanID(), sc.IsRemote(), sc.IsSampled(), tc.trace, tc.spn)
+			}
+		})
+	}
+}
+
+// An event written by a Kurrent client with its convention is handled in
+// the writer's trace: the engine's span is a child of $spanId.
+func TestTracing_an_event_with_the_kurrent_convention_continues_its_trace(t *testing.T) {
+	tp, rec := recording(t)
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	evs, err := log.AppendWithMetadata(cart.StreamID("k1"), []byte(`{"clientId":"x","$traceId":"0af7651916cd43dd8448eb211c80319c","$spanId":"b7ad6b7169203331"}`),
+		cart.ShoppingCartOpened{ShoppingCartID: "k1", ClientID: "x", OpenedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := handle(t, e, evs[0]); rs[0].Outcome != projector.Applied {
+		t.Fatalf("%+v", rs)
+	}
+	sp := eventSpan(t, rec, cart.DetailsName, evs[0].StreamID, 0)
+	if sp.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || sp.Parent().SpanID().String() != "b7ad6b7169203331" {
+		t.Fatalf("span in trace %v, parent %v", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+	}
+}
+
+// A batch is a span with its read and its bulk write as children; each
+// event it folds that carries a trace in its metadata has its own span, a
+// child of that trace with a link to the batch; the others are counted on
+// the batch's span.
+func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
+	tp, rec := recording(t)
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	const tid, sid = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	traced := []byte(`{"clientId":"x","traceparent":"00-` + tid + `-` + sid + `-01"}`)
+	a := log.MustAppend(t, cart.StreamID("b1"), cart.ShoppingCartOpened{ShoppingCartID: "b1", ClientID: "x", OpenedAt: t0})
+	handle(t, e, a[0]) // stored: the batch reads it
+	more, err := log.AppendWithMetadata(cart.StreamID("b1"), traced,
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "b1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+		cart.ShoppingCartConfirmed{ShoppingCartID: "b1", ConfirmedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := log.MustAppend(t, cart.StreamID("b2"), cart.ShoppingCartOpened{ShoppingCartID: "b2", ClientID: "x", OpenedAt: t0})
+	batch := append(more, b...)
+	for i, rs := range e.HandleBatch(context.Background(), batch) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %+v", i, rs)
+		}
+	}
+	batches := spansNamed(rec, "projector.batch")
+	if len(batches) != 1 {
+		t.Fatalf("%d batch spans", len(batches))
+	}
+	bs := batches[0].SpanContext()
+	for _, name := range []string{"projector.batch.read", "projector.batch.write"} {
+		sp := spansNamed(rec, name)
+		if len(sp) != 1 || sp[0].Parent().SpanID() != bs.SpanID() {
+			t.Fatalf("%d %s spans, want one child of the batch", len(sp), name)
+		}
+	}
+	for _, ev := range more {
+		sp := eventSpan(t, rec, cart.DetailsName, ev.StreamID, ev.StreamRevision)
+		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
+			t.Errorf("event %d: trace %v parent %v, want the metadata's", ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
+		}
+		if links := sp.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != bs.SpanID() {
+			t.Errorf("event %d: links %v, want the batch", ev.StreamRevision, links)
+		}
+	}
+	for _, sp := range spansNamed(rec, "projector.event") {
+		if st, _ := attr(sp, "projector.stream"); st == cart.StreamID("b2") {
+			t.Errorf("a folded event without a trace in its metadata has a span of its own")
+		}
+	}
+	folded := ""
+	for _, ev := range batches[0].Events() {
+		if ev.Name == "projector.folded" {
+			for _, kv := range ev.Attributes {
+				if kv.Key == "projector.batch.folded" {
+					folded = kv.Value.String()
+				}
+			}
+		}
+	}
+	if folded != "1" {
+		t.Errorf("the batch counts %q folded events without a trace, want 1", folded)
+	}
+	assertDocument(t, s, "b1", append(a, more...))
+}
