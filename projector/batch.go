@@ -159,7 +159,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	docs := b.documents(ids)
 	if b.streamFolds(p) {
-		docs = b.skipKnown(p, docs)
+		docs = b.skipKnown(ctx, p, docs)
 	}
 	if len(docs) == 0 {
 		return

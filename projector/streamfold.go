@@ -137,7 +137,7 @@ func (n *known) forget(k docKey) { n.cache.Remove(k) }
 // before it came (its first delivery), a duplicate for one delivered
 // before. It returns the documents with events left (past the revision
 // known), with those events only.
-func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
+func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
@@ -160,7 +160,9 @@ func (b *batchRun) skipKnown(p Definition, docs []*docEvents) []*docEvents {
 			if rev > upTo {
 				outcome, upTo = Applied, rev
 			}
-			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: outcome})
+			r := Result{Projection: p.Name(), Document: d.id, Outcome: outcome}
+			b.out[i] = append(b.out[i], r)
+			b.tracePassed(ctx, p, d.id, i, r)
 		}
 		b.known.delivered(k, at, upTo)
 		if len(rest) > 0 {

@@ -3,14 +3,15 @@ package projector
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -152,18 +153,23 @@ type traceMeta struct {
 // that is not a JSON object, or has neither, gives an invalid span context
 // (the event starts a trace of its own); it is never an error.
 func MetadataContext(metadata []byte) trace.SpanContext {
-	if !bytes.Contains(metadata, []byte(MetaTraceParent)) && !bytes.Contains(metadata, []byte(MetaTraceID)) {
-		return trace.SpanContext{} // the common case, without parsing
-	}
-	var m traceMeta
-	if json.Unmarshal(metadata, &m) != nil {
-		return trace.SpanContext{}
-	}
-	if m.TraceParent != "" {
-		carrier := propagation.MapCarrier{MetaTraceParent: m.TraceParent, MetaTraceState: m.TraceState}
-		ctx := propagation.TraceContext{}.Extract(context.Background(), carrier)
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	m, ok := scanTraceMeta(metadata, 0, 2)
+	if ok && m.TraceParent != "" {
+		if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
 			return sc
+		}
+	}
+	if ok {
+		m, ok = scanTraceMeta(metadata, 2, 4)
+	}
+	if !ok {
+		if json.Unmarshal(metadata, &m) != nil {
+			return trace.SpanContext{}
+		}
+		if m.TraceParent != "" {
+			if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
+				return sc
+			}
 		}
 	}
 	tid, err1 := trace.TraceIDFromHex(m.TraceID)
@@ -174,6 +180,69 @@ func MetadataContext(metadata []byte) trace.SpanContext {
 	// The convention carries no flags: the span is taken as sampled, as the
 	// .NET client's reading of it (an ActivityContext recorded) does.
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// traceKeys are the keys scanTraceMeta looks for, quoted, in the order of
+// traceMeta's fields.
+var traceKeys = [...][]byte{[]byte(`"` + MetaTraceParent + `"`), []byte(`"` + MetaTraceState + `"`), []byte(`"` + MetaTraceID + `"`), []byte(`"` + MetaSpanID + `"`)}
+
+// scanTraceMeta reads trace keys from to to (of traceKeys) of an event's
+// metadata without decoding the rest of it (a span per event must cost
+// little): each key found followed by a plain string value (no escapes), as
+// writers put them. ok is false when a key is there in another shape; the
+// metadata is decoded as JSON then.
+func scanTraceMeta(b []byte, from, to int) (m traceMeta, ok bool) {
+	dst := [...]*string{&m.TraceParent, &m.TraceState, &m.TraceID, &m.SpanID}
+	for k := from; k < to; k++ {
+		key := traceKeys[k]
+		if k == 1 && m.TraceParent == "" {
+			continue // a tracestate alone says nothing
+		}
+		i := bytes.Index(b, key)
+		if i < 0 {
+			continue
+		}
+		rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
+		if len(rest) == 0 || rest[0] != ':' {
+			return traceMeta{}, false
+		}
+		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
+		if len(rest) == 0 || rest[0] != '"' {
+			return traceMeta{}, false
+		}
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
+			return traceMeta{}, false
+		}
+		*dst[k] = string(rest[1 : 1+end])
+	}
+	return m, true
+}
+
+// parseTraceParent reads a W3C traceparent ("00-<trace id>-<span id>-<flags>")
+// and its tracestate as a remote span context, as the W3C propagator does.
+func parseTraceParent(tp, ts string) (trace.SpanContext, bool) {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || len(tp) > 55 && tp[55] != '-' {
+		return trace.SpanContext{}, false
+	}
+	version, err := hex.DecodeString(tp[:2])
+	if err != nil || version[0] == 0xff || version[0] == 0 && len(tp) != 55 || strings.ToLower(tp) != tp {
+		return trace.SpanContext{}, false
+	}
+	tid, err1 := trace.TraceIDFromHex(tp[3:35])
+	sid, err2 := trace.SpanIDFromHex(tp[36:52])
+	flags, err3 := hex.DecodeString(tp[53:55])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return trace.SpanContext{}, false
+	}
+	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true}
+	if ts != "" {
+		if state, err := trace.ParseTraceState(ts); err == nil {
+			cfg.TraceState = state
+		}
+	}
+	sc := trace.NewSpanContext(cfg)
+	return sc, sc.IsValid()
 }
 
 // startEvent starts the span of ev in document t (t.p nil: before routing).
@@ -199,29 +268,29 @@ func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start tim
 	if !start.IsZero() {
 		opts = append(opts, trace.WithTimestamp(start))
 	}
-	ctx, span := e.tracer.Start(parent, spanEvent, opts...)
-	if span.IsRecording() {
-		// Few attributes, set once: each costs at the span's end.
-		span.SetAttributes(attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)),
-			attrPosition.Int64(int64(ev.Position)), attrEventID.String(ev.ID), attrEventType.String(ev.Type))
-	}
-	return ctx, span
+	return e.tracer.Start(parent, spanEvent, opts...)
 }
 
 // endEvent ends the span of an event with its result. projector.waits and
 // projector.attempts are left out when the event did not wait (0 and 1).
-func endEvent(span trace.Span, r Result) {
+func endEvent(span trace.Span, ev Event, r Result) {
 	if span.IsRecording() {
 		attempts := r.Waits + 1
 		var fe *Error
 		if errors.As(r.Err, &fe) && fe.Attempts > 0 {
 			attempts = fe.Attempts
 		}
-		span.SetAttributes(attrProjection.String(r.Projection), attrDocument.String(r.Document), attrOutcome.String(r.Outcome.String()))
-		if attempts > 1 || r.Waits > 0 {
-			span.SetAttributes(attrWaits.Int(r.Waits), attrAttempts.Int(attempts))
+		// Few attributes, set in one call: each costs at the span's end.
+		attrs := [...]attribute.KeyValue{attrProjection.String(r.Projection), attrDocument.String(r.Document),
+			attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)), attrPosition.Int64(int64(ev.Position)),
+			attrEventID.String(ev.ID), attrEventType.String(ev.Type),
+			attrOutcome.String(r.Outcome.String()), attrWaits.Int(r.Waits), attrAttempts.Int(attempts)}
+		n := len(attrs)
+		if attempts <= 1 && r.Waits == 0 {
+			n -= 2
 		}
-		if r.Outcome == Failed || r.Outcome == Skipped || r.Outcome == Parked {
+		span.SetAttributes(attrs[:n]...)
+		if r.Outcome == Failed || r.Outcome == Skipped || r.Outcome == Parked || r.Outcome == Held {
 			if r.Err != nil {
 				span.RecordError(r.Err)
 				span.SetStatus(codes.Error, r.Err.Error())
@@ -237,7 +306,7 @@ func endEvent(span trace.Span, r Result) {
 func (e *Engine) traced(ctx context.Context, t target, ev Event, handle func(context.Context) Result) Result {
 	ctx, span := e.startEvent(ctx, t, ev, time.Time{})
 	r := handle(ctx)
-	endEvent(span, r)
+	endEvent(span, ev, r)
 	return r
 }
 
@@ -315,6 +384,19 @@ func endStore(span trace.Span, err error, missed int) {
 // (which go through the gate, with spans of their own), from start: those
 // whose metadata carries a trace context only. The others are counted in a
 // span event projector.folded on the batch's span.
+// tracePassed records the span of the batch's event i in document id of p,
+// given its result without the gate (a stream fold wrote it ahead), when its
+// metadata carries a trace.
+func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, i int, r Result) {
+	if !b.tracing() {
+		return
+	}
+	if remote := MetadataContext(b.events[i].Metadata); remote.IsValid() {
+		_, span := b.startEventIn(ctx, target{p, id}, b.events[i], time.Time{}, remote)
+		endEvent(span, b.events[i], r)
+	}
+}
+
 func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time) {
 	if !b.tracing() {
 		return
@@ -343,7 +425,7 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 			for _, r := range b.out[i] {
 				if r.Projection == p.Name() {
 					_, span := b.startEventIn(ctx, t, b.decoded[i], start, remote)
-					endEvent(span, r)
+					endEvent(span, b.decoded[i], r)
 				}
 			}
 		}

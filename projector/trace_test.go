@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -367,6 +368,11 @@ func TestMetadataContext_reads_traceparent_and_the_kurrent_convention(t *testing
 		{"not JSON", `$traceId traceparent`, "", ""},
 		{"a JSON array", `["$traceId","traceparent"]`, "", ""},
 		{"none", ``, "", ""},
+		{"spaces around the colon", "{\"traceparent\" :\n \"00-" + tid + "-" + sid + "-01\"}", tid, sid},
+		{"the key's name as a value first", `{"kind":"traceparent","traceparent":"00-` + tid + `-` + sid + `-01"}`, tid, sid},
+		{"an escaped value", `{"traceparent":"00-` + tid + `-` + sid + `-0\u0031"}`, tid, sid},
+		{"upper case", `{"traceparent":"00-` + strings.ToUpper(tid) + `-` + sid + `-01"}`, "", ""},
+		{"version ff", `{"traceparent":"ff-` + tid + `-` + sid + `-01"}`, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := projector.MetadataContext([]byte(tc.meta))
