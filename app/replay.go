@@ -97,8 +97,11 @@ again to the consumers of the group, which apply them through the gate.
 	var plain []projector.ParkedEvent
 	held := map[string][]projector.ParkedEvent{}
 	var holding []string
+	others := 0
 	for _, pe := range parked {
 		switch {
+		case pe.Collection != "" && pe.Collection != coll:
+			others++ // another build's: it stays for that build
 		case !pe.Held:
 			plain = append(plain, pe)
 		case held[pe.Document] == nil:
@@ -113,7 +116,7 @@ again to the consumers of the group, which apply them through the gate.
 	for _, doc := range holding {
 		rep := eng.ReplayHeld(ctx, name, held[doc])
 		for _, pe := range rep.Applied {
-			if err := store.Replayed(ctx, name, pe.EventID, nil); err != nil {
+			if err := store.Replayed(ctx, pe, nil); err != nil {
 				return err
 			}
 		}
@@ -124,7 +127,7 @@ again to the consumers of the group, which apply them through the gate.
 		failed += len(rep.Left)
 		first := rep.Left[0]
 		fmt.Fprintf(stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), rep.Err)
-		if err := store.Replayed(ctx, name, first.EventID, rep.Err); err != nil {
+		if err := store.Replayed(ctx, first, rep.Err); err != nil {
 			return err
 		}
 	}
@@ -138,11 +141,14 @@ again to the consumers of the group, which apply them through the gate.
 			why, failed = r.Err, failed+1
 			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, r.Err)
 		}
-		if err := store.Replayed(ctx, name, pe.EventID, why); err != nil {
+		if err := store.Replayed(ctx, pe, why); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-failed, len(parked), name, coll)
+	if others > 0 {
+		fmt.Fprintf(stdout, "  left: %d events parked in another build of %s (a rebuild's collection, or the one it replaced)\n", others, name)
+	}
+	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-others-failed, len(parked)-others, name, coll)
 	if failed > 0 {
 		return fmt.Errorf("%d events still fail; they stay parked", failed)
 	}

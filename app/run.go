@@ -70,6 +70,11 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	if err := c.retry.Validate(); err != nil {
 		return usageError(inv.Stderr, "--retry-*: %v", err)
 	}
+	if c.policy == projector.Hold && c.group != "" {
+		// A group delivers a document's events to several consumers, out of
+		// order: a consumer cannot know that another holds the document.
+		return usageError(inv.Stderr, "--on-failure hold needs one consumer reading the log in order: it cannot run in a persistent subscription group (--group)")
+	}
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
 		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}

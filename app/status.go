@@ -37,7 +37,7 @@ type projectionStatus struct {
 	Group  string `json:"group,omitempty"`
 	Parked *int64 `json:"parked,omitempty"`
 	// ParkedHere counts the events parked in projector_parked (--on-failure
-	// park) and not replayed yet.
+	// park) and not replayed yet (held ones are in Held).
 	ParkedHere int `json:"parkedEvents"`
 	// Held is the documents the hold policy holds (--on-failure hold), with
 	// how many events each holds (the one that failed and those behind it).
@@ -172,8 +172,12 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	if err != nil {
 		return st, err
 	}
-	st.ParkedHere = len(parked)
-	if st.Held, err = store.Held(ctx, name); err != nil {
+	for _, pe := range parked {
+		if !pe.Held {
+			st.ParkedHere++
+		}
+	}
+	if st.Held, err = store.Held(ctx, name, st.Collection); err != nil {
 		return st, err
 	}
 	return st, nil

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,9 +48,15 @@ type claimDoc struct {
 
 func parkedID(projection, eventID string) string { return projection + "/" + eventID }
 
-// Park implements [projector.Parker]. Parking an event again keeps the first
-// record; parked again by another build (a rebuild's collection), the record
-// is that build's, not replayed: the event failed there too.
+// recordID is the id of parked event p's record: the one Parked read it
+// from, else the first record of its event.
+func recordID(p projector.ParkedEvent) string {
+	return cmp.Or(p.Record, parkedID(p.Projection, p.EventID))
+}
+
+// Park implements [projector.Parker]. Parking an event again in the same
+// build keeps the first record. Another build (a rebuild's collection) that
+// parks it has a record of its own: each build replays its own.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 	d := parkedDoc{
 		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
@@ -61,13 +68,15 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 	coll := s.db.Collection(ParkedCollection)
 	var old parkedDoc
 	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Decode(&old); err == nil {
-		if old.Collection == d.Collection || d.Collection == "" {
+		if old.Collection == d.Collection || d.Collection == "" || old.Collection == "" {
+			return nil // this build's (a record from before builds were told apart counts as one)
+		}
+		d.ID = parkedID(p.Projection, p.Collection+"/"+p.EventID)
+		if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {
 			return nil
+		} else if !errors.Is(err, mongo.ErrNoDocuments) {
+			return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 		}
-		if _, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: d.ID}, {Key: "collection", Value: old.Collection}}, d); err != nil {
-			return fmt.Errorf("mongostore: park %s again for %s: %w", d.ID, d.Collection, err)
-		}
-		return nil
 	} else if !errors.Is(err, mongo.ErrNoDocuments) {
 		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 	}
@@ -95,7 +104,7 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 		out[i] = projector.ParkedEvent{
 			Projection: d.Projection, Document: d.Document, Stream: d.Stream, Revision: uint64(d.Revision), Position: uint64(d.Position),
 			EventID: d.EventID, Type: d.Type, Data: d.Data, Metadata: d.Metadata, Created: d.Created,
-			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held, Collection: d.Collection,
+			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held, Collection: d.Collection, Record: d.ID,
 		}
 		if d.Claim != nil {
 			out[i].Claim = &projector.ReplayClaim{Before: d.Claim.Before, After: d.Claim.After}
@@ -106,8 +115,9 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 
 // Held implements [projector.Holder]: the documents of projection with held
 // events not replayed, and how many each holds.
-func (s *Store) Held(ctx context.Context, projection string) (map[string]int, error) {
-	filter := bson.D{{Key: "projection", Value: projection}, {Key: "held", Value: true}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+func (s *Store) Held(ctx context.Context, projection, collection string) (map[string]int, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "collection", Value: collection}, {Key: "held", Value: true},
+		{Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
 	cur, err := s.db.Collection(ParkedCollection).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "document", Value: 1}}))
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: held documents of %q: %w", projection, err)
@@ -127,8 +137,8 @@ func (s *Store) Held(ctx context.Context, projection string) (map[string]int, er
 
 // Holds implements [projector.Holder]: how many events document holds in
 // projection.
-func (s *Store) Holds(ctx context.Context, projection, document string) (int, error) {
-	filter := bson.D{{Key: "projection", Value: projection}, {Key: "document", Value: document}, {Key: "held", Value: true},
+func (s *Store) Holds(ctx context.Context, projection, collection, document string) (int, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "collection", Value: collection}, {Key: "document", Value: document}, {Key: "held", Value: true},
 		{Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
 	n, err := s.db.Collection(ParkedCollection).CountDocuments(ctx, filter)
 	if err != nil {
@@ -139,8 +149,8 @@ func (s *Store) Holds(ctx context.Context, projection, document string) (int, er
 
 // ClaimReplay implements [projector.ReplayClaimer]: it records on the parked
 // event, not replayed yet, the replay about to write its document.
-func (s *Store) ClaimReplay(ctx context.Context, projection, eventID string, c projector.ReplayClaim) error {
-	id := parkedID(projection, eventID)
+func (s *Store) ClaimReplay(ctx context.Context, pe projector.ParkedEvent, c projector.ReplayClaim) error {
+	id := recordID(pe)
 	filter := bson.D{{Key: FieldID, Value: id}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
 	set := bson.D{{Key: "$set", Value: bson.D{{Key: "claim", Value: claimDoc{Before: c.Before, After: c.After, At: time.Now().UTC()}}}}}
 	res, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, filter, set)
@@ -155,14 +165,15 @@ func (s *Store) ClaimReplay(ctx context.Context, projection, eventID string, c p
 
 // Replayed marks a parked event replayed (it stays, for the record); a replay
 // that failed again records the new error instead (replayErr non-nil).
-func (s *Store) Replayed(ctx context.Context, projection, eventID string, replayErr error) error {
+func (s *Store) Replayed(ctx context.Context, pe projector.ParkedEvent, replayErr error) error {
+	id := recordID(pe)
 	set := bson.D{{Key: "replayedAt", Value: time.Now().UTC()}}
 	update := bson.D{{Key: "$set", Value: set}}
 	if replayErr != nil {
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "error", Value: replayErr.Error()}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}}
 	}
-	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: parkedID(projection, eventID)}}, update); err != nil {
-		return fmt.Errorf("mongostore: mark %s replayed: %w", parkedID(projection, eventID), err)
+	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: id}}, update); err != nil {
+		return fmt.Errorf("mongostore: mark %s replayed: %w", id, err)
 	}
 	return nil
 }

@@ -41,22 +41,25 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	sorted := slices.Clone(docs)
 	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
 	var through []*docEvents
+	aside := map[*docEvents]bool{}
 	for _, d := range sorted {
 		if !b.decodeAll(d) || b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
 			through = append(through, d)
+			aside[d] = true
 		}
 	}
 	unlocks := make([]func(), 0, len(sorted))
 	for _, d := range sorted {
-		if !slices.Contains(through, d) {
+		if !aside[d] {
 			unlocks = append(unlocks, b.locks.lock(docKey{p.Collection(), d.id}))
 		}
 	}
 	var mu sync.Mutex
+	var missed []*docEvents
 	sem := make(chan struct{}, guardedLimit)
 	var wg sync.WaitGroup
 	for _, d := range docs {
-		if slices.Contains(through, d) {
+		if aside[d] {
 			continue
 		}
 		sem <- struct{}{}
@@ -66,7 +69,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 			mu.Lock()
 			defer mu.Unlock()
 			if !ok {
-				through = append(through, d)
+				missed = append(missed, d)
 				return
 			}
 			for k, i := range d.idx {
@@ -78,6 +81,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	for _, unlock := range unlocks {
 		unlock()
 	}
+	through = append(through, missed...)
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {

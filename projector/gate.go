@@ -45,12 +45,14 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 // replayOnce applies parked event ev to the document as it is now. The gate
 // moved the document past ev when it parked it, so ev is a duplicate to the
 // gate; the revision stays, and the write is conditional on it.
-func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) error {
+func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) error {
 	state := t.p.newState()
 	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
 		return err
+	case found && *wrote != "" && head.Write == *wrote:
+		return nil // an earlier attempt's write took, and its answer was lost
 	case !found:
 		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
 	case head.Stream != "" && head.Stream != ev.StreamID:
@@ -69,14 +71,17 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event) erro
 		return retry.Permanent(err)
 	}
 	head.Stream = ev.StreamID
-	if c := e.claimer(); c != nil && head.Write != "" {
+	c := e.claimer()
+	if c == nil || head.Write == "" {
+		head.Write = "" // a token of its own, not the one read
+	} else {
 		// Recorded first: a replay cut short after its write is known by
 		// the token the write gives the document.
 		claim := ReplayClaim{Before: head.Write, After: newToken()}
-		if err := c.ClaimReplay(ctx, t.p.Name(), ev.ID, claim); err != nil {
+		if err := c.ClaimReplay(ctx, pe, claim); err != nil {
 			return retry.Permanent(err)
 		}
-		head.Write = claim.After
+		head.Write, *wrote = claim.After, claim.After
 	}
 	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {

@@ -39,7 +39,7 @@ func (versioned) read(ctx context.Context, store driver.Store, collection, id st
 
 // replayOnce applies ev to the document as it is now, keeping its meta,
 // conditional on its version.
-func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event) error {
+func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, _ ParkedEvent, _ *string) error {
 	state := t.p.newState()
 	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
 	switch {

@@ -14,11 +14,12 @@ import (
 // mongostore.Store is one.
 type Holder interface {
 	Parker
-	// Held returns the documents of projection that hold events, with how
-	// many each holds.
-	Held(ctx context.Context, projection string) (map[string]int, error)
-	// Holds returns how many events document holds in projection.
-	Holds(ctx context.Context, projection, document string) (int, error)
+	// Held returns the documents of projection's build collection that
+	// hold events, with how many each holds.
+	Held(ctx context.Context, projection, collection string) (map[string]int, error)
+	// Holds returns how many events document holds in projection's build
+	// collection.
+	Holds(ctx context.Context, projection, collection, document string) (int, error)
 }
 
 // ErrHeld: the event was not applied because an earlier event of its
@@ -70,7 +71,7 @@ func (e *Engine) maybeHeld(ctx context.Context, t target) (bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.loaded[t.p.Name()] {
-		docs, err := e.holder().Held(ctx, t.p.Name())
+		docs, err := e.holder().Held(ctx, t.p.Name(), t.p.Collection())
 		if err != nil {
 			return false, fmt.Errorf("reading the held documents: %w", err)
 		}
@@ -89,7 +90,7 @@ func (e *Engine) isHeld(ctx context.Context, t target) (bool, error) {
 	if err != nil || !maybe {
 		return false, err
 	}
-	n, err := e.holder().Holds(ctx, t.p.Name(), t.id)
+	n, err := e.holder().Holds(ctx, t.p.Name(), t.p.Collection(), t.id)
 	if err != nil {
 		return false, fmt.Errorf("reading the held document: %w", err)
 	}
@@ -272,9 +273,12 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		ev, err := e.registry.Decode(pe.Event())
 		t := target{p, pe.Document}
 		var r Result
-		if err != nil {
-			r = e.fail(t, ev, permanent(err))
-		} else {
+		switch {
+		case pe.Collection != "" && pe.Collection != p.Collection():
+			r = e.fail(t, pe.Event(), permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
+		case err != nil:
+			r = e.fail(t, pe.Event(), permanent(err))
+		default:
 			// Through the gate, not held again: its failure is this
 			// replay's.
 			if gated {

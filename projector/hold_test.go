@@ -163,7 +163,7 @@ func TestHold_a_poison_event_holds_its_document_only_and_replay_brings_it_to_the
 			if want := []uint64{2, 3, 4, 5, 6}; !slices.Equal(revs, want) {
 				t.Fatalf("held records of revisions %v, want %v", revs, want)
 			}
-			if docs, err := s.Held(ctx, "trail"); err != nil || len(docs) != 1 || docs[poisoned] != len(held) {
+			if docs, err := s.Held(ctx, "trail", "trail"); err != nil || len(docs) != 1 || docs[poisoned] != len(held) {
 				t.Fatalf("held documents %v (%v), want %s holding %d", docs, err, poisoned, len(held))
 			}
 
@@ -194,11 +194,11 @@ func TestHold_a_poison_event_holds_its_document_only_and_replay_brings_it_to_the
 				t.Fatalf("after a second replay: %v", err)
 			}
 			for _, pe := range rep.Applied {
-				if err := s.Replayed(ctx, "trail", pe.EventID, nil); err != nil {
+				if err := s.Replayed(ctx, pe, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if docs, err := s.Held(ctx, "trail"); err != nil || len(docs) != 0 {
+			if docs, err := s.Held(ctx, "trail", "trail"); err != nil || len(docs) != 0 {
 				t.Fatalf("held documents after the replay: %v (%v)", docs, err)
 			}
 		})

@@ -78,7 +78,9 @@ const (
 	// through the gate: all of them, or none past the first that still
 	// fails. It needs a document that knows which events it has applied:
 	// the [StreamRevision] or [RevisionMap] strategy (and a [Holder] as
-	// the parker).
+	// the parker), and one consumer reading the log in order. Under
+	// RevisionMap an event of another stream already in flight when the
+	// hold begins may still apply.
 	Hold
 )
 

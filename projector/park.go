@@ -31,6 +31,8 @@ type ParkedEvent struct {
 	// was not marked done ([ReplayClaimer]).
 	Collection string
 	Claim      *ReplayClaim
+	// Record is the store's id of the record it was read from.
+	Record string
 }
 
 // ReplayClaim is a replay of a parked event under way: the document's write
@@ -49,8 +51,13 @@ type ReplayClaim struct {
 type ReplayClaimer interface {
 	// ClaimReplay records c on the parked event, if not replayed yet (else
 	// an error wrapping [ErrReplayedAlready]).
-	ClaimReplay(ctx context.Context, projection, eventID string, c ReplayClaim) error
+	ClaimReplay(ctx context.Context, pe ParkedEvent, c ReplayClaim) error
 }
+
+// ErrOtherBuild: a parked event of another build of the projection (a
+// rebuild's collection, or the one a rebuild replaced) than the engine's:
+// it is that build's to replay, and stays.
+var ErrOtherBuild = errors.New("parked in another build of the projection")
 
 // ErrReplayedAlready: the parked event was marked replayed.
 var ErrReplayedAlready = errors.New("the parked event is replayed already")
@@ -184,9 +191,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return e.replayUnrouted(ctx, p, decoded)
 	}
 	if pe.Collection != "" && pe.Collection != p.Collection() {
-		// Parked in an earlier build: the current one folded the event
-		// (it would have parked it again for itself, had it failed).
-		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
+		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 	}
 	switch took, err := e.keeperOf(p).replayTook(ctx, e, t, pe); {
 	case err != nil:
@@ -197,9 +202,10 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
 	}
 	attempts := 0
+	var wrote string // the token an attempt's write gave the document
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
-		return e.keeperOf(p).replayOnce(ctx, e, t, decoded)
+		return e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
 	}, e.retryOpts...)
 	if err != nil {
 		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})

@@ -90,7 +90,7 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 	if r := e.Replay(context.Background(), pe); r.Outcome != projector.Applied {
 		t.Fatalf("replay after the fix: %v %v", r.Outcome, r.Err)
 	}
-	if err := s.Replayed(context.Background(), "fixable", pe.EventID, nil); err != nil {
+	if err := s.Replayed(context.Background(), pe, nil); err != nil {
 		t.Fatal(err)
 	}
 	// After the replay the document holds every event's effect. The item

@@ -61,7 +61,12 @@ func (x *run) follow(ctx context.Context, sub Subscription) (n int, stopped bool
 	}
 	sub.Close()
 	x.dropped()
-	x.quiesce(ctx)
+	if !x.settling {
+		// A source that settles its deliveries (a persistent group) has
+		// the server deliver again what was not settled: nothing to wait
+		// for, and their acks could not go out on the closed subscription.
+		x.quiesce(ctx)
+	}
 	if err := x.save(ctx); err != nil {
 		r.logger.Warn("storing the checkpoint after a drop", "err", err)
 	}
@@ -168,6 +173,9 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		return true
 	}
 	r.counts.events.Add(1)
+	if d.Settle != nil {
+		x.settling = true
+	}
 	it := item{d: d}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true

@@ -85,7 +85,7 @@ func TestReplay_killed_before_marking_then_run_again_applies_the_event_once(t *t
 			if got := readTrail(t, s, p, id); !reflect.DeepEqual(got, once) {
 				t.Fatalf("after a second replay:\n got %+v\nwant %+v", got, once)
 			}
-			if err := s.Replayed(ctx, "trail", pe.EventID, nil); err != nil {
+			if err := s.Replayed(ctx, pe, nil); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -128,9 +128,10 @@ func TestReplay_cut_short_and_written_since_is_refused_in_one_line(t *testing.T)
 	}
 }
 
-// An event parked in an earlier build is not applied into a later one: the
-// later build (a rebuild, once the projection was fixed) folded it.
-func TestReplay_of_an_event_parked_in_an_earlier_build_applies_nothing(t *testing.T) {
+// An event parked in one build is that build's to replay: replayed into
+// another build's collection (a rebuild's), it fails with ErrOtherBuild and
+// changes nothing, and the record stays for its own build.
+func TestReplay_of_an_event_parked_in_another_build_applies_nothing(t *testing.T) {
 	ctx := context.Background()
 	s, p, pe, id := parkPoison(t, projector.StreamRevision())
 	_, carts, _ := holdLog(t)
@@ -147,8 +148,8 @@ func TestReplay_of_an_event_parked_in_an_earlier_build_applies_nothing(t *testin
 	if err := projectortest.CheckDocument(ctx, s, projector.Copy(p, p.Collection()+"_2").(*projector.Projection[trail]), id, carts[id]); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.Replay(ctx, pe); r.Outcome != projector.Duplicate {
-		t.Fatalf("replay into the later build: %v %v, want it found applied", r.Outcome, r.Err)
+	if r := e.Replay(ctx, pe); r.Outcome != projector.Failed || !errors.Is(r.Err, projector.ErrOtherBuild) {
+		t.Fatalf("replay into another build: %v %v, want ErrOtherBuild", r.Outcome, r.Err)
 	}
 	if err := projectortest.CheckDocument(ctx, s, projector.Copy(p, p.Collection()+"_2").(*projector.Projection[trail]), id, carts[id]); err != nil {
 		t.Fatalf("after the replay: %v", err)

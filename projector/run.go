@@ -20,6 +20,7 @@ type run struct {
 	open     Subscription // the subscription open when reading stopped
 	cleared  bool         // the saver has cleared the recorded error
 	log      string       // what identifies the source's log ([AnchoredSource]), "" when unknown
+	settling bool         // the source settles its deliveries (read by the reading goroutine only)
 
 	failOnce sync.Once
 	failure  error

@@ -73,7 +73,9 @@ type documents interface {
 	// handle applies ev to document t.
 	handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result
 	// replayOnce is one attempt of a replay of parked event ev on document t.
-	replayOnce(ctx context.Context, e *Engine, t target, ev Event) error
+	// wrote is the write token the replay's last attempt gave the
+	// document, if any: that attempt's write took if the document has it.
+	replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) error
 	// replayTook reports whether an earlier replay of pe wrote document t.
 	replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error)
 	// read reads document id for a reader or a test.

@@ -179,8 +179,18 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 		t.Fatalf("rebuild --on-failure park: exit %d\n%s\n%s", code, out, errOut)
 	}
 	checkCarts(t, store, m[1], carts)
+	// Each build has its record of the ghost removal: the run's (the
+	// collection the rebuild replaced) and the rebuild's, which is the one
+	// replay-parked replays now.
 	parked, err := store.Parked(context.Background(), cart.DetailsName)
-	if err != nil || len(parked) != 1 || parked[0].Stream != cart.StreamID(id) || parked[0].Revision != 5 {
-		t.Fatalf("parked %+v (%v), want the one ghost removal", parked, err)
+	builds := map[string]bool{}
+	for _, pe := range parked {
+		if pe.Stream != cart.StreamID(id) || pe.Revision != 5 {
+			t.Fatalf("parked %+v, want only the ghost removal", pe)
+		}
+		builds[pe.Collection] = true
+	}
+	if err != nil || len(parked) != 2 || !builds[cart.DetailsName] || !builds[m[1]] {
+		t.Fatalf("parked %+v (%v), want the ghost removal once in %s and once in %s", parked, err, cart.DetailsName, m[1])
 	}
 }
