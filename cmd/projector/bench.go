@@ -795,7 +795,8 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sam
 }
 
 // benchFloor is L: the documents the pure fold gives, written by unordered
-// bulk inserts, in commands as large as the store's.
+// bulk inserts, in commands as large as the store's, into the projection's
+// collection with its indexes: the read model A makes.
 func benchFloor(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) error {
 	details := cart.NewDetailsProjection()
 	var docs []any
@@ -827,6 +828,11 @@ func benchFloor(ctx context.Context, db *mongo.Database, lives map[string][]proj
 		return err
 	} else if strings.HasPrefix(caps.Server, "FerretDB") {
 		size = 50
+	}
+	// The same read model as A's: the projection's collection with its
+	// indexes (A makes them too, in its time), which every insert keeps.
+	if err := mongostore.New(db).EnsureIndexes(ctx, cart.DetailsName, details.Indexes()); err != nil {
+		return err
 	}
 	coll := db.Collection(cart.DetailsName)
 	for chunk := range slices.Chunk(docs, size) {
