@@ -37,7 +37,8 @@ type projectionStatus struct {
 	Group  string `json:"group,omitempty"`
 	Parked *int64 `json:"parked,omitempty"`
 	// ParkedHere counts the events parked in projector_parked (--on-failure
-	// park) and not replayed yet (held ones are in Held).
+	// park) for the collection readers use and not replayed yet (held ones
+	// are in Held).
 	ParkedHere int `json:"parkedEvents"`
 	// Held is the documents the hold policy holds (--on-failure hold), with
 	// how many events each holds (the one that failed and those behind it).
@@ -173,7 +174,8 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 		return st, err
 	}
 	for _, pe := range parked {
-		if !pe.Held {
+		// The build readers use: another build's records are its own.
+		if !pe.Held && (pe.Collection == "" || pe.Collection == st.Collection) {
 			st.ParkedHere++
 		}
 	}
@@ -216,7 +218,8 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 }
 
 // printParked lists the parked events of the projections, one a line,
-// tab-separated: projection, stream@revision, type, when, attempts, error.
+// tab-separated: projection, stream@revision, type, when, attempts, and the
+// error after the build collection it was parked in (and the held document).
 func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
 	for _, p := range selected {
 		parked, err := store.Parked(ctx, p.Definition.Name())
@@ -227,6 +230,9 @@ func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, sele
 			held := ""
 			if p.Held {
 				held = "held " + p.Document + ": "
+			}
+			if p.Collection != "" {
+				held = "[" + p.Collection + "] " + held
 			}
 			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, held, p.Error)
 		}
