@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -110,6 +111,17 @@ func Start(cfg Config) (*Server, error) {
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
 	default:
 		return nil, errors.New("embedded: set a data dir or a PostgreSQL URL")
+	}
+	// A port in use is found before FerretDB starts: its New, failing to
+	// listen, leaves its storage backend open (under -race, FerretDB then
+	// panics in a finalizer about it).
+	if _, port, err := net.SplitHostPort(cfg.Addr); err == nil && port != "0" {
+		probe, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			s.unlock()
+			return nil, fmt.Errorf("embedded: start FerretDB: listen on %s: %w", cfg.Addr, err)
+		}
+		probe.Close()
 	}
 	f, err := ferretdb.New(fc)
 	if err != nil {
