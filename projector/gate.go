@@ -45,22 +45,26 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 // replayOnce applies parked event ev to the document as it is now. The gate
 // moved the document past ev when it parked it, so ev is a duplicate to the
 // gate; the revision stays, and the write is conditional on it.
-func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) error {
+func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) (bool, error) {
 	state := t.p.newState()
 	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
-		return err
+		return false, err
 	case found && *wrote != "" && head.Write == *wrote:
-		return nil // an earlier attempt's write took, and its answer was lost
+		return false, nil // an earlier attempt's write took, and its answer was lost
+	case found && *wrote == "" && pe.Claim != nil && head.Write == pe.Claim.After:
+		return true, nil // a replay cut short after its write
+	case found && *wrote == "" && pe.Claim != nil && head.Write != pe.Claim.Before:
+		return false, retry.Permanent(ErrReplayUncertain) // written since by something else
 	case !found:
-		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+		return false, retry.Permanent(fmt.Errorf("document %q is gone", t.id))
 	case head.Stream != "" && head.Stream != ev.StreamID:
-		return retry.Permanent(fmt.Errorf("%w: document %q is fed by stream %q, not %q", ErrOtherStream, t.id, head.Stream, ev.StreamID))
+		return false, retry.Permanent(fmt.Errorf("%w: document %q is fed by stream %q, not %q", ErrOtherStream, t.id, head.Stream, ev.StreamID))
 	case decide(ev.StreamRevision, false, found, head.Revision) != duplicate:
 		// The gate does not count the event as applied: it has not moved
 		// the document past it.
-		return retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, head.Revision, ev.StreamRevision))
+		return false, retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, head.Revision, ev.StreamRevision))
 	}
 	var from any = state
 	if t.p.creates(ev) && ev.StreamRevision == head.Revision {
@@ -68,7 +72,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	}
 	next, err := t.p.applyTo(from, ev)
 	if err != nil {
-		return retry.Permanent(err)
+		return false, retry.Permanent(err)
 	}
 	head.Stream = ev.StreamID
 	c := e.claimer()
@@ -79,39 +83,18 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		// the token the write gives the document.
 		claim := ReplayClaim{Before: head.Write, After: newToken()}
 		if err := c.ClaimReplay(ctx, pe, claim); err != nil {
-			return retry.Permanent(err)
+			return false, retry.Permanent(err)
 		}
 		head.Write, *wrote = claim.After, claim.After
 	}
 	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
 	case err != nil:
-		return err
-	case !matched:
-		return errMoved
-	}
-	return nil
-}
-
-// replayTook: the document holds the token the claimed replay's write gave
-// it; it took. Its token from before: it did not. Another: something wrote
-// it since, and nobody can tell ([ErrReplayUncertain]).
-func (gated) replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error) {
-	if pe.Claim == nil {
-		return false, nil
-	}
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
-	switch {
-	case err != nil:
 		return false, err
-	case !found:
-		return false, nil // replayOnce says it is gone
-	case head.Write == pe.Claim.After:
-		return true, nil
-	case head.Write == pe.Claim.Before:
-		return false, nil
+	case !matched:
+		return false, errMoved
 	}
-	return false, ErrReplayUncertain
+	return false, nil
 }
 
 // newToken returns a write token no other write has: 96 random bits.

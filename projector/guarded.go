@@ -39,43 +39,35 @@ func (versioned) read(ctx context.Context, store driver.Store, collection, id st
 
 // replayOnce applies ev to the document as it is now, keeping its meta,
 // conditional on its version.
-func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, _ ParkedEvent, _ *string) error {
+func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, _ ParkedEvent, wrote *string) (bool, error) {
 	state := t.p.newState()
 	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
 	switch {
 	case err != nil:
-		return err
+		return false, err
 	case !found:
-		return retry.Permanent(fmt.Errorf("document %q is gone", t.id))
-	}
-	if meta.Replayed == ev.ID {
-		return nil // this replay's write took on an earlier attempt
+		return false, retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+	case meta.Replayed == ev.ID:
+		// Written with the event's change: by an earlier replay, or by
+		// this one's earlier attempt, whose answer was lost.
+		return *wrote == "", nil
 	}
 	next, err := t.p.applyTo(state, ev)
 	if err != nil {
-		return retry.Permanent(err)
+		return false, retry.Permanent(err)
 	}
 	expected := meta.Version
 	meta.Version++
 	meta.Replayed = ev.ID // with the change: a replay run again knows
+	*wrote = ev.ID
 	written, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, meta, next)
 	switch {
 	case err != nil:
-		return err
-	case !written:
-		return errMoved
-	}
-	return nil
-}
-
-// replayTook: the document's meta names the event as the one last replayed
-// into it, written with the replay's change.
-func (versioned) replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error) {
-	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
-	if err != nil || !found {
 		return false, err
+	case !written:
+		return false, errMoved
 	}
-	return meta.Replayed == pe.EventID, nil
+	return false, nil
 }
 
 // needGuarded reports a store that cannot keep versioned documents.

@@ -193,22 +193,20 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 	}
-	switch took, err := e.keeperOf(p).replayTook(ctx, e, t, pe); {
-	case err != nil:
-		f := permanent(err)
-		f.attempts = 1
-		return e.fail(t, decoded, f)
-	case took:
-		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
-	}
 	attempts := 0
-	var wrote string // the token an attempt's write gave the document
+	var wrote string // what an attempt's write gave the document (its token)
+	var before bool  // an earlier replay wrote it
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
-		return e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
+		var err error
+		before, err = e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
+		return err
 	}, e.retryOpts...)
-	if err != nil {
+	switch {
+	case err != nil:
 		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})
+	case before:
+		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
 	}
 	return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
 }

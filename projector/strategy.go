@@ -72,12 +72,12 @@ type keeper interface {
 type documents interface {
 	// handle applies ev to document t.
 	handle(ctx context.Context, e *Engine, t target, ev Event, undecodable error) Result
-	// replayOnce is one attempt of a replay of parked event ev on document t.
-	// wrote is the write token the replay's last attempt gave the
-	// document, if any: that attempt's write took if the document has it.
-	replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) error
-	// replayTook reports whether an earlier replay of pe wrote document t.
-	replayTook(ctx context.Context, e *Engine, t target, pe ParkedEvent) (bool, error)
+	// replayOnce is one attempt of a replay of parked event ev (record pe)
+	// on document t. wrote is what this replay's last attempt wrote, if any
+	// (the token it gave the document): that attempt took if the document
+	// has it. before reports that an earlier replay of pe wrote the
+	// document, and this one wrote nothing.
+	replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) (before bool, err error)
 	// read reads document id for a reader or a test.
 	read(ctx context.Context, store driver.Store, collection, id string, state any) (found bool, revision int64, err error)
 	// prepare creates, once, what the strategy needs in the store.
