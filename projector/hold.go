@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -261,9 +262,9 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 	_, gated := e.keeperOf(p).(streamRevision)
 	slices.SortStableFunc(events, func(a, b ParkedEvent) int {
 		if gated {
-			return cmpUint(a.Revision, b.Revision)
+			return cmp.Compare(a.Revision, b.Revision)
 		}
-		return cmpUint(a.Position, b.Position)
+		return cmp.Compare(a.Position, b.Position)
 	})
 	for i, pe := range events {
 		if pe.Document != out.Document {
@@ -300,14 +301,4 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 	delete(e.holds.docs, docKey{p.Collection(), out.Document})
 	e.holds.mu.Unlock()
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

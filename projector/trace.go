@@ -153,23 +153,17 @@ type traceMeta struct {
 // that is not a JSON object, or has neither, gives an invalid span context
 // (the event starts a trace of its own); it is never an error.
 func MetadataContext(metadata []byte) trace.SpanContext {
-	m, ok := scanTraceMeta(metadata, 0, 2)
-	if ok && m.TraceParent != "" {
-		if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
-			return sc
-		}
+	m, scanned := scanTraceMeta(metadata, 0, 2)
+	if !scanned && json.Unmarshal(metadata, &m) != nil {
+		return trace.SpanContext{}
 	}
-	if ok {
-		m, ok = scanTraceMeta(metadata, 2, 4)
+	if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
+		return sc
 	}
-	if !ok {
-		if json.Unmarshal(metadata, &m) != nil {
+	if scanned { // the Kurrent keys are read only without a valid traceparent
+		var ok bool
+		if m, ok = scanTraceMeta(metadata, 2, 4); !ok && json.Unmarshal(metadata, &m) != nil {
 			return trace.SpanContext{}
-		}
-		if m.TraceParent != "" {
-			if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
-				return sc
-			}
 		}
 	}
 	tid, err1 := trace.TraceIDFromHex(m.TraceID)
