@@ -123,6 +123,17 @@ func (n *known) wrote(k docKey, rev, delivered uint64) {
 }
 
 // delivered notes that document k's events were delivered up to rev.
+// pass is the outcome of the delivery of revision rev (at most wrote): applied
+// on its first delivery (the fold applied it ahead), a duplicate after; it
+// notes the delivery in at.
+func (at *knownAt) pass(rev uint64) Outcome {
+	if rev > at.delivered {
+		at.delivered = rev
+		return Applied
+	}
+	return Duplicate
+}
+
 func (n *known) delivered(k docKey, at knownAt, rev uint64) {
 	if rev > at.delivered {
 		at.delivered = rev
@@ -146,7 +157,7 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 			keep = append(keep, d)
 			continue
 		}
-		upTo := at.delivered
+		passed := at
 		rest := make([]int, 0, len(d.idx))
 		for _, i := range d.idx {
 			rev := b.events[i].StreamRevision
@@ -156,15 +167,11 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 				rest = append(rest, i)
 				continue
 			}
-			outcome := Duplicate
-			if rev > upTo {
-				outcome, upTo = Applied, rev
-			}
-			r := Result{Projection: p.Name(), Document: d.id, Outcome: outcome}
+			r := Result{Projection: p.Name(), Document: d.id, Outcome: passed.pass(rev)}
 			b.out[i] = append(b.out[i], r)
 			b.tracePassed(ctx, p, d.id, i, r)
 		}
-		b.known.delivered(k, at, upTo)
+		b.known.delivered(k, at, passed.delivered)
 		if len(rest) > 0 {
 			d.idx = rest
 			keep = append(keep, d)
@@ -185,12 +192,10 @@ func (e *Engine) knownResult(t target, ev Event) (Result, bool) {
 	if !ok || ev.StreamRevision > at.wrote {
 		return Result{}, false
 	}
-	outcome := Duplicate
-	if ev.StreamRevision > at.delivered {
-		outcome = Applied
-		e.known.delivered(t.key(), at, ev.StreamRevision)
-	}
-	return Result{Projection: t.p.Name(), Document: t.id, Outcome: outcome}, true
+	passed := at
+	r := Result{Projection: t.p.Name(), Document: t.id, Outcome: passed.pass(ev.StreamRevision)}
+	e.known.delivered(t.key(), at, passed.delivered)
+	return r, true
 }
 
 // highest is the highest stream revision of d's events in the batch. (A
