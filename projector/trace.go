@@ -3,10 +3,8 @@ package projector
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -152,92 +150,152 @@ type traceMeta struct {
 // Kurrent clients' $traceId and $spanId, as a remote span context. Metadata
 // that is not a JSON object, or has neither, gives an invalid span context
 // (the event starts a trace of its own); it is never an error.
+//
+// A span per event must cost little: the keys are found by a scan of the
+// metadata that allocates nothing (a value with escapes, or a key in
+// another shape, sends it to the JSON decoder instead).
 func MetadataContext(metadata []byte) trace.SpanContext {
-	m, scanned := scanTraceMeta(metadata, 0, 2)
-	if !scanned && json.Unmarshal(metadata, &m) != nil {
-		return trace.SpanContext{}
+	tp, ok := scanTraceKey(metadata, MetaTraceParent)
+	if !ok {
+		return metadataContextJSON(metadata)
 	}
-	if sc, ok := parseTraceParent(m.TraceParent, m.TraceState); ok {
-		return sc
-	}
-	if scanned { // the Kurrent keys are read only without a valid traceparent
-		var ok bool
-		if m, ok = scanTraceMeta(metadata, 2, 4); !ok && json.Unmarshal(metadata, &m) != nil {
-			return trace.SpanContext{}
+	if tp != nil {
+		ts, ok := scanTraceKey(metadata, MetaTraceState)
+		if !ok {
+			return metadataContextJSON(metadata)
+		}
+		if sc, ok := parseTraceParent(tp, ts); ok {
+			return sc
 		}
 	}
-	tid, err1 := trace.TraceIDFromHex(m.TraceID)
-	sid, err2 := trace.SpanIDFromHex(m.SpanID)
-	if err1 != nil || err2 != nil {
+	// The Kurrent keys are read only without a valid traceparent.
+	tid, ok1 := scanTraceKey(metadata, MetaTraceID)
+	sid, ok2 := scanTraceKey(metadata, MetaSpanID)
+	if !ok1 || !ok2 {
+		return metadataContextJSON(metadata)
+	}
+	return kurrentContext(tid, sid)
+}
+
+// metadataContextJSON is MetadataContext by the JSON decoder, for metadata
+// the scan does not read.
+func metadataContextJSON(metadata []byte) trace.SpanContext {
+	var m traceMeta
+	if json.Unmarshal(metadata, &m) != nil {
+		return trace.SpanContext{}
+	}
+	if sc, ok := parseTraceParent([]byte(m.TraceParent), []byte(m.TraceState)); ok {
+		return sc
+	}
+	return kurrentContext([]byte(m.TraceID), []byte(m.SpanID))
+}
+
+// kurrentContext is the span context of the Kurrent clients' $traceId and
+// $spanId.
+func kurrentContext(traceID, spanID []byte) trace.SpanContext {
+	var tid trace.TraceID
+	var sid trace.SpanID
+	if !lowerHex(tid[:], traceID) || !lowerHex(sid[:], spanID) {
 		return trace.SpanContext{}
 	}
 	// The convention carries no flags: the span is taken as sampled, as the
 	// .NET client's reading of it (an ActivityContext recorded) does.
-	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	if !sc.IsValid() {
+		return trace.SpanContext{}
+	}
+	return sc
 }
 
-// traceKeys are the keys scanTraceMeta looks for, quoted, in the order of
-// traceMeta's fields.
-var traceKeys = [...][]byte{[]byte(`"` + MetaTraceParent + `"`), []byte(`"` + MetaTraceState + `"`), []byte(`"` + MetaTraceID + `"`), []byte(`"` + MetaSpanID + `"`)}
-
-// scanTraceMeta reads trace keys from to to (of traceKeys) of an event's
-// metadata without decoding the rest of it (a span per event must cost
-// little): each key found followed by a plain string value (no escapes), as
-// writers put them. ok is false when a key is there in another shape; the
-// metadata is decoded as JSON then.
-func scanTraceMeta(b []byte, from, to int) (m traceMeta, ok bool) {
-	dst := [...]*string{&m.TraceParent, &m.TraceState, &m.TraceID, &m.SpanID}
-	for k := from; k < to; k++ {
-		key := traceKeys[k]
-		if k == 1 && m.TraceParent == "" {
-			continue // a tracestate alone says nothing
-		}
-		i := bytes.Index(b, key)
+// scanTraceKey finds key in an event's metadata, without decoding the rest
+// of it, and returns its value: a slice of b, nil when the key is not
+// there. The value must be a plain string (no escapes), as writers put it;
+// ok is false when the key is there in another shape (the metadata is
+// decoded as JSON then).
+func scanTraceKey(b []byte, key string) (value []byte, ok bool) {
+	// The key is looked for without its quotes: a quote is the commonest
+	// byte of JSON, and a search led by one slows down.
+	for from := 0; ; {
+		i := bytes.Index(b[from:], []byte(key))
 		if i < 0 {
-			continue
+			return nil, true
 		}
-		rest := bytes.TrimLeft(b[i+len(key):], " \t\r\n")
+		i += from
+		from = i + len(key)
+		if i == 0 || b[i-1] != '"' || from >= len(b) || b[from] != '"' {
+			continue // a longer word, or a part of one
+		}
+		rest := bytes.TrimLeft(b[from+1:], " \t\r\n")
+		if len(rest) > 0 && (rest[0] == ',' || rest[0] == ']' || rest[0] == '}') {
+			continue // the key's name as a value
+		}
 		if len(rest) == 0 || rest[0] != ':' {
-			return traceMeta{}, false
+			return nil, false
 		}
 		rest = bytes.TrimLeft(rest[1:], " \t\r\n")
 		if len(rest) == 0 || rest[0] != '"' {
-			return traceMeta{}, false
+			return nil, false
 		}
 		end := bytes.IndexByte(rest[1:], '"')
 		if end < 0 || bytes.IndexByte(rest[1:1+end], '\\') >= 0 {
-			return traceMeta{}, false
+			return nil, false
 		}
-		*dst[k] = string(rest[1 : 1+end])
+		return rest[1 : 1+end], true
 	}
-	return m, true
 }
 
-// parseTraceParent reads a W3C traceparent ("00-<trace id>-<span id>-<flags>")
-// and its tracestate as a remote span context, as the W3C propagator does.
-func parseTraceParent(tp, ts string) (trace.SpanContext, bool) {
+// parseTraceParent reads a W3C traceparent ("00-<trace id>-<span id>-<flags>",
+// lowercase hex) and its tracestate as a remote span context, as the W3C
+// propagator does.
+func parseTraceParent(tp, ts []byte) (trace.SpanContext, bool) {
 	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || len(tp) > 55 && tp[55] != '-' {
 		return trace.SpanContext{}, false
 	}
-	version, err := hex.DecodeString(tp[:2])
-	if err != nil || version[0] == 0xff || version[0] == 0 && len(tp) != 55 || strings.ToLower(tp) != tp {
-		return trace.SpanContext{}, false
-	}
-	tid, err1 := trace.TraceIDFromHex(tp[3:35])
-	sid, err2 := trace.SpanIDFromHex(tp[36:52])
-	flags, err3 := hex.DecodeString(tp[53:55])
-	if err1 != nil || err2 != nil || err3 != nil {
+	var version, flags [1]byte
+	var tid trace.TraceID
+	var sid trace.SpanID
+	if !lowerHex(version[:], tp[:2]) || version[0] == 0xff || version[0] == 0 && len(tp) != 55 ||
+		!lowerHex(tid[:], tp[3:35]) || !lowerHex(sid[:], tp[36:52]) || !lowerHex(flags[:], tp[53:55]) {
 		return trace.SpanContext{}, false
 	}
 	cfg := trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]) & trace.FlagsSampled, Remote: true}
-	if ts != "" {
-		if state, err := trace.ParseTraceState(ts); err == nil {
+	if len(ts) > 0 {
+		if state, err := trace.ParseTraceState(string(ts)); err == nil {
 			cfg.TraceState = state
 		}
 	}
 	sc := trace.NewSpanContext(cfg)
 	return sc, sc.IsValid()
 }
+
+// lowerHex decodes src, lowercase hex of exactly 2*len(dst) digits, into dst.
+func lowerHex(dst, src []byte) bool {
+	if len(src) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		hi, lo := hexValue[src[2*i]], hexValue[src[2*i+1]]
+		if hi|lo > 0xf {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+// hexValue is the value of each lowercase hex digit, 0xff for other bytes.
+var hexValue = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		v[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		v[c] = c - 'a' + 10
+	}
+	return v
+}()
 
 // startEvent starts the span of ev in document t (t.p nil: before routing).
 // start, when not zero, is when the work on it began (a batch's).

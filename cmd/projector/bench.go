@@ -64,6 +64,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	tune := defaultCatchUp
 	tune.register(fs)
+	fs.BoolVar(&tune.traced, "trace", false, "run A with tracing on (every span sampled, exported to a discarding exporter), as the tracing rounds do: with --cpuprofile-a, to see what tracing costs")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
 	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
 	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
@@ -647,6 +648,7 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		case <-time.After(time.Millisecond):
 		}
 	}
+	eng.SpansWG.Wait()
 	if err := flush(ctx); err != nil {
 		stop()
 		return rep, fmt.Errorf("flushing spans: %w", err)
