@@ -648,7 +648,6 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 		case <-time.After(time.Millisecond):
 		}
 	}
-	eng.SpansWG.Wait()
 	if err := flush(ctx); err != nil {
 		stop()
 		return rep, fmt.Errorf("flushing spans: %w", err)
