@@ -450,6 +450,7 @@ func (c catchUpSettings) args() []string {
 // childReport is what the catch-up process reports of its run.
 type childReport struct {
 	took                time.Duration // from its start (engine, subscription) to caught up
+	cpu                 time.Duration // the CPU time of its whole process (user and system)
 	batches, batched    uint64
 	reads, writes       uint64
 	readTime, writeTime time.Duration
@@ -480,6 +481,7 @@ func benchChild(ctx context.Context, esdbURI, mongoURI, database string, tune ca
 		return rep, fmt.Errorf("catch-up process: unexpected report %q: %w", out, err)
 	}
 	rep.took, rep.readTime, rep.writeTime = time.Duration(took), time.Duration(readTime), time.Duration(writeTime)
+	rep.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return rep, nil
 }
 

@@ -49,7 +49,7 @@ func (d *discardExporter) Shutdown(context.Context) error { return nil }
 // database, and prints every time, the medians and their ratio: single runs
 // of A vary too much to compare one with one.
 func benchTraceOverhead(ctx context.Context, stdout, stderr io.Writer, esdbURI, mongoURI string, client *mongo.Client, tune catchUpSettings, rounds int) error {
-	times := map[bool][]time.Duration{}
+	times, cpu := map[bool][]time.Duration{}, map[bool][]time.Duration{}
 	var spans uint64
 	db := client.Database("bench_trace")
 	for i := range rounds {
@@ -64,6 +64,7 @@ func benchTraceOverhead(ctx context.Context, stdout, stderr io.Writer, esdbURI, 
 				return fmt.Errorf("tracing %s, round %d: %w", onOff(traced), i+1, err)
 			}
 			times[traced] = append(times[traced], rep.took)
+			cpu[traced] = append(cpu[traced], rep.cpu)
 			if traced {
 				spans = max(spans, rep.spans)
 			}
@@ -74,6 +75,11 @@ func benchTraceOverhead(ctx context.Context, stdout, stderr io.Writer, esdbURI, 
 	fmt.Fprintf(stdout, "  tracing overhead, A %d times each way, in turns: off %v, on (100%% sampled, batch processor, discarding exporter, %d spans) %v (medians); on/off = %.3f\n",
 		rounds, off.Round(time.Millisecond), spans, on.Round(time.Millisecond), on.Seconds()/off.Seconds())
 	fmt.Fprintf(stdout, "    off: %v\n    on:  %v\n", roundAll(times[false]), roundAll(times[true]))
+	// The CPU time of A's whole process (start-up and connections too, the
+	// same both ways) varies less than A's time with what else the machine
+	// runs.
+	cpuOff, cpuOn := median(cpu[false]), median(cpu[true])
+	fmt.Fprintf(stdout, "  CPU time of A's process (medians): off %v, on %v; on/off = %.3f\n", cpuOff.Round(time.Millisecond), cpuOn.Round(time.Millisecond), cpuOn.Seconds()/cpuOff.Seconds())
 	return nil
 }
 
