@@ -16,7 +16,13 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
-func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
+func TestMain(m *testing.M) {
+	if os.Getenv(envReplayChild) != "" {
+		// A process a test started to be killed (replay_kill_test.go).
+		os.Exit(replayChild())
+	}
+	os.Exit(mongotest.Main(m))
+}
 
 var t0 = time.Date(2026, 11, 2, 9, 30, 15, 123456789, time.UTC)
 
