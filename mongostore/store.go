@@ -74,6 +74,9 @@ type Store struct {
 	bulkMu    sync.Mutex
 	bulk      *bulkLimits // how to split batches for this server, once known
 	bulkRetry time.Time   // after a failed ask, when to ask again
+
+	parkedMu      sync.Mutex
+	parkedIndexed bool // the index of held events' lookups exists
 }
 
 // What the engine and a runner use of a Store.

@@ -169,3 +169,39 @@ func TestCollections_a_rebuild_resumes_then_switches_readers(t *testing.T) {
 		t.Fatalf("second switch: %+v", c)
 	}
 }
+
+// The hold policy looks up a held document's events for each of its later
+// events: the first read of the held documents creates the index those
+// lookups use, and the lookups count per document and build.
+func TestHeld_creates_the_index_of_the_held_lookups(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.Database(t)
+	s := mongostore.New(db)
+	for i, d := range []string{"a", "a", "b"} {
+		pe := projector.ParkedEvent{Projection: "p", Document: d, Stream: "s-" + d, Revision: uint64(i), EventID: "e" + string(rune('0'+i)),
+			Type: "T", Data: []byte(`{}`), ParkedAt: time.Now(), Held: true, Collection: "c"}
+		if err := s.Park(ctx, pe); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := s.Held(ctx, "p", "c")
+	if err != nil || held["a"] != 2 || held["b"] != 1 || len(held) != 2 {
+		t.Fatalf("held %v (%v), want a: 2, b: 1", held, err)
+	}
+	if n, err := s.Holds(ctx, "p", "c", "a"); err != nil || n != 2 {
+		t.Fatalf("holds a: %d (%v), want 2", n, err)
+	}
+	if n, err := s.Holds(ctx, "p", "other build", "a"); err != nil || n != 0 {
+		t.Fatalf("holds a in another build: %d (%v), want 0", n, err)
+	}
+	specs, err := db.Collection(mongostore.ParkedCollection).Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range specs {
+		if strings.Contains(sp.KeysDocument.String(), `"projection"`) && strings.Contains(sp.KeysDocument.String(), `"document"`) {
+			return
+		}
+	}
+	t.Fatalf("indexes of %s: %d, none on projection and document", mongostore.ParkedCollection, len(specs))
+}
