@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -36,6 +37,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	if len(docs) == 0 {
 		return
 	}
+	start := time.Now()
 	// The documents' locks, in the order of their ids: what the per-event
 	// path holds for one attempt, a batch holds while it folds.
 	sorted := slices.Clone(docs)
@@ -82,6 +84,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 		unlock()
 	}
 	through = append(through, missed...)
+	b.traceFolded(ctx, p, docs, through, start)
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {
@@ -94,7 +97,9 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 func (b *batchRun) foldGuarded(ctx context.Context, p Definition, d *docEvents) (results []Result, ok bool) {
 	k := b.keeperOf(p)
 	state := p.newState()
-	meta, found, err := b.guardedStore.LoadGuarded(ctx, p.Collection(), d.id, state)
+	sctx, span := b.startStore(ctx, spanBatchRead, p, 1)
+	meta, found, err := b.guardedStore.LoadGuarded(sctx, p.Collection(), d.id, state)
+	endStore(span, err, 0)
 	if err != nil {
 		b.logger.Warn("batch read failed: the document's events go through one at a time", "projection", p.Name(), "document", d.id, "err", err)
 		return nil, false
@@ -139,7 +144,13 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, d *docEvents) 
 	}
 	written := read.meta
 	written.Version = meta.Version + 1
-	put, err := b.guardedStore.PutGuarded(ctx, p.Collection(), d.id, expected, written, cur)
+	sctx, span = b.startStore(ctx, spanBatchWrite, p, 1)
+	put, err := b.guardedStore.PutGuarded(sctx, p.Collection(), d.id, expected, written, cur)
+	missed := 0
+	if err == nil && !put {
+		missed = 1
+	}
+	endStore(span, err, missed)
 	if err != nil || !put {
 		if err != nil {
 			b.logger.Warn("batch write failed: the document's events go through one at a time", "projection", p.Name(), "document", d.id, "err", err)

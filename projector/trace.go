@@ -36,7 +36,8 @@ import (
 //   - projector.batch: one per [Engine.HandleBatch]; its children
 //     projector.batch.read (the one query that reads the batch's documents
 //     of a projection) and projector.batch.write (the one bulk write) time
-//     the store. An event the batch folds in memory whose metadata carries
+//     the store (a versioned document, a summary, has a read and a write of
+//     its own). An event the batch folds in memory whose metadata carries
 //     a trace context gets its projector.event span there (a child of that
 //     context, linked to the batch), from the start of the batch's work on
 //     its projection to the end of its write, so that the writer's trace

@@ -482,3 +482,56 @@ func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
 	}
 	assertDocument(t, s, "b1", append(a, more...))
 }
+
+// A batch that folds a versioned document (a summary fed by many streams)
+// shows the same: its read and write as children of the batch, and a span
+// for each folded event whose metadata carries a trace, in that trace.
+func TestTracing_a_batch_of_a_versioned_document_shows_its_read_its_write_and_each_traced_event(t *testing.T) {
+	tp, rec := recording(t)
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewClientSummaryProjection()}, projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	traced := []byte(`{"clientId":"c","traceparent":"00-` + tid + `-` + sid + `-01"}`)
+	var batch, tracedEvents []projector.Event
+	for _, id := range []string{"v1", "v2", "v3"} {
+		evs, err := log.AppendWithMetadata(cart.StreamID(id), traced, cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c", OpenedAt: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch, tracedEvents = append(batch, evs...), append(tracedEvents, evs...)
+		more, err := log.AppendWithMetadata(cart.StreamID(id), []byte(`{"clientId":"c"}`),
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, more...)
+	}
+	for i, rs := range e.HandleBatch(context.Background(), batch) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %+v", i, rs)
+		}
+	}
+	batches := spansNamed(rec, "projector.batch")
+	if len(batches) != 1 {
+		t.Fatalf("%d batch spans", len(batches))
+	}
+	for _, name := range []string{"projector.batch.read", "projector.batch.write"} {
+		sp := spansNamed(rec, name)
+		if len(sp) != 1 || sp[0].Parent().SpanID() != batches[0].SpanContext().SpanID() {
+			t.Fatalf("%d %s spans, want one (one document), a child of the batch", len(sp), name)
+		}
+	}
+	if n := len(spansNamed(rec, "projector.event")); n != len(tracedEvents) {
+		t.Errorf("%d event spans, want one per traced event (%d)", n, len(tracedEvents))
+	}
+	for _, ev := range tracedEvents {
+		sp := eventSpan(t, rec, cart.ClientSummaryName, ev.StreamID, ev.StreamRevision)
+		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
+			t.Errorf("event %s@%d: trace %v parent %v, want the metadata's", ev.StreamID, ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
+		}
+	}
+}
