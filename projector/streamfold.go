@@ -236,7 +236,8 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		return
 	}
 	fd.readFrom = fd.rev + 1
-	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
+	sctx, span := b.startFoldRead(ctx, p, stream, fd.readFrom)
+	err := b.history.ReadStream(sctx, stream, fd.rev+1, func(ev Event) error {
 		decoded, err := b.registry.Decode(ev)
 		if err != nil {
 			return ErrStopRead
@@ -250,6 +251,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		fd.extended++
 		return nil
 	})
+	endFoldRead(span, err, fd.extended)
 	if err == nil {
 		b.folded.Add(1)
 	}

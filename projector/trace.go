@@ -37,7 +37,10 @@ import (
 //     projector.batch.read (the one query that reads the batch's documents
 //     of a projection) and projector.batch.write (the one bulk write) time
 //     the store (a versioned document, a summary, has a read and a write of
-//     its own). An event the batch folds in memory whose metadata carries
+//     its own). A stream fold's read of a document's stream, forward from
+//     the batch's last event of it, is a projector.fold.read (projection,
+//     stream, projector.fold.from, and projector.fold.events: the events it
+//     folded). An event the batch folds in memory whose metadata carries
 //     a trace context gets its projector.event span there (a child of that
 //     context, linked to the batch), from the start of the batch's work on
 //     its projection to the end of its write, so that the writer's trace
@@ -54,6 +57,7 @@ const (
 	spanBatch      = "projector.batch"
 	spanBatchRead  = "projector.batch.read"
 	spanBatchWrite = "projector.batch.write"
+	spanFoldRead   = "projector.fold.read"
 	eventWait      = "projector.wait"
 	eventQueued    = "projector.queued"
 	eventFolded    = "projector.folded"
@@ -78,6 +82,8 @@ const (
 	attrDocuments   = attribute.Key("projector.batch.documents")
 	attrMissed      = attribute.Key("projector.batch.missed")
 	attrFolded      = attribute.Key("projector.batch.folded")
+	attrFoldFrom    = attribute.Key("projector.fold.from")
+	attrFoldEvents  = attribute.Key("projector.fold.events")
 	attrWaitAttempt = attribute.Key("projector.wait.attempt")
 	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
 	attrWaitReason  = attribute.Key("projector.wait.reason")
@@ -416,6 +422,33 @@ func (e *Engine) startStore(ctx context.Context, name string, p Definition, docu
 		span.SetAttributes(attrProjection.String(p.Name()), attrCollection.String(p.Collection()), attrDocuments.Int(documents))
 	}
 	return ctx, span
+}
+
+// startFoldRead starts the span of a stream fold's read of stream, forward
+// from revision from.
+func (e *Engine) startFoldRead(ctx context.Context, p Definition, stream string, from uint64) (context.Context, trace.Span) {
+	if !e.tracing() {
+		return ctx, off
+	}
+	ctx, span := e.tracer.Start(ctx, spanFoldRead, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attrProjection.String(p.Name()), attrStream.String(stream), attrFoldFrom.Int64(int64(from)))
+	}
+	return ctx, span
+}
+
+// endFoldRead ends the span of a stream fold's read, which folded events
+// of the stream. A read the fold stopped itself (an event it does not
+// simply apply) is no error.
+func endFoldRead(span trace.Span, err error, events int) {
+	if span.IsRecording() {
+		span.SetAttributes(attrFoldEvents.Int(events))
+		if err != nil && !errors.Is(err, ErrStopRead) {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }
 
 // endStore ends the span of a batch's read or write.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -532,6 +533,54 @@ func TestTracing_a_batch_of_a_versioned_document_shows_its_read_its_write_and_ea
 		sp := eventSpan(t, rec, cart.ClientSummaryName, ev.StreamID, ev.StreamRevision)
 		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
 			t.Errorf("event %s@%d: trace %v parent %v, want the metadata's", ev.StreamID, ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
+		}
+	}
+}
+
+// A stream fold's read of a document's stream is a span of the batch's:
+// which stream, from which revision, how many events it folded; a read that
+// fails has the error.
+func TestTracing_a_stream_fold_s_read_is_a_span_of_the_batch(t *testing.T) {
+	tp, rec := recording(t)
+	log := projectortest.NewLog(cart.Registry())
+	var all []projector.Event
+	for _, id := range []string{"f1", "f2"} {
+		all = append(all, log.MustAppend(t, cart.StreamID(id), cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "x", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "q", Quantity: 2}})...)
+	}
+	h := newStreams(all...)
+	h.fail = cart.StreamID("f2")
+	e := foldEngine(t, newStore(t), h, projector.WithTracerProvider(tp))
+	// The batch holds each cart's first event: the folds read the rest.
+	batch := []projector.Event{all[0], all[3]}
+	e.HandleBatch(context.Background(), batch)
+	batches := spansNamed(rec, "projector.batch")
+	if len(batches) != 1 {
+		t.Fatalf("%d batch spans", len(batches))
+	}
+	reads := spansNamed(rec, "projector.fold.read")
+	if len(reads) != 2 {
+		t.Fatalf("%d fold read spans, want 2", len(reads))
+	}
+	for _, sp := range reads {
+		stream, _ := attr(sp, "projector.stream")
+		from, _ := attr(sp, "projector.fold.from")
+		events, _ := attr(sp, "projector.fold.events")
+		if sp.Parent().SpanID() != batches[0].SpanContext().SpanID() || from != "1" {
+			t.Errorf("%s: parent %v from %s, want a child of the batch, from revision 1", stream, sp.Parent().SpanID(), from)
+		}
+		switch stream {
+		case cart.StreamID("f1"):
+			if events != "2" || sp.Status().Code == codes.Error {
+				t.Errorf("f1's read: %s events folded, status %v; want 2, no error", events, sp.Status())
+			}
+		case cart.StreamID("f2"):
+			if sp.Status().Code != codes.Error || !strings.Contains(sp.Status().Description, "connection lost") {
+				t.Errorf("f2's failed read: status %v, want the error", sp.Status())
+			}
+		default:
+			t.Errorf("a fold read of %q", stream)
 		}
 	}
 }
