@@ -175,18 +175,35 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	}
 	began := time.Now()
 	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
+		var fe *projector.Error
+		if errors.As(err, &fe) && c.policy == projector.Block {
+			// The rebuild's own failure policy, not the one run was given.
+			return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure hold, park or skip goes on past it, and run it again resumes)", err)
+		}
 		return err
 	}
-	// Caught up: the switch completes even if a signal came meanwhile.
-	switched, err := store.FinishRebuild(context.WithoutCancel(ctx), name, building, def)
+	// Caught up: the switch completes even if a signal came meanwhile. An
+	// error an interrupted attempt recorded is over.
+	wctx := context.WithoutCancel(ctx)
+	if err := store.ClearError(wctx, building); err != nil {
+		return err
+	}
+	switched, err := store.FinishRebuild(wctx, name, building, def)
 	if err != nil {
 		return err
 	}
 	st := r.Stats()
 	took := time.Since(began)
-	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d streams folded from their history, %d skipped, %d parked); readers now use %s (the previous collection %s is kept)\n",
-		name, st.Applied, took.Round(time.Millisecond), float64(st.Applied+st.Duplicates)/took.Seconds(), eng.StreamsFolded(), st.Skipped, st.Parked, switched.Active, switched.Previous)
+	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history); readers now use %s (the previous collection %s is kept)\n",
+		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
+		eng.StreamsFolded(), switched.Active, switched.Previous)
 	return nil
+}
+
+// handled is how many events a runner has handled, whatever their outcome
+// (failed ones aside).
+func handled(st projector.RunnerStats) uint64 {
+	return st.Applied + st.Duplicates + st.Skipped + st.Parked + st.Held
 }
 
 // follow runs r, on engine eng, until it has caught up with the head,
@@ -222,7 +239,7 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 			pos = st.Checkpoint.Position
 		}
 		elapsed := time.Since(began).Seconds()
-		rate := float64(st.Applied+st.Duplicates) / elapsed
+		rate := float64(handled(st)) / elapsed
 		streams := eng.StreamsFolded()
 		left := "?"
 		if moved := pos - start; moved > 0 && end > pos {
@@ -231,7 +248,7 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 			left = "0s"
 		}
 		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d streams folded (%.0f/s), position %d of %d, about %s left\n",
-			st.Applied, rate, streams, float64(streams)/elapsed, pos, end, left)
+			handled(st), rate, streams, float64(streams)/elapsed, pos, end, left)
 	}
 	stop()
 	return <-done

@@ -42,7 +42,7 @@ func TestRebuild_fills_a_new_collection_while_run_serves_then_switches_and_run_f
 	waitCheckpoint(t, live, store, srv.Head())
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
-	m := regexp.MustCompile(`rebuilt cart_details: 120 events in \S+, \d+ events/s \(\d+ streams folded from their history, 0 skipped, 0 parked\); readers now use (cart_details_r\d+) \(the previous collection cart_details is kept\)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`rebuilt cart_details: 120 events in \S+, \d+ events/s \(120 applied, 0 already applied, 0 skipped, 0 parked, 0 held; \d+ streams folded from their history\); readers now use (cart_details_r\d+) \(the previous collection cart_details is kept\)`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -166,8 +166,8 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 	checkCarts(t, store, cart.DetailsName, carts)
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
-	if code != 1 || !strings.Contains(errOut, "ghost") || strings.Contains(out, "readers now use") {
-		t.Fatalf("rebuild under block: exit %d, want 1 and the failure\n%s\n%s", code, out, errOut)
+	if code != 1 || !strings.Contains(errOut, "ghost") || !strings.Contains(errOut, "rebuild --on-failure hold, park or skip") || strings.Contains(out, "readers now use") {
+		t.Fatalf("rebuild under block: exit %d, want 1, the failure and what goes past it\n%s\n%s", code, out, errOut)
 	}
 	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != cart.DetailsName {
 		t.Fatalf("readers moved to %q after a failed rebuild", got)
@@ -179,6 +179,12 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 		t.Fatalf("rebuild --on-failure park: exit %d\n%s\n%s", code, out, errOut)
 	}
 	checkCarts(t, store, m[1], carts)
+	// The error the first attempt recorded for the build is over: status no
+	// longer shows it.
+	cps, err := store.Checkpoints(context.Background())
+	if err != nil || cps[m[1]].LastError != "" {
+		t.Errorf("the rebuilt collection's record: %+v (%v), want no error left", cps[m[1]], err)
+	}
 	// Each build has its record of the ghost removal: the run's (the
 	// collection the rebuild replaced) and the rebuild's, which is the one
 	// replay-parked replays now.
