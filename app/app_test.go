@@ -123,7 +123,13 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			return c
 		}(), nil, `two commands named "status"`, ""},
 		{"an unknown name in --projections", config(good), []string{"--projections", "tickets,nope"}, `unknown projection "nope"; known: tickets`, ""},
-		{"a runner setting that cannot work", config(good), []string{"--checkpoint-every", "0"}, `projection "tickets": projector: runner: checkpoint every 0 events`, ""},
+		{"a runner setting that cannot work", config(good), []string{"--checkpoint-every", "0"}, `--checkpoint-every 0, --checkpoint-interval 1s: want at least 1 event`, ""},
+		{"negative --workers", config(good), []string{"--workers", "-1"}, `--workers -1: want at least 1`, ""},
+		{"a batch of 0", config(good), []string{"--batch", "0"}, `--batch 0, --batch-window 20ms: want a batch of at least 1`, ""},
+		{"hold under a strategy without revisions", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
+			[]string{"--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, ""},
+		{"rebuild with hold under a strategy without revisions", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
+			[]string{"tickets", "--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, "rebuild"},
 		{"global position in a group", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads}),
 			[]string{"--group", "g"}, "cannot run in a persistent subscription group", ""},
 		{"status of a bad catalog", config(app.Projection{Definition: noHandlers, Reads: good.Reads}), nil, "has no handlers", "status"},
@@ -297,7 +303,7 @@ func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testin
 		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(c, nil, append([]string{"rebuild", "picky", "--esdb", servers.ESDBURI()}, common...)...)
-	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked); readers now use picky_r") {
+	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked, 0 held; 0 streams folded from their history); readers now use picky_r") {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
 	}
 }

@@ -64,6 +64,9 @@ drop it when no reader uses it.
 	if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
 		return usageError(inv.Stderr, "projection %q: %v", name, err)
 	}
+	if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
+		return usageError(inv.Stderr, "%v", err)
+	}
 	client, err := dial(ctx, c.servers, nil)
 	if err != nil {
 		return err

@@ -75,12 +75,27 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 		// order: a consumer cannot know that another holds the document.
 		return usageError(inv.Stderr, "--on-failure hold needs one consumer reading the log in order: it cannot run in a persistent subscription group (--group)")
 	}
+	// The flags' own values first, in their names (a projection's own
+	// settings are checked below, in its name).
+	switch {
+	case c.workers < 1:
+		return usageError(inv.Stderr, "--workers %d: want at least 1", c.workers)
+	case c.batch < 1 || c.batchWindow < 0:
+		return usageError(inv.Stderr, "--batch %d, --batch-window %v: want a batch of at least 1 and a window of at least 0", c.batch, c.batchWindow)
+	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
+		return usageError(inv.Stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
+	case c.drainTimeout <= 0:
+		return usageError(inv.Stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
+	}
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
 		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}
 	for _, p := range c.selected {
 		if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
 			return usageError(inv.Stderr, "projection %q: %v", p.Definition.Name(), err)
+		}
+		if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
+			return usageError(inv.Stderr, "%v", err)
 		}
 		if s := p.Definition.Strategy(); c.group != "" && s.NeedsOrderedSource() {
 			return usageError(inv.Stderr, "projection %q uses the %s strategy, which needs one consumer reading the log in order: "+

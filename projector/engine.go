@@ -133,7 +133,7 @@ func (e *Engine) checkPolicies() error {
 	e.policies = make(map[string]FailurePolicy, len(e.projections))
 	check := func(pol FailurePolicy) error {
 		switch {
-		case pol != Block && pol != Skip && pol != Park && pol != Hold:
+		case !pol.known():
 			return fmt.Errorf("projector: unknown failure policy %d", int(pol))
 		case pol == Park && e.parker == nil:
 			return errors.New("projector: the park policy needs a place to record parked events: WithParker (mongostore.Store is one)")
@@ -153,12 +153,27 @@ func (e *Engine) checkPolicies() error {
 		if err := check(pol); err != nil {
 			return err
 		}
-		if err := holdable(p, pol); err != nil {
+		if err := CheckFailurePolicy(p, pol); err != nil {
 			return err
 		}
 		e.policies[p.Name()] = pol
 	}
 	return nil
+}
+
+// CheckFailurePolicy reports whether projection p can run under failure
+// policy pol, the engine's ([WithFailurePolicy]; p's own, set with
+// [Projection.OnFailure], wins): the rule [NewEngine] applies, for a command
+// line to check before it connects to anything. Where the engine records
+// parked or held events is checked by NewEngine only.
+func CheckFailurePolicy(p Definition, pol FailurePolicy) error {
+	if own, ok := p.failurePolicy(); ok {
+		pol = own
+	}
+	if !pol.known() {
+		return fmt.Errorf("projector: projection %q: unknown failure policy %d", p.Name(), int(pol))
+	}
+	return holdable(p, pol)
 }
 
 // policyOf returns the failure policy of projection p: its own, or the

@@ -84,6 +84,9 @@ const (
 	Hold
 )
 
+// known reports whether p is one of the policies above.
+func (p FailurePolicy) known() bool { return p >= Block && p <= Hold }
+
 func (p FailurePolicy) String() string {
 	switch p {
 	case Block:
