@@ -78,14 +78,26 @@ func (c *Running) Stderr() string { return c.stderr.String() }
 func (c *Running) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string, position uint64) {
 	tb.Helper()
 	if err := WaitCheckpoint(db, name, position, c.done); err != nil {
-		tb.Fatalf("e2e: %v (exit %d)\nstderr:\n%s", err, c.code, c.Stderr())
+		tb.Fatalf("e2e: %v (%s)\nstderr:\n%s", err, c.state(), c.Stderr())
+	}
+}
+
+// state says whether the command is still running, or its exit status.
+func (c *Running) state() string {
+	select {
+	case <-c.done:
+		return fmt.Sprintf("exit %d", c.code)
+	default:
+		return "the command is still running"
 	}
 }
 
 // WaitCheckpoint waits until the checkpoint of name (a projection's
 // collection) in db has reached position: every event up to it is applied.
-// It gives up when done is closed (the projector ended; nil: never) or after
-// two minutes.
+// It gives up when done is closed (the projector ended; nil: never), when
+// the projection's record has held an error for [StoppedGrace] while the
+// checkpoint stays short of position (the projection stopped at it: an event
+// that failed for good, say), or after two minutes.
 //
 // For a projection that is caught up, position is the head of $all
 // ([Servers.Head]): the test double sends a filtered subscription a
@@ -95,10 +107,20 @@ func (c *Running) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string,
 func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-chan struct{}) error {
 	store := mongostore.New(db)
 	deadline := time.Now().Add(2 * time.Minute)
+	var erred time.Time // since when the record has held its error
 	for {
 		cp, err := store.LoadCheckpoint(context.Background(), name)
 		if err == nil && cp != nil && cp.Position >= position {
 			return nil
+		}
+		if st, err := store.Checkpoints(context.Background()); err == nil && st[name].LastError != "" {
+			if erred.IsZero() {
+				erred = time.Now()
+			} else if time.Since(erred) >= StoppedGrace {
+				return fmt.Errorf("%s stopped short of position %d (its checkpoint is %v): %s", name, position, cp, st[name].LastError)
+			}
+		} else {
+			erred = time.Time{}
 		}
 		select {
 		case <-done:
@@ -110,6 +132,12 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 		}
 	}
 }
+
+// StoppedGrace is how long [WaitCheckpoint] lets a projection's recorded
+// error stand, while its checkpoint does not reach the position, before it
+// takes the projection as stopped: an error a runner recovers from is
+// cleared once it has caught up.
+const StoppedGrace = 5 * time.Second
 
 // lockedBuffer is a buffer written by the command while the test reads it.
 type lockedBuffer struct {

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,46 @@ func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testi
 	}
 	if err := e2e.WaitCheckpoint(db, "doors", servers.Head()+1, bad.Done()); err == nil || !strings.Contains(err.Error(), "ended before the checkpoint") {
 		t.Fatalf("WaitCheckpoint on an ended command: %v", err)
+	}
+}
+
+// A projection that stops at an event that fails for good, while the
+// command goes on: WaitCheckpoint gives up soon after, with the error the
+// projection recorded, instead of waiting out its two minutes.
+func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *testing.T) {
+	type door struct {
+		Open bool `bson:"open"`
+	}
+	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(doors, func(d door, _ closed) (door, error) {
+		if !d.Open {
+			return d, errors.New("the door is closed already")
+		}
+		d.Open = false
+		return d, nil
+	})
+	// Another projection, which goes on: the command runs on.
+	visits := projector.New[door]("visits", projector.StreamSuffix("door/"))
+	projector.Create(visits, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(visits, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
+	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{
+		{Definition: doors, Reads: app.StreamPrefix("door/")}, {Definition: visits, Reads: app.StreamPrefix("door/")}}}
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "door/8", opened{By: "ann"}, closed{}, closed{})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	began := time.Now()
+	err := e2e.WaitCheckpoint(db, "doors", servers.Head(), cmd.Done())
+	if err == nil || !strings.Contains(err.Error(), "the door is closed already") || !strings.Contains(err.Error(), "stopped short of position") {
+		t.Fatalf("WaitCheckpoint: %v, want the projection's error", err)
+	}
+	if took := time.Since(began); took >= time.Minute {
+		t.Fatalf("WaitCheckpoint gave up after %v, want soon after the projection stopped", took)
+	}
+	select {
+	case <-cmd.Done():
+		t.Fatalf("the command ended: %s", cmd.Stderr())
+	default:
 	}
 }
