@@ -105,6 +105,8 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"reads nothing", config(app.Projection{Definition: tickets("tickets")}), nil, `projection "tickets" reads nothing`, ""},
 		{"an empty prefix", config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("")}), nil, "would read every stream", ""},
 		{"an empty category", config(app.Projection{Definition: tickets("tickets"), Reads: app.Category("")}), nil, "would read every stream", ""},
+		{"a category with its dash", config(app.Projection{Definition: tickets("tickets"), Reads: app.Category("ticket-")}), nil,
+			`reads category "ticket-": a category is the stream name before its "-", without it: Category("ticket") reads ticket-1`, ""},
 		{"an invalid regex", config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamRegex("^ticket/(")}), nil, "invalid stream regex", ""},
 		{"event types under the revision gate", config(app.Projection{Definition: tickets("tickets"), Reads: app.EventTypes("ticket.noted")}), nil,
 			"leaves holes in its streams' revisions", ""},

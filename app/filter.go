@@ -21,6 +21,7 @@ type Filter struct {
 	prefixes []string // stream-name prefixes
 	regex    string   // stream-name regular expression
 	types    []string // event types, exactly
+	category string   // the category Category was given
 	what     string   // for messages
 }
 
@@ -47,6 +48,7 @@ func StreamPrefix(prefixes ...string) Filter {
 func Category(category string) Filter {
 	f := StreamPrefix(category + "-")
 	f.what = fmt.Sprintf("category %q", category)
+	f.category = category
 	return f
 }
 
@@ -89,6 +91,10 @@ func (f Filter) check() error {
 			if strings.TrimSpace(p) == "" || p == "-" {
 				return fmt.Errorf("reads %s: an empty prefix or category would read every stream", f)
 			}
+		}
+		if c, ok := strings.CutSuffix(f.category, "-"); ok && strings.TrimSpace(c) != "" {
+			// It would read streams named "<category>--<id>": none, silently.
+			return fmt.Errorf("reads %s: a category is the stream name before its \"-\", without it: Category(%q) reads %s-1, %s-2, ...", f, c, c, c)
 		}
 	case byTypes:
 		if len(f.types) == 0 {
