@@ -199,10 +199,14 @@ func runDemo(ctx context.Context, inv app.Invocation) error {
 	}
 	fmt.Fprintln(stdout)
 	if c.hold {
+		// The faults were the demo's: what runs against the servers now
+		// gets each event once.
+		es.DuplicateDeliveries(0)
 		esdbURI, mongo := subscription.Redact(es.URI()), subscription.Redact(mongoURI)
-		fmt.Fprintf(stdout, "holding the servers up; Ctrl-C to stop. Point projector commands, or your own binary, at them:\n"+
-			"  projector run --esdb '%s' --mongo '%s' --http ''\n"+
-			"  projector status --esdb '%[1]s' --mongo '%[2]s'\n"+
+		fmt.Fprintf(stdout, "holding the servers up, without the demo's faults; Ctrl-C to stop. Point projector commands, or your own binary, at them\n"+
+			"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names):\n"+
+			"  projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+
+			"  projector status --esdb '%[1]s' --mongo '%[2]s' --database mine\n"+
 			"  mongosh '%[2]s'   (the demo's read models are in database %s)\n", esdbURI, mongo, c.database)
 		<-ctx.Done()
 	}
