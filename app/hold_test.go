@@ -76,7 +76,7 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(c, nil, append([]string{"status", "--parked"}, common...)...)
-	if code != 0 || strings.Count(out, "held sick: ") != 4 || !strings.Contains(out, "ticket/sick@2\tticket.noted") {
+	if code != 0 || strings.Count(out, "held sick: ") != 4 || !strings.Contains(out, "ticket/sick@2\tticket.noted") || !strings.HasPrefix(out, "PROJECTION\tEVENT\t") {
 		t.Fatalf("status --parked: exit %d\n%s\n%s", code, out, stderr)
 	}
 	// Still broken: nothing applies past the poison.
@@ -98,5 +98,9 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 	code, out, stderr = run(c, nil, append([]string{"status"}, common...)...)
 	if code != 0 || strings.Contains(out, "sick") {
 		t.Fatalf("status after the replay: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"status", "--parked"}, common...)...)
+	if code != 0 || out != "" || strings.TrimSpace(stderr) != "no parked or held events" {
+		t.Fatalf("status --parked after the replay: exit %d\nstdout %q\nstderr %q", code, out, stderr)
 	}
 }

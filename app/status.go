@@ -89,7 +89,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	}
 	defer store.Close()
 	if c.showParked {
-		return printParked(ctx, inv.Stdout, store.Store, selected)
+		return printParked(ctx, inv.Stdout, inv.Stderr, store.Store, selected)
 	}
 	lines, err := c.statuses(ctx, store.Store, client, selected)
 	if err != nil {
@@ -217,10 +217,12 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 	return nil
 }
 
-// printParked lists the parked events of the projections, one a line,
-// tab-separated: projection, stream@revision, type, when, attempts, and the
-// error after the build collection it was parked in (and the held document).
-func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
+// printParked lists the parked events of the projections, one a line under
+// a header, tab-separated: projection, stream@revision, type, when,
+// attempts, and the error after the build collection it was parked in (and
+// the held document); with none, it says so on stderr.
+func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Store, selected []Projection) error {
+	n := 0
 	for _, p := range selected {
 		parked, err := store.Parked(ctx, p.Definition.Name())
 		if err != nil {
@@ -234,10 +236,26 @@ func printParked(ctx context.Context, w io.Writer, store *mongostore.Store, sele
 			if p.Collection != "" {
 				held = "[" + p.Collection + "] " + held
 			}
-			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%d attempts\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), p.Attempts, held, p.Error)
+			if n == 0 {
+				fmt.Fprintln(w, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
+			}
+			n++
+			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, p.Error)
 		}
 	}
+	if n == 0 {
+		// Said on stderr: stdout, the rows, stays empty for a script.
+		fmt.Fprintln(stderr, "no parked or held events")
+	}
 	return nil
+}
+
+// plural is n and the noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // printStatus prints the lines as a table.

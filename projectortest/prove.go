@@ -47,13 +47,17 @@ type Delivery struct {
 // Report is what [Prove] did.
 type Report struct {
 	Events, Deliveries, Documents int
-	// Outcomes of the deliveries, summed over the projection's documents.
-	Applied, Duplicates, Failed, Waits int
+	// Outcomes of the deliveries, summed over the projection's documents:
+	// Applied (skipped and parked ones too), Duplicates, Failed, and
+	// Requeued, those whose predecessor did not come in time, delivered
+	// again later as a subscription would (Deliveries counts them again).
+	// Waits are the gate's, summed over deliveries.
+	Applied, Duplicates, Failed, Requeued, Waits int
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("%d events, %d deliveries, %d documents: %d applied, %d duplicates, %d failed, %d waits",
-		r.Events, r.Deliveries, r.Documents, r.Applied, r.Duplicates, r.Failed, r.Waits)
+	return fmt.Sprintf("%d events, %d deliveries, %d documents: %d applied, %d duplicates, %d failed, %d delivered again later, %d waits",
+		r.Events, r.Deliveries, r.Documents, r.Applied, r.Duplicates, r.Failed, r.Requeued, r.Waits)
 }
 
 // ErrNotExactlyOnce: a document is not the fold of its events after
@@ -222,6 +226,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	}
 	wg.Wait()
 	rep.Deliveries += requeued
+	rep.Requeued = requeued
 	if firstErr != nil {
 		return rep, fmt.Errorf("projectortest: an event failed: %w", firstErr)
 	}

@@ -41,6 +41,10 @@ func TestProve_passes_the_cart_details_projection(t *testing.T) {
 	if rep.Applied != rep.Events || rep.Duplicates == 0 || rep.Documents != 20 {
 		t.Fatalf("report %v", rep)
 	}
+	// Every delivery has its outcome in the report.
+	if sum := rep.Applied + rep.Duplicates + rep.Failed + rep.Requeued; sum != rep.Deliveries {
+		t.Fatalf("report %v: the outcomes add up to %d deliveries", rep, sum)
+	}
 }
 
 // clientCarts counts a client's carts in one document per client, but uses
