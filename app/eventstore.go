@@ -111,6 +111,9 @@ func (s esdbStore) group(name string, opts neutral.AllOptions, block bool, logge
 	})
 }
 
+// errNoGroup: the persistent subscription group does not exist.
+var errNoGroup = errors.New("no such group")
+
 func (s esdbStore) parked(ctx context.Context, group string) (string, int64, error) {
 	var name string
 	var n int64
@@ -121,6 +124,9 @@ func (s esdbStore) parked(ctx context.Context, group string) (string, int64, err
 			if info.Stats != nil {
 				n = info.Stats.ParkedMessagesCount
 			}
+		}
+		if e := (*esdb.Error)(nil); errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound {
+			return errNoGroup
 		}
 		return err
 	})
@@ -186,6 +192,9 @@ func (s kurrentStore) parked(ctx context.Context, group string) (string, int64, 
 			if info.Stats != nil {
 				n = info.Stats.ParkedMessagesCount
 			}
+		}
+		if e := (*kurrentdb.Error)(nil); errors.As(err, &e) && e.Code() == kurrentdb.ErrorCodeResourceNotFound {
+			return errNoGroup
 		}
 		return err
 	})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -210,6 +211,9 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 	gctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	name, parked, err := client.parked(gctx, group)
+	if errors.Is(err, errNoGroup) {
+		return fmt.Errorf("no persistent subscription group %s: run --group %s creates one per projection, named %s", group, c.group, groupName(c.group, "<projection>"))
+	}
 	if err != nil {
 		return fmt.Errorf("group %s: %w", group, err)
 	}

@@ -326,6 +326,12 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	if lines[0]["parked"] != float64(1) || lines[0]["group"] != "projector-cart_details" {
 		t.Fatalf("status %v, want group projector-cart_details with 1 parked event", lines[0])
 	}
+	// A group that does not exist: one line that says what groups are named.
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog"}, common...)...)
+	if code != 1 || !strings.Contains(errOut, "no persistent subscription group nog-cart_details: run --group nog creates one per projection") ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("status of a group that does not exist: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
 
 func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_still_failing(t *testing.T) {
