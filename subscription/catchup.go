@@ -14,7 +14,11 @@ import (
 
 // AllOptions configure a catch-up subscription to $all. It is the same type
 // as kurrent.AllOptions, so that one value configures a source on either
-// client; see [neutral.AllOptions] for its fields.
+// client. Its fields (go doc shows them under [neutral.AllOptions]):
+// StreamPrefixes or StreamRegex (which streams, filtered on the server),
+// EventTypePrefixes or EventTypeRegex (which event types), MaxSearchWindow
+// and CheckpointInterval (how often the server sends checkpoints),
+// ResolveLinks and Logger.
 type AllOptions = neutral.AllOptions
 
 // All is a catch-up subscription to $all, as a [projector.Source]: it reads
