@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription/neutral"
 )
@@ -46,6 +47,20 @@ func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false, or kurrentdb://localhost:2113?tls=false for KurrentDB-Client-Go", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
 		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
+	}
+	// The connection strings are parsed now, without connecting: one that
+	// cannot be is a usage error.
+	if s.esdb != "" {
+		c, err := openEventStore(s.esdb, nil)
+		if err != nil {
+			return usageError(inv.Stderr, "--esdb: %v", err)
+		}
+		c.Close()
+	}
+	if s.mongo != "" {
+		if err := mongostore.CheckURI(s.mongo); err != nil {
+			return usageError(inv.Stderr, "--mongo: %v", err)
+		}
 	}
 	return nil
 }

@@ -25,9 +25,9 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	cs, err := connstring.ParseAndValidate(uri)
+	cs, err := parseURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
+		return nil, err
 	}
 	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
 		// A refused connection is known at once, not when the driver's
@@ -73,6 +73,22 @@ func Open(ctx context.Context, uri, database string, timeout time.Duration, opts
 
 // redact removes the URI's password from an error message, in case the parser
 // quoted it.
+// CheckURI reports, without connecting, whether uri is a MongoDB connection
+// string Connect can use: what a command line checks before it connects to
+// anything. The error names no credentials.
+func CheckURI(uri string) error {
+	_, err := parseURI(uri)
+	return err
+}
+
+func parseURI(uri string) (*connstring.ConnString, error) {
+	cs, err := connstring.ParseAndValidate(uri)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
+	}
+	return cs, nil
+}
+
 func redact(err error, uri string) error {
 	cs, perr := connstring.Parse(uri)
 	if perr != nil || cs.Password == "" {

@@ -257,7 +257,9 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 	}
 	checkBadInputs(t, []badInput{
 		{"no esdb", []string{"run", "--mongo", mongo}, 2, "--esdb (or PROJECTOR_ESDB) is required"},
-		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 1, "EventStoreDB connection string"},
+		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: subscription: EventStoreDB connection string"},
+		{"unparsable kurrentdb", []string{"run", "--esdb", "kurrentdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: kurrent: KurrentDB connection string"},
+		{"unparsable mongo", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://u:hunter2@host:99999"}, 2, "--mongo: mongostore: invalid MongoDB URI"},
 		{"esdb refusing", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "nothing answers at 127.0.0.1:1 (connection refused)"},
 		{"esdb not answering", []string{"run", "--esdb", "esdb://" + silent.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
 		{"esdb without TLS", []string{"run", "--esdb", "esdb://" + srv.Addr(), "--mongo", mongo, "--http", ""}, 1, "does not speak TLS: add ?tls=false to the connection string"},
