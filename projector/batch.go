@@ -342,10 +342,11 @@ type folder struct {
 	found bool
 	// extended counts the events folded from the stream after the batch's
 	// ([StreamHistory]), read from revision readFrom on; broken: that read
-	// failed half-way.
+	// failed half-way, with readErr.
 	extended int
 	readFrom uint64
 	broken   bool
+	readErr  error
 }
 
 func newFolder(k keeper, p Definition, id string, cur driver.Loaded, found bool) *folder {

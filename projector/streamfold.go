@@ -218,6 +218,8 @@ const foldLimit = 8
 // through the catch-up as usual). A read that fails leaves the fold as the
 // batch made it.
 func (b *batchRun) extend(ctx context.Context, p Definition, folders []*folder) {
+	ctx, span := b.startFoldReads(ctx, p, len(folders))
+	defer endFoldReads(span, folders)
 	sem := make(chan struct{}, foldLimit)
 	var wg sync.WaitGroup
 	for _, fd := range folders {
@@ -236,8 +238,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		return
 	}
 	fd.readFrom = fd.rev + 1
-	sctx, span := b.startFoldRead(ctx, p, stream, fd.readFrom)
-	err := b.history.ReadStream(sctx, stream, fd.rev+1, func(ev Event) error {
+	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
 		decoded, err := b.registry.Decode(ev)
 		if err != nil {
 			return ErrStopRead
@@ -251,7 +252,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		fd.extended++
 		return nil
 	})
-	endFoldRead(span, err, fd.extended)
+	fd.readErr = err
 	if err == nil {
 		b.folded.Add(1)
 	}

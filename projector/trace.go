@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -37,10 +38,13 @@ import (
 //     projector.batch.read (the one query that reads the batch's documents
 //     of a projection) and projector.batch.write (the one bulk write) time
 //     the store (a versioned document, a summary, has a read and a write of
-//     its own). A stream fold's read of a document's stream, forward from
-//     the batch's last event of it, is a projector.fold.read (projection,
-//     stream, projector.fold.from, and projector.fold.events: the events it
-//     folded). An event the batch folds in memory whose metadata carries
+//     its own). The stream reads of a batch's folds (each document's stream,
+//     forward from the batch's last event of it) are one span,
+//     projector.fold.read (projection, projector.fold.streams,
+//     projector.fold.events: the events the folds applied ahead,
+//     projector.fold.failed), with a span event projector.fold.failed
+//     (stream, projector.fold.from, projector.fold.error) per failed read.
+//     An event the batch folds in memory whose metadata carries
 //     a trace context gets its projector.event span there (a child of that
 //     context, linked to the batch), from the start of the batch's work on
 //     its projection to the end of its write, so that the writer's trace
@@ -53,14 +57,15 @@ const tracerName = "github.com/revgate/projector/projector"
 
 // Span and span event names.
 const (
-	spanEvent      = "projector.event"
-	spanBatch      = "projector.batch"
-	spanBatchRead  = "projector.batch.read"
-	spanBatchWrite = "projector.batch.write"
-	spanFoldRead   = "projector.fold.read"
-	eventWait      = "projector.wait"
-	eventQueued    = "projector.queued"
-	eventFolded    = "projector.folded"
+	spanEvent       = "projector.event"
+	spanBatch       = "projector.batch"
+	spanBatchRead   = "projector.batch.read"
+	spanBatchWrite  = "projector.batch.write"
+	spanFoldRead    = "projector.fold.read"
+	eventWait       = "projector.wait"
+	eventQueued     = "projector.queued"
+	eventFolded     = "projector.folded"
+	eventFoldFailed = "projector.fold.failed"
 )
 
 // Attribute keys, all under projector.; the OpenTelemetry messaging
@@ -82,8 +87,11 @@ const (
 	attrDocuments   = attribute.Key("projector.batch.documents")
 	attrMissed      = attribute.Key("projector.batch.missed")
 	attrFolded      = attribute.Key("projector.batch.folded")
-	attrFoldFrom    = attribute.Key("projector.fold.from")
+	attrFoldStreams = attribute.Key("projector.fold.streams")
 	attrFoldEvents  = attribute.Key("projector.fold.events")
+	attrFoldFailed  = attribute.Key("projector.fold.failed")
+	attrFoldFrom    = attribute.Key("projector.fold.from")
+	attrFoldError   = attribute.Key("projector.fold.error")
 	attrWaitAttempt = attribute.Key("projector.wait.attempt")
 	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
 	attrWaitReason  = attribute.Key("projector.wait.reason")
@@ -424,28 +432,38 @@ func (e *Engine) startStore(ctx context.Context, name string, p Definition, docu
 	return ctx, span
 }
 
-// startFoldRead starts the span of a stream fold's read of stream, forward
-// from revision from.
-func (e *Engine) startFoldRead(ctx context.Context, p Definition, stream string, from uint64) (context.Context, trace.Span) {
+// startFoldReads starts the span of a batch's stream reads for the folds
+// of projection p's documents: one span for them all, as for the batch's
+// read and write, not one per document (a rebuild reads a stream per
+// document).
+func (e *Engine) startFoldReads(ctx context.Context, p Definition, streams int) (context.Context, trace.Span) {
 	if !e.tracing() {
 		return ctx, off
 	}
 	ctx, span := e.tracer.Start(ctx, spanFoldRead, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
-		span.SetAttributes(attrProjection.String(p.Name()), attrStream.String(stream), attrFoldFrom.Int64(int64(from)))
+		span.SetAttributes(attrProjection.String(p.Name()), attrFoldStreams.Int(streams))
 	}
 	return ctx, span
 }
 
-// endFoldRead ends the span of a stream fold's read, which folded events
-// of the stream. A read the fold stopped itself (an event it does not
-// simply apply) is no error.
-func endFoldRead(span trace.Span, err error, events int) {
+// endFoldReads ends the span of a batch's stream reads: how many events the
+// folds applied ahead, and each read that failed (a span event
+// projector.fold.failed with its stream and error; the status Error).
+func endFoldReads(span trace.Span, folders []*folder) {
 	if span.IsRecording() {
-		span.SetAttributes(attrFoldEvents.Int(events))
-		if err != nil && !errors.Is(err, ErrStopRead) {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
+		events, failed := 0, 0
+		for _, fd := range folders {
+			events += fd.extended
+			if fd.readErr != nil {
+				failed++
+				span.AddEvent(eventFoldFailed, trace.WithAttributes(attrStream.String(fd.f.write.Stream),
+					attrFoldFrom.Int64(int64(fd.readFrom)), attrFoldError.String(fd.readErr.Error())))
+			}
+		}
+		span.SetAttributes(attrFoldEvents.Int(events), attrFoldFailed.Int(failed))
+		if failed > 0 {
+			span.SetStatus(codes.Error, fmt.Sprintf("%d of %d stream reads failed", failed, len(folders)))
 		}
 	}
 	span.End()
