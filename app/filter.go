@@ -94,7 +94,7 @@ func (f Filter) check() error {
 		}
 		if c, ok := strings.CutSuffix(f.category, "-"); ok && strings.TrimSpace(c) != "" {
 			// It would read streams named "<category>--<id>": none, silently.
-			return fmt.Errorf("reads %s: a category is the stream name before its \"-\", without it: Category(%q) reads %s-1, %s-2, ...", f, c, c, c)
+			return fmt.Errorf("reads %s: a category is the stream name before its \"-\", without it: Category(%q) reads %s-1, %s-2 and so on", f, c, c, c)
 		}
 	case byTypes:
 		if len(f.types) == 0 {

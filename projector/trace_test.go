@@ -580,7 +580,7 @@ func TestTracing_a_batch_s_stream_reads_are_one_span(t *testing.T) {
 			continue
 		}
 		for _, kv := range ev.Attributes {
-			failures = append(failures, string(kv.Key)+"="+kv.Value.Emit())
+			failures = append(failures, string(kv.Key)+"="+kv.Value.String())
 		}
 	}
 	for _, w := range []string{"projector.stream=" + cart.StreamID("f2"), "projector.fold.from=1"} {
