@@ -116,9 +116,6 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 // Held implements [projector.Holder]: the documents of projection with held
 // events not replayed, and how many each holds.
 func (s *Store) Held(ctx context.Context, projection, collection string) (map[string]int, error) {
-	if err := s.ensureParkedIndex(ctx); err != nil {
-		return nil, err
-	}
 	filter := bson.D{{Key: "projection", Value: projection}, {Key: "collection", Value: collection}, {Key: "held", Value: true},
 		{Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
 	cur, err := s.db.Collection(ParkedCollection).Find(ctx, filter, options.Find().SetProjection(bson.D{{Key: "document", Value: 1}}))
@@ -138,22 +135,17 @@ func (s *Store) Held(ctx context.Context, projection, collection string) (map[st
 	return out, nil
 }
 
-// ensureParkedIndex creates, once per store, the index of the lookups the
-// hold policy makes for every event of a held document ([Store.Holds]):
-// without it each would scan the parked events, and a busy document held
-// for long parks more with every event. Held calls it, first under the hold
-// policy and never in a transaction.
-func (s *Store) ensureParkedIndex(ctx context.Context) error {
-	s.parkedMu.Lock()
-	defer s.parkedMu.Unlock()
-	if s.parkedIndexed {
-		return nil
-	}
+// PrepareHolds implements [projector.HoldPreparer]: it creates the index of
+// the lookups the hold policy makes for every event of a held document
+// ([Store.Holds]); without it each would scan the parked events, and a busy
+// document held for long parks more with every event. It writes to the
+// database: the engine calls it from Prepare, never from a read-only
+// command such as status.
+func (s *Store) PrepareHolds(ctx context.Context) error {
 	keys := bson.D{{Key: "projection", Value: 1}, {Key: "collection", Value: 1}, {Key: "document", Value: 1}}
 	if _, err := s.db.Collection(ParkedCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: keys}); err != nil {
 		return fmt.Errorf("mongostore: index of %s: %w", ParkedCollection, err)
 	}
-	s.parkedIndexed = true
 	return nil
 }
 

@@ -74,9 +74,6 @@ type Store struct {
 	bulkMu    sync.Mutex
 	bulk      *bulkLimits // how to split batches for this server, once known
 	bulkRetry time.Time   // after a failed ask, when to ask again
-
-	parkedMu      sync.Mutex
-	parkedIndexed bool // the index of held events' lookups exists
 }
 
 // What the engine and a runner use of a Store.
@@ -87,6 +84,7 @@ var (
 	_ projector.CheckpointStore = (*Store)(nil)
 	_ projector.ErrorRecorder   = (*Store)(nil)
 	_ projector.Parker          = (*Store)(nil)
+	_ projector.HoldPreparer    = (*Store)(nil)
 )
 
 // New returns a store on db. Closing the store leaves db's client open: it is

@@ -3,6 +3,7 @@ package mongostore_test
 import (
 	"context"
 	"errors"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"os"
 	"strings"
 	"testing"
@@ -171,12 +172,22 @@ func TestCollections_a_rebuild_resumes_then_switches_readers(t *testing.T) {
 }
 
 // The hold policy looks up a held document's events for each of its later
-// events: the first read of the held documents creates the index those
-// lookups use, and the lookups count per document and build.
-func TestHeld_creates_the_index_of_the_held_lookups(t *testing.T) {
+// events: PrepareHolds (the engine's Prepare, under hold) creates the index
+// those lookups use; reading the held documents (status does) writes
+// nothing; the lookups count per document and build.
+func TestPrepareHolds_creates_the_index_of_the_held_lookups_and_Held_writes_nothing(t *testing.T) {
 	ctx := context.Background()
 	db := mongotest.Database(t)
 	s := mongostore.New(db)
+	if held, err := s.Held(ctx, "p", "c"); err != nil || len(held) != 0 {
+		t.Fatalf("held on an empty database: %v (%v)", held, err)
+	}
+	if names, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) != 0 {
+		t.Fatalf("collections after reading the held documents: %v (%v), want none", names, err)
+	}
+	if err := s.PrepareHolds(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for i, d := range []string{"a", "a", "b"} {
 		pe := projector.ParkedEvent{Projection: "p", Document: d, Stream: "s-" + d, Revision: uint64(i), EventID: "e" + string(rune('0'+i)),
 			Type: "T", Data: []byte(`{}`), ParkedAt: time.Now(), Held: true, Collection: "c"}

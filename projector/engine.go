@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -201,6 +203,11 @@ func (e *Engine) Prepare(ctx context.Context) error {
 	for _, p := range e.projections {
 		if err := e.store.EnsureIndexes(ctx, p.Collection(), p.Indexes()); err != nil {
 			return fmt.Errorf("projector: indexes of %q: %w", p.Name(), err)
+		}
+	}
+	if hp, ok := e.holder().(HoldPreparer); ok && slices.Contains(slices.Collect(maps.Values(e.policies)), Hold) {
+		if err := hp.PrepareHolds(ctx); err != nil {
+			return fmt.Errorf("projector: the hold policy's records: %w", err)
 		}
 	}
 	return nil

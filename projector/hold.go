@@ -65,6 +65,13 @@ type holds struct {
 
 func newHolds() *holds { return &holds{loaded: map[string]bool{}, docs: map[docKey]bool{}} }
 
+// HoldPreparer is a [Holder] with something to set up before the hold
+// policy runs (mongostore.Store: the index of its lookups of a held
+// document). [Engine.Prepare] calls it when a projection holds.
+type HoldPreparer interface {
+	PrepareHolds(ctx context.Context) error
+}
+
 // maybeHeld reports whether document t may be held, reading the projection's
 // held documents the first time.
 func (e *Engine) maybeHeld(ctx context.Context, t target) (bool, error) {

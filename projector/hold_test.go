@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -231,5 +233,35 @@ func TestHold_is_refused_for_a_strategy_without_revisions(t *testing.T) {
 	_, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithParker(s))
 	if err == nil || !strings.Contains(err.Error(), "the hold policy needs the StreamRevision or RevisionMap strategy") {
 		t.Fatalf("NewEngine: %v, want the hold policy refused", err)
+	}
+}
+
+// Prepare under the hold policy sets up the parked records' index (the
+// lookups of a held document's events use it); under another policy it
+// leaves projector_parked alone.
+func TestHold_Prepare_creates_the_held_lookups_index(t *testing.T) {
+	for _, pol := range []projector.FailurePolicy{projector.Hold, projector.Block} {
+		t.Run(pol.String(), func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t)
+			e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+				projector.WithParker(s), projector.WithFailurePolicy(pol))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			specs, err := s.Database().Collection(mongostore.ParkedCollection).Indexes().ListSpecifications(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			indexed := slices.ContainsFunc(specs, func(sp mongo.IndexSpecification) bool {
+				return strings.Contains(sp.KeysDocument.String(), `"document"`)
+			})
+			if indexed != (pol == projector.Hold) {
+				t.Fatalf("under %v: indexed %v (%d indexes)", pol, indexed, len(specs))
+			}
+		})
 	}
 }
