@@ -179,9 +179,13 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	began := time.Now()
 	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
 		var fe *projector.Error
-		if errors.As(err, &fe) && c.policy == projector.Block {
+		if pol, _ := eng.FailurePolicy(name); errors.As(err, &fe) && !fe.Retryable() && pol == projector.Block {
 			// The rebuild's own failure policy, not the one run was given.
-			return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure hold, park or skip goes on past it, and run it again resumes)", err)
+			past := "park or skip"
+			if projector.CheckFailurePolicy(p.Definition, projector.Hold) == nil {
+				past = "hold, park or skip"
+			}
+			return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure %s goes on past it, and run again it resumes)", err, past)
 		}
 		return err
 	}
@@ -189,7 +193,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	// error an interrupted attempt recorded is over.
 	wctx := context.WithoutCancel(ctx)
 	if err := store.ClearError(wctx, building); err != nil {
-		return err
+		fmt.Fprintf(inv.Stderr, "clearing the error an earlier attempt recorded: %v\n", err)
 	}
 	switched, err := store.FinishRebuild(wctx, name, building, def)
 	if err != nil {

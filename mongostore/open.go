@@ -77,8 +77,22 @@ func Open(ctx context.Context, uri, database string, timeout time.Duration, opts
 // string Connect can use: what a command line checks before it connects to
 // anything. The error names no credentials.
 func CheckURI(uri string) error {
+	// A mongodb+srv:// string is resolved by DNS when parsed: its syntax is
+	// checked on a mongodb:// copy, and the lookup left to Connect, with its
+	// timeout (a DNS failure is no usage error).
+	if rest, ok := cutPrefixFold(uri, connstring.SchemeMongoDBSRV+"://"); ok {
+		uri = connstring.SchemeMongoDB + "://" + rest
+	}
 	_, err := parseURI(uri)
 	return err
+}
+
+// cutPrefixFold is strings.CutPrefix, ignoring case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix) {
+		return s[len(prefix):], true
+	}
+	return s, false
 }
 
 func parseURI(uri string) (*connstring.ConnString, error) {

@@ -216,3 +216,24 @@ func TestPrepareHolds_creates_the_index_of_the_held_lookups_and_Held_writes_noth
 	}
 	t.Fatalf("indexes of %s: %d, none on projection and document", mongostore.ParkedCollection, len(specs))
 }
+
+// CheckURI parses without connecting: a mongodb+srv:// string is not
+// resolved (a DNS failure is not a bad flag), and one that does not parse is
+// an error without its password.
+func TestCheckURI_parses_without_connecting(t *testing.T) {
+	for _, uri := range []string{"mongodb://localhost:27017/?directConnection=true", "mongodb+srv://cluster0.example.invalid/", "MONGODB+SRV://u:p@cluster0.example.invalid/db"} {
+		began := time.Now()
+		if err := mongostore.CheckURI(uri); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("%s: %v to parse", uri, took)
+		}
+	}
+	for _, uri := range []string{"localhost:27017", "mongodb://u:hunter2@host:99999", "mongodb+srv://u:hunter2@host:99999/"} {
+		err := mongostore.CheckURI(uri)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "invalid MongoDB URI") {
+			t.Errorf("%s: %v, want an invalid URI without the password", uri, err)
+		}
+	}
+}

@@ -31,6 +31,15 @@ const (
 
 var replayStrategies = []projector.Strategy{projector.StreamRevision(), projector.RevisionMap()}
 
+func init() {
+	child = func() (int, bool) {
+		if os.Getenv(envReplayChild) == "" {
+			return 0, false
+		}
+		return replayChild(), true
+	}
+}
+
 // replayChild is the process the test kills: it replays the one parked
 // event of the trail projection (fixed), and once the replay has returned
 // Applied, before the record is marked replayed, it kills itself with

@@ -218,6 +218,9 @@ const foldLimit = 8
 // through the catch-up as usual). A read that fails leaves the fold as the
 // batch made it.
 func (b *batchRun) extend(ctx context.Context, p Definition, folders []*folder) {
+	if len(folders) == 0 {
+		return
+	}
 	ctx, span := b.startFoldReads(ctx, p, len(folders))
 	defer endFoldReads(span, folders)
 	sem := make(chan struct{}, foldLimit)

@@ -163,12 +163,17 @@ type traceMeta struct {
 // MetadataContext returns the trace context an event's metadata carries: the
 // W3C traceparent (with its tracestate) when it is there and valid, else the
 // Kurrent clients' $traceId and $spanId, as a remote span context. Metadata
-// that is not a JSON object, or has neither, gives an invalid span context
-// (the event starts a trace of its own); it is never an error.
+// that has neither gives an invalid span context (the event starts a trace
+// of its own); it is never an error.
 //
 // A span per event must cost little: the keys are found by a scan of the
-// metadata that allocates nothing (a value with escapes, or a key in
-// another shape, sends it to the JSON decoder instead).
+// metadata that allocates nothing, as writers put them (a key exactly so
+// spelt, its value a plain string); a value with escapes, or a key in
+// another shape, sends the metadata to the JSON decoder instead. The scan
+// takes a key's first occurrence, at any depth, and does not check that the
+// rest is JSON; the decoder takes the top-level key, the last when it
+// repeats, and matches its spelling without regard to case. Writers put
+// the keys once, at the top level, where both agree.
 func MetadataContext(metadata []byte) trace.SpanContext {
 	tp, ok := scanTraceKey(metadata, MetaTraceParent)
 	if !ok {
@@ -260,8 +265,9 @@ func scanTraceKey(b []byte, key string) (value []byte, ok bool) {
 }
 
 // parseTraceParent reads a W3C traceparent ("00-<trace id>-<span id>-<flags>",
-// lowercase hex) and its tracestate as a remote span context, as the W3C
-// propagator does.
+// lowercase hex) and its tracestate as a remote span context. Of the flags
+// it keeps the sampled one only (the SDK's W3C propagator also keeps the
+// random one, and refuses flags above 3 under version 00).
 func parseTraceParent(tp, ts []byte) (trace.SpanContext, bool) {
 	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || len(tp) > 55 && tp[55] != '-' {
 		return trace.SpanContext{}, false
@@ -454,7 +460,9 @@ func endFoldReads(span trace.Span, folders []*folder) {
 	if span.IsRecording() {
 		events, failed := 0, 0
 		for _, fd := range folders {
-			events += fd.extended
+			if !fd.broken {
+				events += fd.extended // a broken fold's are applied through the gate
+			}
 			if fd.readErr != nil {
 				failed++
 				span.AddEvent(eventFoldFailed, trace.WithAttributes(attrStream.String(fd.f.write.Stream),

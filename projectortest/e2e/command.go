@@ -12,6 +12,7 @@ import (
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
 )
 
 // Running is a command line of a projector binary ([app.Config]) running in
@@ -96,8 +97,8 @@ func (c *Running) state() string {
 // collection) in db has reached position: every event up to it is applied.
 // It gives up when done is closed (the projector ended; nil: never), when
 // the projection's record has held an error for [StoppedGrace] while the
-// checkpoint stays short of position (the projection stopped at it: an event
-// that failed for good, say), or after two minutes.
+// checkpoint stays where it is short of position (the projection stopped: at
+// an event that failed for good, say), or after two minutes.
 //
 // For a projection that is caught up, position is the head of $all
 // ([Servers.Head]): the test double sends a filtered subscription a
@@ -107,11 +108,15 @@ func (c *Running) state() string {
 func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-chan struct{}) error {
 	store := mongostore.New(db)
 	deadline := time.Now().Add(2 * time.Minute)
-	var erred time.Time // since when the record has held its error
+	var erred time.Time // since when the record has held its error, the checkpoint not moving
+	var last *projector.Checkpoint
 	for {
 		cp, err := store.LoadCheckpoint(context.Background(), name)
 		if err == nil && cp != nil && cp.Position >= position {
 			return nil
+		}
+		if cp != nil && (last == nil || cp.Position > last.Position) {
+			erred, last = time.Time{}, cp // it moves: an old error is being recovered from
 		}
 		if st, err := store.Checkpoints(context.Background()); err == nil && st[name].LastError != "" {
 			if erred.IsZero() {
@@ -134,10 +139,11 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 }
 
 // StoppedGrace is how long [WaitCheckpoint] lets a projection's recorded
-// error stand, while its checkpoint does not reach the position, before it
-// takes the projection as stopped: an error a runner recovers from is
-// cleared once it has caught up.
-const StoppedGrace = 5 * time.Second
+// error stand while its checkpoint does not move before it takes the
+// projection as stopped: a runner recovering from an earlier error moves its
+// checkpoint (stored every second or so while it moves) and clears the
+// error once it has caught up.
+const StoppedGrace = 10 * time.Second
 
 // lockedBuffer is a buffer written by the command while the test reads it.
 type lockedBuffer struct {
