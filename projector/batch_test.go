@@ -423,3 +423,56 @@ func TestHandleBatch_two_overlapping_batches_on_one_document_are_exact(t *testin
 		})
 	}
 }
+
+// A batch is bounded by its events' bytes as well as by their number: large
+// events make small batches, so that what batches hold depends on the
+// settings, not on the events.
+func TestRunner_batches_are_bounded_in_bytes(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	pad := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`) // 100 KiB of metadata an event
+	var all []projector.Event
+	carts := map[string][]projector.Event{}
+	for i := range 12 {
+		id := fmt.Sprintf("big%02d", i)
+		evs, err := log.AppendWithMetadata(cart.StreamID(id), pad,
+			cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "q", Quantity: 2}},
+			cart.ShoppingCartConfirmed{ShoppingCartID: id, ConfirmedAt: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, carts[id] = append(all, evs...), evs
+	}
+	r, err := projector.NewRunner("big", newEngine(t, s, patient()), &scripted{events: all}, s, projector.WithWorkers(1),
+		projector.WithBatch(1000, 200*time.Millisecond), projector.WithBatchBytes(512<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for r.Stats().Applied < uint64(len(all)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	if st.Applied != uint64(len(all)) || st.Batches == 0 {
+		t.Fatalf("applied %d of %d, %d batches", st.Applied, len(all), st.Batches)
+	}
+	// 512 KiB holds 5 events of 100 KiB; the sixth fills it.
+	if mean := float64(st.Batched) / float64(st.Batches); mean > 6 {
+		t.Fatalf("%d events in %d batches (%.1f a batch), want at most 6 a batch under 512 KiB", st.Batched, st.Batches, mean)
+	}
+	for id, evs := range carts {
+		if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), id, evs); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}

@@ -36,6 +36,7 @@ type Runner struct {
 	drain       time.Duration
 	batch       int
 	window      time.Duration
+	batchBytes  int
 	logger      *slog.Logger
 	seed        maphash.Seed
 
@@ -86,10 +87,11 @@ func WithCheckpointEvery(events int, interval time.Duration) RunnerOption {
 // Run returns the error.
 func WithReconnect(p retry.Policy) RunnerOption { return func(r *Runner) { r.reconnect = p } }
 
-// The runner's default batching: see [WithBatch].
+// The runner's default batching: see [WithBatch] and [WithBatchBytes].
 const (
 	DefaultBatch       = 1000
 	DefaultBatchWindow = 20 * time.Millisecond
+	DefaultBatchBytes  = 16 << 20
 )
 
 // holdWindows bounds how long a batch is held while events keep coming, in
@@ -106,6 +108,12 @@ const holdWindows = 10
 func WithBatch(size int, window time.Duration) RunnerOption {
 	return func(r *Runner) { r.batch, r.window = size, window }
 }
+
+// WithBatchBytes bounds a batch by the size of its events' data and
+// metadata as well as by their number (default 16 MiB): a worker stops
+// adding events once its batch holds this many bytes, so that the memory
+// batches take depends on the settings, whatever the size of the events.
+func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes = n } }
 
 // WithDrainTimeout bounds how long a stopping runner waits for the events being
 // handled (default 30s); past it they are abandoned, uncheckpointed.
@@ -169,7 +177,7 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 func newRunner(opts []RunnerOption) *Runner {
 	r := &Runner{
 		workers: DefaultWorkers, buffer: 1024, every: 500, interval: time.Second,
-		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow,
+		reconnect: DefaultReconnect(), drain: 30 * time.Second, batch: DefaultBatch, window: DefaultBatchWindow, batchBytes: DefaultBatchBytes,
 		seed: maphash.MakeSeed(),
 	}
 	for _, o := range opts {
@@ -187,8 +195,8 @@ func (r *Runner) checkSettings() error {
 		return fmt.Errorf("checkpoint every %d events / %v: both must be > 0", r.every, r.interval)
 	case r.drain <= 0:
 		return errors.New("drain timeout must be > 0")
-	case r.batch < 1 || r.window < 0:
-		return errors.New("batch size must be >= 1 and its window >= 0")
+	case r.batch < 1 || r.window < 0 || r.batchBytes < 1:
+		return errors.New("batch size and bytes must be >= 1 and its window >= 0")
 	}
 	if err := r.reconnect.Validate(); err != nil {
 		return fmt.Errorf("reconnect: %w", err)

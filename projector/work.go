@@ -30,7 +30,8 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, 
 	}
 }
 
-// fill adds to batch what the partition has queued, up to the batch size.
+// fill adds to batch what the partition has queued, up to the batch size
+// and its bytes.
 // While the source is behind its head it waits for more: up to the window for
 // each next event, up to holdWindows windows in all, and no longer once the
 // source reaches its head.
@@ -46,13 +47,17 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 		gap = time.NewTimer(r.window)
 		defer gap.Stop()
 	}
-	for len(batch) < r.batch {
+	size := 0
+	for _, it := range batch {
+		size += eventBytes(it)
+	}
+	for len(batch) < r.batch && size < r.batchBytes {
 		select {
 		case it, ok := <-part:
 			if !ok {
 				return batch
 			}
-			batch = append(batch, it)
+			batch, size = append(batch, it), size+eventBytes(it)
 			continue
 		default:
 		}
@@ -65,7 +70,7 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 			if !ok {
 				return batch
 			}
-			batch = append(batch, it)
+			batch, size = append(batch, it), size+eventBytes(it)
 		case <-gap.C:
 			return batch
 		case <-hold:
@@ -75,6 +80,14 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 		}
 	}
 	return batch
+}
+
+// eventBytes is what an event weighs in a batch: its data and metadata.
+func eventBytes(it item) int {
+	if it.d.Event == nil {
+		return 0
+	}
+	return len(it.d.Event.Data) + len(it.d.Event.Metadata)
 }
 
 func (x *run) handle(ctx context.Context, it item) {
