@@ -17,6 +17,7 @@ import (
 type rebuildConfig struct {
 	servers
 	workers, batch int
+	batchMiB       int
 	batchWindow    time.Duration
 	onFailure      string
 	policy         projector.FailurePolicy
@@ -27,7 +28,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
-	batchFlags(fs, &c.batch, &c.batchWindow)
+	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
@@ -55,8 +56,8 @@ drop it when no reader uses it.
 	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
 		return err
 	}
-	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 {
-		return usageError(inv.Stderr, "want --workers and --batch >= 1, --batch-window >= 0")
+	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
+		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)
@@ -95,7 +96,8 @@ drop it when no reader uses it.
 // runnerOptions are the settings of p's rebuild runner: its own, else the
 // flags'.
 func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
-	return []projector.RunnerOption{projector.WithWorkers(p.workers(c.workers)), projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow)}
+	return []projector.RunnerOption{projector.WithWorkers(p.workers(c.workers)), projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow),
+		projector.WithBatchBytes(c.batchMiB << 20)}
 }
 
 // engine returns the engine of a rebuild of p into collection.

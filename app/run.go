@@ -31,6 +31,7 @@ type runConfig struct {
 	checkpointInterval, drainTimeout time.Duration
 	lease                            time.Duration
 	workers, checkpointEvery, batch  int
+	batchMiB                         int
 	batchWindow                      time.Duration
 	retry                            retry.Policy
 	policy                           projector.FailurePolicy
@@ -49,7 +50,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
-	batchFlags(fs, &c.batch, &c.batchWindow)
+	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
 	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
@@ -80,8 +81,8 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	switch {
 	case c.workers < 1:
 		return usageError(inv.Stderr, "--workers %d: want at least 1", c.workers)
-	case c.batch < 1 || c.batchWindow < 0:
-		return usageError(inv.Stderr, "--batch %d, --batch-window %v: want a batch of at least 1 and a window of at least 0", c.batch, c.batchWindow)
+	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
+		return usageError(inv.Stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
 		return usageError(inv.Stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
@@ -109,7 +110,7 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 func (c *runConfig) runnerOptions(p Projection) []projector.RunnerOption {
 	return []projector.RunnerOption{
 		projector.WithWorkers(p.workers(c.workers)), projector.WithCheckpointEvery(c.checkpointEvery, c.checkpointInterval),
-		projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow), projector.WithDrainTimeout(c.drainTimeout),
+		projector.WithBatch(orDefault(p.Batch, c.batch), c.batchWindow), projector.WithBatchBytes(c.batchMiB << 20), projector.WithDrainTimeout(c.drainTimeout),
 	}
 }
 

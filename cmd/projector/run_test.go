@@ -271,7 +271,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"bad env value", []string{"run", "--esdb", srv.URI(), "--workers", "2", "--checkpoint-every", "x"}, 2, "invalid value"},
 		{"data dir is a file", []string{"run", "--esdb", srv.URI(), "--http", "", "--data-dir", filepath.Join(file, "sub")}, 1, "data dir"},
 		{"bad retry", []string{"run", "--esdb", srv.URI(), "--retry-multiplier", "0.5"}, 2, "multiplier must be >= 1"},
-		{"zero batch", []string{"run", "--esdb", srv.URI(), "--mongo", mongo, "--http", "", "--batch", "0"}, 2, "--batch 0, --batch-window 20ms: want a batch of at least 1"},
+		{"zero batch", []string{"run", "--esdb", srv.URI(), "--mongo", mongo, "--http", "", "--batch", "0"}, 2, "--batch 0, --batch-window 20ms, --batch-mib 16: want a batch of at least 1 event and 1 MiB"},
 	})
 }
 
