@@ -67,6 +67,7 @@ build:
 
 fuzz:
 	$(GO) test ./cart -run '^$$' -fuzz FuzzMerge -fuzztime 60s
+	$(GO) test ./projector -run '^$$' -fuzz FuzzMetadataContext -fuzztime 60s
 
 # staticcheck, pinned; fetched from the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
