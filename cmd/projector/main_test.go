@@ -114,7 +114,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
 		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events and --live-rate must be > 0"},
 		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers and --batch >= 1"},
-		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch >= 1"},
+		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch and --batch-mib >= 1"},
 	})
 }
 
