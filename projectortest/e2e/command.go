@@ -111,18 +111,21 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 	var erred time.Time // since when the record has held its error, the checkpoint not moving
 	var last *projector.Checkpoint
 	for {
-		cp, err := store.LoadCheckpoint(context.Background(), name)
+		// One read a round: the checkpoint and the error recorded beside it.
+		all, err := store.Checkpoints(context.Background())
+		st := all[name]
+		cp := st.Checkpoint
 		if err == nil && cp != nil && cp.Position >= position {
 			return nil
 		}
 		if cp != nil && (last == nil || cp.Position > last.Position) {
 			erred, last = time.Time{}, cp // it moves: an old error is being recovered from
 		}
-		if st, err := store.Checkpoints(context.Background()); err == nil && st[name].LastError != "" {
+		if err == nil && st.LastError != "" {
 			if erred.IsZero() {
 				erred = time.Now()
 			} else if time.Since(erred) >= StoppedGrace {
-				return fmt.Errorf("%s stopped short of position %d (its checkpoint is %v): %s", name, position, cp, st[name].LastError)
+				return fmt.Errorf("%s stopped short of position %d (its checkpoint is %v): %s", name, position, cp, st.LastError)
 			}
 		} else {
 			erred = time.Time{}
