@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -205,9 +203,13 @@ func (e *Engine) Prepare(ctx context.Context) error {
 			return fmt.Errorf("projector: indexes of %q: %w", p.Name(), err)
 		}
 	}
-	if hp, ok := e.holder().(HoldPreparer); ok && slices.Contains(slices.Collect(maps.Values(e.policies)), Hold) {
-		if err := hp.PrepareHolds(ctx); err != nil {
-			return fmt.Errorf("projector: the hold policy's records: %w", err)
+	hp, ok := e.holder().(HoldPreparer)
+	for _, p := range e.projections {
+		if ok && e.policyOf(p) == Hold {
+			if err := hp.PrepareHolds(ctx); err != nil {
+				return fmt.Errorf("projector: the hold policy's records: %w", err)
+			}
+			break
 		}
 	}
 	return nil
