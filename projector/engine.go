@@ -367,6 +367,29 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 	return state, err, nil
 }
 
+// waitStopKey keys the context whose end stops the gate's waits ([stopWaitsOn]).
+type waitStopKey struct{}
+
+// stopWaitsOn returns ctx carrying stop: once stop is done, the gate's waits
+// for the events handled under ctx end, and those events fail with
+// [retry.ErrStopped] (see [stoppedWaiting]); the store calls in progress go
+// on under ctx. A runner stops its workers' waits so when it starts stopping:
+// what they write finishes, and an event waiting for a predecessor that may
+// never come is left for the next run.
+func stopWaitsOn(ctx, stop context.Context) context.Context {
+	return context.WithValue(ctx, waitStopKey{}, stop)
+}
+
+// retryOptions are the options of the gate's waits under ctx: the engine's,
+// and the stop of [stopWaitsOn].
+func (e *Engine) retryOptions(ctx context.Context) []retry.Option {
+	stop, _ := ctx.Value(waitStopKey{}).(context.Context)
+	if stop == nil {
+		return e.retryOpts
+	}
+	return append(e.retryOpts[:len(e.retryOpts):len(e.retryOpts)], retry.WithStop(stop))
+}
+
 // policyCounting is the engine's policy with a hook that counts the waits of
 // one event, logs them and notes them on the span of ctx, then calls the
 // user's hook.

@@ -158,7 +158,7 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		})
 		refused = out.skipped
 		return out.outcome, err
-	}, e.retryOpts...)
+	}, e.retryOptions(ctx)...)
 	var again *recreated
 	if errors.As(err, &again) {
 		over, serr := e.startsOver(ctx, ev.StreamID, again.rev)
@@ -276,7 +276,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 		}
 		skipped = out.skipped
 		return out.outcome, err
-	}, e.retryOpts...)
+	}, e.retryOptions(ctx)...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
 	}
@@ -286,7 +286,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 		f.err, f.wanted = queued, -1
 	case retry.IsPermanent(err):
 		f.wanted = -1 // it did not wait: the event itself is at fault
-	case ctx.Err() != nil:
+	case ctx.Err() != nil, errors.Is(err, retry.ErrStopped):
 		// Stopped from outside; err says so.
 	case errors.Is(err, errNotVisible) || errors.Is(err, errMoved):
 		now, found, ok := e.headNow(ctx, t)

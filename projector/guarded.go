@@ -103,13 +103,13 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 		})
 		skipped = out.skipped
 		return out.outcome, err
-	}, e.retryOpts...)
+	}, e.retryOptions(ctx)...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
 	}
 	f := failure{err: err, wanted: -1, seen: -1, attempts: attempts}
 	switch {
-	case retry.IsPermanent(err), ctx.Err() != nil:
+	case retry.IsPermanent(err), ctx.Err() != nil, errors.Is(err, retry.ErrStopped):
 	case errors.Is(err, errNotVisible) || errors.Is(err, errMoved):
 		f.wanted = int64(ev.StreamRevision) - 1
 		f.err = fmt.Errorf("%w: %w", ErrPredecessorMissing, err)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/revgate/projector/retry"
 )
 
 // Holder is a [Parker] that also says which documents the [Hold] policy
@@ -156,7 +158,7 @@ func (e *Engine) holdTurn(ctx context.Context, t target, ev Event, turn func() R
 // is not held: it stops the catch-up as under [Block].
 func (e *Engine) holdFailed(ctx context.Context, t target, ev Event, r Result) Result {
 	var fe *Error
-	if r.Outcome != Failed || ctx.Err() != nil || !errors.As(r.Err, &fe) {
+	if r.Outcome != Failed || ctx.Err() != nil || errors.Is(r.Err, retry.ErrStopped) || !errors.As(r.Err, &fe) {
 		return r
 	}
 	if errors.Is(r.Err, ErrHeld) {

@@ -123,6 +123,18 @@ func joinFailures(results []Result) error {
 	return errors.Join(errs...)
 }
 
+// stoppedWaiting reports whether one of results failed because its wait was
+// stopped ([stopWaitsOn]): the event is not handled, and is no failure of its
+// own.
+func stoppedWaiting(results []Result) bool {
+	for _, r := range results {
+		if r.Outcome == Failed && errors.Is(r.Err, retry.ErrStopped) {
+			return true
+		}
+	}
+	return false
+}
+
 // failure is why an event failed in a document, and where the gate was: what
 // an [*Error] reports.
 type failure struct {
@@ -146,7 +158,7 @@ func (e *Engine) fail(t target, ev Event, f failure) Result {
 		EventID: ev.ID, EventType: ev.Type, Revision: ev.StreamRevision,
 		Wanted: f.wanted, Seen: f.seen, Attempts: f.attempts, Err: f.err,
 	}
-	if !errors.Is(f.err, context.Canceled) {
+	if !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, retry.ErrStopped) {
 		e.logger.Warn("event failed", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,
 			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", f.err)
 	}

@@ -16,11 +16,13 @@ type run struct {
 	heads    []chan struct{} // a worker's batch is written now: the source reached its head
 	halt     atomic.Bool     // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
-	saveNow  chan struct{}
-	open     Subscription // the subscription open when reading stopped
-	cleared  bool         // the saver has cleared the recorded error
-	log      string       // what identifies the source's log ([AnchoredSource]), "" when unknown
-	settling bool         // the source settles its deliveries (read by the reading goroutine only)
+	// stopWaits ends the workers' waits for predecessors (the run stops).
+	stopWaits context.CancelFunc
+	saveNow   chan struct{}
+	open      Subscription // the subscription open when reading stopped
+	cleared   bool         // the saver has cleared the recorded error
+	log       string       // what identifies the source's log ([AnchoredSource]), "" when unknown
+	settling  bool         // the source settles its deliveries (read by the reading goroutine only)
 
 	failOnce sync.Once
 	failure  error
@@ -39,6 +41,10 @@ func (x *run) execute(ctx context.Context) error {
 	x.stopRead = stopRead
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	waitStop, stopWaits := context.WithCancel(context.Background())
+	defer stopWaits()
+	x.stopWaits = stopWaits
+	workCtx = stopWaitsOn(workCtx, waitStop)
 
 	var workers sync.WaitGroup
 	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)

@@ -116,7 +116,9 @@ func WithBatch(size int, window time.Duration) RunnerOption {
 func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes = n } }
 
 // WithDrainTimeout bounds how long a stopping runner waits for the events being
-// handled (default 30s); past it they are abandoned, uncheckpointed.
+// handled (default 30s); past it they are abandoned, uncheckpointed. A wait
+// for a predecessor (the gate's) is not waited for: it ends as the runner
+// starts stopping, and its event is left for the next run.
 func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }
 
 // DefaultReconnect is the default resubscription policy: 250 ms doubling to
@@ -269,7 +271,8 @@ type RunnerStats struct {
 	// Events delivered (redeliveries included) and checkpoint-only deliveries.
 	Events, Checkpoints uint64
 	// Abandoned: events delivered but left unhandled when the runner stopped
-	// (they were queued; the checkpoint stayed before them).
+	// (queued, or waiting for a predecessor; the checkpoint stayed before
+	// them, and a persistent group's were not settled).
 	Abandoned uint64
 	// Unrouted: events delivered that no projection of the engine wanted
 	// (its IDFunc left them alone).

@@ -266,3 +266,86 @@ func TestRunner_an_event_stuck_longer_than_the_policy_can_wait_is_not_caught_up(
 	waitFor(t, "caught up again", r.CaughtUp)
 	assertDocument(t, base, "s", evs)
 }
+
+// A runner asked to stop does not wait out the gate's policy for a
+// predecessor that may never come (the policy here would wait an hour, and
+// so would the drain): the waiting event is left for the next run, as the
+// events still queued are. It is not settled (a persistent group sends it
+// again), not checkpointed, and no failure: no error is recorded.
+func TestRunner_stopping_ends_a_wait_for_a_predecessor_and_leaves_the_event_for_the_next_run(t *testing.T) {
+	for _, settles := range []bool{false, true} {
+		name := map[bool]string{false: "checkpointed", true: "settled by its source"}[settles]
+		t.Run(name, func(t *testing.T) {
+			store := newStore(t)
+			p := patient()
+			p.MaxElapsed = time.Hour
+			var waiting atomic.Bool
+			p.OnRetry = func(retry.Attempt) { waiting.Store(true) }
+			e := newEngine(t, store, p)
+			src := &live{ch: make(chan projector.Delivery)}
+			var checkpoints projector.CheckpointStore
+			if !settles {
+				checkpoints = store
+			}
+			r, err := projector.NewRunner("stopping", e, src, checkpoints, projector.WithWorkers(1),
+				projector.WithDrainTimeout(time.Hour), projector.WithCheckpointEvery(1, time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := projectortest.NewLog(cart.Registry())
+			evs := log.MustAppend(t, cart.StreamID("w"), cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0},
+				cart.ProductItemAddedToShoppingCart{ShoppingCartID: "w", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+				cart.ShoppingCartConfirmed{ShoppingCartID: "w", ConfirmedAt: t0})
+			var settled sync.Map // revision -> outcomes
+			deliver := func(ev projector.Event) projector.Delivery {
+				d := projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: true}
+				if settles {
+					d.Checkpoint = nil
+					d.Settle = func(rs []projector.Result) error {
+						settled.Store(ev.StreamRevision, rs)
+						return nil
+					}
+				}
+				return d
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			src.ch <- deliver(evs[0])
+			waitFor(t, "the first event applied", func() bool { return r.Stats().Applied == 1 })
+			src.ch <- deliver(evs[2]) // its predecessor never comes
+			waitFor(t, "a wait for the predecessor", waiting.Load)
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the runner waited for the predecessor after it was asked to stop")
+			}
+			if err != nil {
+				t.Fatalf("Run: %v, want nil: the waiting event is no failure", err)
+			}
+			st := r.Stats()
+			if st.Abandoned != 1 || st.Failed != 0 || st.Applied != 1 {
+				t.Fatalf("abandoned %d, failed %d, applied %d: want 1, 0, 1", st.Abandoned, st.Failed, st.Applied)
+			}
+			assertDocument(t, store, "w", evs[:1])
+			if settles {
+				if _, ok := settled.Load(uint64(2)); ok {
+					t.Fatal("the waiting event was settled: its source would not send it again")
+				}
+				if _, ok := settled.Load(uint64(0)); !ok {
+					t.Fatal("the applied event was not settled")
+				}
+				return
+			}
+			all, err := store.Checkpoints(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := all["stopping"]
+			if got.Checkpoint == nil || got.Checkpoint.Position != evs[0].Position || got.LastError != "" {
+				t.Fatalf("checkpoint %+v, error %q: want the first event's position %d and no error", got.Checkpoint, got.LastError, evs[0].Position)
+			}
+		})
+	}
+}

@@ -128,9 +128,9 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 // settle counts an event's results and completes it, or fails the run.
 func (x *run) settle(ctx context.Context, it item, results []Result, err error) {
 	r := x.r
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || stoppedWaiting(results) {
 		r.counts.abandoned.Add(1)
-		return // abandoned at the drain timeout: not a failure of the event
+		return // abandoned at the drain timeout, or waiting when the run stopped: not a failure of the event
 	}
 	if created := it.d.Event.Created; !created.IsZero() {
 		for ns := created.UnixNano(); ; {
@@ -181,6 +181,7 @@ func (x *run) stopping() {
 	x.r.halting.Store(true)
 	x.halt.Store(true)
 	x.r.ready.Store(false)
+	x.stopWaits() // a wait for a predecessor ends: its event is left for the next run
 }
 
 // fail stops the run at its first failed event.

@@ -34,7 +34,7 @@ type Timer = backoff.Timer
 // Clock tells the time to MaxElapsed. The default is the wall clock.
 type Clock = backoff.Clock
 
-// Option changes how one [Do] call waits; it exists for tests and simulations.
+// Option changes how one [Do] call waits.
 type Option func(*loop)
 
 // WithTimer makes the loop wait on t instead of a real timer.
@@ -43,10 +43,26 @@ func WithTimer(t Timer) Option { return func(l *loop) { l.timer = t } }
 // WithClock makes MaxElapsed count on c instead of the wall clock.
 func WithClock(c Clock) Option { return func(l *loop) { l.clock = c } }
 
+// WithStop ends the loop once stop is done, more gently than its context
+// would: an attempt in progress runs to its end (under the loop's context),
+// a wait in progress ends at once, and no further attempt starts. When the
+// last attempt failed, [Do] returns an error that matches [ErrStopped] and
+// carries that attempt's error. It suits a worker that is asked to stop:
+// what it has started finishes, what it waits for is left for later.
+func WithStop(stop context.Context) Option { return func(l *loop) { l.stop = stop } }
+
+// ErrStopped is what [Do] returns, wrapped with the last attempt's error,
+// when the stop of [WithStop] ended it.
+var ErrStopped = errors.New("retry: stopped before the next attempt")
+
 type loop struct {
 	timer Timer
 	clock Clock
+	stop  context.Context
 }
+
+// halted reports whether the loop's stop is done.
+func (l *loop) halted() bool { return l.stop != nil && l.stop.Err() != nil }
 
 // ExhaustedError is returned when the policy allows no further attempt.
 type ExhaustedError struct {
@@ -85,8 +101,9 @@ func IsPermanent(err error) bool {
 // Do runs op until it returns nil, returns a permanent error or one that
 // p.ShouldRetry rejects (returned as is), runs out of retries (an
 // [*ExhaustedError] wrapping the last error), or ctx ends (an error that
-// matches ctx.Err() with errors.Is and carries the last error too). A
-// cancelled context stops a wait at once.
+// matches ctx.Err() with errors.Is and carries the last error too), or the
+// stop of [WithStop] is done ([ErrStopped]). A cancelled context stops a wait
+// at once.
 func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts ...Option) error {
 	_, err := DoValue(ctx, p, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, op(ctx)
@@ -116,7 +133,14 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 	if p.MaxRetries >= 0 {
 		b = backoff.WithMaxRetries(b, uint64(p.MaxRetries))
 	}
-	b = backoff.WithContext(b, ctx)
+	waits := ctx // what ends a wait between attempts
+	if l.stop != nil {
+		c, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(l.stop, cancel)()
+		waits = c
+	}
+	b = backoff.WithContext(b, waits)
 
 	start := l.clock.Now()
 	attempts := 0
@@ -133,6 +157,9 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 			stopped = true
 			return v, backoff.Permanent(err)
 		}
+		if l.halted() {
+			return v, backoff.Permanent(err)
+		}
 		return v, err
 	}, b, func(err error, d time.Duration) {
 		if p.OnRetry != nil {
@@ -147,6 +174,8 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 			return res, ctx.Err()
 		}
 		return res, fmt.Errorf("%w while waiting to retry (last error: %w)", ctx.Err(), last)
+	case l.halted():
+		return res, fmt.Errorf("%w (last error: %w)", ErrStopped, last)
 	default:
 		return res, &ExhaustedError{Attempts: attempts, Elapsed: l.clock.Now().Sub(start), Err: err}
 	}

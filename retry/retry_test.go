@@ -298,3 +298,71 @@ func TestIfNotUpdated_counts_matched_not_modified(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNotUpdated", err)
 	}
 }
+
+// A stop ends the wait in progress at once and starts no further attempt;
+// the error says it stopped and carries the last attempt's error, and is not
+// a cancellation of the loop's context.
+func TestDo_a_stop_ends_the_wait_and_makes_no_further_attempt(t *testing.T) {
+	p := retry.Default()
+	p.InitialDelay, p.MaxDelay, p.MaxRetries, p.MaxElapsed = time.Hour, time.Hour, -1, 10*time.Hour
+	stop, halt := context.WithCancel(context.Background())
+	p.OnRetry = func(retry.Attempt) { halt() } // the first wait has begun
+	var calls int
+	done := make(chan error, 1)
+	go func() { done <- retry.Do(context.Background(), p, failing(100, &calls), retry.WithStop(stop)) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stop did not end an hour's wait")
+	}
+	if !errors.Is(err, retry.ErrStopped) || !errors.Is(err, errFlaky) || errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v: want ErrStopped with the last error, and no cancellation", err)
+	}
+	if calls != 1 {
+		t.Fatalf("calls = %d, want 1", calls)
+	}
+}
+
+// An attempt in progress when the stop comes runs to its end under a context
+// that is not cancelled; when it succeeds, so does the loop, and when it
+// fails, no attempt follows.
+func TestDo_a_stop_lets_the_attempt_in_progress_finish(t *testing.T) {
+	for _, succeeds := range []bool{true, false} {
+		vt := newVirtualTime()
+		stop, halt := context.WithCancel(context.Background())
+		var calls int
+		err := retry.Do(context.Background(), retry.Default(), func(ctx context.Context) error {
+			calls++
+			halt()
+			if ctx.Err() != nil {
+				t.Errorf("the attempt's context ended with the stop: %v", ctx.Err())
+			}
+			if succeeds {
+				return nil
+			}
+			return errFlaky
+		}, append(vt.opts(), retry.WithStop(stop))...)
+		switch {
+		case calls != 1:
+			t.Fatalf("succeeds %v: calls = %d, want 1", succeeds, calls)
+		case succeeds && err != nil:
+			t.Fatalf("an attempt that succeeded after the stop: err = %v", err)
+		case !succeeds && (!errors.Is(err, retry.ErrStopped) || !errors.Is(err, errFlaky)):
+			t.Fatalf("an attempt that failed after the stop: err = %v, want ErrStopped with the last error", err)
+		}
+		if len(vt.waits) != 0 {
+			t.Fatalf("succeeds %v: waited %v after the stop", succeeds, vt.waits)
+		}
+	}
+}
+
+// Without a stop, WithStop changes nothing: the loop waits and retries.
+func TestDo_a_stop_that_never_comes_changes_nothing(t *testing.T) {
+	vt := newVirtualTime()
+	var calls int
+	err := retry.Do(context.Background(), retry.Default(), failing(3, &calls), append(vt.opts(), retry.WithStop(context.Background()))...)
+	if err != nil || calls != 4 || len(vt.waits) != 3 {
+		t.Fatalf("err %v, calls %d, waits %v: want nil, 4 calls and 3 waits", err, calls, vt.waits)
+	}
+}
