@@ -402,17 +402,26 @@ func waitDemo(ctx context.Context, c demoConfig, paths []*demoPath, appended *at
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	interrupted := func() error {
+		return fmt.Errorf("interrupted with %d of %d events appended", appended.Load(), total)
+	}
 	for {
 		select {
 		case err := <-traffic:
+			if err != nil && ctx.Err() != nil {
+				return interrupted() // the traffic stopped because of it
+			}
 			if err != nil {
 				return fmt.Errorf("traffic: %w", err)
 			}
 			traffic = nil
 		case err := <-runErrs:
+			if ctx.Err() != nil {
+				return interrupted()
+			}
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("interrupted with %d of %d events appended", appended.Load(), total)
+			return interrupted()
 		case <-deadline.C:
 			return fmt.Errorf("read models not complete after %v (--timeout)", c.timeout)
 		case <-tick.C:

@@ -261,10 +261,10 @@ func TestDemo_stops_on_SIGINT_in_the_middle_of_its_traffic(t *testing.T) {
 	demo.Process.Signal(os.Interrupt)
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGINT")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30 s after SIGINT")
 	}
-	t.Logf("stopped %v after SIGINT", time.Since(began)) // bounded above by the 10 s; not a speed assertion
+	t.Logf("stopped %v after SIGINT", time.Since(began)) // bounded above by the 30 s; not a speed assertion
 	if !strings.Contains(stdout.String()+stderr.String(), "interrupted") {
 		t.Errorf("no word of the interruption:\n%s\n%s", stdout.String(), stderr.String())
 	}
