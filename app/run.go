@@ -71,11 +71,6 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	if err := c.retry.Validate(); err != nil {
 		return usageError(inv.Stderr, "--retry-*: %v", err)
 	}
-	if c.policy == projector.Hold && c.group != "" {
-		// A group delivers a document's events to several consumers, out of
-		// order: a consumer cannot know that another holds the document.
-		return usageError(inv.Stderr, "--on-failure hold needs one consumer reading the log in order: it cannot run in a persistent subscription group (--group)")
-	}
 	// The flags' own values first, in their names (a projection's own
 	// settings are checked below, in its name).
 	switch {
@@ -98,9 +93,11 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 		if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
 			return usageError(inv.Stderr, "%v", err)
 		}
-		if s := p.Definition.Strategy(); c.group != "" && s.NeedsOrderedSource() {
-			return usageError(inv.Stderr, "projection %q uses the %s strategy, which needs one consumer reading the log in order: "+
-				"it cannot run in a persistent subscription group (--group)", p.Definition.Name(), s)
+		if err := projector.CheckSource(p.Definition, c.policy, c.group == "", p.workers(c.workers)); err != nil {
+			if c.group != "" {
+				return usageError(inv.Stderr, "--group %s: %v", c.group, err)
+			}
+			return usageError(inv.Stderr, "%v", err)
 		}
 	}
 	return c.servers.check(inv, true, x.Embedded != nil)

@@ -121,6 +121,34 @@ func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes 
 // starts stopping, and its event is left for the next run.
 func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }
 
+// CheckSource reports whether projection p, under failure policy pol (the
+// engine's; p's own wins), can run from a source that delivers the log in
+// order to one consumer ([OrderedSource]; a catch-up subscription) or not (a
+// persistent subscription group), with workers workers: the rule [NewRunner]
+// applies, for a command line to check before it connects to anything.
+//
+// The global-position strategy needs an ordered source and one worker; the
+// [Hold] policy needs an ordered source, since in a group a consumer cannot
+// know that another holds a document.
+func CheckSource(p Definition, pol FailurePolicy, ordered bool, workers int) error {
+	if own, ok := p.failurePolicy(); ok {
+		pol = own
+	}
+	switch {
+	case p.Strategy().NeedsOrderedSource() && !ordered:
+		return fmt.Errorf("projection %q uses the %s strategy, which needs one consumer reading the log in order: "+
+			"a catch-up subscription, not a persistent subscription group", p.Name(), p.Strategy())
+	case p.Strategy().NeedsOrderedSource() && workers != 1:
+		return fmt.Errorf("projection %q uses the %s strategy, which needs one consumer reading the log in order: "+
+			"one worker, not %d", p.Name(), p.Strategy(), workers)
+	case pol == Hold && !ordered:
+		return fmt.Errorf("projection %q holds the documents of failed events (the hold policy), which needs one consumer "+
+			"reading the log in order: a catch-up subscription, not a persistent subscription group, where a consumer "+
+			"cannot know that another holds a document", p.Name())
+	}
+	return nil
+}
+
 // DefaultReconnect is the default resubscription policy: 250 ms doubling to
 // 10 s, with jitter, for up to 10 minutes of an unreachable server; then Run
 // returns, so that a supervisor sees the outage.
@@ -151,15 +179,11 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	if err := r.checkSettings(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
+	o, ok := source.(OrderedSource)
+	ordered := ok && o.Ordered()
 	for _, p := range engine.projections {
-		if !p.Strategy().NeedsOrderedSource() {
-			continue
-		}
-		o, ok := source.(OrderedSource)
-		if !ok || !o.Ordered() || r.workers != 1 {
-			return nil, fmt.Errorf("projector: runner %q: projection %q uses the global-position strategy, which needs one consumer "+
-				"reading the log in order: a catch-up subscription with one worker (not a persistent subscription group, "+
-				"not %d workers)", name, p.Name(), r.workers)
+		if err := CheckSource(p, engine.policyOf(p), ordered, r.workers); err != nil {
+			return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 		}
 	}
 	if f, ok := source.(TypeFilteringSource); ok && f.FiltersEventTypes() {

@@ -61,7 +61,7 @@ var cases = []struct {
 	{"a_quiet_projection_keeps_its_stored_position_within_one_checkpoint_interval_of_the_head", quietCadence},
 	{"an_event_type_filter_is_refused_for_gated_projections", eventTypeFilterRefused},
 	{"a_checkpoint_from_another_log_is_refused", foreignCheckpoint},
-	{"the_global_position_strategy_is_refused_with_competing_consumers", globalPositionRefused},
+	{"the_global_position_strategy_and_the_hold_policy_are_refused_with_competing_consumers", orderedOnlyRefused},
 	{"two_persistent_consumers_of_one_group_reach_the_fold", twoConsumers},
 	{"an_undecodable_payload_is_parked_in_a_group_with_its_reason", undecodableParked},
 	{"the_server_unreachable_for_a_while_then_back", unreachable},
@@ -503,7 +503,7 @@ func lastOfAll(t *testing.T, c Client, head uint64) projector.Checkpoint {
 	}
 }
 
-func globalPositionRefused(t *testing.T, f *fixture) {
+func orderedOnlyRefused(t *testing.T, f *fixture) {
 	p := cart.NewClientSummaryProjection().Idempotency(projector.GlobalPosition())
 	e, err := projector.NewEngine(f.store, cart.Registry(), []projector.Definition{p})
 	if err != nil {
@@ -513,15 +513,38 @@ func globalPositionRefused(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := projector.NewRunner("x", e, group, nil); err == nil || !strings.Contains(err.Error(), "global-position") {
+	if _, err := projector.NewRunner("x", e, group, nil); err == nil || !strings.Contains(err.Error(), "global position strategy") ||
+		!strings.Contains(err.Error(), "not a persistent subscription group") {
 		t.Fatalf("persistent group: %v", err)
 	}
 	all := cartsOnAll(t, f.dial(t))
-	if _, err := projector.NewRunner("x", e, all, f.store); err == nil || !strings.Contains(err.Error(), "4 workers") {
+	if _, err := projector.NewRunner("x", e, all, f.store); err == nil || !strings.Contains(err.Error(), "one worker, not 4") {
 		t.Fatalf("4 workers: %v", err)
 	}
 	if _, err := projector.NewRunner("x", e, all, f.store, projector.WithWorkers(1)); err != nil {
 		t.Fatalf("one ordered consumer: %v", err)
+	}
+	// The hold policy, the engine's or the projection's own, needs the log
+	// in order too: in a group, a consumer cannot know that another holds a
+	// document. Any number of workers will do.
+	for _, own := range []bool{false, true} {
+		p := cart.NewDetailsProjection()
+		opts := []projector.Option{projector.WithParker(f.store)}
+		if own {
+			p.OnFailure(projector.Hold)
+		} else {
+			opts = append(opts, projector.WithFailurePolicy(projector.Hold))
+		}
+		e, err := projector.NewEngine(f.store, cart.Registry(), []projector.Definition{p}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := projector.NewRunner("x", e, group, nil); err == nil || !strings.Contains(err.Error(), "the hold policy") {
+			t.Fatalf("hold (its own %v) in a persistent group: %v", own, err)
+		}
+		if _, err := projector.NewRunner("x", e, all, f.store); err != nil {
+			t.Fatalf("hold (its own %v) on $all with 4 workers: %v", own, err)
+		}
 	}
 }
 
