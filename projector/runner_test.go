@@ -66,6 +66,9 @@ func (s *scriptedSub) Next(ctx context.Context) (projector.Delivery, error) {
 
 func (s *scriptedSub) Close() error { return nil }
 
+// Ordered: a scripted log goes to one consumer in its order.
+func (*scripted) Ordered() bool { return true }
+
 // cartEvents appends carts lives to a log and returns them in log order, and by cart.
 func cartEvents(t *testing.T, carts int, extra ...any) ([]projector.Event, map[string][]projector.Event) {
 	t.Helper()
