@@ -79,6 +79,12 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		fmt.Fprintf(stderr, "--interleave: want shuffled or clustered, got %q\n", interleave)
 		return app.ErrUsage
 	}
+	if mongoURI != "" {
+		if err := mongostore.CheckURI(mongoURI); err != nil {
+			fmt.Fprintf(stderr, "--mongo: %v\n", err)
+			return app.ErrUsage
+		}
+	}
 	where := "MongoDB at --mongo"
 	if mongoURI == "" {
 		dir, err := os.MkdirTemp("", "projector-bench-")

@@ -50,6 +50,11 @@ func (c demoConfig) validate() error {
 	case c.timeout <= 0 || c.connectTimeout <= 0:
 		return errors.New("--timeout and --connect-timeout must be > 0")
 	}
+	if c.mongoURI != "" {
+		if err := mongostore.CheckURI(c.mongoURI); err != nil {
+			return fmt.Errorf("--mongo: %w", err)
+		}
+	}
 	return nil
 }
 
