@@ -66,7 +66,7 @@ var ErrReplayedAlready = errors.New("the parked event is replayed already")
 // has been written since by something else: whether it has the event's
 // effect cannot be told.
 var ErrReplayUncertain = errors.New("an earlier replay of this event was cut short and the document was written since: " +
-	"whether it has the event's effect cannot be told; rebuild the projection, or, once you have looked at the document, "+
+	"whether it has the event's effect cannot be told; rebuild the projection, or, once you have looked at the document, " +
 	"mark the record replayed (set replayedAt on it in projector_parked)")
 
 func (e *Engine) claimer() ReplayClaimer { c, _ := e.parker.(ReplayClaimer); return c }
