@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -235,11 +237,17 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 	}
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr := e.registry.Decode(ev)
-	route := decoded
 	if decodeErr != nil {
-		route = ev
+		// Routed, and skipped through the gate where the policy says so,
+		// as an event of its type: the zero value of its type stands in for
+		// the payload. A router that looks at the payload's type claims it
+		// (it would drop it, silently, for a nil payload), and one that
+		// reads the payload's fields finds none and cannot route it: either
+		// way the failure policy has the event.
+		decoded = ev
+		decoded.Payload, _ = e.registry.zero(ev.Type)
 	}
-	targets, unroutable := e.targets(route)
+	targets, unroutable := e.targets(decoded)
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
@@ -252,26 +260,33 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		return nil, nil
 	}
 	results = make([]Result, len(targets))
+	// The decoding error is a failure in the projections with a handler for
+	// the event's type only: the others pass over the event (its revision
+	// too), as over any event of a type they do not handle.
+	undecodable := func(t target) error {
+		if decodeErr != nil && handlesType(t.p, decoded.Payload) {
+			return decodeErr
+		}
+		return nil
+	}
+	blocked := func(t target) bool { return undecodable(t) != nil && e.policyOf(t.p) == Block }
 	if decodeErr != nil {
-		blocked := 0
+		n := 0
 		for i, t := range targets {
-			if e.policyOf(t.p) == Block {
+			if blocked(t) {
 				results[i] = e.tracedResult(ctx, t, ev, e.fail(t, ev, permanent(decodeErr)))
-				blocked++
+				n++
 			}
 		}
-		if blocked == len(targets) {
+		if n == len(targets) {
 			return results, joinFailures(results)
 		}
-		// Skipped through the gate, undecoded. The zero value of its type
-		// stands in for the payload, so that a creation event is still known
-		// as one.
-		decoded = ev
-		decoded.Payload, _ = e.registry.zero(ev.Type)
+		// Skipped through the gate, undecoded; the zero payload (above)
+		// says whether it is a creation event.
 	}
 	handle := func(t target) Result {
 		return e.traced(ctx, t, decoded, func(ctx context.Context) Result {
-			return e.handleOne(ctx, t, decoded, decodeErr)
+			return e.handleOne(ctx, t, decoded, undecodable(t))
 		})
 	}
 	if len(targets) == 1 {
@@ -280,13 +295,20 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 	}
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		if decodeErr != nil && e.policyOf(t.p) == Block {
+		if blocked(t) {
 			continue // failed above
 		}
 		wg.Go(func() { results[i] = handle(t) })
 	}
 	wg.Wait()
 	return results, joinFailures(results)
+}
+
+// handlesType reports whether projection p has a handler for payloads of
+// payload's type.
+func handlesType(p Definition, payload any) bool {
+	t := reflect.TypeOf(payload)
+	return t != nil && slices.Contains(p.handledTypes(), t)
 }
 
 // targets returns the documents ev feeds, one per projection that wants it,

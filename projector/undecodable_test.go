@@ -1,0 +1,124 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+)
+
+// itemCounter counts the items added to every cart in one document; its
+// router looks at the payload's type, as a summary's often does.
+type itemCounter struct {
+	Added int `bson:"added"`
+}
+
+func newItemCounter() *projector.Projection[itemCounter] {
+	p := projector.New[itemCounter]("item_counter", func(ev projector.Event) (string, bool) {
+		switch ev.Payload.(type) {
+		case cart.ProductItemAddedToShoppingCart:
+			return "all", true
+		}
+		return "", false
+	}).Idempotency(projector.HandledIDs(100))
+	projector.On(p, func(c itemCounter, _ cart.ProductItemAddedToShoppingCart) (itemCounter, error) {
+		c.Added++
+		return c, nil
+	})
+	return p
+}
+
+// An event whose payload does not decode, of a type a projection routes by
+// its payload's type, is the failure policy's: it stops the projection under
+// Block and is parked under Park. It is not dropped as an event the
+// projection does not want, one by one or in a batch.
+func TestUndecodable_an_event_routed_by_its_payload_type_goes_to_the_failure_policy(t *testing.T) {
+	for _, policy := range []projector.FailurePolicy{projector.Block, projector.Park} {
+		for _, batched := range []bool{false, true} {
+			t.Run(policy.String()+map[bool]string{false: "", true: "/batched"}[batched], func(t *testing.T) {
+				ctx := context.Background()
+				s := newStore(t)
+				e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{newItemCounter()},
+					projector.WithRetry(patient()), projector.WithFailurePolicy(policy), projector.WithParker(s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				log := projectortest.NewLog(cart.Registry())
+				good := log.MustAppend(t, cart.StreamID("u1"), cart.ProductItemAddedToShoppingCart{ShoppingCartID: "u1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+				bad := log.Raw(cart.StreamID("u2"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+				var rs []projector.Result
+				if batched {
+					all := e.HandleBatch(ctx, []projector.Event{good[0], bad})
+					rs = all[1]
+				} else {
+					handle(t, e, good[0])
+					rs, _ = e.Handle(ctx, bad)
+				}
+				want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Park: projector.Parked}[policy]
+				if len(rs) != 1 || rs[0].Outcome != want || !errors.Is(rs[0].Err, projector.ErrUndecodable) {
+					t.Fatalf("the undecodable event: %+v, want one result %v with ErrUndecodable", rs, want)
+				}
+				parked, err := s.Parked(ctx, "item_counter")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if wantParked := map[bool]int{false: 0, true: 1}[policy == projector.Park]; len(parked) != wantParked {
+					t.Fatalf("%d parked records, want %d", len(parked), wantParked)
+				}
+			})
+		}
+	}
+}
+
+// A projection with no handler for an event's type passes over it when its
+// payload does not decode, as it does when it does: the decoding error is a
+// failure in the projections that would read the payload only.
+func TestUndecodable_an_event_of_a_type_a_projection_does_not_handle_moves_its_document_on(t *testing.T) {
+	s := newStore(t)
+	openedOnly := projector.New[cart.Details]("opened_only", projector.StreamSuffix(cart.StreamPrefix))
+	projector.Create(openedOnly, func(e cart.ShoppingCartOpened) (cart.Details, error) { return cart.Details{ClientID: e.ClientID}, nil })
+	projector.On(openedOnly, func(d cart.Details, _ cart.ShoppingCartConfirmed) (cart.Details, error) {
+		d.Status = "Confirmed"
+		return d, nil
+	})
+	// No waits: the confirmation waits in vain in cart_details, stopped at
+	// the undecodable event.
+	noWaits := retry.Default()
+	noWaits.MaxRetries = 0
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{openedOnly, cart.NewDetailsProjection()}, projector.WithRetry(noWaits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	stream := cart.StreamID("u3")
+	opened := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "u3", ClientID: "c", OpenedAt: t0})
+	bad := log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	confirmed := log.MustAppend(t, stream, cart.ShoppingCartConfirmed{ShoppingCartID: "u3", ConfirmedAt: t0})
+	ctx := context.Background()
+	if _, err := e.Handle(ctx, opened[0]); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ := e.Handle(ctx, bad)
+	outcome := map[string]projector.Outcome{}
+	for _, r := range rs {
+		outcome[r.Projection] = r.Outcome
+	}
+	if len(rs) != 2 || outcome["opened_only"] != projector.Applied || outcome[cart.DetailsName] != projector.Failed {
+		t.Fatalf("the undecodable event: %+v; want applied (passed over) in opened_only, failed in %s", rs, cart.DetailsName)
+	}
+	rs, _ = e.Handle(ctx, confirmed[0])
+	for _, r := range rs {
+		if r.Projection == "opened_only" && r.Outcome != projector.Applied {
+			t.Fatalf("the next event in opened_only: %v %v", r.Outcome, r.Err)
+		}
+	}
+	var got cart.Details
+	head, found, err := s.Load(ctx, "opened_only", "u3", 0, &got)
+	if err != nil || !found || head.Revision != 2 || got.Status != "Confirmed" || got.ClientID != "c" {
+		t.Fatalf("opened_only: found %v, revision %d, state %+v (%v); want revision 2, confirmed", found, head.Revision, got, err)
+	}
+}
