@@ -123,16 +123,21 @@ func joinFailures(results []Result) error {
 	return errors.Join(errs...)
 }
 
-// stoppedWaiting reports whether one of results failed because its wait was
-// stopped ([stopWaitsOn]): the event is not handled, and is no failure of its
-// own.
+// stoppedWaiting reports whether results failed only because their waits
+// were stopped ([stopWaitsOn]): the event is not handled, and is no failure
+// of its own. A failure of another kind beside one stopped is a failure.
 func stoppedWaiting(results []Result) bool {
+	stopped := false
 	for _, r := range results {
-		if r.Outcome == Failed && errors.Is(r.Err, retry.ErrStopped) {
-			return true
+		switch {
+		case r.Outcome != Failed:
+		case errors.Is(r.Err, retry.ErrStopped):
+			stopped = true
+		default:
+			return false
 		}
 	}
-	return false
+	return stopped
 }
 
 // failure is why an event failed in a document, and where the gate was: what

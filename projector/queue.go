@@ -2,8 +2,11 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
+
+	"github.com/revgate/projector/retry"
 )
 
 // queue orders the events of one document that are in flight in one engine:
@@ -78,6 +81,10 @@ func (q *queue) wait(ctx context.Context, t *ticket) error {
 			return ctx.Err()
 		}
 		switch {
+		case errors.Is(pred.err, retry.ErrStopped):
+			// Its runner stopped its wait: neither reached nor failed. The
+			// document is where it was; t waits for it itself, under its own
+			// runner's stop.
 		case pred.advanced:
 			if !anyReached || pred.rev > reached {
 				reached, anyReached = pred.rev, true

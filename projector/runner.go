@@ -166,7 +166,9 @@ func DefaultReconnect() retry.Policy {
 // NewRunner returns a runner named name (its checkpoint's key) that feeds
 // engine from source and stores checkpoints in checkpoints. checkpoints may
 // be nil for a source that keeps its own position (a persistent
-// subscription). It logs with the engine's logger.
+// subscription). It logs with the engine's logger. It refuses settings that
+// cannot work, and a projection that needs what the source does not give
+// ([CheckSource]: the log in order, one worker).
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
 	r := newRunner(opts)
 	r.name, r.engine, r.source, r.checkpoints = name, engine, source, checkpoints
@@ -342,9 +344,10 @@ func (r *Runner) Stats() RunnerStats {
 
 // Run consumes the source until ctx is done or an event fails in a way
 // nobody settles (a catch-up source under the [Block] policy). Stopping, it
-// lets the events being handled finish (bounded by the drain timeout), stores
-// the checkpoint, and returns: nil when ctx was canceled, else the error. A
-// runner runs once at a time.
+// lets the events being handled finish (bounded by the drain timeout; a wait
+// for a predecessor ends at once, and its event is left for the next run),
+// stores the checkpoint, and returns: nil when ctx was canceled, else the
+// error. A runner runs once at a time.
 func (r *Runner) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("projector: runner %q is already running", r.name)

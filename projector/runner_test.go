@@ -280,8 +280,10 @@ func TestRunner_stopping_ends_a_wait_for_a_predecessor_and_leaves_the_event_for_
 		name := map[bool]string{false: "checkpointed", true: "settled by its source"}[settles]
 		t.Run(name, func(t *testing.T) {
 			store := newStore(t)
+			// Waits of an hour: a wait ends with the stop, or the test
+			// times out.
 			p := patient()
-			p.MaxElapsed = time.Hour
+			p.InitialDelay, p.MaxDelay, p.MaxElapsed = time.Hour, time.Hour, 10*time.Hour
 			var waiting atomic.Bool
 			p.OnRetry = func(retry.Attempt) { waiting.Store(true) }
 			e := newEngine(t, store, p)
@@ -351,4 +353,82 @@ func TestRunner_stopping_ends_a_wait_for_a_predecessor_and_leaves_the_event_for_
 			}
 		})
 	}
+}
+
+// Runners that share an engine (the consumers of a group, in one process)
+// share its queue of each document's events: when one stops, its stopped
+// wait does not end the wait of another runner's event queued behind it,
+// which goes on and applies once its predecessors come.
+func TestRunner_a_stopped_wait_does_not_end_a_wait_of_another_runner_on_the_same_engine(t *testing.T) {
+	store := newStore(t)
+	p := patient()
+	p.InitialDelay, p.MaxDelay, p.MaxElapsed = 5*time.Millisecond, 20*time.Millisecond, 10*time.Hour
+	var waits atomic.Int64
+	p.OnRetry = func(retry.Attempt) { waits.Add(1) }
+	e := newEngine(t, store, p)
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("q"), cart.ShoppingCartOpened{ShoppingCartID: "q", ClientID: "x", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "q", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "q", ProductItem: cart.ProductItem{ProductID: "r", Quantity: 2}},
+		cart.ShoppingCartConfirmed{ShoppingCartID: "q", ConfirmedAt: t0})
+	var settledB sync.Map // revision -> outcome, in B
+	deliver := func(ev projector.Event, settled *sync.Map) projector.Delivery {
+		return projector.Delivery{Event: &ev, CaughtUp: true, Settle: func(rs []projector.Result) error {
+			if settled != nil {
+				settled.Store(ev.StreamRevision, rs[0].Outcome)
+			}
+			return nil
+		}}
+	}
+	start := func(name string, src *live) (*projector.Runner, context.CancelFunc, chan error) {
+		r, err := projector.NewRunner(name, e, src, nil, projector.WithWorkers(1), projector.WithDrainTimeout(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		return r, cancel, done
+	}
+	srcA, srcB := &live{ch: make(chan projector.Delivery)}, &live{ch: make(chan projector.Delivery)}
+	a, stopA, doneA := start("a", srcA)
+	b, stopB, doneB := start("b", srcB)
+	defer func() { stopB(); <-doneB }()
+	srcA.ch <- deliver(evs[0], nil)
+	waitFor(t, "the creation applied", func() bool { return a.Stats().Applied == 1 })
+	srcA.ch <- deliver(evs[2], nil) // waits for revision 1
+	waitFor(t, "A's wait", func() bool { return waits.Load() > 0 })
+	srcB.ch <- deliver(evs[3], &settledB) // queued behind A's revision 2
+	waitFor(t, "B's event in flight", func() bool { return b.Stats().Events == 1 })
+	stopA()
+	select {
+	case err := <-doneA:
+		if err != nil {
+			t.Fatalf("A: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("A did not stop")
+	}
+	if st := a.Stats(); st.Abandoned != 1 {
+		t.Fatalf("A abandoned %d events, want its waiting one", st.Abandoned)
+	}
+	// B's event is still waiting: none of it is settled or abandoned.
+	time.Sleep(100 * time.Millisecond)
+	if st := b.Stats(); st.Abandoned != 0 {
+		t.Fatalf("B abandoned %d events when A stopped", st.Abandoned)
+	}
+	if _, ok := settledB.Load(uint64(3)); ok {
+		t.Fatal("B settled its event before its predecessors came")
+	}
+	// The predecessors come to another consumer, A's successor.
+	srcC := &live{ch: make(chan projector.Delivery)}
+	_, stopC, doneC := start("c", srcC)
+	defer func() { stopC(); <-doneC }()
+	srcC.ch <- deliver(evs[1], nil)
+	srcC.ch <- deliver(evs[2], nil)
+	waitFor(t, "B's event settled", func() bool { _, ok := settledB.Load(uint64(3)); return ok })
+	if outcome, _ := settledB.Load(uint64(3)); outcome != projector.Applied {
+		t.Fatalf("B's event: %v, want applied", outcome)
+	}
+	assertDocument(t, store, "q", evs)
 }

@@ -20,7 +20,9 @@ type Source interface {
 // consumer in log order (a catch-up subscription does; a persistent
 // subscription group does not). A runner runs a projection whose strategy
 // needs the log in order ([Strategy.NeedsOrderedSource]) only from a source
-// that says so, with one worker.
+// that says so, with one worker, and a projection under the [Hold] policy
+// only from a source that says so ([CheckSource]). A source that wraps
+// another passes Ordered through.
 type OrderedSource interface {
 	Source
 	Ordered() bool

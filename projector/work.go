@@ -128,7 +128,7 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 // settle counts an event's results and completes it, or fails the run.
 func (x *run) settle(ctx context.Context, it item, results []Result, err error) {
 	r := x.r
-	if ctx.Err() != nil || stoppedWaiting(results) {
+	if ctx.Err() != nil || (x.halt.Load() && stoppedWaiting(results)) {
 		r.counts.abandoned.Add(1)
 		return // abandoned at the drain timeout, or waiting when the run stopped: not a failure of the event
 	}

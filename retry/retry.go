@@ -47,8 +47,9 @@ func WithClock(c Clock) Option { return func(l *loop) { l.clock = c } }
 // would: an attempt in progress runs to its end (under the loop's context),
 // a wait in progress ends at once, and no further attempt starts. When the
 // last attempt failed, [Do] returns an error that matches [ErrStopped] and
-// carries that attempt's error. It suits a worker that is asked to stop:
-// what it has started finishes, what it waits for is left for later.
+// carries that attempt's error. The first attempt runs even when stop is
+// done before [Do] is called. It suits a worker that is asked to stop: what
+// it has started finishes, what it waits for is left for later.
 func WithStop(stop context.Context) Option { return func(l *loop) { l.stop = stop } }
 
 // ErrStopped is what [Do] returns, wrapped with the last attempt's error,
