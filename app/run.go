@@ -414,6 +414,7 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		case err == nil || ctx.Err() != nil:
 			return err
 		case errors.Is(err, projector.ErrForeignCheckpoint):
+			err = fmt.Errorf("%w (to rebuild it: %s rebuild %s)", err, s.cli.name(), sl.name)
 			sl.setDown("blocked: " + err.Error())
 			s.logger.Error("projection stopped: its checkpoint does not belong to this event store; the other projections go on",
 				"projection", sl.name, "err", err)

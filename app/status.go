@@ -29,6 +29,10 @@ type projectionStatus struct {
 	// 10000 (BehindAtLeast is then true); nil without --esdb.
 	Behind        *int `json:"behind,omitempty"`
 	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
+	// PastHead: the checkpoint is past the head of $all, so it is not a
+	// position of this event store (another one's, or one reset since):
+	// run refuses it.
+	PastHead bool `json:"checkpointPastHead,omitempty"`
 	// Collection is the collection readers use; Rebuilding, one a rebuild
 	// in progress fills, with its checkpoint.
 	Collection        string  `json:"collection"`
@@ -103,6 +107,12 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	}
 	if client == nil {
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
+	}
+	for _, s := range lines {
+		if s.PastHead {
+			fmt.Fprintf(inv.Stderr, "projection %s: its checkpoint %d is past the head of $all, %d: it is not a position of this event store "+
+				"(another one's, or one reset since), and run refuses it; to rebuild it: %s rebuild %[1]s\n", s.Projection, *s.Checkpoint, *s.Head, inv.Name)
+		}
 	}
 	return printStatus(inv.Stdout, lines)
 }
@@ -198,6 +208,8 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 		behind, more, err = countAfter(lctx, client, nil, 0, reads)
 	case cp.Checkpoint.Position < end:
 		behind, more, err = countAfter(lctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare, reads)
+	case cp.Checkpoint.Position > end:
+		st.PastHead = true
 	}
 	cancel()
 	if err != nil {
@@ -326,6 +338,8 @@ func optT(t time.Time) string {
 
 func behindText(s projectionStatus) string {
 	switch {
+	case s.PastHead:
+		return "past the head!"
 	case s.Behind == nil:
 		return "?"
 	case s.BehindAtLeast:

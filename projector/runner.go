@@ -411,8 +411,8 @@ func (x *run) anchor(ctx context.Context, from *Checkpoint) error {
 	})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("projector: runner %q: checkpoint %s: %w; nothing was projected. "+
-			"Rebuild the projection (projector rebuild %s), or, to start it over in place, delete its checkpoint "+
-			"(the %q record of projector_checkpoints) and its collection", r.name, from, err, r.name, r.name)
+			"Rebuild the projection, or, to start it over in place, delete its checkpoint "+
+			"(the %q record of projector_checkpoints) and its collection", r.name, from, err, r.name)
 	}
 	return nil
 }

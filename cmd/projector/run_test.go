@@ -531,7 +531,7 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 		t.Fatalf("exit %d, want 1\n%s", code, q.stderrText())
 	}
 	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
-		if !strings.Contains(q.stderrText(), "Rebuild the projection (projector rebuild "+name+")") {
+		if !strings.Contains(q.stderrText(), "(to rebuild it: projector rebuild "+name+")") {
 			t.Errorf("no error for %s saying how to recover:\n%s", name, q.stderrText())
 		}
 	}
@@ -542,6 +542,18 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
 	if code != 0 || strings.Count(out, "does not belong to this event store") != 3 {
 		t.Fatalf("status: exit %d\n%s", code, out)
+	}
+	// Against the other store, status says that each checkpoint is past its
+	// head, and how to recover, instead of "0 behind".
+	out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", second.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
+	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
+		if code != 0 || !strings.Contains(errOut, "projection "+name+": its checkpoint") ||
+			!strings.Contains(errOut, "is past the head of $all") || !strings.Contains(errOut, "to rebuild it: projector rebuild "+name) {
+			t.Fatalf("status against the other store: exit %d, no word that %s's checkpoint is past its head:\n%s%s", code, name, out, errOut)
+		}
+	}
+	if strings.Count(out, "past the head!") != 3 {
+		t.Fatalf("status against the other store: the table does not say past the head:\n%s", out)
 	}
 }
 
