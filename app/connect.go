@@ -107,6 +107,11 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 	case c.TLS() && strings.Contains(err.Error(), "first record does not look like a TLS handshake"):
 		return fmt.Errorf("EventStoreDB at %s does not speak TLS: add ?tls=false to the connection string (for an insecure server), or give the server its certificate", c)
 	}
+	if ctx.Err() == nil {
+		// Refused before the time was up: something answers there, and not
+		// as EventStoreDB does.
+		return fmt.Errorf("EventStoreDB at %s: the server there does not answer as EventStoreDB (is it the right port?): %w", c, err)
+	}
 	return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
 }
 

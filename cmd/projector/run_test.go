@@ -251,6 +251,21 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 			defer c.Close()
 		}
 	}()
+	// Something else listens there: it hangs up on what it does not speak.
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -262,6 +277,8 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"unparsable mongo", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://u:hunter2@host:99999"}, 2, "--mongo: mongostore: invalid MongoDB URI"},
 		{"esdb refusing", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "nothing answers at 127.0.0.1:1 (connection refused)"},
 		{"esdb not answering", []string{"run", "--esdb", "esdb://" + silent.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
+		{"esdb on another server's port", []string{"run", "--esdb", "esdb://" + other.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "1m"}, 1,
+			"the server there does not answer as EventStoreDB (is it the right port?)"},
 		{"esdb without TLS", []string{"run", "--esdb", "esdb://" + srv.Addr(), "--mongo", mongo, "--http", ""}, 1, "does not speak TLS: add ?tls=false to the connection string"},
 		{"mongo not answering", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://127.0.0.1:1", "--http", "", "--connect-timeout", "1s"}, 1, "no MongoDB answered"},
 		{"unknown projection", []string{"run", "--esdb", srv.URI(), "--projections", "cart_details,nope"}, 2, `unknown projection "nope"`},
