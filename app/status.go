@@ -233,6 +233,16 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 	return nil
 }
 
+// firstLine is the first line of a recorded error, which keeps a table's
+// lines one a line (a panic's error holds its stack after it).
+func firstLine(s string) string {
+	first, rest, more := strings.Cut(s, "\n")
+	if !more {
+		return s
+	}
+	return fmt.Sprintf("%s [and %d more lines, in its record in %s]", first, strings.Count(rest, "\n")+1, mongostore.ParkedCollection)
+}
+
 // printParked lists the parked events of the projections, one a line under
 // a header, tab-separated: projection, stream@revision, type, when,
 // attempts, and the error after the build collection it was parked in (and
@@ -256,7 +266,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				fmt.Fprintln(w, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
 			}
 			n++
-			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, p.Error)
+			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error))
 		}
 	}
 	if n == 0 {
