@@ -535,23 +535,31 @@ func groupName(group, projection string) string { return group + "-" + projectio
 // healthHandler serves /healthz (the process is alive) and /readyz (every
 // projection has caught up with the head of its subscription; for a
 // persistent group, which has no head to reach, every consumer is connected).
+// Not ready, it says why, per projection: down (and why), not connected to
+// the event store (it does not answer, or the subscription is opening), or
+// catching up.
 func healthHandler(runners []runnerView, group bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		var behind, down []string
+		var behind, down, unconnected []string
 		for _, r := range runners {
 			switch {
 			case r.Down() != "":
 				down = append(down, r.Name()+" "+r.Down())
-			case (!group && !r.CaughtUp()) || (group && !r.Connected()):
+			case !r.Connected():
+				unconnected = append(unconnected, r.Name())
+			case !group && !r.CaughtUp():
 				behind = append(behind, r.Name())
 			}
 		}
-		if len(behind)+len(down) > 0 {
+		if len(behind)+len(down)+len(unconnected) > 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			for _, d := range down {
 				fmt.Fprintf(w, "down: %s\n", d)
+			}
+			if len(unconnected) > 0 {
+				fmt.Fprintf(w, "not connected (the event store does not answer, or the subscription is opening): %s\n", strings.Join(unconnected, ", "))
 			}
 			if len(behind) > 0 {
 				fmt.Fprintf(w, "catching up: %s\n", strings.Join(behind, ", "))

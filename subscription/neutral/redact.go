@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Redact returns uri with its password replaced by "xxxxx". It takes any
@@ -48,13 +50,54 @@ func Scrub(msg, uri string) string {
 // ClientLog adapts an official client's logging callback to l: errors and
 // warnings at warn level (except those of a cancelled call), the rest at
 // debug. Both clients' LoggingFunc are functions of this type.
+//
+// A client retrying a server that is down says the same thing ten times a
+// second: a warning of one call site (its format) is logged at warn once
+// every [ClientLogEvery], the repeats in between at debug, and the next
+// warning says how many there were.
 func ClientLog(l *slog.Logger) func(level string, format string, args ...any) {
+	return clientLog(l, time.Now)
+}
+
+// ClientLogEvery is how often [ClientLog] logs the warnings of one call site
+// of a client at warn level.
+const ClientLogEvery = 10 * time.Second
+
+func clientLog(l *slog.Logger, now func() time.Time) func(level string, format string, args ...any) {
+	type site struct {
+		last     time.Time
+		repeated int
+	}
+	var mu sync.Mutex
+	sites := map[string]*site{}
 	return func(level string, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		lv := slog.LevelDebug
-		if (level == "warn" || level == "error") && !strings.Contains(msg, "context canceled") {
-			lv = slog.LevelWarn
+		if (level != "warn" && level != "error") || strings.Contains(msg, "context canceled") {
+			l.Log(context.Background(), slog.LevelDebug, msg)
+			return
 		}
-		l.Log(context.Background(), lv, msg)
+		mu.Lock()
+		s := sites[format]
+		if s == nil {
+			s = &site{}
+			sites[format] = s
+		}
+		t := now()
+		quiet := !s.last.IsZero() && t.Sub(s.last) < ClientLogEvery
+		repeated := s.repeated
+		if quiet {
+			s.repeated++
+		} else {
+			s.last, s.repeated = t, 0
+		}
+		mu.Unlock()
+		switch {
+		case quiet:
+			l.Log(context.Background(), slog.LevelDebug, msg)
+		case repeated > 0:
+			l.Log(context.Background(), slog.LevelWarn, msg, "repeats_since_last_warning", repeated)
+		default:
+			l.Log(context.Background(), slog.LevelWarn, msg)
+		}
 	}
 }

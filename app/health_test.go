@@ -1,0 +1,57 @@
+package app
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/revgate/projector/projector"
+)
+
+// view is a runner as /readyz sees it.
+type view struct {
+	name                string
+	caughtUp, connected bool
+	down                string
+}
+
+func (v view) Name() string                 { return v.name }
+func (v view) Stats() projector.RunnerStats { return projector.RunnerStats{} }
+func (v view) CaughtUp() bool               { return v.caughtUp }
+func (v view) Connected() bool              { return v.connected }
+func (v view) Down() string                 { return v.down }
+func (v view) Leader() bool                 { return true }
+func (v view) Reads() Filter                { return StreamPrefix("t/") }
+
+// /readyz says, per projection, why it is not ready: down, not connected to
+// the event store (an outage is not "catching up"), or catching up; and
+// ready when every projection is caught up (for a group, connected).
+func TestReadyz_says_why_each_projection_is_not_ready(t *testing.T) {
+	cases := []struct {
+		name   string
+		views  []runnerView
+		group  bool
+		status int
+		lines  []string
+	}{
+		{"all caught up", []runnerView{view{name: "a", caughtUp: true, connected: true}}, false, 200, []string{"ready"}},
+		{"an outage", []runnerView{view{name: "a", caughtUp: true, connected: false}, view{name: "b", caughtUp: true, connected: true}}, false, 503,
+			[]string{"not connected (the event store does not answer, or the subscription is opening): a"}},
+		{"one behind, one down, one not connected", []runnerView{view{name: "a", connected: true}, view{name: "b", down: "blocked: x"}, view{name: "c"}}, false, 503,
+			[]string{"down: b blocked: x", "not connected (the event store does not answer, or the subscription is opening): c", "catching up: a"}},
+		{"a group's consumers, connected", []runnerView{view{name: "a", connected: true}}, true, 200, []string{"ready"}},
+		{"a group's consumer not connected", []runnerView{view{name: "a"}}, true, 503,
+			[]string{"not connected (the event store does not answer, or the subscription is opening): a"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			healthHandler(c.views, c.group).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			got := strings.Split(strings.TrimSpace(rec.Body.String()), "\n")
+			if rec.Code != c.status || strings.Join(got, "|") != strings.Join(c.lines, "|") {
+				t.Fatalf("%d %q, want %d %q", rec.Code, got, c.status, c.lines)
+			}
+		})
+	}
+}
