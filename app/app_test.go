@@ -136,6 +136,10 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			[]string{"tickets", "--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, "rebuild"},
 		{"global position in a group", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads}),
 			[]string{"--group", "g"}, `--group g: projection "tickets" uses the global position strategy, which needs one consumer reading the log in order: a catch-up subscription, not a persistent subscription group`, ""},
+		{"an --http that is no address", config(good), []string{"--http", ":abc"}, `--http ":abc": the port is not a number from 0 to 65535`, ""},
+		{"an --http without a port", config(good), []string{"--http", "localhost"}, `--http "localhost": want host:port or :port`, ""},
+		{"hold for every projection, one of which cannot", config(good, app.Projection{Definition: tickets("ids").InCollection("ids").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
+			[]string{"--on-failure", "hold"}, `name the others with --projections, or give the projections that can hold it as their own, with OnFailure(projector.Hold)`, ""},
 		{"hold in a group", config(good), []string{"--group", "g", "--on-failure", "hold"},
 			`--group g: projection "tickets" holds the documents of failed events (the hold policy), which needs one consumer reading the log in order`, ""},
 		{"a projection's own hold in a group", config(app.Projection{Definition: tickets("tickets").OnFailure(projector.Hold), Reads: good.Reads}),
@@ -151,14 +155,15 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			if command == "" {
 				command = "run"
 			}
-			args := append([]string{command}, c.args...)
+			args := []string{command}
+			if command == "run" {
+				args = append(args, "--http", "") // before the case's own flags, which win
+			}
+			args = append(args, c.args...)
 			if command != "replay-parked" {
 				args = append(args, "--esdb", "esdb://"+addr+"?tls=false")
 			}
 			args = append(args, "--mongo", "mongodb://"+addr)
-			if command == "run" {
-				args = append(args, "--http", "")
-			}
 			code, _, stderr := run(c.config, nil, args...)
 			lines := strings.Split(strings.TrimSpace(stderr), "\n")
 			if code != 2 || len(lines) != 1 || !strings.Contains(stderr, c.want) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,13 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	case c.drainTimeout <= 0:
 		return usageError(inv.Stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
 	}
+	if c.httpAddr != "" {
+		if _, port, err := net.SplitHostPort(c.httpAddr); err != nil {
+			return usageError(inv.Stderr, "--http %q: want host:port or :port (%v)", c.httpAddr, err)
+		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return usageError(inv.Stderr, "--http %q: the port is not a number from 0 to 65535", c.httpAddr)
+		}
+	}
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
 		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}
@@ -91,6 +99,10 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 			return usageError(inv.Stderr, "projection %q: %v", p.Definition.Name(), err)
 		}
 		if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
+			if c.policy == projector.Hold && len(c.selected) > 1 {
+				return usageError(inv.Stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
+					"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
+			}
 			return usageError(inv.Stderr, "%v", err)
 		}
 		if err := projector.CheckSource(p.Definition, c.policy, c.group == "", p.workers(c.workers)); err != nil {
