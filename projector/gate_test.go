@@ -1,9 +1,12 @@
 package projector_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -313,7 +316,12 @@ func TestGate_a_projection_that_panics_fails_the_event_not_the_process(t *testin
 		m[e.ProductItem.ProductID] = t.N // nil map: panics
 		return t, nil
 	})
-	e := newEngine(t, s, retry.Default(), p)
+	var logged bytes.Buffer
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()),
+		projector.WithLogger(slog.New(slog.NewJSONHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := projectortest.NewLog(cart.Registry())
 	evs := log.MustAppend(t, cart.StreamID("c4"),
 		cart.ShoppingCartOpened{ShoppingCartID: "c4", ClientID: "x", OpenedAt: t0},
@@ -327,6 +335,16 @@ func TestGate_a_projection_that_panics_fails_the_event_not_the_process(t *testin
 	}
 	if !strings.Contains(res.Err.Error(), "assignment to entry in nil map") {
 		t.Fatalf("the panic value is missing from %q", res.Err)
+	}
+	// Logged, the error is its first line, and the stack an attribute of
+	// its own.
+	var rec struct{ Msg, Err, Stack string }
+	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, logged.String())
+	}
+	if rec.Msg != "event failed" || strings.Contains(rec.Err, "\n") || !strings.Contains(rec.Err, "assignment to entry in nil map") ||
+		!strings.Contains(rec.Stack, "goroutine") {
+		t.Fatalf("logged: msg %q, err %q, stack %.80q", rec.Msg, rec.Err, rec.Stack)
 	}
 }
 

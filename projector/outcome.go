@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"strings"
 	"fmt"
 
 	"github.com/revgate/projector/retry"
@@ -164,8 +165,14 @@ func (e *Engine) fail(t target, ev Event, f failure) Result {
 		Wanted: f.wanted, Seen: f.seen, Attempts: f.attempts, Err: f.err,
 	}
 	if !errors.Is(f.err, context.Canceled) && !errors.Is(f.err, retry.ErrStopped) {
-		e.logger.Warn("event failed", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,
-			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", f.err)
+		// A panic's error holds its stack after its first line: apart, the
+		// error reads as one line.
+		attrs := []any{"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID,
+			"revision", ev.StreamRevision, "type", ev.Type, "retryable", err.Retryable(), "err", f.err}
+		if first, stack, ok := strings.Cut(f.err.Error(), "\n"); ok && errors.Is(f.err, ErrPanic) {
+			attrs = append(attrs[:len(attrs)-1], first, "stack", stack)
+		}
+		e.logger.Warn("event failed", attrs...)
 	}
 	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Failed, Err: err}
 }
