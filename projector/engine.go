@@ -237,17 +237,17 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 	}
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr := e.registry.Decode(ev)
+	var targets []target
+	var unroutable []unrouted
 	if decodeErr != nil {
-		// Routed, and skipped through the gate where the policy says so,
-		// as an event of its type: the zero value of its type stands in for
-		// the payload. A router that looks at the payload's type claims it
-		// (it would drop it, silently, for a nil payload), and one that
-		// reads the payload's fields finds none and cannot route it: either
-		// way the failure policy has the event.
+		// The zero value of its type stands in for the payload, so that a
+		// creation event is still known as one when the gate skips it.
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
+		targets, unroutable = e.targetsUndecoded(ev, decoded)
+	} else {
+		targets, unroutable = e.targets(decoded)
 	}
-	targets, unroutable := e.targets(decoded)
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
@@ -321,6 +321,32 @@ func (e *Engine) targets(ev Event) (targets []target, unroutable []unrouted) {
 			unroutable = append(unroutable, unrouted{p, err})
 		case ok:
 			targets = append(targets, target{p, id})
+		}
+	}
+	return targets, unroutable
+}
+
+// targetsUndecoded are the targets of ev, whose payload does not decode:
+// zero is ev with the zero value of its type for a payload. A projection's
+// document is the one its router gives without reading the payload (the
+// same for no payload and for the zero one: the stream's, the metadata's).
+// A router that answers otherwise reads the payload: for no payload it may
+// say "not mine" (a router that switches on the payload's type would drop
+// the event, silently), and for the zero one it may give a document made of
+// empty fields. Its projection cannot route the event: the failure policy
+// has it, without a document.
+func (e *Engine) targetsUndecoded(ev, zero Event) (targets []target, unroutable []unrouted) {
+	for _, p := range e.projections {
+		id, ok, err := p.Route(zero)
+		bare, bareOK, bareErr := p.Route(ev)
+		switch {
+		case err != nil:
+			unroutable = append(unroutable, unrouted{p, err})
+		case !ok && !bareOK && bareErr == nil:
+		case ok && bareOK && bareErr == nil && id == bare:
+			targets = append(targets, target{p, id})
+		default:
+			unroutable = append(unroutable, unrouted{p, fmt.Errorf("%w: its router reads the payload", ErrUnroutable)})
 		}
 	}
 	return targets, unroutable

@@ -122,3 +122,50 @@ func TestUndecodable_an_event_of_a_type_a_projection_does_not_handle_moves_its_d
 		t.Fatalf("opened_only: found %v, revision %d, state %+v (%v); want revision 2, confirmed", found, head.Revision, got, err)
 	}
 }
+
+// A router that makes the document's id of the payload's fields would give,
+// for the zero value of an undecodable event's type, a document of empty
+// fields ("by-client-"): the event is unroutable instead, and goes to the
+// failure policy without a document. No such document is written, under any
+// policy.
+func TestUndecodable_a_router_that_reads_the_payload_s_fields_makes_no_document_of_empty_fields(t *testing.T) {
+	for _, policy := range []projector.FailurePolicy{projector.Block, projector.Skip, projector.Park} {
+		t.Run(policy.String(), func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t)
+			p := projector.New[itemCounter]("by_client", func(ev projector.Event) (string, bool) {
+				if o, ok := ev.Payload.(cart.ShoppingCartOpened); ok {
+					return "by-client-" + o.ClientID, true
+				}
+				return "", false
+			}).Idempotency(projector.HandledIDs(100))
+			projector.On(p, func(c itemCounter, _ cart.ShoppingCartOpened) (itemCounter, error) {
+				c.Added++
+				return c, nil
+			})
+			e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(patient()),
+				projector.WithFailurePolicy(policy), projector.WithParker(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := projectortest.NewLog(cart.Registry())
+			bad := log.Raw(cart.StreamID("u4"), cart.TypeOpened, []byte(`{"clientId": 7}`))
+			rs, _ := e.Handle(ctx, bad)
+			want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Skip: projector.Skipped, projector.Park: projector.Parked}[policy]
+			if len(rs) != 1 || rs[0].Outcome != want || rs[0].Document != "" || !errors.Is(rs[0].Err, projector.ErrUndecodable) ||
+				!errors.Is(rs[0].Err, projector.ErrUnroutable) {
+				t.Fatalf("the undecodable event: %+v, want one result %v, unroutable, with no document", rs, want)
+			}
+			n, err := s.Database().Collection("by_client").CountDocuments(ctx, map[string]any{})
+			if err != nil || n != 0 {
+				t.Fatalf("%d documents in by_client (%v), want none", n, err)
+			}
+			if policy == projector.Park {
+				parked, err := s.Parked(ctx, "by_client")
+				if err != nil || len(parked) != 1 || parked[0].Document != "" {
+					t.Fatalf("parked %+v (%v), want one record without a document", parked, err)
+				}
+			}
+		})
+	}
+}
