@@ -3,8 +3,8 @@ package projector
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 
 	"github.com/revgate/projector/retry"
 )

@@ -28,9 +28,9 @@ func TestClientLog_a_repeated_warning_is_logged_once_every_ClientLogEvery(t *tes
 	log("error", "error when reading server features: %v", "unavailable") // debug
 	at(2 * time.Second)
 	log("error", "error when reading server features: %v", "refused") // debug
-	log("warn", "discovery failed: %v", "no node")                   // another site: warn
-	log("info", "connected to %s", "node")                           // debug
-	log("error", "read: %v", "context canceled")                     // debug
+	log("warn", "discovery failed: %v", "no node")                    // another site: warn
+	log("info", "connected to %s", "node")                            // debug
+	log("error", "read: %v", "context canceled")                      // debug
 	at(ClientLogEvery + time.Second)
 	log("error", "error when reading server features: %v", "unavailable") // warn, 2 repeats
 	want := []string{
