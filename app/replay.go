@@ -126,7 +126,7 @@ again to the consumers of the group, which apply them through the gate.
 		}
 		failed += len(rep.Left)
 		first := rep.Left[0]
-		fmt.Fprintf(stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err)))
+		fmt.Fprintf(stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
 		if err := store.Replayed(ctx, first, rep.Err); err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ again to the consumers of the group, which apply them through the gate.
 		}
 		if r.Outcome != projector.Applied && r.Outcome != projector.Duplicate {
 			why, failed = r.Err, failed+1
-			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, firstLine(fmt.Sprint(r.Err)))
+			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, firstLine(fmt.Sprint(r.Err), "its record in "+mongostore.ParkedCollection))
 		}
 		if err := store.Replayed(ctx, pe, why); err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,8 +86,8 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	if c.httpAddr != "" {
 		if _, port, err := net.SplitHostPort(c.httpAddr); err != nil {
 			return usageError(inv.Stderr, "--http %q: want host:port or :port (%v)", c.httpAddr, err)
-		} else if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			return usageError(inv.Stderr, "--http %q: the port is not a number from 0 to 65535", c.httpAddr)
+		} else if _, err := net.LookupPort("tcp", port); err != nil {
+			return usageError(inv.Stderr, "--http %q: %v", c.httpAddr, err)
 		}
 	}
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
@@ -99,7 +98,7 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 			return usageError(inv.Stderr, "projection %q: %v", p.Definition.Name(), err)
 		}
 		if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
-			if c.policy == projector.Hold && len(c.selected) > 1 {
+			if c.policy == projector.Hold && len(c.selected) > 1 && projector.CheckFailurePolicy(p.Definition, projector.Block) == nil {
 				return usageError(inv.Stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
 					"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
 			}
@@ -434,15 +433,15 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		case !errors.As(err, &failed):
 			return err
 		case !failed.Retryable():
-			sl.setDown("blocked: " + err.Error())
+			sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
 			s.logger.Error("projection stopped at an event that failed for good; the other projections go on",
-				"projection", sl.name, "err", err)
+				errAttrs(err, "projection", sl.name)...)
 			return err
 		}
-		sl.setDown("retrying: " + err.Error())
+		sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
 		pace.Failed()
 		s.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoint",
-			"projection", sl.name, "err", err)
+			errAttrs(err, "projection", sl.name)...)
 		if werr := pace.Wait(ctx); werr != nil {
 			return err // stopped while waiting: it did not end well
 		}

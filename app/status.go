@@ -233,14 +233,25 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 	return nil
 }
 
-// firstLine is the first line of a recorded error, which keeps a table's
-// lines one a line (a panic's error holds its stack after it).
-func firstLine(s string) string {
-	first, rest, more := strings.Cut(s, "\n")
+// firstLine is the first line of an error, which keeps a table's lines one
+// a line (a panic's error holds its stack after it); where says where the
+// rest is.
+func firstLine(s, where string) string {
+	first, rest, more := strings.Cut(strings.TrimRight(s, "\n"), "\n")
 	if !more {
-		return s
+		return first
 	}
-	return fmt.Sprintf("%s [and %d more lines, in its record in %s]", first, strings.Count(rest, "\n")+1, mongostore.ParkedCollection)
+	return fmt.Sprintf("%s [and %d more lines, in %s]", first, strings.Count(rest, "\n")+1, where)
+}
+
+// errAttrs are a log record's attributes with err: its first line, and the
+// rest (a panic's stack) apart.
+func errAttrs(err error, attrs ...any) []any {
+	first, rest, more := strings.Cut(err.Error(), "\n")
+	if !more {
+		return append(attrs, "err", err)
+	}
+	return append(attrs, "err", first, "stack", rest)
 }
 
 // printParked lists the parked events of the projections, one a line under
@@ -266,7 +277,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				fmt.Fprintln(w, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
 			}
 			n++
-			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error))
+			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error, "its record in "+mongostore.ParkedCollection))
 		}
 	}
 	if n == 0 {
@@ -362,5 +373,5 @@ func errText(s projectionStatus) string {
 	if s.LastError == "" {
 		return "-"
 	}
-	return fmt.Sprintf("%s: %s", optT(s.LastErrorAt), s.LastError)
+	return fmt.Sprintf("%s: %s", optT(s.LastErrorAt), firstLine(s.LastError, "--json"))
 }

@@ -438,6 +438,9 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		if !b.failed {
 			ev, err := b.decode(i)
+			if err != nil && !handlesType(p, ev.Payload) {
+				err = nil // not read here: passed over, as in Handle
+			}
 			res = b.traced(ctx, t, ev, func(ctx context.Context) Result { return b.handleOne(ctx, t, ev, err) })
 			b.note(res)
 		}

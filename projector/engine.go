@@ -334,17 +334,20 @@ func (e *Engine) targets(ev Event) (targets []target, unroutable []unrouted) {
 // say "not mine" (a router that switches on the payload's type would drop
 // the event, silently), and for the zero one it may give a document made of
 // empty fields. Its projection cannot route the event: the failure policy
-// has it, without a document.
+// has it, without a document; unless the projection has no handler for the
+// event's type, and the event is not its concern.
 func (e *Engine) targetsUndecoded(ev, zero Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
 		id, ok, err := p.Route(zero)
 		bare, bareOK, bareErr := p.Route(ev)
+		trusted := err == nil && bareErr == nil && ok == bareOK && id == bare
 		switch {
+		case trusted && ok:
+			targets = append(targets, target{p, id})
+		case trusted: // not wanted
+		case !handlesType(p, zero.Payload): // not its concern
 		case err != nil:
 			unroutable = append(unroutable, unrouted{p, err})
-		case !ok && !bareOK && bareErr == nil:
-		case ok && bareOK && bareErr == nil && id == bare:
-			targets = append(targets, target{p, id})
 		default:
 			unroutable = append(unroutable, unrouted{p, fmt.Errorf("%w: its router reads the payload", ErrUnroutable)})
 		}

@@ -3,6 +3,7 @@ package projector_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/revgate/projector/cart"
@@ -167,5 +168,30 @@ func TestUndecodable_a_router_that_reads_the_payload_s_fields_makes_no_document_
 				}
 			}
 		})
+	}
+}
+
+// A projection with no handler for an undecodable event's type is not failed
+// by it, even when its router reads the payload and cannot route the zero
+// value: the payload is not its concern.
+func TestUndecodable_a_projection_without_a_handler_is_not_failed_by_its_router(t *testing.T) {
+	s := newStore(t)
+	byCart := projector.New[itemCounter]("by_cart_field", func(ev projector.Event) (string, bool) {
+		v := reflect.ValueOf(ev.Payload)
+		if !v.IsValid() || v.Kind() != reflect.Struct || !v.FieldByName("ShoppingCartID").IsValid() {
+			return "", false
+		}
+		return v.FieldByName("ShoppingCartID").String(), true // "" for a zero payload: an empty id
+	}).Idempotency(projector.HandledIDs(100))
+	projector.On(byCart, func(c itemCounter, _ cart.ShoppingCartOpened) (itemCounter, error) { return c, nil })
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{byCart}, projector.WithRetry(patient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	bad := log.Raw(cart.StreamID("u5"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	rs, err := e.Handle(context.Background(), bad)
+	if len(rs) != 0 || err != nil {
+		t.Fatalf("results %+v, err %v: want none, the event is not the projection's concern", rs, err)
 	}
 }

@@ -27,20 +27,24 @@ func TestClientLog_a_repeated_warning_is_logged_once_every_ClientLogEvery(t *tes
 	at(time.Second)
 	log("error", "error when reading server features: %v", "unavailable") // debug
 	at(2 * time.Second)
-	log("error", "error when reading server features: %v", "refused") // debug
-	log("warn", "discovery failed: %v", "no node")                    // another site: warn
-	log("info", "connected to %s", "node")                            // debug
-	log("error", "read: %v", "context canceled")                      // debug
+	log("error", "error when reading server features: %v", "unavailable") // debug
+	log("error", "error when reading server features: %v", "refused")     // another message: warn, after 2 repeats
+	log("error", "error when reading server features: %v", "refused")     // debug
+	log("warn", "discovery failed: %v", "no node")                        // another site: warn
+	log("info", "connected to %s", "node")                                // debug
+	log("error", "read: %v", "context canceled")                          // debug
 	at(ClientLogEvery + time.Second)
-	log("error", "error when reading server features: %v", "unavailable") // warn, 2 repeats
+	log("error", "error when reading server features: %v", "unavailable") // warn, after 1 repeat
 	want := []string{
 		`level=WARN msg="error when reading server features: unavailable"`,
 		`level=DEBUG msg="error when reading server features: unavailable"`,
+		`level=DEBUG msg="error when reading server features: unavailable"`,
+		`level=WARN msg="error when reading server features: refused" repeats_since_last_warning=2`,
 		`level=DEBUG msg="error when reading server features: refused"`,
 		`level=WARN msg="discovery failed: no node"`,
 		`level=DEBUG msg="connected to node"`,
 		`level=DEBUG msg="read: context canceled"`,
-		`level=WARN msg="error when reading server features: unavailable" repeats_since_last_warning=2`,
+		`level=WARN msg="error when reading server features: unavailable" repeats_since_last_warning=1`,
 	}
 	got := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(got) != len(want) {

@@ -53,8 +53,9 @@ func Scrub(msg, uri string) string {
 //
 // A client retrying a server that is down says the same thing ten times a
 // second: a warning of one call site (its format) is logged at warn once
-// every [ClientLogEvery], the repeats in between at debug, and the next
-// warning says how many there were.
+// every [ClientLogEvery], the repeats of the same message in between at
+// debug, and the next warning says how many there were. A message that
+// differs from the last one of its call site at warn is a warning.
 func ClientLog(l *slog.Logger) func(level string, format string, args ...any) {
 	return clientLog(l, time.Now)
 }
@@ -66,6 +67,7 @@ const ClientLogEvery = 10 * time.Second
 func clientLog(l *slog.Logger, now func() time.Time) func(level string, format string, args ...any) {
 	type site struct {
 		last     time.Time
+		msg      string // the last one at warn
 		repeated int
 	}
 	var mu sync.Mutex
@@ -83,12 +85,12 @@ func clientLog(l *slog.Logger, now func() time.Time) func(level string, format s
 			sites[format] = s
 		}
 		t := now()
-		quiet := !s.last.IsZero() && t.Sub(s.last) < ClientLogEvery
+		quiet := !s.last.IsZero() && t.Sub(s.last) < ClientLogEvery && msg == s.msg
 		repeated := s.repeated
 		if quiet {
 			s.repeated++
 		} else {
-			s.last, s.repeated = t, 0
+			s.last, s.msg, s.repeated = t, msg, 0
 		}
 		mu.Unlock()
 		switch {
