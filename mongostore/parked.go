@@ -177,6 +177,17 @@ func (s *Store) ClaimReplay(ctx context.Context, pe projector.ParkedEvent, c pro
 	return nil
 }
 
+// ReleaseReplay implements [projector.ReplayClaimer]: it removes claim c
+// from the parked event when c is the one recorded (by its token after).
+func (s *Store) ReleaseReplay(ctx context.Context, pe projector.ParkedEvent, c projector.ReplayClaim) error {
+	id := recordID(pe)
+	filter := bson.D{{Key: FieldID, Value: id}, {Key: "claim.after", Value: c.After}}
+	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: "claim", Value: ""}}}}); err != nil {
+		return fmt.Errorf("mongostore: release the replay of %s: %w", id, err)
+	}
+	return nil
+}
+
 // Replayed marks a parked event replayed (it stays, for the record); a replay
 // that failed again records the new error instead (replayErr non-nil).
 func (s *Store) Replayed(ctx context.Context, pe projector.ParkedEvent, replayErr error) error {

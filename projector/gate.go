@@ -76,6 +76,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	}
 	head.Stream = ev.StreamID
 	c := e.claimer()
+	var claimed *ReplayClaim // this attempt's
 	if c == nil || head.Write == "" {
 		head.Write = "" // a token of its own, not the one read
 	} else {
@@ -85,12 +86,19 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		if err := c.ClaimReplay(ctx, pe, claim); err != nil {
 			return false, retry.Permanent(err)
 		}
-		head.Write, *wrote = claim.After, claim.After
+		head.Write, *wrote, claimed = claim.After, claim.After, &claim
 	}
 	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
 	case err != nil:
-		return false, err
+		return false, err // it may have written: the claim stays
+	case !matched && claimed != nil:
+		// Moved meanwhile: nothing was written, and the claim goes, so that
+		// a replay run again after this one gives up does not doubt it.
+		if err := c.ReleaseReplay(ctx, pe, *claimed); err != nil {
+			return false, err
+		}
+		return false, errMoved
 	case !matched:
 		return false, errMoved
 	}

@@ -52,6 +52,10 @@ type ReplayClaimer interface {
 	// ClaimReplay records c on the parked event, if not replayed yet (else
 	// an error wrapping [ErrReplayedAlready]).
 	ClaimReplay(ctx context.Context, pe ParkedEvent, c ReplayClaim) error
+	// ReleaseReplay removes claim c from the parked event, if it is still
+	// the one recorded there: the replay's write did not happen (its
+	// condition matched nothing), and a later replay has nothing to doubt.
+	ReleaseReplay(ctx context.Context, pe ParkedEvent, c ReplayClaim) error
 }
 
 // ErrOtherBuild: a parked event of another build of the projection (a

@@ -6,11 +6,14 @@ import (
 	"reflect"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
 )
 
 // parkPoison runs the poisoned cart of holdLog through an engine with the
@@ -153,5 +156,57 @@ func TestReplay_of_an_event_parked_in_another_build_applies_nothing(t *testing.T
 	}
 	if err := projectortest.CheckDocument(ctx, s, projector.Copy(p, p.Collection()+"_2").(*projector.Projection[trail]), id, carts[id]); err != nil {
 		t.Fatalf("after the replay: %v", err)
+	}
+}
+
+// moving is a store whose conditional updates match nothing while misses
+// lasts: the document moves under each write, as when live events keep
+// coming.
+type moving struct {
+	*mongostore.Store
+	misses atomic.Int32
+}
+
+func (m *moving) Update(ctx context.Context, coll, id string, from uint64, head driver.Head, state any) (bool, error) {
+	if m.misses.Add(-1) >= 0 {
+		return false, nil
+	}
+	return m.Store.Update(ctx, coll, id, from, head, state)
+}
+
+// A replay whose writes all miss (the document keeps moving) gives up having
+// written nothing, and leaves no claim behind: run again, once the document
+// was written by something else, it applies the event instead of refusing
+// it as a replay cut short.
+func TestReplay_a_replay_that_wrote_nothing_leaves_no_claim_behind(t *testing.T) {
+	ctx := context.Background()
+	s, p, pe, id := parkPoison(t, projector.StreamRevision())
+	few := retry.Default()
+	few.InitialDelay, few.MaxRetries = time.Millisecond, 2
+	m := &moving{Store: s}
+	m.misses.Store(3)
+	e, err := projector.NewEngine(m, cart.Registry(), []projector.Definition{p}, projector.WithRetry(few), projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Replay(ctx, pe); r.Outcome != projector.Failed {
+		t.Fatalf("replay while the document moves: %v %v, want failed", r.Outcome, r.Err)
+	}
+	again, err := s.Parked(ctx, "trail")
+	if err != nil || len(again) != 1 || again[0].Claim != nil {
+		t.Fatalf("parked after the failed replay: %+v (%v), want the record without a claim", again, err)
+	}
+	// Something else writes the document meanwhile.
+	state := readTrail(t, s, p, id)
+	h, _, err := s.Load(ctx, p.Collection(), id, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write = ""
+	if ok, err := s.Update(ctx, p.Collection(), id, h.Revision, h, state); err != nil || !ok {
+		t.Fatalf("write: %v %v", ok, err)
+	}
+	if r := e.Replay(ctx, again[0]); r.Outcome != projector.Applied {
+		t.Fatalf("replay run again: %v %v, want applied", r.Outcome, r.Err)
 	}
 }
