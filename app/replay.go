@@ -150,7 +150,10 @@ again to the consumers of the group, which apply them through the gate.
 	}
 	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-others-failed, len(parked)-others, name, coll)
 	if failed > 0 {
-		return fmt.Errorf("%s still fail; they stay parked", plural(failed, "event"))
+		if failed == 1 {
+			return errors.New("1 event still fails; it stays parked")
+		}
+		return fmt.Errorf("%d events still fail; they stay parked", failed)
 	}
 	return nil
 }

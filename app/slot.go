@@ -76,7 +76,11 @@ func (s *slot) groupDown() string {
 		fmt.Fprintf(&b, " (%d on the server)", parked)
 	}
 	if len(docs) > 0 {
-		fmt.Fprintf(&b, "; %d documents wait behind them, first %s", len(docs), docs[0])
+		waits := fmt.Sprintf("%d documents wait", len(docs))
+		if len(docs) == 1 {
+			waits = "1 document waits"
+		}
+		fmt.Fprintf(&b, "; %s behind them, first %s", waits, docs[0])
 	}
 	fmt.Fprintf(&b, "; fix the projection, then replay them (replay-parked %s --group)", s.name)
 	return b.String()

@@ -37,7 +37,10 @@ func config() app.Config {
 		Projections: []app.Projection{
 			{Definition: cart.NewDetailsProjection(), Reads: carts},
 			{Definition: cart.NewClientSummaryProjection(), Reads: carts},
-			{Definition: cart.NewShopSummaryProjection(), Reads: carts},
+			// One document fed by every stream: one worker writes it, in log
+			// order (its window of handled ids needs no room for events of
+			// other workers in flight; its batches fold them all anyway).
+			{Definition: cart.NewShopSummaryProjection(), Reads: carts, Workers: 1},
 		},
 		Embedded: embedmongo.Start,
 		Commands: []app.Command{

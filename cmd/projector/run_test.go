@@ -766,3 +766,30 @@ func waitFor(t *testing.T, p *process, re *regexp.Regexp) string {
 		}
 	}
 }
+
+// The shipped shop summary, one document fed by every stream, catches up
+// from the start over more events than its window of handled ids holds,
+// with the default flags: its document is the fold of them all.
+func TestRun_the_shop_summary_catches_up_over_more_events_than_its_window(t *testing.T) {
+	srv := esdbtest.New(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	lives := map[string][]projector.Event{}
+	appendCarts(t, srv.Client(t), 0, 300, 10, lives)
+	var all []projector.Event
+	for i := range 300 {
+		all = append(all, lives[fmt.Sprintf("cart%03d", i)]...)
+	}
+	if len(all) <= cart.ShopWindow {
+		t.Fatalf("%d events: the test needs more than the window's %d", len(all), cart.ShopWindow)
+	}
+	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--http", "",
+		"--projections", cart.ShopSummaryName)
+	waitCheckpointOf(t, p, store, cart.ShopSummaryName, srv.Head())
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, p.stderrText())
+	}
+	if err := projectortest.CheckDocument(context.Background(), store, cart.NewShopSummaryProjection(), cart.ShopSummaryID, all); err != nil {
+		t.Fatalf("%v\n%s", err, p.stderrText())
+	}
+}
