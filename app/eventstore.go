@@ -82,9 +82,11 @@ func openEventStore(uri string, logger *slog.Logger) (eventStore, error) {
 }
 
 // esdbStore is an event store on EventStore-Client-Go v4. The groups it
-// creates (as kurrentStore's) read from the start of $all, round robin, and
-// park after groupMaxDeliveries deliveries (the consumer parks first, and
-// says so).
+// creates (as kurrentStore's) read from the start of $all, pinned (the
+// server gives each stream's events to one consumer, by a hash of the
+// stream's name, so that consumers do not wait for each other's events of
+// one stream), and park after groupMaxDeliveries deliveries (the consumer
+// parks first, and says so).
 type esdbStore struct{ *subscription.Client }
 
 func (s esdbStore) all(opts neutral.AllOptions) (projector.Source, error) {
@@ -98,7 +100,7 @@ func (s esdbStore) group(name string, opts neutral.AllOptions, block bool, logge
 	}
 	settings := esdb.SubscriptionSettingsDefault()
 	settings.StartFrom = esdb.Start{}
-	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
+	settings.ConsumerStrategyName = esdb.ConsumerStrategyPinned
 	settings.MaxRetryCount = groupMaxDeliveries
 	onFailure := esdb.NackActionPark
 	if block {
@@ -169,7 +171,7 @@ func (s kurrentStore) group(name string, opts neutral.AllOptions, block bool, lo
 	}
 	settings := kurrentdb.SubscriptionSettingsDefault()
 	settings.StartFrom = kurrentdb.Start{}
-	settings.ConsumerStrategyName = kurrentdb.ConsumerStrategyRoundRobin
+	settings.ConsumerStrategyName = kurrentdb.ConsumerStrategyPinned
 	settings.MaxRetryCount = groupMaxDeliveries
 	onFailure := kurrentdb.NackActionPark
 	if block {

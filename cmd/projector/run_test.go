@@ -793,3 +793,45 @@ func TestRun_the_shop_summary_catches_up_over_more_events_than_its_window(t *tes
 		t.Fatalf("%v\n%s", err, p.stderrText())
 	}
 }
+
+// Two processes consume one group: the group run creates is pinned, so each
+// stream's events go to one process, and neither waits for the other's
+// events of a stream. Every document is the fold of its events, and no event
+// is handed back or parked in the group.
+func TestRun_two_processes_in_a_group_each_take_whole_streams(t *testing.T) {
+	srv := esdbtest.New(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, srv.Client(t), 0, 40, 8, carts)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+	run := append([]string{"run", "--http", "", "--group", "two"}, common...)
+	a, b := startBinary(t, run...), startBinary(t, run...)
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		bad := 0
+		for id, evs := range carts {
+			if projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs) != nil {
+				bad++
+			}
+		}
+		if bad == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d carts still wrong\n%s\n%s", bad, a.stderrText(), b.stderrText())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range []*process{a, b} {
+		if code := p.terminate(t); code != 0 {
+			t.Fatalf("exit %d\n%s", code, p.stderrText())
+		}
+		if strings.Contains(p.stderrText(), "predecessor") {
+			t.Fatalf("a process waited for another's event of a stream:\n%s", p.stderrText())
+		}
+	}
+	if n := applied(t, a.stderrText()) + applied(t, b.stderrText()); n != 320 {
+		t.Fatalf("the two processes applied %d events, want the 320 appended once each", n)
+	}
+}
