@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -79,6 +80,23 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 	if code != 0 || strings.Count(out, "held sick: ") != 4 || !strings.Contains(out, "ticket/sick@2\tticket.noted") || !strings.HasPrefix(out, "PROJECTION\tEVENT\t") ||
 		strings.Count(out, "\n") != 5 || !strings.Contains(out, "bug: the poison note [and ") {
 		t.Fatalf("status --parked: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"status", "--parked", "--json"}, common...)...)
+	var records []struct {
+		Document, Type, Error string
+		Held                  bool
+		Revision              uint64
+	}
+	if err := json.Unmarshal([]byte(out), &records); code != 0 || err != nil || len(records) != 4 {
+		t.Fatalf("status --parked --json: exit %d, %v, %d records\n%s\n%s", code, err, len(records), out, stderr)
+	}
+	for i, r := range records {
+		if r.Document != "sick" || !r.Held || r.Revision != uint64(2+i) || r.Type != "ticket.noted" {
+			t.Fatalf("status --parked --json: record %d %+v", i, r)
+		}
+	}
+	if !strings.Contains(records[0].Error, "bug: the poison note") || !strings.Contains(records[0].Error, "goroutine") {
+		t.Fatalf("status --parked --json: the first record's error is not whole: %q", records[0].Error)
 	}
 	// Still broken: nothing applies past the poison.
 	code, out, stderr = run(c, nil, append([]string{"replay-parked", "fragile"}, common...)...)

@@ -93,6 +93,9 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer store.Close()
+	if c.showParked && c.asJSON {
+		return printParkedJSON(ctx, inv.Stdout, store.Store, selected)
+	}
 	if c.showParked {
 		return printParked(ctx, inv.Stdout, inv.Stderr, store.Store, selected)
 	}
@@ -252,6 +255,46 @@ func errAttrs(err error, attrs ...any) []any {
 		return append(attrs, "err", err)
 	}
 	return append(attrs, "err", first, "stack", rest)
+}
+
+// parkedJSON is one parked or held event in status --parked --json.
+type parkedJSON struct {
+	Projection string          `json:"projection"`
+	Collection string          `json:"collection,omitempty"`
+	Document   string          `json:"document,omitempty"`
+	Held       bool            `json:"held,omitempty"`
+	Stream     string          `json:"stream"`
+	Revision   uint64          `json:"revision"`
+	Position   uint64          `json:"position"`
+	EventID    string          `json:"eventId"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data,omitempty"` // when it is JSON
+	ParkedAt   time.Time       `json:"parkedAt"`
+	Attempts   int             `json:"attempts"`
+	Error      string          `json:"error"` // whole: a panic's stack too
+}
+
+// printParkedJSON lists the parked events of the projections as one JSON
+// array (empty when there are none).
+func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
+	out := []parkedJSON{}
+	for _, p := range selected {
+		parked, err := store.Parked(ctx, p.Definition.Name())
+		if err != nil {
+			return err
+		}
+		for _, pe := range parked {
+			j := parkedJSON{Projection: pe.Projection, Collection: pe.Collection, Document: pe.Document, Held: pe.Held, Stream: pe.Stream,
+				Revision: pe.Revision, Position: pe.Position, EventID: pe.EventID, Type: pe.Type, ParkedAt: pe.ParkedAt, Attempts: pe.Attempts, Error: pe.Error}
+			if json.Valid(pe.Data) {
+				j.Data = pe.Data
+			}
+			out = append(out, j)
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
 
 // printParked lists the parked events of the projections, one a line under
