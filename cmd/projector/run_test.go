@@ -797,16 +797,29 @@ func TestRun_the_shop_summary_catches_up_over_more_events_than_its_window(t *tes
 // Two processes consume one group: the group run creates is pinned, so each
 // stream's events go to one process, and neither waits for the other's
 // events of a stream. Every document is the fold of its events, and no event
-// is handed back or parked in the group.
+// is handed back or parked in the group. (Both are connected before the
+// events come: a consumer joining moves streams between them, as it does on
+// a node.)
 func TestRun_two_processes_in_a_group_each_take_whole_streams(t *testing.T) {
 	srv := esdbtest.New(t)
 	db := mongotest.Database(t)
 	store := mongostore.New(db)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+	run := append([]string{"run", "--http", "127.0.0.1:0", "--group", "two"}, common...)
+	a, b := startBinary(t, run...), startBinary(t, run...)
+	for _, p := range []*process{a, b} {
+		base := "http://" + waitFor(t, p, regexp.MustCompile(`msg=http addr=(\S+)`))
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if code, _ := get(t, base+"/readyz"); code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("not connected to its group:\n%s", p.stderrText())
+			}
+		}
+	}
 	carts := map[string][]projector.Event{}
 	appendCarts(t, srv.Client(t), 0, 40, 8, carts)
-	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
-	run := append([]string{"run", "--http", "", "--group", "two"}, common...)
-	a, b := startBinary(t, run...), startBinary(t, run...)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		bad := 0
