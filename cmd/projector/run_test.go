@@ -798,8 +798,8 @@ func TestRun_the_shop_summary_catches_up_over_more_events_than_its_window(t *tes
 // stream's events go to one process, and neither waits for the other's
 // events of a stream. Every document is the fold of its events, and no event
 // is handed back or parked in the group. (Both are connected before the
-// events come: a consumer joining moves streams between them, as it does on
-// a node.)
+// events come: a consumer joining moves streams between them, on the test
+// server (bucket modulo the consumers), and may on a node.)
 func TestRun_two_processes_in_a_group_each_take_whole_streams(t *testing.T) {
 	srv := esdbtest.New(t)
 	db := mongotest.Database(t)
