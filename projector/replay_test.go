@@ -45,6 +45,23 @@ func parkPoison(t *testing.T, strategy projector.Strategy) (*mongostore.Store, *
 	return s, p, parked[0], poisoned
 }
 
+// writeElsewhere writes document id again, as it is, with a write token of
+// its own (a rebuild's write, a hand's), and returns its state.
+func writeElsewhere(t *testing.T, s *mongostore.Store, p *projector.Projection[trail], id string) trail {
+	t.Helper()
+	ctx := context.Background()
+	state := readTrail(t, s, p, id)
+	h, _, err := s.Load(ctx, p.Collection(), id, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write = ""
+	if ok, err := s.Update(ctx, p.Collection(), id, h.Revision, h, state); err != nil || !ok {
+		t.Fatalf("write: %v %v", ok, err)
+	}
+	return state
+}
+
 func readTrail(t *testing.T, s *mongostore.Store, p *projector.Projection[trail], id string) trail {
 	t.Helper()
 	var got trail
@@ -109,15 +126,7 @@ func TestReplay_cut_short_and_written_since_is_refused_in_one_line(t *testing.T)
 		t.Fatalf("first replay: %v %v", r.Outcome, r.Err)
 	}
 	// Another write of the document (a rebuild's, a hand's).
-	state := readTrail(t, s, p, id)
-	h, _, err := s.Load(ctx, p.Collection(), id, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Write = ""
-	if ok, err := s.Update(ctx, p.Collection(), id, h.Revision, h, state); err != nil || !ok {
-		t.Fatalf("write: %v %v", ok, err)
-	}
+	state := writeElsewhere(t, s, p, id)
 	again, err := s.Parked(ctx, "trail")
 	if err != nil || len(again) != 1 || again[0].Claim == nil {
 		t.Fatalf("parked after the kill: %+v (%v)", again, err)
@@ -197,15 +206,7 @@ func TestReplay_a_replay_that_wrote_nothing_leaves_no_claim_behind(t *testing.T)
 		t.Fatalf("parked after the failed replay: %+v (%v), want the record without a claim", again, err)
 	}
 	// Something else writes the document meanwhile.
-	state := readTrail(t, s, p, id)
-	h, _, err := s.Load(ctx, p.Collection(), id, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Write = ""
-	if ok, err := s.Update(ctx, p.Collection(), id, h.Revision, h, state); err != nil || !ok {
-		t.Fatalf("write: %v %v", ok, err)
-	}
+	writeElsewhere(t, s, p, id)
 	if r := e.Replay(ctx, again[0]); r.Outcome != projector.Applied {
 		t.Fatalf("replay run again: %v %v, want applied", r.Outcome, r.Err)
 	}

@@ -130,6 +130,31 @@ type badInput struct {
 
 // checkBadInputs runs each case: its exit code and message within 10 s, no
 // panic, no password shown.
+// waitCartsAtFold waits, up to 2 minutes, until every cart's details
+// document is the fold of its events; past that it fails with the processes'
+// logs.
+func waitCartsAtFold(t *testing.T, store *mongostore.Store, carts map[string][]projector.Event, procs ...*process) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		bad := 0
+		for id, evs := range carts {
+			if projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs) != nil {
+				bad++
+			}
+		}
+		if bad == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			logs := ""
+			for _, p := range procs {
+				logs += "\n" + p.stderrText()
+			}
+			t.Fatalf("%d carts still wrong%s", bad, logs)
+		}
+	}
+}
+
 func checkBadInputs(t *testing.T, cases []badInput) {
 	t.Helper()
 	for _, c := range cases {
@@ -315,22 +340,7 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 
 	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
 	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "skip"}, common...)...)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		bad := 0
-		for id, evs := range carts {
-			if projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs) != nil {
-				bad++
-			}
-		}
-		if bad == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d carts still wrong\n%s", bad, p.stderrText())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitCartsAtFold(t, store, carts, p)
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
 	}
@@ -820,22 +830,7 @@ func TestRun_two_processes_in_a_group_each_take_whole_streams(t *testing.T) {
 	}
 	carts := map[string][]projector.Event{}
 	appendCarts(t, srv.Client(t), 0, 40, 8, carts)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		bad := 0
-		for id, evs := range carts {
-			if projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs) != nil {
-				bad++
-			}
-		}
-		if bad == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d carts still wrong\n%s\n%s", bad, a.stderrText(), b.stderrText())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitCartsAtFold(t, store, carts, a, b)
 	for _, p := range []*process{a, b} {
 		if code := p.terminate(t); code != 0 {
 			t.Fatalf("exit %d\n%s", code, p.stderrText())
