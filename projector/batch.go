@@ -165,6 +165,10 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 		return
 	}
 	start := time.Now()
+	var clock *storeClock // the batch's time in the store, for the events' spans
+	if b.tracing() {
+		ctx, clock = withStoreClock(ctx)
+	}
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document in flight elsewhere in this engine, from Handle
@@ -241,7 +245,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	missed := b.write(ctx, p, writes, writeDocs)
 	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start)
+	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() })
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
@@ -306,7 +310,7 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 		return map[string]driver.Loaded{}, 0, nil
 	}
 	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
-	loaded, err := b.batchStore.LoadMany(sctx, p.Collection(), ids, p.newState)
+	loaded, err := b.docs().LoadMany(sctx, p.Collection(), ids, p.newState)
 	endStore(span, err, 0)
 	return loaded, len(ids), err
 }
@@ -400,7 +404,7 @@ func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Writ
 		return nil
 	}
 	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(writes))
-	ok, err := b.batchStore.WriteMany(sctx, p.Collection(), writes)
+	ok, err := b.docs().WriteMany(sctx, p.Collection(), writes)
 	defer func() { endStore(span, err, len(missed)) }()
 	if err != nil {
 		b.logger.Warn("batch write failed: its documents go through the gate one event at a time",

@@ -58,6 +58,8 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	}
 	var mu sync.Mutex
 	var missed []*docEvents
+	tracing := b.tracing()
+	stored := map[*docEvents]time.Duration{} // each document's time in the store, for its events' spans
 	sem := make(chan struct{}, guardedLimit)
 	var wg sync.WaitGroup
 	for _, d := range docs {
@@ -67,9 +69,16 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			results, ok := b.foldGuarded(ctx, p, d)
+			dctx, clock := ctx, (*storeClock)(nil)
+			if tracing {
+				dctx, clock = withStoreClock(ctx)
+			}
+			results, ok := b.foldGuarded(dctx, p, d)
 			mu.Lock()
 			defer mu.Unlock()
+			if clock != nil {
+				stored[d] = clock.elapsed()
+			}
 			if !ok {
 				missed = append(missed, d)
 				return
@@ -84,7 +93,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 		unlock()
 	}
 	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start)
+	b.traceFolded(ctx, p, docs, through, start, func(d *docEvents) time.Duration { return stored[d] })
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {
@@ -98,7 +107,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, d *docEvents) 
 	k := b.keeperOf(p)
 	state := p.newState()
 	sctx, span := b.startStore(ctx, spanBatchRead, p, 1)
-	meta, found, err := b.guardedStore.LoadGuarded(sctx, p.Collection(), d.id, state)
+	meta, found, err := b.docs().LoadGuarded(sctx, p.Collection(), d.id, state)
 	endStore(span, err, 0)
 	if err != nil {
 		b.logger.Warn("batch read failed: the document's events go through one at a time", "projection", p.Name(), "document", d.id, "err", err)
@@ -145,7 +154,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, d *docEvents) 
 	written := read.meta
 	written.Version = meta.Version + 1
 	sctx, span = b.startStore(ctx, spanBatchWrite, p, 1)
-	put, err := b.guardedStore.PutGuarded(sctx, p.Collection(), d.id, expected, written, cur)
+	put, err := b.docs().PutGuarded(sctx, p.Collection(), d.id, expected, written, cur)
 	missed := 0
 	if err == nil && !put {
 		missed = 1

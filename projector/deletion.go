@@ -120,7 +120,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result 
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
 	state := t.p.newState()
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
@@ -130,10 +130,10 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result 
 	var matched bool
 	if t.p.deletionPolicy() == RemoveDocument {
 		e.known.forget(t.key())
-		matched, err = e.store.Delete(ctx, t.p.Collection(), t.id, head.Revision)
+		matched, err = e.docs().Delete(ctx, t.p.Collection(), t.id, head.Revision)
 	} else {
 		marked := driver.Head{Revision: head.Revision, Stream: head.Stream, Deleted: true}
-		matched, err = e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, marked, state)
+		matched, err = e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, marked, state)
 	}
 	if err == nil && !matched {
 		err = errMoved

@@ -47,7 +47,7 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 // gate; the revision stays, and the write is conditional on it.
 func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) (bool, error) {
 	state := t.p.newState()
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
 		return false, err
@@ -88,7 +88,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		}
 		head.Write, *wrote, claimed = claim.After, claim.After, &claim
 	}
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
+	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
 	case err != nil:
 		return false, err // it may have written: the claim stays
@@ -197,7 +197,7 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 // The document is replaced by state (ev's), conditional on rev.
 func (e *Engine) restart(ctx context.Context, t target, ev Event, rev uint64, state any, skipped error, waits int) Result {
 	to := e.keeperOf(t.p).record(stored{}, ev)
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, rev, driver.Head{Revision: to.rev, Stream: to.stream}, state)
+	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, rev, driver.Head{Revision: to.rev, Stream: to.stream}, state)
 	switch {
 	case err == nil && !matched:
 		err = errMoved
@@ -229,11 +229,11 @@ func (e *Engine) createOnce(ctx context.Context, k keeper, t target, ev Event, s
 		}
 	}
 	to := k.record(stored{}, ev)
-	err := e.store.Insert(ctx, t.p.Collection(), t.id, driver.Head{Revision: to.rev, Stream: to.stream}, state)
+	err := e.docs().Insert(ctx, t.p.Collection(), t.id, driver.Head{Revision: to.rev, Stream: to.stream}, state)
 	if !errors.Is(err, driver.ErrDuplicate) {
 		return step{outcome: Applied}, err
 	}
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
 	if err != nil {
 		return step{}, err
 	}
@@ -336,14 +336,14 @@ func (e *Engine) otherStream(ctx context.Context, t target, ev Event, k keeper, 
 func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
 	n := ev.StreamRevision
 	state := t.p.newState()
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, n-1, state)
 	for err == nil && !found && e.queue.predecessor(tk) != nil {
 		// An earlier event of this document arrived here while this one
 		// waited: queue behind it rather than poll, then read again.
 		if *queued = e.queue.wait(ctx, tk); *queued != nil {
 			return step{}, -1, retry.Permanent(*queued)
 		}
-		head, found, err = e.store.Load(ctx, t.p.Collection(), t.id, n-1, state)
+		head, found, err = e.docs().Load(ctx, t.p.Collection(), t.id, n-1, state)
 	}
 	if err != nil {
 		return step{}, -1, err
@@ -374,7 +374,7 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 		// The projection may have changed the state in place before it
 		// failed: write the document back as it is stored.
 		fresh := t.p.newState()
-		if now, found, err := e.store.Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
+		if now, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
 			return step{}, rev, err
 		} else if !found || now.Revision != head.Revision {
 			return step{}, rev, errMoved
@@ -385,7 +385,7 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 		}
 	}
 	to := k.record(read, ev)
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, driver.Head{Revision: to.rev, Stream: to.stream}, next)
+	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, driver.Head{Revision: to.rev, Stream: to.stream}, next)
 	switch {
 	case err != nil:
 		return step{}, rev, err
@@ -405,7 +405,7 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 // and under [Park] the hole is recorded first.
 func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, apply applyStep, attempts int) (out step, rev int64, passed bool, err error) {
 	state := t.p.newState()
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, state)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {
 	case err != nil:
 		return step{}, -1, false, err
@@ -456,13 +456,13 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	to := k.record(stored{found: found, rev: head.Revision, stream: head.Stream}, ev)
 	newHead := driver.Head{Revision: to.rev, Stream: to.stream}
 	if !found {
-		err = e.store.Insert(ctx, t.p.Collection(), t.id, newHead, next)
+		err = e.docs().Insert(ctx, t.p.Collection(), t.id, newHead, next)
 		if errors.Is(err, driver.ErrDuplicate) {
 			return step{}, rev, true, errMoved
 		}
 		return step{outcome: Applied, skipped: skipped}, rev, true, err
 	}
-	matched, err := e.store.Update(ctx, t.p.Collection(), t.id, head.Revision, newHead, next)
+	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, newHead, next)
 	switch {
 	case err != nil:
 		return step{}, rev, true, err
@@ -478,6 +478,6 @@ func (e *Engine) headNow(ctx context.Context, t target) (head driver.Head, found
 	if ctx.Err() != nil {
 		return driver.Head{}, false, false
 	}
-	head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
 	return head, found, err == nil
 }

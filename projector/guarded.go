@@ -41,7 +41,7 @@ func (versioned) read(ctx context.Context, store driver.Store, collection, id st
 // conditional on its version.
 func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, _ ParkedEvent, wrote *string) (bool, error) {
 	state := t.p.newState()
-	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, state)
 	switch {
 	case err != nil:
 		return false, err
@@ -60,7 +60,7 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 	meta.Version++
 	meta.Replayed = ev.ID // with the change: a replay run again knows
 	*wrote = ev.ID
-	written, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, meta, next)
+	written, err := e.docs().PutGuarded(ctx, t.p.Collection(), t.id, expected, meta, next)
 	switch {
 	case err != nil:
 		return false, err
@@ -152,7 +152,7 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 // guardedStep is one read-decide-write of versioned document t.
 func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, undecodable error, attempts int) (step, error) {
 	state := t.p.newState()
-	meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, state)
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, state)
 	if err != nil {
 		return step{}, err
 	}
@@ -184,7 +184,7 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 	if skipped != nil {
 		if found { // as stored: the step may have changed it in place
 			fresh := t.p.newState()
-			if _, _, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, fresh); err != nil {
+			if _, _, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, fresh); err != nil {
 				return step{}, err
 			}
 			next = fresh
@@ -199,7 +199,7 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 	}
 	written := k.record(read, ev)
 	written.meta.Version = meta.Version + 1
-	ok, err := e.guardedStore.PutGuarded(ctx, t.p.Collection(), t.id, expected, written.meta, next)
+	ok, err := e.docs().PutGuarded(ctx, t.p.Collection(), t.id, expected, written.meta, next)
 	switch {
 	case err != nil:
 		return step{}, err

@@ -208,13 +208,13 @@ func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, erro
 	var read stored
 	switch k.(type) {
 	case streamRevision:
-		head, found, err := e.store.Load(ctx, t.p.Collection(), t.id, 0, nil)
+		head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
 		if err != nil {
 			return false, err
 		}
 		read = stored{found: found, rev: head.Revision, stream: head.Stream}
 	default:
-		meta, found, err := e.guardedStore.LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
+		meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
 		if err != nil {
 			return false, err
 		}

@@ -33,7 +33,8 @@ import (
 //     (attempt, delay, reason), and a wait in the engine's queue behind an
 //     earlier event of the same document is an event projector.queued. An
 //     event that failed, was skipped or parked has its error recorded and
-//     the status Error.
+//     the status Error. projector.store.time_ms is the time its handling
+//     spent in the document store (storetime.go).
 //   - projector.batch: one per [Engine.HandleBatch]; its children
 //     projector.batch.read (the one query that reads the batch's documents
 //     of a projection) and projector.batch.write (the one bulk write) time
@@ -95,6 +96,7 @@ const (
 	attrWaitAttempt = attribute.Key("projector.wait.attempt")
 	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
 	attrWaitReason  = attribute.Key("projector.wait.reason")
+	attrStoreTime   = attribute.Key("projector.store.time_ms")
 )
 
 // WithTracerProvider sets where the engine's spans go (default: the global
@@ -324,7 +326,11 @@ func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.
 	if !e.tracing() {
 		return ctx, off
 	}
-	return e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
+	ctx, span := e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
+	if span.IsRecording() {
+		ctx, _ = withStoreClock(ctx) // the store's time for this event, on its span
+	}
+	return ctx, span
 }
 
 // startEventIn is startEvent with the trace context of ev's metadata read
@@ -344,9 +350,12 @@ func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start tim
 	return e.tracer.Start(parent, spanEvent, opts...)
 }
 
-// endEvent ends the span of an event with its result. projector.waits and
-// projector.attempts are left out when the event did not wait (0 and 1).
-func endEvent(span trace.Span, ev Event, r Result) {
+// endEvent ends the span of an event with its result, and store, the time
+// its handling spent in the document store. projector.waits and
+// projector.attempts are left out when the event did not wait (0 and 1),
+// projector.store.time_ms when store is 0 (an event a stream fold wrote
+// ahead: its write was an earlier batch's).
+func endEvent(span trace.Span, ev Event, r Result, store time.Duration) {
 	if span.IsRecording() {
 		attempts := r.Waits + 1
 		var fe *Error
@@ -354,13 +363,16 @@ func endEvent(span trace.Span, ev Event, r Result) {
 			attempts = fe.Attempts
 		}
 		// Few attributes, set in one call: each costs at the span's end.
-		attrs := [...]attribute.KeyValue{attrProjection.String(r.Projection), attrDocument.String(r.Document),
+		var attrs [11]attribute.KeyValue
+		n := copy(attrs[:], []attribute.KeyValue{attrProjection.String(r.Projection), attrDocument.String(r.Document),
 			attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)), attrPosition.Int64(int64(ev.Position)),
-			attrEventID.String(ev.ID), attrEventType.String(ev.Type),
-			attrOutcome.String(r.Outcome.String()), attrWaits.Int(r.Waits), attrAttempts.Int(attempts)}
-		n := len(attrs)
-		if attempts <= 1 && r.Waits == 0 {
-			n -= 2
+			attrEventID.String(ev.ID), attrEventType.String(ev.Type), attrOutcome.String(r.Outcome.String())})
+		if attempts > 1 || r.Waits > 0 {
+			n += copy(attrs[n:], []attribute.KeyValue{attrWaits.Int(r.Waits), attrAttempts.Int(attempts)})
+		}
+		if store > 0 {
+			attrs[n] = attrStoreTime.Float64(float64(store) / float64(time.Millisecond))
+			n++
 		}
 		span.SetAttributes(attrs[:n]...)
 		if r.Outcome == Failed || r.Outcome == Skipped || r.Outcome == Parked || r.Outcome == Held {
@@ -379,7 +391,7 @@ func endEvent(span trace.Span, ev Event, r Result) {
 func (e *Engine) traced(ctx context.Context, t target, ev Event, handle func(context.Context) Result) Result {
 	ctx, span := e.startEvent(ctx, t, ev, time.Time{})
 	r := handle(ctx)
-	endEvent(span, ev, r)
+	endEvent(span, ev, r, clockOf(ctx).elapsed())
 	return r
 }
 
@@ -491,11 +503,6 @@ func endStore(span trace.Span, err error, missed int) {
 	span.End()
 }
 
-// traceFolded records the spans of the events of docs that the batch folded
-// and wrote (or found duplicates) for projection p, those not in through
-// (which go through the gate, with spans of their own), from start: those
-// whose metadata carries a trace context only. The others are counted in a
-// span event projector.folded on the batch's span.
 // tracePassed records the span of the batch's event i in document id of p,
 // given its result without the gate (a stream fold wrote it ahead), when its
 // metadata carries a trace.
@@ -505,11 +512,18 @@ func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, i i
 	}
 	if remote := MetadataContext(b.events[i].Metadata); remote.IsValid() {
 		_, span := b.startEventIn(ctx, target{p, id}, b.events[i], time.Time{}, remote)
-		endEvent(span, b.events[i], r)
+		endEvent(span, b.events[i], r, 0)
 	}
 }
 
-func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time) {
+// traceFolded records the spans of the events of docs that the batch folded
+// and wrote (or found duplicates) for projection p, those not in through
+// (which go through the gate, with spans of their own), from start: those
+// whose metadata carries a trace context only. The others are counted in a
+// span event projector.folded on the batch's span. storeOf is the time a
+// document's read and write took (a batch's one read and one bulk write,
+// shared by its documents, or the document's own).
+func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration) {
 	if !b.tracing() {
 		return
 	}
@@ -537,7 +551,7 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 			for _, r := range b.out[i] {
 				if r.Projection == p.Name() {
 					_, span := b.startEventIn(ctx, t, b.decoded[i], start, remote)
-					endEvent(span, b.decoded[i], r)
+					endEvent(span, b.decoded[i], r, storeOf(d))
 				}
 			}
 		}

@@ -74,6 +74,23 @@ func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
 	return "", false
 }
 
+// storeTime checks that sp carries projector.store.time_ms, more than 0
+// and no more than the span lasted, and returns it.
+func storeTime(t *testing.T, sp sdktrace.ReadOnlySpan) float64 {
+	t.Helper()
+	for _, kv := range sp.Attributes() {
+		if kv.Key == "projector.store.time_ms" {
+			ms := kv.Value.AsFloat64()
+			if lasted := float64(sp.EndTime().Sub(sp.StartTime())) / float64(time.Millisecond); ms <= 0 || ms > lasted {
+				t.Errorf("%s: projector.store.time_ms = %v, want more than 0 and at most the span's %v ms", sp.Name(), ms, lasted)
+			}
+			return ms
+		}
+	}
+	t.Errorf("%s: no projector.store.time_ms among %v", sp.Name(), sp.Attributes())
+	return 0
+}
+
 // eventSpan returns the projector.event span of the event at revision of
 // stream in projection.
 func eventSpan(t *testing.T, rec *tracetest.SpanRecorder, projection, stream string, revision uint64) sdktrace.ReadOnlySpan {
@@ -300,6 +317,7 @@ func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
 	if got, _ := attr(sp, "projector.waits"); got != uintString(uint64(rs[0].Waits)) {
 		t.Errorf("projector.waits = %s, want %d", got, rs[0].Waits)
 	}
+	storeTime(t, sp) // its reads while it waited, and its write
 	if first := eventSpan(t, rec, cart.DetailsName, evs[0].StreamID, 0); first.SpanContext().TraceID() != traces[0] {
 		t.Errorf("revision 0 in trace %v, want its command's %v", first.SpanContext().TraceID(), traces[0])
 	}
@@ -473,6 +491,11 @@ func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
 		if links := sp.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != bs.SpanID() {
 			t.Errorf("event %d: links %v, want the batch", ev.StreamRevision, links)
 		}
+		// The batch's one read and one bulk write, which its documents
+		// share: timed within their spans.
+		if ms, batchStore := storeTime(t, sp), storeSpans(t, rec); ms > batchStore {
+			t.Errorf("event %d: projector.store.time_ms = %v, more than the batch's read and write spans (%v ms)", ev.StreamRevision, ms, batchStore)
+		}
 	}
 	for _, sp := range spansNamed(rec, "projector.event") {
 		if st, _ := attr(sp, "projector.stream"); st == cart.StreamID("b2") {
@@ -536,7 +559,20 @@ func TestTracing_a_batch_of_a_versioned_document_shows_its_read_its_write_and_ea
 		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
 			t.Errorf("event %s@%d: trace %v parent %v, want the metadata's", ev.StreamID, ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
 		}
+		storeTime(t, sp)
 	}
+}
+
+// storeSpans is the time, in ms, of the batch's read and write spans.
+func storeSpans(t *testing.T, rec *tracetest.SpanRecorder) float64 {
+	t.Helper()
+	var d time.Duration
+	for _, name := range []string{"projector.batch.read", "projector.batch.write"} {
+		for _, sp := range spansNamed(rec, name) {
+			d += sp.EndTime().Sub(sp.StartTime())
+		}
+	}
+	return float64(d) / float64(time.Millisecond)
 }
 
 // The stream reads of a batch's folds are one span of the batch: how many

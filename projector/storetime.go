@@ -1,0 +1,109 @@
+package projector
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/revgate/projector/projector/driver"
+)
+
+// storeClock sums the time spent in the document store on behalf of one
+// traced event (the gate's reads and writes of it) or one batch's documents
+// of a projection: the attribute projector.store.time_ms of an event's span.
+// The engine puts one in the context only when it records a span, so that
+// tracing off costs nothing but a context lookup per store call.
+type storeClock struct{ ns atomic.Int64 }
+
+type storeClockKey struct{}
+
+// withStoreClock returns ctx with a new store clock.
+func withStoreClock(ctx context.Context) (context.Context, *storeClock) {
+	c := &storeClock{}
+	return context.WithValue(ctx, storeClockKey{}, c), c
+}
+
+// clockOf returns ctx's store clock, nil when it has none.
+func clockOf(ctx context.Context) *storeClock {
+	c, _ := ctx.Value(storeClockKey{}).(*storeClock)
+	return c
+}
+
+// start is when a store call begins; zero on a nil clock.
+func (c *storeClock) start() time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+// stop adds the time since t0 to the clock.
+func (c *storeClock) stop(t0 time.Time) {
+	if c != nil {
+		c.ns.Add(int64(time.Since(t0)))
+	}
+}
+
+// elapsed is the time summed so far; 0 on a nil clock.
+func (c *storeClock) elapsed() time.Duration {
+	if c == nil {
+		return 0
+	}
+	return time.Duration(c.ns.Load())
+}
+
+// docStore is every call the engine makes to the document store for
+// documents, each timed into the store clock of its context when there is
+// one. The store's optional abilities are the engine's (nil when absent).
+type docStore struct{ e *Engine }
+
+func (s docStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.store.Load(ctx, collection, id, minRevision, state)
+}
+
+func (s docStore) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.store.Insert(ctx, collection, id, head, state)
+}
+
+func (s docStore) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.store.Update(ctx, collection, id, from, head, state)
+}
+
+func (s docStore) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.store.Delete(ctx, collection, id, from)
+}
+
+func (s docStore) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.guardedStore.LoadGuarded(ctx, collection, id, state)
+}
+
+func (s docStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
+}
+
+func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.batchStore.LoadMany(ctx, collection, ids, newState)
+}
+
+func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.batchStore.WriteMany(ctx, collection, writes)
+}
+
+// docs is the engine's document store, its calls timed for the spans.
+func (e *Engine) docs() docStore { return docStore{e} }
