@@ -505,6 +505,10 @@ func TestStatus_counts_behind_only_the_events_the_projection_reads(t *testing.T)
 	if code != 0 {
 		t.Fatalf("status: exit %d\n%s", code, stderr)
 	}
+	// Nothing ran against this database: a mistyped --database looks so.
+	if want := fmt.Sprintf("(no projection has a checkpoint in database %q", db.Name()); !strings.Contains(stderr, want) {
+		t.Errorf("status before any run: no %q in\n%s", want, stderr)
+	}
 	var lines []struct {
 		Projection string
 		Behind     *int

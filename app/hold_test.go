@@ -75,6 +75,9 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 	if code != 0 || !strings.Contains(out, "HELD (EVENTS)") || !strings.Contains(out, "1: sick (4)") {
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, stderr)
 	}
+	if strings.Contains(stderr, "no projection has a checkpoint") {
+		t.Errorf("status says no projection has a checkpoint, after a run:\n%s", stderr)
+	}
 	code, out, stderr = run(c, nil, append([]string{"status", "--parked"}, common...)...)
 	// One line an event: the panic's stack stays in its record.
 	if code != 0 || strings.Count(out, "held sick: ") != 4 || !strings.Contains(out, "ticket/sick@2\tticket.noted") || !strings.HasPrefix(out, "PROJECTION\tEVENT\t") ||

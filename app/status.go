@@ -103,6 +103,9 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	if err != nil {
 		return err
 	}
+	if noneStarted(lines) {
+		fmt.Fprintf(inv.Stderr, "(no projection has a checkpoint in database %q: not started yet, or the projector runs with another --database)\n", c.database)
+	}
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
@@ -118,6 +121,16 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		}
 	}
 	return printStatus(inv.Stdout, lines)
+}
+
+// noneStarted reports whether no projection of lines has a checkpoint.
+func noneStarted(lines []projectionStatus) bool {
+	for _, s := range lines {
+		if s.Checkpoint != nil {
+			return false
+		}
+	}
+	return len(lines) > 0
 }
 
 // statuses is where each projection stands: in the store, and against the
