@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -35,10 +37,13 @@ import (
 //     always_off, traceidratio, parentbased_always_on (the default),
 //     parentbased_always_off, parentbased_traceidratio; the argument of the
 //     ratio samplers is a number from 0 to 1 (default 1).
+//   - OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: a
+//     URL, http or https, with a host.
 //   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES: the resource (the
 //     service's name defaults to the binary's).
 //
-// Any other value of these is a one-line error at startup (exit status 2),
+// The names of exporters, protocols and samplers are read without regard to
+// case, as the specification says. Any other value of these is a one-line error at startup (exit status 2),
 // not a tracing that silently does nothing. The decision and the checks read
 // the environment given to [Config.Run]; the exporter's endpoint, headers,
 // timeout, compression and certificates (OTEL_EXPORTER_OTLP_*), the batch
@@ -69,7 +74,7 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 	default:
 		return c, fmt.Errorf("OTEL_SDK_DISABLED %q: want true or false", get("OTEL_SDK_DISABLED"))
 	}
-	exporters := get("OTEL_TRACES_EXPORTER")
+	exporters := strings.ToLower(get("OTEL_TRACES_EXPORTER"))
 	if exporters == "" && (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
 		exporters = "otlp"
 	}
@@ -92,7 +97,7 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 	if get(protoVar) == "" {
 		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
 	}
-	switch c.protocol = get(protoVar); c.protocol {
+	switch c.protocol = strings.ToLower(get(protoVar)); c.protocol {
 	case "":
 		c.protocol = "http/protobuf"
 	case "grpc", "http/protobuf":
@@ -101,14 +106,39 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 	default:
 		return c, fmt.Errorf("%s %q: want grpc or http/protobuf", protoVar, c.protocol)
 	}
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if err := checkEndpoint(v, get(v), c.protocol); err != nil {
+			return c, err
+		}
+	}
 	var err error
-	if c.sampler, err = parseSampler(get("OTEL_TRACES_SAMPLER"), get("OTEL_TRACES_SAMPLER_ARG")); err != nil {
+	if c.sampler, err = parseSampler(strings.ToLower(get("OTEL_TRACES_SAMPLER")), get("OTEL_TRACES_SAMPLER_ARG")); err != nil {
 		return c, err
 	}
 	if name := get("OTEL_SERVICE_NAME"); name != "" {
 		c.service = name
 	}
 	return c, nil
+}
+
+// checkEndpoint refuses an OTLP endpoint (the value of variable v) that the
+// exporter could not send to: it must be a URL with the scheme http or https
+// and a host (or, over grpc, a unix socket), as the SDK reads it. Refused
+// there, the spans would be dropped at each export, with one line of the
+// SDK's own on standard error.
+func checkEndpoint(v, endpoint, protocol string) error {
+	if endpoint == "" {
+		return nil
+	}
+	u, err := url.Parse(endpoint)
+	switch {
+	case err != nil:
+	case strings.EqualFold(u.Scheme, "unix") && protocol == "grpc":
+		return nil
+	case (strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https")) && u.Host != "":
+		return nil
+	}
+	return fmt.Errorf("%s %q: want a URL with the scheme http or https and a host, such as http://collector:4318", v, endpoint)
 }
 
 // parseSampler returns the sampler that OTEL_TRACES_SAMPLER (name) and
@@ -119,7 +149,7 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 			return 1, nil
 		}
 		r, err := strconv.ParseFloat(arg, 64)
-		if err != nil || r < 0 || r > 1 {
+		if err != nil || math.IsNaN(r) || r < 0 || r > 1 {
 			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG %q: want a number from 0 to 1", arg)
 		}
 		return r, nil

@@ -32,6 +32,15 @@ func TestParseTracing_on_only_when_the_environment_asks_and_wrong_values_are_err
 		{"bad disabled", map[string]string{"OTEL_SDK_DISABLED": "yes"}, "", "", `OTEL_SDK_DISABLED "yes"`},
 		{"unknown sampler", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"}, "", "", `OTEL_TRACES_SAMPLER "sometimes"`},
 		{"bad ratio", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"}, "", "", `OTEL_TRACES_SAMPLER_ARG "2"`},
+		{"a ratio that is not a number", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "NaN"}, "", "", `OTEL_TRACES_SAMPLER_ARG "NaN": want a number from 0 to 1`},
+		{"names in upper case", map[string]string{"OTEL_TRACES_EXPORTER": "OTLP", "OTEL_TRACES_SAMPLER": "ALWAYS_ON", "OTEL_EXPORTER_OTLP_PROTOCOL": "GRPC"}, "otlp", "grpc", ""},
+		{"an endpoint that is not a URL", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "not a url"}, "", "", `OTEL_EXPORTER_OTLP_ENDPOINT "not a url": want a URL with the scheme http or https and a host`},
+		{"an endpoint without a scheme", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"}, "", "", `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT "collector:4318"`},
+		{"an endpoint of another scheme", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://x"}, "", "", `OTEL_EXPORTER_OTLP_ENDPOINT "ftp://x"`},
+		{"an endpoint without a host", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://"}, "", "", `OTEL_EXPORTER_OTLP_ENDPOINT "http://"`},
+		{"a bad endpoint, with tracing off", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "::::"}, "", "", `OTEL_EXPORTER_OTLP_ENDPOINT "::::"`},
+		{"an https endpoint over grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "HTTPS://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "otlp", "grpc", ""},
+		{"a unix socket over grpc", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "unix:///run/otel.sock", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "otlp", "grpc", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := parseTracing(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, "projector")
