@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
 )
 
 // projectionStatus is one line of "status".
@@ -292,7 +293,7 @@ type parkedJSON struct {
 func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, selected []Projection) error {
 	out := []parkedJSON{}
 	for _, p := range selected {
-		parked, err := store.Parked(ctx, p.Definition.Name())
+		parked, err := parkedInOrder(ctx, store, p)
 		if err != nil {
 			return err
 		}
@@ -311,13 +312,15 @@ func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, 
 }
 
 // printParked lists the parked events of the projections, one a line under
-// a header, tab-separated: projection, stream@revision, type, when,
-// attempts, and the error after the build collection it was parked in (and
-// the held document); with none, it says so on stderr.
+// a header, in aligned columns, in the order of parkedInOrder: projection,
+// stream@revision, type, when, attempts, and the error after the build
+// collection it was parked in (and the held document); with none, it says
+// so on stderr.
 func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Store, selected []Projection) error {
 	n := 0
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, p := range selected {
-		parked, err := store.Parked(ctx, p.Definition.Name())
+		parked, err := parkedInOrder(ctx, store, p)
 		if err != nil {
 			return err
 		}
@@ -330,17 +333,46 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				held = "[" + p.Collection + "] " + held
 			}
 			if n == 0 {
-				fmt.Fprintln(w, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
+				fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
 			}
 			n++
-			fmt.Fprintf(w, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error, "its record in "+mongostore.ParkedCollection))
+			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error, "its record in "+mongostore.ParkedCollection))
 		}
 	}
 	if n == 0 {
 		// Said on stderr: stdout, the rows, stays empty for a script.
 		fmt.Fprintln(stderr, "no parked or held events")
 	}
-	return nil
+	return tw.Flush()
+}
+
+// parkedInOrder is projection p's parked events as status lists them: the
+// parked ones in the order they were parked, then the held ones by
+// document and, within one, in the order they will be replayed.
+func parkedInOrder(ctx context.Context, store *mongostore.Store, p Projection) ([]projector.ParkedEvent, error) {
+	parked, err := store.Parked(ctx, p.Definition.Name())
+	if err != nil {
+		return nil, err
+	}
+	orderParked(parked)
+	return parked, nil
+}
+
+// orderParked sorts parked (in the order they were parked) as status lists
+// them: see parkedInOrder.
+func orderParked(parked []projector.ParkedEvent) {
+	slices.SortStableFunc(parked, func(a, b projector.ParkedEvent) int {
+		switch {
+		case a.Held != b.Held:
+			if a.Held {
+				return 1
+			}
+			return -1
+		case !a.Held:
+			return 0
+		}
+		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Document, b.Document), cmp.Compare(a.Revision, b.Revision))
+	})
 }
 
 // plural is n and the noun, in the plural unless n is 1.
