@@ -105,7 +105,11 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	if noneStarted(lines) {
-		fmt.Fprintf(inv.Stderr, "(no projection has a checkpoint in database %q: not started yet, or the projector runs with another --database)\n", c.database)
+		which := "no projection has"
+		if c.projections != "" {
+			which = "none of these projections has"
+		}
+		fmt.Fprintf(inv.Stderr, "(%s a checkpoint in database %q: not started yet, or the projector runs with another --database)\n", which, c.database)
 	}
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
@@ -322,6 +326,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 	for _, p := range selected {
 		parked, err := parkedInOrder(ctx, store, p)
 		if err != nil {
+			tw.Flush()
 			return err
 		}
 		for _, p := range parked {
@@ -336,7 +341,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
 			}
 			n++
-			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, firstLine(p.Error, "its record in "+mongostore.ParkedCollection))
+			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, strings.ReplaceAll(firstLine(p.Error, "its record in "+mongostore.ParkedCollection), "\t", " "))
 		}
 	}
 	if n == 0 {
@@ -371,7 +376,11 @@ func orderParked(parked []projector.ParkedEvent) {
 		case !a.Held:
 			return 0
 		}
-		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Document, b.Document), cmp.Compare(a.Revision, b.Revision))
+		// A replay takes a held document's events by revision (the revision
+		// gate) or by position (a document fed by several streams): by
+		// position, then revision, is both (positions unknown: 0).
+		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Document, b.Document),
+			cmp.Compare(a.Position, b.Position), cmp.Compare(a.Revision, b.Revision))
 	})
 }
 

@@ -28,4 +28,19 @@ func TestOrderParked_keeps_parked_events_in_their_order_and_groups_each_held_doc
 	if !slices.Equal(got, want) {
 		t.Fatalf("order %q, want %q", got, want)
 	}
+
+	// A document fed by several streams is replayed in the order of $all.
+	multi := []projector.ParkedEvent{
+		{Held: true, Document: "sum", Stream: "x", Revision: 7, Position: 300},
+		{Held: true, Document: "sum", Stream: "y", Revision: 1, Position: 200},
+		{Held: true, Document: "sum", Stream: "x", Revision: 6, Position: 100},
+	}
+	orderParked(multi)
+	got = got[:0]
+	for _, p := range multi {
+		got = append(got, fmt.Sprintf("%s@%d", p.Stream, p.Revision))
+	}
+	if want := []string{"x@6", "y@1", "x@7"}; !slices.Equal(got, want) {
+		t.Fatalf("order of a multi-stream document %q, want %q (by position)", got, want)
+	}
 }

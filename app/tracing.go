@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,12 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 	default:
 		return c, fmt.Errorf("%s %q: want grpc or http/protobuf", protoVar, c.protocol)
 	}
-	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+	if slices.Contains(c.exporters, "otlp") {
+		// The traces' own endpoint, when set, is the one the SDK uses.
+		v := "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+		if get(v) == "" {
+			v = "OTEL_EXPORTER_OTLP_ENDPOINT"
+		}
 		if err := checkEndpoint(v, get(v), c.protocol); err != nil {
 			return c, err
 		}
@@ -122,21 +128,28 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 }
 
 // checkEndpoint refuses an OTLP endpoint (the value of variable v) that the
-// exporter could not send to: it must be a URL with the scheme http or https
-// and a host (or, over grpc, a unix socket), as the SDK reads it. Refused
-// there, the spans would be dropped at each export, with one line of the
-// SDK's own on standard error.
+// exporter could not send to, as the SDK reads it: over http/protobuf, a
+// URL with the scheme http or https and a host; over grpc, also a gRPC
+// target (collector:4317, dns:///collector:4317, unix:///run/otel.sock),
+// which the SDK hands to gRPC as it is, but not a bare word or a URL of
+// http or https without a host. Accepted, such an endpoint would have the
+// spans dropped at each export, with one line of the SDK's own on standard
+// error.
 func checkEndpoint(v, endpoint, protocol string) error {
 	if endpoint == "" {
 		return nil
 	}
 	u, err := url.Parse(endpoint)
+	web := err == nil && (strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https"))
 	switch {
 	case err != nil:
-	case strings.EqualFold(u.Scheme, "unix") && protocol == "grpc":
+	case web && u.Host != "":
 		return nil
-	case (strings.EqualFold(u.Scheme, "http") || strings.EqualFold(u.Scheme, "https")) && u.Host != "":
+	case protocol == "grpc" && !web && u.Scheme != "" && (u.Opaque != "" || u.Host != "" || u.Path != ""):
 		return nil
+	}
+	if protocol == "grpc" {
+		return fmt.Errorf("%s %q: want a URL with the scheme http or https and a host, such as http://collector:4317, or a gRPC target, such as collector:4317", v, endpoint)
 	}
 	return fmt.Errorf("%s %q: want a URL with the scheme http or https and a host, such as http://collector:4318", v, endpoint)
 }

@@ -59,7 +59,10 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	var mu sync.Mutex
 	var missed []*docEvents
 	tracing := b.tracing()
-	stored := map[*docEvents]time.Duration{} // each document's time in the store, for its events' spans
+	var stored map[*docEvents]time.Duration // each document's time in the store, for its events' spans
+	if tracing {
+		stored = make(map[*docEvents]time.Duration, len(docs))
+	}
 	sem := make(chan struct{}, guardedLimit)
 	var wg sync.WaitGroup
 	for _, d := range docs {

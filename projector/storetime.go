@@ -105,5 +105,30 @@ func (s docStore) WriteMany(ctx context.Context, collection string, writes []dri
 	return s.e.batchStore.WriteMany(ctx, collection, writes)
 }
 
+func (s docStore) Receive(ctx context.Context, projection, eventID string) error {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.inboxStore.Receive(ctx, projection, eventID)
+}
+
+// InTransaction times the transaction (its start, its commit, its retries)
+// but not fn, whose store calls are timed on their own and whose fold is
+// not the store's time.
+func (s docStore) InTransaction(ctx context.Context, fn func(ctx context.Context) error) error {
+	c := clockOf(ctx)
+	if c == nil {
+		return s.e.inboxStore.InTransaction(ctx, fn)
+	}
+	t0 := c.start()
+	var inner time.Duration
+	err := s.e.inboxStore.InTransaction(ctx, func(ctx context.Context) error {
+		t1 := time.Now()
+		defer func() { inner += time.Since(t1) }()
+		return fn(ctx)
+	})
+	c.ns.Add(int64(time.Since(t0) - inner))
+	return err
+}
+
 // docs is the engine's document store, its calls timed for the spans.
 func (e *Engine) docs() docStore { return docStore{e} }

@@ -66,8 +66,8 @@ func (i inbox) prepare(ctx context.Context, e *Engine, projection string) error 
 // transaction; an event recorded already is a duplicate.
 func (inbox) within(ctx context.Context, e *Engine, t target, ev Event, attempt func(context.Context) (step, error)) (step, error) {
 	var out step
-	err := e.inboxStore.InTransaction(ctx, func(ctx context.Context) error {
-		if err := e.inboxStore.Receive(ctx, t.p.Name(), ev.ID); errors.Is(err, driver.ErrDuplicate) {
+	err := e.docs().InTransaction(ctx, func(ctx context.Context) error {
+		if err := e.docs().Receive(ctx, t.p.Name(), ev.ID); errors.Is(err, driver.ErrDuplicate) {
 			out = step{outcome: Duplicate}
 			return nil
 		} else if err != nil {
