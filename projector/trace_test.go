@@ -623,3 +623,35 @@ func TestTracing_a_batch_s_stream_reads_are_one_span(t *testing.T) {
 		t.Errorf("failure events %v, want the error", failures)
 	}
 }
+
+// An event a batch sends through the gate (its predecessor missing) has the
+// store's time of its own handling on its span, not the batch's read: the
+// time fits within its span, which starts after the batch's read.
+func TestTracing_an_event_a_batch_sends_through_the_gate_carries_its_own_store_time(t *testing.T) {
+	tp, rec := recording(t)
+	s := newStore(t)
+	pol := retry.Default()
+	pol.InitialDelay, pol.MaxDelay, pol.MaxRetries = time.Millisecond, time.Millisecond, 3
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, projector.WithRetry(pol), projector.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	const tid, sid = "5bf92f3577b34da6a3ce929d0e0e4736", "10f067aa0ba902b7"
+	traced := []byte(`{"clientId":"x","traceparent":"00-` + tid + `-` + sid + `-01"}`)
+	log.MustAppend(t, cart.StreamID("g1"), cart.ShoppingCartOpened{ShoppingCartID: "g1", ClientID: "x", OpenedAt: t0}) // never delivered
+	late, err := log.AppendWithMetadata(cart.StreamID("g1"), traced,
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "g1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := e.HandleBatch(context.Background(), late)
+	if len(rs) != 1 || len(rs[0]) != 1 || rs[0][0].Outcome != projector.Failed || rs[0][0].Waits == 0 {
+		t.Fatalf("results %+v, want the event failed after waiting for its predecessor", rs)
+	}
+	sp := eventSpan(t, rec, cart.DetailsName, late[0].StreamID, late[0].StreamRevision)
+	if got, _ := attr(sp, "projector.waits"); got != uintString(uint64(rs[0][0].Waits)) {
+		t.Errorf("projector.waits = %s, want %d", got, rs[0][0].Waits)
+	}
+	storeTime(t, sp) // its reads, within its own span
+}
