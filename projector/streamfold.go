@@ -71,6 +71,12 @@ func (e *Engine) streamFolds(p Definition) bool {
 // that did not), so a batch routes them again without decoding their
 // payloads.
 type known struct {
+	// mu makes reading a document's entry, passing its events over and
+	// noting their delivery one step: a batch and an event handled alone (a
+	// redelivery to another consumer on the same engine) passing the same
+	// event at once must not both find it undelivered and both say it was
+	// applied.
+	mu    sync.Mutex
 	cache *lru.Cache[docKey, knownAt]
 	spans *lru.Cache[spanKey, span]
 }
@@ -113,16 +119,17 @@ func (n *known) folded(collection, stream, id string, from, to uint64) {
 	n.spans.Add(spanKey{collection, stream}, span{id: id, from: from, to: to})
 }
 
-// at returns what is known of document k.
+// at returns what is known of document k; n.mu held.
 func (n *known) at(k docKey) (knownAt, bool) { return n.cache.Get(k) }
 
 // wrote notes that document k was written at revision rev, its events
 // delivered up to delivered.
 func (n *known) wrote(k docKey, rev, delivered uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered})
 }
 
-// delivered notes that document k's events were delivered up to rev.
 // pass is the outcome of the delivery of revision rev (at most wrote): applied
 // on its first delivery (the fold applied it ahead), a duplicate after; it
 // notes the delivery in at.
@@ -134,6 +141,8 @@ func (at *knownAt) pass(rev uint64) Outcome {
 	return Duplicate
 }
 
+// delivered notes that document k's events were delivered up to rev; n.mu
+// held.
 func (n *known) delivered(k docKey, at knownAt, rev uint64) {
 	if rev > at.delivered {
 		at.delivered = rev
@@ -141,7 +150,11 @@ func (n *known) delivered(k docKey, at knownAt, rev uint64) {
 	}
 }
 
-func (n *known) forget(k docKey) { n.cache.Remove(k) }
+func (n *known) forget(k docKey) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cache.Remove(k)
+}
 
 // skipKnown gives the events of docs that the engine is known to have
 // written their results: applied for an event the stream fold applied
@@ -152,8 +165,10 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 	keep := docs[:0]
 	for _, d := range docs {
 		k := docKey{p.Collection(), d.id}
+		b.known.mu.Lock()
 		at, ok := b.known.at(k)
 		if !ok {
+			b.known.mu.Unlock()
 			keep = append(keep, d)
 			continue
 		}
@@ -167,11 +182,17 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 				rest = append(rest, i)
 				continue
 			}
-			r := Result{Projection: p.Name(), Document: d.id, Outcome: passed.pass(rev)}
-			b.out[i] = append(b.out[i], r)
-			b.tracePassed(ctx, p, d.id, i, r)
+			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: passed.pass(rev)})
 		}
 		b.known.delivered(k, at, passed.delivered)
+		b.known.mu.Unlock()
+		if b.tracing() {
+			for _, i := range d.idx {
+				if b.events[i].StreamRevision <= at.wrote {
+					b.tracePassed(ctx, p, d.id, i, b.out[i][len(b.out[i])-1])
+				}
+			}
+		}
 		if len(rest) > 0 {
 			d.idx = rest
 			keep = append(keep, d)
@@ -188,14 +209,26 @@ func (e *Engine) knownResult(t target, ev Event) (Result, bool) {
 	if !e.streamFolds(t.p) {
 		return Result{}, false
 	}
-	at, ok := e.known.at(t.key())
-	if !ok || ev.StreamRevision > at.wrote {
+	o, ok := e.known.passOne(t.key(), ev.StreamRevision)
+	if !ok {
 		return Result{}, false
 	}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: o}, true
+}
+
+// passOne is the outcome of the delivery of revision rev of document k, and
+// notes it, when a stream fold wrote k past it; ok is false otherwise.
+func (n *known) passOne(k docKey, rev uint64) (o Outcome, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, ok := n.at(k)
+	if !ok || rev > at.wrote {
+		return 0, false
+	}
 	passed := at
-	r := Result{Projection: t.p.Name(), Document: t.id, Outcome: passed.pass(ev.StreamRevision)}
-	e.known.delivered(t.key(), at, passed.delivered)
-	return r, true
+	o = passed.pass(rev)
+	n.delivered(k, at, passed.delivered)
+	return o, true
 }
 
 // highest is the highest stream revision of d's events in the batch. (A
