@@ -38,15 +38,17 @@ import (
 //     always_off, traceidratio, parentbased_always_on (the default),
 //     parentbased_always_off, parentbased_traceidratio; the argument of the
 //     ratio samplers is a number from 0 to 1 (default 1).
-//   - OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: a
-//     URL, http or https, with a host.
+//   - OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT:
+//     a URL, http or https, with a host (over grpc, also a gRPC target);
+//     see checkEndpoint.
 //   - OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES: the resource (the
 //     service's name defaults to the binary's).
 //
 // The names of exporters, protocols and samplers are read without regard to
-// case, as the specification says. Any other value of these is a one-line error at startup (exit status 2),
-// not a tracing that silently does nothing. The decision and the checks read
-// the environment given to [Config.Run]; the exporter's endpoint, headers,
+// case, as the specification says. Any other value of these is a one-line
+// error at startup (exit status 2), not a tracing that silently does
+// nothing. The decision and the checks read the environment given to
+// [Config.Run]; the exporter's endpoint, headers,
 // timeout, compression and certificates (OTEL_EXPORTER_OTLP_*), the batch
 // processor's settings (OTEL_BSP_*) and the resource's variables are read
 // by the SDK from the process's environment, as its documentation says.

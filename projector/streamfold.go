@@ -119,9 +119,6 @@ func (n *known) folded(collection, stream, id string, from, to uint64) {
 	n.spans.Add(spanKey{collection, stream}, span{id: id, from: from, to: to})
 }
 
-// at returns what is known of document k; n.mu held.
-func (n *known) at(k docKey) (knownAt, bool) { return n.cache.Get(k) }
-
 // wrote notes that document k was written at revision rev, its events
 // delivered up to delivered.
 func (n *known) wrote(k docKey, rev, delivered uint64) {
@@ -130,24 +127,35 @@ func (n *known) wrote(k docKey, rev, delivered uint64) {
 	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered})
 }
 
-// pass is the outcome of the delivery of revision rev (at most wrote): applied
-// on its first delivery (the fold applied it ahead), a duplicate after; it
-// notes the delivery in at.
-func (at *knownAt) pass(rev uint64) Outcome {
-	if rev > at.delivered {
-		at.delivered = rev
-		return Applied
+// pass gives out(j, o) the outcome of the delivery of each revision rev(j),
+// j < count, of document k that a stream fold wrote it past: applied on its
+// first delivery (the fold applied it ahead), a duplicate after; and it
+// notes the deliveries. It returns the revision the fold wrote (out is not
+// called for a revision past it: the caller handles that one), and false
+// when nothing is known of k. Reading, passing and noting are one step.
+func (n *known) pass(k docKey, count int, rev func(j int) uint64, out func(j int, o Outcome)) (wrote uint64, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, ok := n.cache.Get(k)
+	if !ok {
+		return 0, false
 	}
-	return Duplicate
-}
-
-// delivered notes that document k's events were delivered up to rev; n.mu
-// held.
-func (n *known) delivered(k docKey, at knownAt, rev uint64) {
-	if rev > at.delivered {
-		at.delivered = rev
+	delivered := at.delivered
+	for j := range count {
+		switch r := rev(j); {
+		case r > at.wrote:
+		case r > delivered:
+			delivered = r
+			out(j, Applied)
+		default:
+			out(j, Duplicate)
+		}
+	}
+	if delivered > at.delivered {
+		at.delivered = delivered
 		n.cache.Add(k, at)
 	}
+	return at.wrote, true
 }
 
 func (n *known) forget(k docKey) {
@@ -164,34 +172,25 @@ func (n *known) forget(k docKey) {
 func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	for _, d := range docs {
-		k := docKey{p.Collection(), d.id}
-		b.known.mu.Lock()
-		at, ok := b.known.at(k)
+		wrote, ok := b.known.pass(docKey{p.Collection(), d.id}, len(d.idx),
+			func(j int) uint64 { return b.events[d.idx[j]].StreamRevision },
+			func(j int, o Outcome) {
+				i := d.idx[j]
+				b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: o})
+			})
 		if !ok {
-			b.known.mu.Unlock()
 			keep = append(keep, d)
 			continue
 		}
-		passed := at
 		rest := make([]int, 0, len(d.idx))
 		for _, i := range d.idx {
-			rev := b.events[i].StreamRevision
-			if rev > at.wrote {
+			if b.events[i].StreamRevision > wrote {
 				// Appended after the fold read the stream: the batch
 				// folds it.
 				rest = append(rest, i)
 				continue
 			}
-			b.out[i] = append(b.out[i], Result{Projection: p.Name(), Document: d.id, Outcome: passed.pass(rev)})
-		}
-		b.known.delivered(k, at, passed.delivered)
-		b.known.mu.Unlock()
-		if b.tracing() {
-			for _, i := range d.idx {
-				if b.events[i].StreamRevision <= at.wrote {
-					b.tracePassed(ctx, p, d.id, i, b.out[i][len(b.out[i])-1])
-				}
-			}
+			b.tracePassed(ctx, p, d.id, i, b.out[i][len(b.out[i])-1])
 		}
 		if len(rest) > 0 {
 			d.idx = rest
@@ -209,26 +208,13 @@ func (e *Engine) knownResult(t target, ev Event) (Result, bool) {
 	if !e.streamFolds(t.p) {
 		return Result{}, false
 	}
-	o, ok := e.known.passOne(t.key(), ev.StreamRevision)
-	if !ok {
+	var r Result
+	wrote, ok := e.known.pass(t.key(), 1, func(int) uint64 { return ev.StreamRevision },
+		func(_ int, o Outcome) { r = Result{Projection: t.p.Name(), Document: t.id, Outcome: o} })
+	if !ok || ev.StreamRevision > wrote {
 		return Result{}, false
 	}
-	return Result{Projection: t.p.Name(), Document: t.id, Outcome: o}, true
-}
-
-// passOne is the outcome of the delivery of revision rev of document k, and
-// notes it, when a stream fold wrote k past it; ok is false otherwise.
-func (n *known) passOne(k docKey, rev uint64) (o Outcome, ok bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	at, ok := n.at(k)
-	if !ok || rev > at.wrote {
-		return 0, false
-	}
-	passed := at
-	o = passed.pass(rev)
-	n.delivered(k, at, passed.delivered)
-	return o, true
+	return r, true
 }
 
 // highest is the highest stream revision of d's events in the batch. (A
