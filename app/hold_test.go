@@ -85,6 +85,9 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 		strings.Count(out, "\n") != 5 || !strings.Contains(out, "bug: the poison note [and ") {
 		t.Fatalf("status --parked: exit %d\n%s\n%s", code, out, stderr)
 	}
+	if strings.Contains(out, "] held sick") {
+		t.Errorf("status --parked names the live collection as a build's:\n%s", out)
+	}
 	code, out, stderr = run(c, nil, append([]string{"status", "--parked", "--json"}, common...)...)
 	var records []struct {
 		Document, Type, Error string

@@ -323,18 +323,21 @@ func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, 
 func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Store, selected []Projection) error {
 	n := 0
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, p := range selected {
-		parked, err := parkedInOrder(ctx, store, p)
+	for _, sel := range selected {
+		parked, err := parkedInOrder(ctx, store, sel)
 		if err != nil {
 			tw.Flush()
 			return err
 		}
+		live := sel.Definition.Collection()
 		for _, p := range parked {
 			held := ""
 			if p.Held {
 				held = "held " + p.Document + ": "
 			}
-			if p.Collection != "" {
+			// The build collection, when the event was parked by a
+			// rebuild: the live one goes without saying.
+			if p.Collection != "" && p.Collection != live {
 				held = "[" + p.Collection + "] " + held
 			}
 			if n == 0 {
