@@ -179,7 +179,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if c.group != "" && !caps.AtomicConditionalWrites {
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, logger: logger, latency: storeLatency(), holder: holderID("run")}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: mongostore.Hosts(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)
 }
 
@@ -190,6 +190,7 @@ type session struct {
 	c       *runConfig
 	client  eventStore
 	store   *mongostore.Store
+	mongo   string // the store's hosts, for the log
 	logger  *slog.Logger
 	latency *prometheus.HistogramVec
 	slots   []*slot
@@ -227,7 +228,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 		stop := s.serve(listener, views, head)
 		defer stop()
 	}
-	s.logger.Info("projector runs", "esdb", s.client.String(), "projections", strings.Join(names(s.c.selected), ","), "group", s.c.group)
+	s.logger.Info("projector runs", "esdb", s.client.String(), "mongo", s.mongo, "database", s.c.database, "projections", strings.Join(names(s.c.selected), ","), "group", s.c.group)
 	errs := s.runSlots(runCtx, stopAll)
 	stopAll()
 	samplerDone := make(chan struct{})

@@ -71,8 +71,6 @@ func Open(ctx context.Context, uri, database string, timeout time.Duration, opts
 	return s, nil
 }
 
-// redact removes the URI's password from an error message, in case the parser
-// quoted it.
 // CheckURI reports, without connecting, whether uri is a MongoDB connection
 // string Connect can use: what a command line checks before it connects to
 // anything. The error names no credentials.
@@ -100,9 +98,32 @@ func parseURI(uri string) (*connstring.ConnString, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
 	}
+	// The driver takes whatever follows the hosts' slash as the database
+	// (the default for authentication): text pasted after the URI (", the
+	// database x") would pass unseen. MongoDB refuses these characters in
+	// a database name:
+	// https://www.mongodb.com/docs/manual/reference/limits/#naming-restrictions
+	if i := strings.IndexAny(cs.Database, "/\\. \"$\x00"); i >= 0 {
+		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: the database after the hosts, %q, has %q, which no database name has (is there text after the URI?)", cs.Database, cs.Database[i:i+1])
+	}
 	return cs, nil
 }
 
+// Hosts is the hosts of a MongoDB connection string, without its
+// credentials, for a log line ("" when it does not parse).
+func Hosts(uri string) string {
+	if rest, ok := cutPrefixFold(uri, connstring.SchemeMongoDBSRV+"://"); ok {
+		uri = connstring.SchemeMongoDB + "://" + rest
+	}
+	cs, err := connstring.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return strings.Join(cs.Hosts, ",")
+}
+
+// redact removes the URI's password from an error message, in case the parser
+// quoted it.
 func redact(err error, uri string) error {
 	cs, perr := connstring.Parse(uri)
 	if perr != nil || cs.Password == "" {

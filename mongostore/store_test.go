@@ -236,4 +236,29 @@ func TestCheckURI_parses_without_connecting(t *testing.T) {
 			t.Errorf("%s: %v, want an invalid URI without the password", uri, err)
 		}
 	}
+	// Text pasted after a URI is not taken for its database.
+	for _, uri := range []string{"mongodb://127.0.0.1:38003/, database projector_demo", "mongodb://u:hunter2@h:1/my db", "mongodb://h/a.b"} {
+		err := mongostore.CheckURI(uri)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "no database name has") {
+			t.Errorf("%s: %v, want its database refused", uri, err)
+		}
+	}
+	for _, uri := range []string{"mongodb://h:1/projector", "mongodb://u:p@h:1/admin?authSource=admin", "mongodb://h/my-db_1"} {
+		if err := mongostore.CheckURI(uri); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
+	}
+}
+
+// Hosts names where a store is, without credentials, for a log line.
+func TestHosts_names_the_hosts_without_credentials(t *testing.T) {
+	for uri, want := range map[string]string{
+		"mongodb://u:hunter2@a:1,b:2/db?replicaSet=rs": "a:1,b:2",
+		"mongodb+srv://u:p@cluster0.example.invalid/":  "cluster0.example.invalid",
+		"not a uri": "",
+	} {
+		if got := mongostore.Hosts(uri); got != want {
+			t.Errorf("Hosts(%q) = %q, want %q", uri, got, want)
+		}
+	}
 }

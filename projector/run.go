@@ -26,6 +26,12 @@ type run struct {
 
 	failOnce sync.Once
 	failure  error
+	failMu   sync.Mutex
+	// alsoFailed is the events that failed after the first while the run
+	// stopped (in other workers, or later in the same batch): named with
+	// it, so that a fix of the first does not meet the next on the run
+	// after.
+	alsoFailed []error
 }
 
 type item struct {
@@ -92,6 +98,7 @@ func (x *run) execute(ctx context.Context) error {
 	defer cancel()
 	saveErr := x.save(saveCtx)
 	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	x.nameAlsoFailed()
 	if x.failure != nil || readErr != nil {
 		if rec, ok := r.checkpoints.(ErrorRecorder); ok {
 			msg := fmt.Sprint(x.failure)

@@ -432,3 +432,55 @@ func TestRunner_a_stopped_wait_does_not_end_a_wait_of_another_runner_on_the_same
 	}
 	assertDocument(t, store, "q", evs)
 }
+
+// Two events that fail for good at once, in two workers: the run's error
+// (and the error it records) names both, not only the first, so that the
+// fix of one does not meet the other on the next run.
+func TestRunner_stopping_at_a_failed_event_names_the_others_that_failed_as_it_stopped(t *testing.T) {
+	s := newStore(t)
+	var entered atomic.Int32
+	both := make(chan struct{})
+	p := projector.New[counts]("two_bad", projector.StreamSuffix(cart.StreamPrefix))
+	projector.Create(p, func(cart.ShoppingCartOpened) (counts, error) { return counts{N: map[string]int{}}, nil })
+	projector.On(p, func(c counts, e cart.ProductItemAddedToShoppingCart) (counts, error) {
+		// The first failing event of each worker waits for the other's:
+		// both are being handled when the first fails.
+		if entered.Add(1) == 2 {
+			close(both)
+		}
+		select {
+		case <-both:
+		case <-time.After(10 * time.Second):
+		}
+		return c, errors.New("bad item " + e.ShoppingCartID)
+	})
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Streams that the runner's two workers share out: each has one.
+	log := projectortest.NewLog(cart.Registry())
+	var all []projector.Event
+	for _, id := range []string{"wa", "wb", "wc", "wd", "we", "wf", "wg", "wh"} {
+		all = append(all, log.MustAppend(t, cart.StreamID(id), cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "x", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})...)
+	}
+	r, err := projector.NewRunner("r_two", e, &scripted{events: all}, s, projector.WithWorkers(2), projector.WithBatch(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	if err == nil || strings.Count(err.Error(), "bad item ") != 2 || !strings.Contains(err.Error(), "and, as it stopped, ") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run: %v, want both failures named on one line", err)
+	}
+	var fe *projector.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("Run: %v, want the first failure's *projector.Error", err)
+	}
+	st, _ := s.Checkpoints(context.Background())
+	if rec := st["r_two"].LastError; strings.Count(rec, "bad item ") != 2 {
+		t.Fatalf("recorded error %q, want both failures", rec)
+	}
+}

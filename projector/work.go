@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -184,11 +185,45 @@ func (x *run) stopping() {
 	x.stopWaits() // a wait for a predecessor ends: its event is left for the next run
 }
 
-// fail stops the run at its first failed event.
+// fail stops the run at its first failed event; the events that fail in
+// other workers as it stops are noted too (nameAlsoFailed).
 func (x *run) fail(err error) {
+	first := false
 	x.failOnce.Do(func() {
+		first = true
 		x.failure = fmt.Errorf("projector: runner %q stops: %w", x.r.name, err)
 		x.stopping()
 		x.stopRead()
 	})
+	if !first {
+		x.failMu.Lock()
+		x.alsoFailed = append(x.alsoFailed, err)
+		x.failMu.Unlock()
+	}
+}
+
+// maxAlsoFailed bounds how many other failures a run's error names.
+const maxAlsoFailed = 5
+
+// nameAlsoFailed adds to the run's failure, on its one line, the first line
+// of each event that failed after it as the run stopped (called once the
+// workers are done).
+func (x *run) nameAlsoFailed() {
+	x.failMu.Lock()
+	defer x.failMu.Unlock()
+	if x.failure == nil || len(x.alsoFailed) == 0 {
+		return
+	}
+	var more strings.Builder
+	for i, err := range x.alsoFailed[:min(len(x.alsoFailed), maxAlsoFailed)] {
+		if i > 0 {
+			more.WriteString("; ")
+		}
+		line, _, _ := strings.Cut(err.Error(), "\n")
+		more.WriteString(line)
+	}
+	if n := len(x.alsoFailed) - maxAlsoFailed; n > 0 {
+		fmt.Fprintf(&more, "; and %d more", n)
+	}
+	x.failure = fmt.Errorf("%w (and, as it stopped, %s)", x.failure, more.String())
 }

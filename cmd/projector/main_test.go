@@ -77,10 +77,13 @@ func TestDemo_checks_every_document_against_the_fold(t *testing.T) {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	for _, path := range []string{"catch-up", "group"} {
-		re := regexp.MustCompile(path + `\s+applied 160, duplicates skipped (\d+), failed 0, .*drops (\d+), .*documents 20 of 20 equal to the pure fold`)
+		re := regexp.MustCompile(path + `\s+applied 160, duplicates skipped (\d+), failed 0, .*drops (\d+), all applied ([0-9.hms]+) after the first append; documents 20 of 20 equal to the pure fold`)
 		m := re.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("no %s line with 160 applied and 20 of 20 documents right:\n%s", path, out)
+		}
+		if took, err := time.ParseDuration(m[3]); err != nil || took <= 0 {
+			t.Errorf("%s: all applied after %q, want a time", path, m[3])
 		}
 		if m[1] == "0" || m[2] == "0" {
 			t.Errorf("%s: %s duplicates and %s drops: the faults did not happen", path, m[1], m[2])

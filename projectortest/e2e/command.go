@@ -73,8 +73,9 @@ func (c *Running) Stdout() string { return c.stdout.String() }
 // Stderr is what the command has logged so far.
 func (c *Running) Stderr() string { return c.stderr.String() }
 
-// WaitCheckpoint waits until the checkpoint of name (a projection's
-// collection) in db has reached position, failing tb if the command ends
+// WaitCheckpoint waits until the checkpoint of name in db has reached
+// position (name is the projection's collection: its name, unless the
+// projection sets a collection of its own), failing tb if the command ends
 // first: see [WaitCheckpoint].
 func (c *Running) WaitCheckpoint(tb testing.TB, db *mongo.Database, name string, position uint64) {
 	tb.Helper()
@@ -93,8 +94,9 @@ func (c *Running) state() string {
 	}
 }
 
-// WaitCheckpoint waits until the checkpoint of name (a projection's
-// collection) in db has reached position: every event up to it is applied.
+// WaitCheckpoint waits until the checkpoint of name in db has reached
+// position (name is the projection's collection: its name, unless the
+// projection sets a collection of its own): every event up to it is applied.
 // It gives up when done is closed (the projector ended; nil: never), when
 // the projection's record has held an error for [StoppedGrace] while the
 // checkpoint stays where it is short of position (the projection stopped: at
@@ -125,20 +127,42 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 			if erred.IsZero() {
 				erred = time.Now()
 			} else if time.Since(erred) >= StoppedGrace {
-				return fmt.Errorf("%s stopped short of position %d (its checkpoint is %v): %s", name, position, cp, st.LastError)
+				return fmt.Errorf("%s stopped short of position %d: %s", name, position, describe(st))
 			}
 		} else {
 			erred = time.Time{}
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("the projector ended before the checkpoint of %s reached %d (it is %v)", name, position, cp)
+			// Read again: the projector stores its checkpoint and its
+			// error as it ends.
+			all, err := store.Checkpoints(context.Background())
+			if err != nil {
+				return fmt.Errorf("the projector ended before the checkpoint of %s reached %d; reading it: %w", name, position, err)
+			}
+			if st := all[name]; st.Checkpoint != nil && st.Checkpoint.Position >= position {
+				return nil
+			}
+			return fmt.Errorf("the projector ended before the checkpoint of %s reached %d: %s", name, position, describe(all[name]))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the checkpoint of %s is %v, not %d, after two minutes", name, cp, position)
+			return fmt.Errorf("the checkpoint of %s has not reached %d after two minutes: %s", name, position, describe(st))
 		}
 	}
+}
+
+// describe says where a projection's checkpoint is and the error its
+// record holds, for an error of WaitCheckpoint.
+func describe(st mongostore.CheckpointStatus) string {
+	where := "no checkpoint stored yet"
+	if st.Checkpoint != nil {
+		where = fmt.Sprintf("its checkpoint is %v", st.Checkpoint)
+	}
+	if st.LastError != "" {
+		return where + "; its last error: " + st.LastError
+	}
+	return where
 }
 
 // StoppedGrace is how long [WaitCheckpoint] lets a projection's recorded

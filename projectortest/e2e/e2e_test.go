@@ -117,3 +117,34 @@ func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *t
 	default:
 	}
 }
+
+// A command that ends because its one projection stopped at an event that
+// fails for good: WaitCheckpoint says so with where the checkpoint is and the
+// error the projection recorded, read after the command ended.
+func TestWaitCheckpoint_on_a_command_that_ended_says_why_its_projection_stopped(t *testing.T) {
+	type door struct {
+		Open bool `bson:"open"`
+	}
+	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(doors, func(d door, _ closed) (door, error) {
+		if !d.Open {
+			return d, errors.New("the door is closed already")
+		}
+		d.Open = false
+		return d, nil
+	})
+	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "door/9", opened{By: "ann"}, closed{}, closed{})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	if code := cmd.Wait(t, 2*time.Minute); code == 0 {
+		t.Fatalf("exit 0, want the blocked projection to end the command\n%s", cmd.Stderr())
+	}
+	err := e2e.WaitCheckpoint(db, "doors", servers.Head(), cmd.Done())
+	if err == nil || !strings.Contains(err.Error(), "ended before the checkpoint") || !strings.Contains(err.Error(), "its last error: ") ||
+		!strings.Contains(err.Error(), "the door is closed already") || strings.Contains(err.Error(), "<nil>") {
+		t.Fatalf("WaitCheckpoint: %v, want where the checkpoint is and the projection's error", err)
+	}
+}
