@@ -45,6 +45,7 @@ type Engine struct {
 
 	tracerProvider trace.TracerProvider // nil: the global one
 	tracer         trace.Tracer
+	eventSpans     int // the largest batch whose traced events each get a span
 
 	// What the store can do, found once by NewEngine: nil when it cannot.
 	guardedStore driver.GuardedStore
@@ -94,6 +95,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		policy:      retry.Default(),
 		logger:      slog.New(slog.DiscardHandler),
 		queue:       newQueue(),
+		eventSpans:  DefaultEventSpans,
 	}
 	for _, o := range opts {
 		o(e)
@@ -107,6 +109,9 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	}
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
+	}
+	if e.eventSpans < 0 {
+		return nil, fmt.Errorf("projector: WithEventSpans(%d): want 0 or more", e.eventSpans)
 	}
 	if err := Validate(registry, projections...); err != nil {
 		return nil, err

@@ -171,6 +171,7 @@ func (n *known) forget(k docKey) {
 // known), with those events only.
 func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
+	tracing := b.tracing()
 	for _, d := range docs {
 		wrote, ok := b.known.pass(docKey{p.Collection(), d.id}, len(d.idx),
 			func(j int) uint64 { return b.events[d.idx[j]].StreamRevision },
@@ -183,6 +184,7 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 			continue
 		}
 		rest := make([]int, 0, len(d.idx))
+		var passed []int
 		for _, i := range d.idx {
 			if b.events[i].StreamRevision > wrote {
 				// Appended after the fold read the stream: the batch
@@ -190,7 +192,12 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 				rest = append(rest, i)
 				continue
 			}
-			b.tracePassed(ctx, p, d.id, i, b.out[i][len(b.out[i])-1])
+			if tracing {
+				passed = append(passed, i)
+			}
+		}
+		if len(passed) > 0 {
+			b.tracePassed(ctx, p, d.id, passed)
 		}
 		if len(rest) > 0 {
 			d.idx = rest

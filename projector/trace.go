@@ -26,7 +26,7 @@ import (
 // The spans, with their attributes (the names below, in one place):
 //
 //   - projector.event: one per event and projection that handled it (a
-//     consumer span). Its parent is the trace context in the event's
+//     consumer span; in a large batch, one per document: below). Its parent is the trace context in the event's
 //     metadata ([MetadataContext]) when there is one, and the caller's span
 //     (a batch's) is then a link; otherwise its parent is the caller's span,
 //     or none. Each wait of the gate is a span event projector.wait on it
@@ -45,15 +45,18 @@ import (
 //     projector.fold.events: the events the folds applied ahead,
 //     projector.fold.failed), with a span event projector.fold.failed
 //     (stream, projector.fold.from, projector.fold.error) per failed read.
-//     An event the batch folds in memory whose metadata carries
-//     a trace context gets its projector.event span there (a child of that
-//     context, linked to the batch), from the start of the batch's work on
-//     its projection to the end of its write, so that the writer's trace
-//     shows it. The folded events without a trace context get no span of
-//     their own (it would say no more than the batch's, and a rebuild of
-//     millions of events would make millions of spans): a span event
-//     projector.folded on the batch counts them, per projection. Events a
-//     batch sends through the gate get their spans there, all of them.
+//     The events a batch folds in memory, or passes over because a stream
+//     fold applied them ahead, get spans when their metadata carries a
+//     trace context: in a batch of at most [WithEventSpans] events, a
+//     projector.event span each, a child of that context linked to the
+//     batch; in a larger one, one projector.event span a document, the last
+//     traced event's, with projector.events counting the events it covers
+//     and the other traced ones as links (traceDocument). Folded events
+//     without a trace context get no span of their own (it would say no
+//     more than the batch's, and a rebuild of millions of events would make
+//     millions of spans): a span event projector.folded on the batch counts
+//     them, per projection. Events a batch sends through the gate get their
+//     spans there, all of them.
 const tracerName = "github.com/revgate/projector/projector"
 
 // Span and span event names.
@@ -97,6 +100,7 @@ const (
 	attrWaitDelay   = attribute.Key("projector.wait.delay_ms")
 	attrWaitReason  = attribute.Key("projector.wait.reason")
 	attrStoreTime   = attribute.Key("projector.store.time_ms")
+	attrEvents      = attribute.Key("projector.events")
 )
 
 // WithTracerProvider sets where the engine's spans go (default: the global
@@ -105,6 +109,23 @@ const (
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(e *Engine) { e.tracerProvider = tp }
 }
+
+// DefaultEventSpans is the largest batch in which each traced event gets a
+// span of its own (see [WithEventSpans]).
+const DefaultEventSpans = 64
+
+// WithEventSpans sets the largest batch (default [DefaultEventSpans]) in
+// which each event whose metadata carries a trace context gets a
+// projector.event span of its own, in that trace. In a larger batch (a
+// catch-up, a rebuild, a burst that queued) each document gets one span for
+// its events instead: the last traced event's (a child of its context,
+// with its attributes), with projector.events counting the events it covers
+// and the other traced events as links. A span costs about as much as the
+// rest of an event's handling in a catch-up; one a document keeps tracing
+// within a tenth of it. Events handled one at a time, at the head and
+// through the gate, always get their own span. 0: one span a document in
+// every batch; a large number: one span an event whatever the batch.
+func WithEventSpans(n int) Option { return func(e *Engine) { e.eventSpans = n } }
 
 // tracerOf returns the engine's tracer, from tp or the global provider.
 func tracerOf(tp trace.TracerProvider) trace.Tracer {
@@ -357,6 +378,13 @@ func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start tim
 // projector.store.time_ms when store is 0 (an event a stream fold wrote
 // ahead: its write was an earlier batch's).
 func endEvent(span trace.Span, ev Event, r Result, store time.Duration) {
+	endEventOf(span, ev, r, store, 1)
+}
+
+// endEventOf is endEvent for the span of a document's events in a batch,
+// events of them (projector.events, when more than one): ev and r are the
+// last's, the one the document shows.
+func endEventOf(span trace.Span, ev Event, r Result, store time.Duration, events int) {
 	if span.IsRecording() {
 		attempts := r.Waits + 1
 		var fe *Error
@@ -364,7 +392,7 @@ func endEvent(span trace.Span, ev Event, r Result, store time.Duration) {
 			attempts = fe.Attempts
 		}
 		// Few attributes, set in one call: each costs at the span's end.
-		var attrs [11]attribute.KeyValue
+		var attrs [12]attribute.KeyValue
 		n := copy(attrs[:], []attribute.KeyValue{attrProjection.String(r.Projection), attrDocument.String(r.Document),
 			attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision)), attrPosition.Int64(int64(ev.Position)),
 			attrEventID.String(ev.ID), attrEventType.String(ev.Type), attrOutcome.String(r.Outcome.String())})
@@ -373,6 +401,10 @@ func endEvent(span trace.Span, ev Event, r Result, store time.Duration) {
 		}
 		if store > 0 {
 			attrs[n] = attrStoreTime.Float64(float64(store) / float64(time.Millisecond))
+			n++
+		}
+		if events > 1 {
+			attrs[n] = attrEvents.Int(events)
 			n++
 		}
 		span.SetAttributes(attrs[:n]...)
@@ -504,57 +536,118 @@ func endStore(span trace.Span, err error, missed int) {
 	span.End()
 }
 
-// tracePassed records the span of the batch's event i in document id of p,
-// given its result without the gate (a stream fold wrote it ahead), when its
-// metadata carries a trace.
-func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, i int, r Result) {
+// tracePassed records the span of the batch's events idx of document id of
+// p, given their results without the gate (a stream fold wrote them ahead):
+// see traceDocument.
+func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, idx []int) {
 	if !b.tracing() {
 		return
 	}
-	if remote := MetadataContext(b.events[i].Metadata); remote.IsValid() {
-		_, span := b.startEventIn(ctx, target{p, id}, b.events[i], time.Time{}, remote)
-		endEvent(span, b.events[i], r, 0)
-	}
+	b.traceDocument(ctx, p, id, idx, b.events, time.Time{}, 0)
 }
 
-// traceFolded records the spans of the events of docs that the batch folded
-// and wrote (or found duplicates) for projection p, those not in through
-// (which go through the gate, with spans of their own), from start: those
-// whose metadata carries a trace context only. The others are counted in a
-// span event projector.folded on the batch's span. storeOf is the time a
-// document's read and write took (a batch's one read and one bulk write,
-// shared by its documents, or the document's own).
+// traceFolded records the spans of the documents of docs that the batch
+// folded and wrote (or found duplicates) for projection p, those not in
+// through (which go through the gate, with spans of their own), from
+// start: see traceDocument. The events of documents without a trace get no
+// span: a span event projector.folded on the batch's span counts them.
+// storeOf is the time a document's read and write took (a batch's one read
+// and one bulk write, shared by its documents, or the document's own).
 func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration) {
 	if !b.tracing() {
 		return
 	}
 	untraced := 0
-	defer func() {
-		if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
-			span.AddEvent(eventFolded, trace.WithAttributes(attrProjection.String(p.Name()), attrFolded.Int(untraced)))
-		}
-	}()
 	skip := make(map[*docEvents]bool, len(through))
 	for _, d := range through {
 		skip[d] = true
 	}
 	for _, d := range docs {
-		if skip[d] {
+		if !skip[d] {
+			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, start, storeOf(d))
+		}
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
+		span.AddEvent(eventFolded, trace.WithAttributes(attrProjection.String(p.Name()), attrFolded.Int(untraced)))
+	}
+}
+
+// traceEach records a projector.event span for each of the batch's events
+// idx of document id in projection p whose metadata carries a trace
+// context: a child of that context, linked to the caller's span (the
+// batch's). It returns how many of the events have no trace context.
+func (b *batchRun) traceEach(ctx context.Context, p Definition, id string, idx []int, events []Event, start time.Time, store time.Duration) (untraced int) {
+	t := target{p, id}
+	for _, i := range idx {
+		remote := MetadataContext(events[i].Metadata)
+		if !remote.IsValid() {
+			untraced++
 			continue
 		}
-		t := target{p, d.id}
-		for _, i := range d.idx {
-			remote := MetadataContext(b.decoded[i].Metadata)
-			if !remote.IsValid() {
-				untraced++
-				continue
-			}
-			for _, r := range b.out[i] {
-				if r.Projection == p.Name() {
-					_, span := b.startEventIn(ctx, t, b.decoded[i], start, remote)
-					endEvent(span, b.decoded[i], r, storeOf(d))
-				}
+		for _, r := range b.out[i] {
+			if r.Projection == p.Name() {
+				_, span := b.startEventIn(ctx, t, events[i], start, remote)
+				endEvent(span, events[i], r, store)
 			}
 		}
 	}
+	return untraced
+}
+
+// traceDocument records the spans of the batch's events idx (from events,
+// in log order) of document id in projection p, when the metadata of one of
+// them at least carries a trace context: one an event in a batch of at most
+// [WithEventSpans] events (traceEach), else one for the document, because a
+// large batch is where a catch-up or a rebuild spends its events, and a
+// span an event would cost more than a tenth of its time
+// (docs/benchmarks.md). The document's span is the last traced
+// event's: a child of its trace context, with its attributes and result
+// (the document shows it), and projector.events, how many events it
+// covers. Its links are the caller's span (the batch's) and the other
+// traced events' contexts, each with its projector.revision. It returns
+// how many events it made no span for: all of them when none is traced.
+func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, idx []int, events []Event, start time.Time, store time.Duration) (untraced int) {
+	if len(b.events) <= b.eventSpans {
+		return b.traceEach(ctx, p, id, idx, events, start, store)
+	}
+	last, parent := -1, trace.SpanContext{}
+	var links []trace.Link
+	for k, i := range idx {
+		remote := MetadataContext(events[i].Metadata)
+		if !remote.IsValid() {
+			continue
+		}
+		if last >= 0 {
+			links = append(links, trace.Link{SpanContext: parent,
+				Attributes: []attribute.KeyValue{attrRevision.Int64(int64(events[idx[last]].StreamRevision))}})
+		}
+		last, parent = k, remote
+	}
+	if last < 0 {
+		return len(idx)
+	}
+	var r Result
+	found := false
+	for _, res := range b.out[idx[last]] {
+		if res.Projection == p.Name() {
+			r, found = res, true
+		}
+	}
+	if !found {
+		return len(idx)
+	}
+	ev := events[idx[last]]
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
+		links = append(links, trace.Link{SpanContext: caller})
+	}
+	if len(links) > 0 {
+		opts = append(opts, trace.WithLinks(links...))
+	}
+	if !start.IsZero() {
+		opts = append(opts, trace.WithTimestamp(start))
+	}
+	_, span := b.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parent), spanEvent, opts...)
+	endEventOf(span, ev, r, store, len(idx))
+	return 0
 }

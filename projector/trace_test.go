@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -654,4 +655,147 @@ func TestTracing_an_event_a_batch_sends_through_the_gate_carries_its_own_store_t
 		t.Errorf("projector.waits = %s, want %d", got, rs[0][0].Waits)
 	}
 	storeTime(t, sp) // its reads, within its own span
+}
+
+// traceparentOf is metadata whose trace context is trace tid, span sid.
+func traceparentOf(tid, sid string) []byte {
+	return []byte(`{"clientId":"x","traceparent":"00-` + tid + `-` + sid + `-01"}`)
+}
+
+// linkRevisions is the linked span ids of sp, each with its
+// projector.revision ("" for a link without one: the batch's).
+func linkRevisions(sp sdktrace.ReadOnlySpan) map[string]string {
+	out := map[string]string{}
+	for _, l := range sp.Links() {
+		rev := ""
+		for _, kv := range l.Attributes {
+			if kv.Key == "projector.revision" {
+				rev = kv.Value.String()
+			}
+		}
+		out[l.SpanContext.SpanID().String()] = rev
+	}
+	return out
+}
+
+// In a batch larger than WithEventSpans, a document's events share one
+// span: the last traced event's, in its trace, counting the events it
+// covers, with the other traced events and the batch as links; a document
+// without a traced event has none.
+func TestTracing_a_large_batch_gives_each_document_one_span_linked_to_its_traced_events(t *testing.T) {
+	tp, rec := recording(t)
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithTracerProvider(tp), projector.WithEventSpans(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	const (
+		t1, s1 = "11111111111111111111111111111111", "1111111111111111"
+		t2, s2 = "22222222222222222222222222222222", "2222222222222222"
+		t3, s3 = "33333333333333333333333333333333", "3333333333333333"
+	)
+	var batch []projector.Event
+	for _, step := range []struct {
+		meta []byte
+		ev   any
+	}{
+		{traceparentOf(t1, s1), cart.ShoppingCartOpened{ShoppingCartID: "d1", ClientID: "x", OpenedAt: t0}},
+		{[]byte(`{"clientId":"x"}`), cart.ProductItemAddedToShoppingCart{ShoppingCartID: "d1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}}},
+		{traceparentOf(t2, s2), cart.ProductItemAddedToShoppingCart{ShoppingCartID: "d1", ProductItem: cart.ProductItem{ProductID: "q", Quantity: 2}}},
+		{traceparentOf(t3, s3), cart.ShoppingCartConfirmed{ShoppingCartID: "d1", ConfirmedAt: t0}},
+	} {
+		evs, err := log.AppendWithMetadata(cart.StreamID("d1"), step.meta, step.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, evs...)
+	}
+	d1 := slices.Clone(batch)
+	batch = append(batch, log.MustAppend(t, cart.StreamID("d2"), cart.ShoppingCartOpened{ShoppingCartID: "d2", ClientID: "x", OpenedAt: t0})...)
+	for i, rs := range e.HandleBatch(context.Background(), batch) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %+v", i, rs)
+		}
+	}
+	batchSpan, _ := oneBatch(t, rec, "projector.batch.write") // creations: nothing to read
+	spans := spansNamed(rec, "projector.event")
+	if len(spans) != 1 {
+		t.Fatalf("%d projector.event spans, want one for d1 (d2 has no trace)", len(spans))
+	}
+	sp := eventSpan(t, rec, cart.DetailsName, cart.StreamID("d1"), 3)
+	if sp.SpanContext().TraceID().String() != t3 || sp.Parent().SpanID().String() != s3 {
+		t.Errorf("trace %v parent %v, want the last traced event's (%s, %s)", sp.SpanContext().TraceID(), sp.Parent().SpanID(), t3, s3)
+	}
+	for key, want := range map[string]string{"projector.events": "4", "projector.document": "d1", "projector.outcome": "applied",
+		"projector.event.id": d1[3].ID, "projector.event.type": d1[3].Type} {
+		if got, _ := attr(sp, key); got != want {
+			t.Errorf("%s = %q, want %q", key, got, want)
+		}
+	}
+	storeTime(t, sp)
+	want := map[string]string{s1: "0", s2: "2", batchSpan.SpanContext().SpanID().String(): ""}
+	if got := linkRevisions(sp); !maps.Equal(got, want) {
+		t.Errorf("links %v, want the other traced events with their revisions and the batch: %v", got, want)
+	}
+	folded := ""
+	for _, ev := range batchSpan.Events() {
+		for _, kv := range ev.Attributes {
+			if ev.Name == "projector.folded" && kv.Key == "projector.batch.folded" {
+				folded = kv.Value.String()
+			}
+		}
+	}
+	if folded != "1" {
+		t.Errorf("the batch counts %q folded events without a span, want 1 (d2's)", folded)
+	}
+	assertDocument(t, s, "d1", d1)
+}
+
+// The events a stream fold wrote ahead, passed over by a later large batch:
+// one span for the document's, in the last traced one's trace.
+func TestTracing_events_a_fold_wrote_ahead_share_one_span_in_a_large_batch(t *testing.T) {
+	tp, rec := recording(t)
+	log := projectortest.NewLog(cart.Registry())
+	const (
+		ta, sa = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa"
+		tb, sb = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbb"
+	)
+	first := log.MustAppend(t, cart.StreamID("f9"), cart.ShoppingCartOpened{ShoppingCartID: "f9", ClientID: "x", OpenedAt: t0})
+	rest := first
+	for _, m := range []struct{ tid, sid, product string }{{ta, sa, "p"}, {tb, sb, "q"}} {
+		evs, err := log.AppendWithMetadata(cart.StreamID("f9"), traceparentOf(m.tid, m.sid),
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: "f9", ProductItem: cart.ProductItem{ProductID: m.product, Quantity: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest = append(rest, evs...)
+	}
+	s := newStore(t)
+	e := foldEngine(t, s, newStreams(rest...), projector.WithTracerProvider(tp), projector.WithEventSpans(1))
+	// The first batch holds the opening only: the fold reads the two
+	// traced events ahead. The second delivers them: applied, passed over.
+	e.HandleBatch(context.Background(), []projector.Event{first[0], log.MustAppend(t, cart.StreamID("f8"), cart.ShoppingCartOpened{ShoppingCartID: "f8", ClientID: "x", OpenedAt: t0})[0]})
+	rec.Reset()
+	for i, rs := range e.HandleBatch(context.Background(), rest[1:]) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %+v", i, rs)
+		}
+	}
+	spans := spansNamed(rec, "projector.event")
+	if len(spans) != 1 {
+		t.Fatalf("%d projector.event spans, want one for f9's two passed events", len(spans))
+	}
+	sp := spans[0]
+	if sp.SpanContext().TraceID().String() != tb || sp.Parent().SpanID().String() != sb {
+		t.Errorf("trace %v parent %v, want the last traced event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+	}
+	if events, _ := attr(sp, "projector.events"); events != "2" {
+		t.Errorf("projector.events = %q, want 2", events)
+	}
+	if rev := linkRevisions(sp)[sa]; rev != "1" {
+		t.Errorf("links %v, want the first passed event's at revision 1", linkRevisions(sp))
+	}
+	assertDocument(t, s, "f9", rest)
 }
