@@ -120,9 +120,9 @@ const DefaultEventSpans = 64
 // catch-up, a rebuild, a burst that queued) each document gets one span for
 // its events instead: the last traced event's (a child of its context,
 // with its attributes), with projector.events counting the events it covers
-// and the other traced events as links. A span costs about as much as the
-// rest of an event's handling in a catch-up; one a document keeps tracing
-// within a tenth of it. Events handled one at a time, at the head and
+// and the other traced events as links. In a catch-up a span an event
+// costs about a fifth of the rest of its handling; one a document keeps
+// tracing within a tenth (docs/benchmarks.md). Events handled one at a time, at the head and
 // through the gate, always get their own span. 0: one span a document in
 // every batch; a large number: one span an event whatever the batch.
 func WithEventSpans(n int) Option { return func(e *Engine) { e.eventSpans = n } }
