@@ -31,7 +31,7 @@ type runConfig struct {
 	checkpointInterval, drainTimeout time.Duration
 	lease                            time.Duration
 	workers, checkpointEvery, batch  int
-	batchMiB                         int
+	batchMiB, eventSpans             int
 	batchWindow                      time.Duration
 	retry                            retry.Policy
 	policy                           projector.FailurePolicy
@@ -51,6 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
+	fs.IntVar(&c.eventSpans, "trace-event-spans", projector.DefaultEventSpans, "with tracing on (OTEL_*), the largest batch in which each traced event gets a span of its own; a larger batch (a catch-up) gives each document one span, linked to its events (0: always per document)")
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
 	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
@@ -78,6 +79,8 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 		return usageError(inv.Stderr, "--workers %d: want at least 1", c.workers)
 	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
 		return usageError(inv.Stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
+	case c.eventSpans < 0:
+		return usageError(inv.Stderr, "--trace-event-spans %d: want 0 or more", c.eventSpans)
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
 		return usageError(inv.Stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
@@ -466,7 +469,8 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
 		projector.WithRetry(c.retry), projector.WithLogger(logger),
-		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(client))
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(client),
+		projector.WithEventSpans(c.eventSpans))
 	if err != nil {
 		return nil, err
 	}
