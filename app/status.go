@@ -329,7 +329,13 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 			tw.Flush()
 			return err
 		}
-		live := sel.Definition.Collection()
+		// The collection readers use: the projection's own, or the one a
+		// rebuild switched them to.
+		live, err := store.ActiveCollection(ctx, sel.Definition.Name(), sel.Definition.Collection())
+		if err != nil {
+			tw.Flush()
+			return err
+		}
 		for _, p := range parked {
 			held := ""
 			if p.Held {

@@ -1,10 +1,15 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -42,5 +47,34 @@ func TestOrderParked_keeps_parked_events_in_their_order_and_groups_each_held_doc
 	}
 	if want := []string{"x@6", "y@1", "x@7"}; !slices.Equal(got, want) {
 		t.Fatalf("order of a multi-stream document %q, want %q (by position)", got, want)
+	}
+}
+
+// status --parked tags an event with its collection only when it is not the
+// one readers use, also after a rebuild switched them to another.
+func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	def := projector.New[struct{ N int }]("tix", projector.StreamSuffix("t-"))
+	building, err := store.StartRebuild(ctx, "tix", "tix_r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FinishRebuild(ctx, "tix", building, "tix"); err != nil {
+		t.Fatal(err)
+	}
+	for i, coll := range []string{"tix_r1", "tix_r2"} {
+		pe := projector.ParkedEvent{Projection: "tix", Document: "7", Stream: "t-7", Revision: uint64(i), EventID: fmt.Sprint("e", i),
+			Type: "noted", Error: "bad", Attempts: 1, ParkedAt: time.Now().UTC(), Collection: coll}
+		if err := store.Park(ctx, pe); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errOut strings.Builder
+	if err := printParked(ctx, &out, &errOut, store, []Projection{{Definition: def}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "[tix_r1]") || !strings.Contains(out.String(), "[tix_r2] bad") {
+		t.Errorf("status --parked, readers on tix_r1:\n%s\nwant only the event of tix_r2 tagged with its collection", out.String())
 	}
 }

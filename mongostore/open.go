@@ -117,7 +117,12 @@ func Hosts(uri string) string {
 	}
 	cs, err := connstring.Parse(uri)
 	if err != nil {
-		return ""
+		// Options only an SRV string takes (srvMaxHosts) do not parse on
+		// the mongodb:// copy: the hosts do without them.
+		base, _, _ := strings.Cut(uri, "?")
+		if cs, err = connstring.Parse(base); err != nil {
+			return ""
+		}
 	}
 	return strings.Join(cs.Hosts, ",")
 }

@@ -26,8 +26,9 @@ import (
 // The spans, with their attributes (the names below, in one place):
 //
 //   - projector.event: one per event and projection that handled it (a
-//     consumer span; in a large batch, one per document: below). Its parent is the trace context in the event's
-//     metadata ([MetadataContext]) when there is one, and the caller's span
+//     consumer span; in a large batch, one per document: below). Its
+//     parent is the trace context in the event's metadata
+//     ([MetadataContext]) when there is one, and the caller's span
 //     (a batch's) is then a link; otherwise its parent is the caller's span,
 //     or none. Each wait of the gate is a span event projector.wait on it
 //     (attempt, delay, reason), and a wait in the engine's queue behind an
@@ -55,7 +56,7 @@ import (
 //     without a trace context get no span of their own (it would say no
 //     more than the batch's, and a rebuild of millions of events would make
 //     millions of spans): a span event projector.folded on the batch counts
-//     them, per projection. Events a batch sends through the gate get their
+//     those no span covers, per projection. Events a batch sends through the gate get their
 //     spans there, all of them.
 const tracerName = "github.com/revgate/projector/projector"
 
@@ -110,6 +111,10 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(e *Engine) { e.tracerProvider = tp }
 }
 
+// maxEventLinks bounds the links of a document's span to its other traced
+// events: with the batch's, the SDK's default of 128 a span.
+const maxEventLinks = 127
+
 // DefaultEventSpans is the largest batch in which each traced event gets a
 // span of its own (see [WithEventSpans]).
 const DefaultEventSpans = 64
@@ -122,9 +127,10 @@ const DefaultEventSpans = 64
 // with its attributes), with projector.events counting the events it covers
 // and the other traced events as links. In a catch-up a span an event
 // costs about a fifth of the rest of its handling; one a document keeps
-// tracing within a tenth (docs/benchmarks.md). Events handled one at a time, at the head and
-// through the gate, always get their own span. 0: one span a document in
-// every batch; a large number: one span an event whatever the batch.
+// tracing within a tenth (docs/benchmarks.md). Events handled one at a
+// time, at the head and through the gate, always get their own span. 0:
+// one span a document in every batch; a large number: one span an event
+// whatever the batch.
 func WithEventSpans(n int) Option { return func(e *Engine) { e.eventSpans = n } }
 
 // tracerOf returns the engine's tracer, from tp or the global provider.
@@ -549,8 +555,9 @@ func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, idx
 // traceFolded records the spans of the documents of docs that the batch
 // folded and wrote (or found duplicates) for projection p, those not in
 // through (which go through the gate, with spans of their own), from
-// start: see traceDocument. The events of documents without a trace get no
-// span: a span event projector.folded on the batch's span counts them.
+// start: see traceDocument. The events no span covers (those without a
+// trace context; in a large batch, those of documents without a traced
+// event) are counted by a span event projector.folded on the batch's span.
 // storeOf is the time a document's read and write took (a batch's one read
 // and one bulk write, shared by its documents, or the document's own).
 func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration) {
@@ -600,35 +607,51 @@ func (b *batchRun) traceEach(ctx context.Context, p Definition, id string, idx [
 // [WithEventSpans] events (traceEach), else one for the document, because a
 // large batch is where a catch-up or a rebuild spends its events, and a
 // span an event would cost more than a tenth of its time
-// (docs/benchmarks.md). The document's span is the last traced
-// event's: a child of its trace context, with its attributes and result
-// (the document shows it), and projector.events, how many events it
-// covers. Its links are the caller's span (the batch's) and the other
-// traced events' contexts, each with its projector.revision. It returns
-// how many events it made no span for: all of them when none is traced.
+// (docs/benchmarks.md). The document's span is the last traced event's
+// (the last whose context is sampled, if one is): a child of its trace
+// context, with its attributes and result, and projector.events, how many
+// events it covers. Its links are the caller's span (the batch's) and the
+// other traced events' contexts (the latest 127), each with its stream and
+// revision. (A document whose batch both passes over events a fold applied
+// ahead and folds newer ones gets a span for each part.) It returns how
+// many events no span covers.
 func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, idx []int, events []Event, start time.Time, store time.Duration) (untraced int) {
 	if len(b.events) <= b.eventSpans {
 		return b.traceEach(ctx, p, id, idx, events, start, store)
 	}
-	last, parent := -1, trace.SpanContext{}
-	var links []trace.Link
+	// The span's parent: the last traced event whose context is sampled
+	// (a parent-based sampler records the span then), else the last
+	// traced one.
+	var traced []int // the positions in idx of the traced events
+	var remotes []trace.SpanContext
+	last := -1
 	for k, i := range idx {
-		remote := MetadataContext(events[i].Metadata)
-		if !remote.IsValid() {
-			continue
+		if remote := MetadataContext(events[i].Metadata); remote.IsValid() {
+			traced, remotes = append(traced, k), append(remotes, remote)
+			if remote.IsSampled() || last < 0 || !remotes[last].IsSampled() {
+				last = len(traced) - 1
+			}
 		}
-		if last >= 0 {
-			links = append(links, trace.Link{SpanContext: parent,
-				Attributes: []attribute.KeyValue{attrRevision.Int64(int64(events[idx[last]].StreamRevision))}})
-		}
-		last, parent = k, remote
 	}
 	if last < 0 {
 		return len(idx)
 	}
+	parent := remotes[last]
+	// The others are links, the latest first kept within the SDK's
+	// default bound of 128 a span (one is the batch's).
+	links := make([]trace.Link, 0, min(len(traced), maxEventLinks+1))
+	for j := len(traced) - 1; j >= 0 && len(links) < maxEventLinks; j-- {
+		if j == last {
+			continue
+		}
+		ev := events[idx[traced[j]]]
+		links = append(links, trace.Link{SpanContext: remotes[j],
+			Attributes: []attribute.KeyValue{attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision))}})
+	}
+	idxLast := idx[traced[last]]
 	var r Result
 	found := false
-	for _, res := range b.out[idx[last]] {
+	for _, res := range b.out[idxLast] {
 		if res.Projection == p.Name() {
 			r, found = res, true
 		}
@@ -636,7 +659,7 @@ func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, i
 	if !found {
 		return len(idx)
 	}
-	ev := events[idx[last]]
+	ev := events[idxLast]
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 		links = append(links, trace.Link{SpanContext: caller})

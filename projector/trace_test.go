@@ -799,3 +799,54 @@ func TestTracing_events_a_fold_wrote_ahead_share_one_span_in_a_large_batch(t *te
 	}
 	assertDocument(t, s, "f9", rest)
 }
+
+// A document's span in a large batch is recorded when one of its events'
+// contexts is sampled, although the last is not: its parent is the last
+// sampled one (a parent-based sampler follows the parent), the unsampled
+// one a link.
+func TestTracing_a_document_s_span_follows_its_last_sampled_event(t *testing.T) {
+	// The SDK's default sampler, as OTEL_TRACES_SAMPLER's default.
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	s := newStore(t)
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithTracerProvider(tp), projector.WithEventSpans(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	const (
+		ts, ss = "44444444444444444444444444444444", "4444444444444444"
+		tu, su = "55555555555555555555555555555555", "5555555555555555"
+	)
+	sampled, err := log.AppendWithMetadata(cart.StreamID("u1"), traceparentOf(ts, ss), cart.ShoppingCartOpened{ShoppingCartID: "u1", ClientID: "x", OpenedAt: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsampled, err := log.AppendWithMetadata(cart.StreamID("u1"), []byte(`{"traceparent":"00-`+tu+`-`+su+`-00"}`),
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "u1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := append(sampled, unsampled...)
+	for i, rs := range e.HandleBatch(context.Background(), batch) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("event %d: %+v", i, rs)
+		}
+	}
+	spans := spansNamed(rec, "projector.event")
+	if len(spans) != 1 {
+		t.Fatalf("%d projector.event spans, want the document's, recorded", len(spans))
+	}
+	sp := spans[0]
+	if sp.SpanContext().TraceID().String() != ts || sp.Parent().SpanID().String() != ss {
+		t.Errorf("trace %v parent %v, want the sampled event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+	}
+	if rev, ok := linkRevisions(sp)[su]; !ok || rev != "1" {
+		t.Errorf("links %v, want the unsampled event's at revision 1", linkRevisions(sp))
+	}
+	if events, _ := attr(sp, "projector.events"); events != "2" {
+		t.Errorf("projector.events = %q, want 2", events)
+	}
+}

@@ -147,6 +147,9 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("the checkpoint of %s has not reached %d after two minutes; reading it: %w", name, position, err)
+			}
 			return fmt.Errorf("the checkpoint of %s has not reached %d after two minutes: %s", name, position, describe(st))
 		}
 	}
