@@ -400,9 +400,9 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 // [StreamReader]): passed is false when they are not (the predecessor is
 // late: wait for it). A document that is gone with its deleted stream stays
 // gone (the event is history of it: a duplicate). Otherwise, under [Block]
-// the event fails for good, naming the revisions; under [Skip] and [Park]
-// it applies on the document as it is (the zero state if there is none),
-// and under [Park] the hole is recorded first.
+// the event fails for good, naming the revisions; under [Skip], [Park] and
+// [Hold] it applies on the document as it is (the zero state if there is
+// none), and under [Park] and [Hold] the hole is recorded first.
 func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, apply applyStep, attempts int) (out step, rev int64, passed bool, err error) {
 	state := t.p.newState()
 	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
@@ -428,7 +428,7 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 		rev = int64(head.Revision)
 	}
 	gone := h.err(ev.StreamID)
-	if !e.movesPast(t.p) {
+	if !e.movesPastHole(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
 	var from any

@@ -138,7 +138,7 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 		return step{outcome: Duplicate}, true, nil
 	}
 	gone := h.err(ev.StreamID)
-	if !e.movesPast(t.p) {
+	if !e.movesPastHole(t.p) {
 		return step{}, true, retry.Permanent(gone)
 	}
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {

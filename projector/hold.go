@@ -39,6 +39,15 @@ func (e *Engine) movesPast(p Definition) bool {
 	return pol == Skip || pol == Park
 }
 
+// movesPastHole reports whether p's failure policy moves a document past
+// events gone from the event store ([ErrRevisionsGone]): [Skip], [Park],
+// and [Hold], for which holding the document would be for ever (no fix
+// brings the events back, and a replay meets the same hole) and which
+// records the hole as [Park] does. Under [Block] the event fails for good.
+func (e *Engine) movesPastHole(p Definition) bool {
+	return e.movesPast(p) || e.policyOf(p) == Hold
+}
+
 // holdable refuses the hold policy for a projection whose documents do not
 // say which events they have applied: a held document's events must be
 // known as applied or not when they come again, and replayed in order.

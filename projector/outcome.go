@@ -81,7 +81,9 @@ const (
 	// the [StreamRevision] or [RevisionMap] strategy (and a [Holder] as
 	// the parker), and one consumer reading the log in order. Under
 	// RevisionMap an event of another stream already in flight when the
-	// hold begins may still apply.
+	// hold begins may still apply. Events gone from the event store
+	// ([ErrRevisionsGone]) do not hold a document, which no fix could
+	// release: it moves past them, and the hole is recorded, as under Park.
 	Hold
 )
 

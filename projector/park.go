@@ -129,10 +129,10 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 // stays listed until it is removed, or a rebuild folds the stream as it is.
 const GoneType = "$revisions-gone"
 
-// parkHole records, under the [Park] policy, the hole a document moved past
-// at event ev.
+// parkHole records, under the [Park] and [Hold] policies, the hole a
+// document moved past at event ev.
 func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone error) error {
-	if e.policyOf(t.p) != Park {
+	if pol := e.policyOf(t.p); pol != Park && pol != Hold {
 		return nil
 	}
 	err := e.parker.Park(ctx, ParkedEvent{
