@@ -131,6 +131,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"a batch of 0 MiB", config(good), []string{"--batch-mib", "0"}, `--batch-mib 0: want a batch of at least 1 event and 1 MiB`, ""},
 		{"negative --trace-event-spans", config(good), []string{"--trace-event-spans", "-1"}, `--trace-event-spans -1: want 0 or more`, ""},
 		{"rebuild with a batch of 0 MiB", config(good), []string{"tickets", "--batch-mib", "0"}, "--batch-mib >= 1", "rebuild"},
+		{"rebuild with negative --trace-event-spans", config(good), []string{"tickets", "--trace-event-spans", "-1"}, "--trace-event-spans -1: want 0 or more", "rebuild"},
 		{"hold under a strategy without revisions", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
 			[]string{"--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, ""},
 		{"rebuild with hold under a strategy without revisions", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),

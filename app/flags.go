@@ -109,6 +109,12 @@ func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration, mib *int) {
 	fs.IntVar(mib, "batch-mib", projector.DefaultBatchBytes>>20, "and at most this many MiB of the events' data and metadata in a batch")
 }
 
+// eventSpansFlag registers the bound of per-event spans in a batch
+// ([projector.WithEventSpans]).
+func eventSpansFlag(fs *flag.FlagSet, n *int) {
+	fs.IntVar(n, "trace-event-spans", projector.DefaultEventSpans, "with tracing on (OTEL_*), the largest batch in which each traced event gets a span of its own; a larger batch (a catch-up) gives each document one span, linked to its events (0: always per document)")
+}
+
 // retryFlags registers every setting of a retry policy as flags with prefix.
 func retryFlags(fs *flag.FlagSet, p *retry.Policy, prefix, what string) {
 	fs.DurationVar(&p.InitialDelay, prefix+"initial-delay", p.InitialDelay, what+": first wait")

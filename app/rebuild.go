@@ -18,6 +18,7 @@ type rebuildConfig struct {
 	servers
 	workers, batch int
 	batchMiB       int
+	eventSpans     int
 	batchWindow    time.Duration
 	onFailure      string
 	policy         projector.FailurePolicy
@@ -29,6 +30,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
+	eventSpansFlag(fs, &c.eventSpans)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
@@ -58,6 +60,9 @@ drop it when no reader uses it.
 	}
 	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
 		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
+	}
+	if c.eventSpans < 0 {
+		return usageError(inv.Stderr, "--trace-event-spans %d: want 0 or more", c.eventSpans)
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)
@@ -103,7 +108,8 @@ func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
 // engine returns the engine of a rebuild of p into collection.
 func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, store *mongostore.Store, streams projector.StreamReader) (*projector.Engine, error) {
 	return projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, collection)},
-		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(streams))
+		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(streams),
+		projector.WithEventSpans(c.eventSpans))
 }
 
 // refuseGroups fails when a persistent subscription group feeds projection

@@ -51,7 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
-	fs.IntVar(&c.eventSpans, "trace-event-spans", projector.DefaultEventSpans, "with tracing on (OTEL_*), the largest batch in which each traced event gets a span of its own; a larger batch (a catch-up) gives each document one span, linked to its events (0: always per document)")
+	eventSpansFlag(fs, &c.eventSpans)
 	fs.IntVar(&c.checkpointEvery, "checkpoint-every", 500, "store the checkpoint after this many events")
 	fs.DurationVar(&c.checkpointInterval, "checkpoint-interval", time.Second, "and at least this often while it moves")
 	retryFlags(fs, &c.retry, "retry-", "revision gate retries")
