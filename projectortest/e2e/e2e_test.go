@@ -81,22 +81,11 @@ func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testi
 // command goes on: WaitCheckpoint gives up soon after, with the error the
 // projection recorded, instead of waiting out its two minutes.
 func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *testing.T) {
-	type door struct {
-		Open bool `bson:"open"`
-	}
-	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
-	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
-	projector.On(doors, func(d door, _ closed) (door, error) {
-		if !d.Open {
-			return d, errors.New("the door is closed already")
-		}
-		d.Open = false
-		return d, nil
-	})
+	doors := strictDoors()
 	// Another projection, which goes on: the command runs on.
-	visits := projector.New[door]("visits", projector.StreamSuffix("door/"))
-	projector.Create(visits, func(opened) (door, error) { return door{Open: true}, nil })
-	projector.On(visits, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
+	visits := projector.New[strictDoor]("visits", projector.StreamSuffix("door/"))
+	projector.Create(visits, func(opened) (strictDoor, error) { return strictDoor{Open: true}, nil })
+	projector.On(visits, func(d strictDoor, _ closed) (strictDoor, error) { d.Open = false; return d, nil })
 	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{
 		{Definition: doors, Reads: app.StreamPrefix("door/")}, {Definition: visits, Reads: app.StreamPrefix("door/")}}}
 	servers := e2e.StartServers(t, e2e.Options{})
@@ -122,18 +111,7 @@ func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *t
 // fails for good: WaitCheckpoint says so with where the checkpoint is and the
 // error the projection recorded, read after the command ended.
 func TestWaitCheckpoint_on_a_command_that_ended_says_why_its_projection_stopped(t *testing.T) {
-	type door struct {
-		Open bool `bson:"open"`
-	}
-	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
-	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
-	projector.On(doors, func(d door, _ closed) (door, error) {
-		if !d.Open {
-			return d, errors.New("the door is closed already")
-		}
-		d.Open = false
-		return d, nil
-	})
+	doors := strictDoors()
 	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -147,4 +125,23 @@ func TestWaitCheckpoint_on_a_command_that_ended_says_why_its_projection_stopped(
 		!strings.Contains(err.Error(), "the door is closed already") || strings.Contains(err.Error(), "<nil>") {
 		t.Fatalf("WaitCheckpoint: %v, want where the checkpoint is and the projection's error", err)
 	}
+}
+
+type strictDoor struct {
+	Open bool `bson:"open"`
+}
+
+// strictDoors is a projection of doors whose closing of a closed door
+// fails for good.
+func strictDoors() *projector.Projection[strictDoor] {
+	doors := projector.New[strictDoor]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (strictDoor, error) { return strictDoor{Open: true}, nil })
+	projector.On(doors, func(d strictDoor, _ closed) (strictDoor, error) {
+		if !d.Open {
+			return d, errors.New("the door is closed already")
+		}
+		d.Open = false
+		return d, nil
+	})
+	return doors
 }
