@@ -186,9 +186,23 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 		case errors.Is(err, ErrUsage):
 			return 2
 		}
-		fmt.Fprintf(stderr, "%s %s: %v\n", name, cmd.Name, err)
+		fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, exitText(err))
 		return 1
 	})
+}
+
+// exitText is err for the command's last line: a line for each of the
+// errors it joins (a failed projection each), each without what follows its
+// first line (a panic's stack, which the log has).
+func exitText(err error) string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		lines := make([]string, 0, len(j.Unwrap()))
+		for _, e := range j.Unwrap() {
+			lines = append(lines, exitText(e))
+		}
+		return strings.Join(lines, "\n")
+	}
+	return firstLine(err.Error(), "the log")
 }
 
 func (c Config) name() string {

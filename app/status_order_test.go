@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -76,5 +77,18 @@ func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *
 	}
 	if strings.Contains(out.String(), "[tix_r1]") || !strings.Contains(out.String(), "[tix_r2] bad") {
 		t.Errorf("status --parked, readers on tix_r1:\n%s\nwant only the event of tix_r2 tagged with its collection", out.String())
+	}
+}
+
+// The command's last line: a line for each failed projection, each without
+// its stack.
+func TestExitText_gives_a_line_for_each_joined_error_without_stacks(t *testing.T) {
+	err := errors.Join(errors.New("a: panic: boom\ngoroutine 1 [running]:\nmain.f()"), errors.New("b: bad"))
+	want := "a: panic: boom [and 2 more lines, in the log]\nb: bad"
+	if got := exitText(err); got != want {
+		t.Errorf("exitText = %q, want %q", got, want)
+	}
+	if got := exitText(errors.New("plain")); got != "plain" {
+		t.Errorf("exitText = %q", got)
 	}
 }

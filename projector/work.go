@@ -225,5 +225,23 @@ func (x *run) nameAlsoFailed() {
 	if n := len(x.alsoFailed) - maxAlsoFailed; n > 0 {
 		fmt.Fprintf(&more, "; and %d more", n)
 	}
-	x.failure = fmt.Errorf("%w (and, as it stopped, %s)", x.failure, more.String())
+	x.failure = &alsoFailed{first: x.failure, more: more.String()}
 }
+
+// alsoFailed is a run's first failure with the others named on its first
+// line, before what follows that line (a panic's stack).
+type alsoFailed struct {
+	first error
+	more  string
+}
+
+func (a *alsoFailed) Error() string {
+	line, rest, multi := strings.Cut(a.first.Error(), "\n")
+	line += " (and, as it stopped, " + a.more + ")"
+	if multi {
+		return line + "\n" + rest
+	}
+	return line
+}
+
+func (a *alsoFailed) Unwrap() error { return a.first }
