@@ -115,6 +115,14 @@ func eventSpansFlag(fs *flag.FlagSet, n *int) {
 	fs.IntVar(n, "trace-event-spans", projector.DefaultEventSpans, "with tracing on (OTEL_*), the largest batch in which each traced event gets a span of its own; a larger batch (a catch-up) gives each document one span, linked to its events (0: always per document)")
 }
 
+// checkEventSpans refuses a negative --trace-event-spans.
+func checkEventSpans(w io.Writer, n int) error {
+	if n < 0 {
+		return usageError(w, "--trace-event-spans %d: want 0 or more", n)
+	}
+	return nil
+}
+
 // retryFlags registers every setting of a retry policy as flags with prefix.
 func retryFlags(fs *flag.FlagSet, p *retry.Policy, prefix, what string) {
 	fs.DurationVar(&p.InitialDelay, prefix+"initial-delay", p.InitialDelay, what+": first wait")

@@ -61,8 +61,8 @@ drop it when no reader uses it.
 	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
 		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
 	}
-	if c.eventSpans < 0 {
-		return usageError(inv.Stderr, "--trace-event-spans %d: want 0 or more", c.eventSpans)
+	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
+		return err
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)

@@ -79,12 +79,13 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 		return usageError(inv.Stderr, "--workers %d: want at least 1", c.workers)
 	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
 		return usageError(inv.Stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
-	case c.eventSpans < 0:
-		return usageError(inv.Stderr, "--trace-event-spans %d: want 0 or more", c.eventSpans)
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
 		return usageError(inv.Stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
 		return usageError(inv.Stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
+	}
+	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
+		return err
 	}
 	if c.httpAddr != "" {
 		if _, port, err := net.SplitHostPort(c.httpAddr); err != nil {

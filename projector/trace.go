@@ -56,8 +56,8 @@ import (
 //     without a trace context get no span of their own (it would say no
 //     more than the batch's, and a rebuild of millions of events would make
 //     millions of spans): a span event projector.folded on the batch counts
-//     those no span covers, per projection. Events a batch sends through the gate get their
-//     spans there, all of them.
+//     those no span covers, per projection. Events a batch sends through
+//     the gate get their spans there, all of them.
 const tracerName = "github.com/revgate/projector/projector"
 
 // Span and span event names.
@@ -591,14 +591,23 @@ func (b *batchRun) traceEach(ctx context.Context, p Definition, id string, idx [
 			untraced++
 			continue
 		}
-		for _, r := range b.out[i] {
-			if r.Projection == p.Name() {
-				_, span := b.startEventIn(ctx, t, events[i], start, remote)
-				endEvent(span, events[i], r, store)
-			}
+		if r, ok := b.resultOf(i, p); ok {
+			_, span := b.startEventIn(ctx, t, events[i], start, remote)
+			endEvent(span, events[i], r, store)
 		}
 	}
 	return untraced
+}
+
+// resultOf is the result of the batch's event i in projection p, if it has
+// one.
+func (b *batchRun) resultOf(i int, p Definition) (Result, bool) {
+	for _, r := range b.out[i] {
+		if r.Projection == p.Name() {
+			return r, true
+		}
+	}
+	return Result{}, false
 }
 
 // traceDocument records the spans of the batch's events idx (from events,
@@ -649,14 +658,8 @@ func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, i
 			Attributes: []attribute.KeyValue{attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision))}})
 	}
 	idxLast := idx[traced[last]]
-	var r Result
-	found := false
-	for _, res := range b.out[idxLast] {
-		if res.Projection == p.Name() {
-			r, found = res, true
-		}
-	}
-	if !found {
+	r, ok := b.resultOf(idxLast, p)
+	if !ok {
 		return len(idx)
 	}
 	ev := events[idxLast]
