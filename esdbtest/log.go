@@ -31,6 +31,9 @@ type record struct {
 	metadata    []byte      // the user's (custom) metadata
 	meta        *streamMeta // for a record of a metadata stream: the metadata it sets
 	scavenged   atomic.Bool // removed from $all by Server.Scavenge
+	// wire is the record's Streams.Read message, encoded (readMessage):
+	// with its id structured, and as a string.
+	wire [2]atomic.Pointer[[]byte]
 }
 
 // size is how far the log position moves for this record.

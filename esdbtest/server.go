@@ -134,6 +134,7 @@ func Start(opts Options) (*Server, error) {
 		grpc.WaitForHandlers(true),
 		grpc.ChainUnaryInterceptor(s.refuseUnary, s.authUnary),
 		grpc.ChainStreamInterceptor(s.refuseStream, s.authStream),
+		grpc.ForceServerCodecV2(newWireCodec()),
 	}
 	if s.auth != nil {
 		cert, roots, err := selfSigned(time.Now())

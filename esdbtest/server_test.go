@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -362,6 +363,64 @@ func TestRead_resolves_links(t *testing.T) {
 	raw := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
 	if len(raw) != 1 || raw[0].Link != nil || raw[0].Event.EventType != "$>" {
 		t.Fatalf("unresolved = %+v", raw)
+	}
+}
+
+// The server encodes an event's message once and sends it again as it is:
+// a second read, a subscription and a link's resolution must still give
+// each what the first gave, and a link resolved or not its own message.
+func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
+	s := esdbtest.New(t)
+	c := s.Client(t)
+	ctx := testCtx(t)
+	appendEvents(t, ctx, c, "cart-1", "Opened", 3)
+	link := esdb.EventData{EventType: "$>", ContentType: esdb.ContentTypeBinary, Data: []byte("1@cart-1")}
+	if _, err := c.AppendToStream(ctx, "$ce-cart", esdb.AppendToStreamOptions{}, link); err != nil {
+		t.Fatal(err)
+	}
+	first := read(t)(c.ReadStream(ctx, "cart-1", esdb.ReadStreamOptions{}, 10))
+	again := read(t)(c.ReadStream(ctx, "cart-1", esdb.ReadStreamOptions{}, 10))
+	fromAll := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100))
+	if len(first) != 3 || len(again) != 3 {
+		t.Fatalf("read %d then %d events, want 3 each", len(first), len(again))
+	}
+	var inAll []*esdb.ResolvedEvent
+	for _, e := range fromAll {
+		if e.Event.StreamID == "cart-1" {
+			inAll = append(inAll, e)
+		}
+	}
+	for i, e := range first {
+		for _, other := range []*esdb.ResolvedEvent{again[i], inAll[i]} {
+			if !reflect.DeepEqual(e.Event, other.Event) {
+				t.Errorf("event %d served again = %+v, first %+v", i, other.Event, e.Event)
+			}
+		}
+		if e.Event.EventNumber != uint64(i) || string(e.Event.Data) != string(again[i].Event.Data) {
+			t.Errorf("event %d: revision %d, data %q then %q", i, e.Event.EventNumber, e.Event.Data, again[i].Event.Data)
+		}
+	}
+	for range 2 {
+		resolved := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+		if len(resolved) != 1 || resolved[0].Link == nil || resolved[0].Event.EventNumber != 1 || resolved[0].Link.EventType != "$>" ||
+			!reflect.DeepEqual(resolved[0].Event, first[1].Event) {
+			t.Fatalf("resolved = %+v", resolved)
+		}
+		raw := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
+		if len(raw) != 1 || raw[0].Link != nil || raw[0].Event.EventType != "$>" {
+			t.Fatalf("unresolved = %+v", raw)
+		}
+	}
+	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for i := range first {
+		e := next(t, sub)
+		if e.EventAppeared == nil || !reflect.DeepEqual(e.EventAppeared.Event, first[i].Event) {
+			t.Fatalf("subscription's event %d = %+v, want %+v", i, e, first[i].Event)
+		}
 	}
 }
 

@@ -84,13 +84,13 @@ func (s *Server) subscribe(opts *streams.ReadReq_Options, srv streams.Streams_Re
 // send sends what a subscription sends for a record, twice when the
 // duplicate fault says so.
 func (c *catchUp) send(r *record) error {
-	msg := readEvent(c.s.log.resolve(r, c.resolve), c.asString)
-	if err := c.srv.Send(msg); err != nil {
+	msg := c.s.log.readMessage(c.s.log.resolve(r, c.resolve), c.asString)
+	if err := c.srv.SendMsg(msg); err != nil {
 		return err
 	}
 	c.s.stats.delivered.Add(1)
 	if c.s.faults.duplicate() {
-		if err := c.srv.Send(msg); err != nil {
+		if err := c.srv.SendMsg(msg); err != nil {
 			return err
 		}
 		c.s.stats.duplicates.Add(1)

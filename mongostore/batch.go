@@ -157,10 +157,10 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes)), sure: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
-	b.docs = make([]bson.D, len(writes))
+	b.docs = make([]bson.Raw, len(writes))
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
-		d, err := document(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
+		d, err := rawDocument(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
 		if err != nil {
 			return nil, err
 		}
@@ -195,21 +195,16 @@ type bulk struct {
 	s      *Store
 	coll   *mongo.Collection
 	writes []driver.Write
-	docs   []bson.D
+	docs   []bson.Raw
 	// ok[i]: writes[i] took effect; sure[i]: and what the server holds is
 	// docs[i] (for the cache).
 	ok, sure []bool
 }
 
 // tokenOf returns the write token of an encoded document.
-func tokenOf(doc bson.D) string {
-	for _, e := range doc {
-		if e.Key == FieldWrite {
-			s, _ := e.Value.(string)
-			return s
-		}
-	}
-	return ""
+func tokenOf(doc bson.Raw) string {
+	s, _ := doc.Lookup(FieldWrite).StringValueOK()
+	return s
 }
 
 // cache puts what the server surely took in the store's cache, and drops
@@ -218,8 +213,8 @@ func (b *bulk) cache(collection string) {
 	for i, w := range b.writes {
 		if !b.ok[i] || !b.sure[i] {
 			b.s.cacheDrop(collection, w.ID)
-		} else if raw, err := bson.Marshal(b.docs[i]); err == nil {
-			b.s.cachePut(collection, w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, raw)
+		} else {
+			b.s.cachePut(collection, w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, b.docs[i])
 		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -211,12 +212,23 @@ var ErrReservedField = errors.New("state has a field the engine owns")
 // document encodes a gated document: state with the engine's fields in
 // front.
 func document(id string, head driver.Head, state any) (bson.D, error) {
+	return encode(state, ownFields(id, head)...)
+}
+
+// rawDocument is document, encoded: what a bulk write sends and the
+// store's cache keeps, encoded once.
+func rawDocument(id string, head driver.Head, state any) (bson.Raw, error) {
+	return encodeRaw(state, ownFields(id, head)...)
+}
+
+// ownFields are the engine's fields of a gated document.
+func ownFields(id string, head driver.Head) []bson.E {
 	owned := []bson.E{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
 		{Key: FieldStream, Value: head.Stream}, {Key: FieldWrite, Value: cmp.Or(head.Write, writeToken())}}
 	if head.Deleted {
 		owned = append(owned, bson.E{Key: FieldDeleted, Value: true})
 	}
-	return encode(state, owned...)
+	return owned
 }
 
 // writeToken returns a token no other write has: 96 random bits.
@@ -228,26 +240,58 @@ func writeToken() string {
 
 // encode encodes state with owned, the engine's fields, in front. A state
 // that encodes a field of the same name is refused with ErrReservedField.
-// Every document the store writes is encoded here.
+// Every document the store writes is encoded here or by encodeRaw, from
+// stateElements.
 func encode(state any, owned ...bson.E) (bson.D, error) {
-	raw, err := bson.Marshal(state)
+	_, elems, err := stateElements(state, owned)
 	if err != nil {
-		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
-	}
-	elems, err := bson.Raw(raw).Elements()
-	if err != nil {
-		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+		return nil, err
 	}
 	doc := make(bson.D, 0, len(elems)+len(owned))
 	doc = append(doc, owned...)
 	for _, el := range elems {
-		key := el.Key()
-		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
-			return nil, fmt.Errorf("mongostore: %T encodes %s: %w", state, key, ErrReservedField)
-		}
-		doc = append(doc, bson.E{Key: key, Value: el.Value()})
+		doc = append(doc, bson.E{Key: el.Key(), Value: el.Value()})
 	}
 	return doc, nil
+}
+
+// encodeRaw is encode's document as bytes.
+func encodeRaw(state any, owned ...bson.E) (bson.Raw, error) {
+	raw, _, err := stateElements(state, owned)
+	if err != nil {
+		return nil, err
+	}
+	head, err := bson.Marshal(bson.D(owned))
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	// A document is its length, its elements and a 0: owned's elements,
+	// then the state's (with its 0).
+	out := make([]byte, 4, len(head)+len(raw)-5)
+	out = append(out, head[4:len(head)-1]...)
+	out = append(out, raw[4:]...)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return out, nil
+}
+
+// stateElements encodes state, and refuses one that encodes a field of
+// owned (ErrReservedField).
+func stateElements(state any, owned []bson.E) (bson.Raw, []bson.RawElement, error) {
+	raw, err := bson.Marshal(state)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	elems, err := bson.Raw(raw).Elements()
+	if err != nil {
+		return nil, nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	for _, el := range elems {
+		key := el.Key()
+		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
+			return nil, nil, fmt.Errorf("mongostore: %T encodes %s: %w", state, key, ErrReservedField)
+		}
+	}
+	return raw, elems, nil
 }
 
 // headOf reads the head of a gated document.

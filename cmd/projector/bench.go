@@ -50,12 +50,13 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
 	var skipB, warmup bool
-	var scale, bSample int
+	var scale, bSample, rounds int
 	interleave := "shuffled"
 	fs.StringVar(&interleave, "interleave", interleave, "how the carts' events interleave in the log: shuffled (over the whole log) or clustered (each cart active over a short window, as real carts are)")
 	fs.IntVar(&bSample, "b-sample", 0, "run B on the first this many cart events of the log only, and report its rate (0: all)")
 	var cpuProfile, cpuProfileA, memProfileA string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
+	fs.IntVar(&rounds, "rounds", 3, "time A, L and R this many times, in turns, and report the medians (A's peak memory is the highest of its rounds)")
 	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
 	var traceRounds int
 	var tracedEvents bool
@@ -71,8 +72,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 || traceRounds < 0 {
-		fmt.Fprintln(stderr, "--carts, --events and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample, --trace-rounds and --batch-window >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 || traceRounds < 0 || rounds < 1 {
+		fmt.Fprintln(stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample, --trace-rounds and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if interleave != "shuffled" && interleave != "clustered" {
@@ -170,26 +171,63 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		}
 		fmt.Fprintf(stderr, "  warm-up (A, untimed): %v\n", w.took.Round(time.Millisecond))
 	}
+	// A, L and R, in turns, rounds times: the medians are reported, so that
+	// one slow run of one way on a shared machine does not decide a ratio.
 	var resA childReport
-	dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
-		if cpuProfile != "" {
-			f, err := os.Create(cpuProfile)
-			if err != nil {
-				return 0, err
+	var aRuns, lRuns, rRuns []time.Duration
+	var maxRSS int64
+	var heapA, heapL uint64
+	wrong := 0
+	for round := range rounds {
+		var rep childReport
+		dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
+			if cpuProfile != "" && round == 0 {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return 0, err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return 0, err
+				}
+				defer pprof.StopCPUProfile()
 			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				return 0, err
+			profA, memA := "", ""
+			if round == 0 {
+				profA, memA = cpuProfileA, memProfileA
 			}
-			defer pprof.StopCPUProfile()
+			var err error
+			rep, err = benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, profA, memA)
+			return rep.took, err
+		})
+		if err != nil {
+			return err
 		}
-		var err error
-		resA, err = benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, cpuProfileA, memProfileA)
-		return resA.took, err
-	})
-	if err != nil {
-		return err
+		// Every round's documents are checked, not only the last's.
+		wrong = max(wrong, wrongDocuments(ctx, dbA, lives))
+		maxRSS = max(maxRSS, rep.maxRSS)
+		aRuns = append(aRuns, rep.took)
+		if len(aRuns) == 1 || rep.took == median(aRuns) {
+			resA = rep
+		}
+		if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
+			return err
+		}
+		lRuns = append(lRuns, phases[len(phases)-1].took)
+		var readOnly time.Duration
+		if _, err := run("R", func(*mongo.Database) (time.Duration, error) {
+			var err error
+			readOnly, err = benchRead(ctx, sub, total)
+			return readOnly, err
+		}); err != nil {
+			return err
+		}
+		rRuns = append(rRuns, readOnly)
+		heapA, heapL = max(heapA, phases[len(phases)-3].peakHeap), max(heapL, phases[len(phases)-2].peakHeap)
+		phases = phases[:len(phases)-3]
 	}
+	resA.maxRSS = maxRSS
+	phases = append(phases, phase{"A", median(aRuns), heapA, total})
 	if traceRounds > 0 {
 		if err := benchTraceOverhead(ctx, stdout, stderr, es.URI(), mongoURI, client, tune, traceRounds); err != nil {
 			return err
@@ -205,19 +243,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		}
 		phases[len(phases)-1].events = sample
 	}
-	if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
-		return err
-	}
-	var readOnly time.Duration
-	if _, err := run("R", func(*mongo.Database) (time.Duration, error) {
-		var err error
-		readOnly, err = benchRead(ctx, sub, total)
-		return readOnly, err
-	}); err != nil {
-		return err
-	}
-	phases = phases[:len(phases)-1] // R is not a way to the read model
-	wrong := wrongDocuments(ctx, dbA, lives)
+	phases = append(phases, phase{"L", median(lRuns), heapL, total})
+	readOnly := median(rRuns)
 
 	rate := func(p phase) float64 { return float64(p.events) / p.took.Seconds() }
 	a, l := phases[0], phases[len(phases)-1]
@@ -225,20 +252,35 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if tune != defaultCatchUp {
 		settings = tune.String()
 	}
-	fmt.Fprintf(stdout, "\n  %-44s %12s %10s %14s\n", "way", "events/s", "time", "bench heap")
+	runs := map[string][]time.Duration{"A": aRuns, "L": lRuns}
+	spread := func(ds []time.Duration) string {
+		if len(ds) < 2 {
+			return ""
+		}
+		return fmt.Sprintf("%v-%v", slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
+	}
+	fmt.Fprintf(stdout, "\n  %-44s %12s %10s %14s %18s\n", "way", "events/s", "time", "bench heap", "rounds: min-max")
 	for _, p := range phases {
 		label := map[string]string{
 			"A": "A  projector catch-up (" + settings + ")",
 			"B": "B  seed per-event (find revision>=n-1, update)" + map[bool]string{true: fmt.Sprintf(", %d sampled", p.events)}[p.events < total],
 			"L": "L  floor: one bulk write of the folded docs",
 		}[p.name]
-		fmt.Fprintf(stdout, "  %-44s %12.0f %10v %10.1f MiB\n", label, rate(p), p.took.Round(time.Millisecond), float64(p.peakHeap)/(1<<20))
+		fmt.Fprintf(stdout, "  %-44s %12.0f %10v %10.1f MiB %18s\n", label, rate(p), p.took.Round(time.Millisecond), float64(p.peakHeap)/(1<<20), spread(runs[p.name]))
 	}
+	fmt.Fprintf(stdout, "  %-44s %12.0f %10v %14s %18s\n", "R  reading the events alone", float64(total)/readOnly.Seconds(), readOnly.Round(time.Millisecond), "", spread(rRuns))
 	// F, the floor: reading the events once (R) and writing each final
 	// document once (L).
 	floor := readOnly + l.took
 	fmt.Fprintf(stdout, "  %-44s %12.0f %10v\n", "F  floor: R (read the events) + L", float64(total)/floor.Seconds(), floor.Round(time.Millisecond))
 	fmt.Fprintf(stdout, "\n  A/F = %.2f", floor.Seconds()/a.took.Seconds())
+	if rounds > 1 {
+		each := make([]string, rounds)
+		for i := range rounds {
+			each[i] = fmt.Sprintf("%.2f", (rRuns[i]+lRuns[i]).Seconds()/aRuns[i].Seconds())
+		}
+		fmt.Fprintf(stdout, " (medians of %d rounds; each round's: %s)", rounds, strings.Join(each, ", "))
+	}
 	if !skipB {
 		fmt.Fprintf(stdout, "   A/B = %.2f", rate(a)/rate(phases[1]))
 	}

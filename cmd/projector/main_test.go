@@ -116,7 +116,8 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"bench on an unparsable mongo URI", []string{"bench", "--mongo", "nonsense"}, 2, "--mongo: mongostore: invalid MongoDB URI"},
 		{"nobody listening", []string{"demo", "--mongo", "mongodb://127.0.0.1:1", "--connect-timeout", "1s"}, 1, "no MongoDB answered at 127.0.0.1:1"},
 		{"data dir is a file", []string{"demo", "--data-dir", filepath.Join(unwritable, "sub")}, 1, "data dir"},
-		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events and --live-rate must be > 0"},
+		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
+		{"bench without rounds", []string{"bench", "--rounds", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
 		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers and --batch >= 1"},
 		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch and --batch-mib >= 1"},
 	})
@@ -131,7 +132,7 @@ func TestVersion(t *testing.T) {
 
 func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.T) {
 	out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t),
-		"--carts", "6", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2", "--interleave", "clustered", "--b-sample", "20")
+		"--carts", "6", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2", "--interleave", "clustered", "--b-sample", "20", "--rounds", "2")
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
@@ -141,7 +142,9 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 		"B  seed per-event (find revision>=n-1, update), 20 sampled",
 		"L  floor",
 		"F  floor: R (read the events) + L",
+		"R  reading the events alone",
 		"A/F = ",
+		"(medians of 2 rounds; each round's: ",
 		"A/B = ",
 		"A's documents equal the fold (and L's): 6 of 6",
 		"A's process peaked at ",

@@ -1,0 +1,55 @@
+package mongostore
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/revgate/projector/projector/driver"
+)
+
+// A bulk write sends a document encoded once, in bytes; a single write
+// encodes it field by field. Both must store the same document.
+func TestRawDocument_is_the_document_encoded(t *testing.T) {
+	type item struct {
+		SKU string `bson:"sku"`
+		N   int    `bson:"n"`
+	}
+	state := struct {
+		Name  string    `bson:"name"`
+		Items []item    `bson:"items"`
+		At    time.Time `bson:"at"`
+		Note  *string   `bson:"note,omitempty"`
+	}{Name: "cart", Items: []item{{"a", 1}, {"b", 2}}, At: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
+	for _, head := range []driver.Head{{Revision: 7, Stream: "cart-1", Write: "w1"}, {Revision: 0, Write: "w2", Deleted: true}} {
+		doc, err := document("d1", head, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := bson.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := rawDocument("d1", head, state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Validate(); err != nil {
+			t.Fatalf("raw document does not validate: %v", err)
+		}
+		if !bytes.Equal(raw, want) {
+			t.Errorf("raw document\n%v\nwant\n%v", raw, bson.Raw(want))
+		}
+		if tokenOf(raw) != head.Write {
+			t.Errorf("token %q, want %q", tokenOf(raw), head.Write)
+		}
+	}
+	if _, err := rawDocument("d1", driver.Head{}, struct {
+		Revision int `bson:"revision"`
+	}{3}); !errors.Is(err, ErrReservedField) {
+		t.Errorf("a state with the revision field: err = %v, want ErrReservedField", err)
+	}
+}
