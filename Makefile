@@ -47,7 +47,9 @@ demo:
 # PostgreSQL is installed. One run per workload, carts:interleaving, each of
 # 20 events a cart: 200 carts (with A's memory at 10x the events and the live
 # latency) and 2,000, shuffled over the log and clustered (B on a sample of
-# 4,000 events). make bench-large runs 20,000 carts (400,000 events).
+# 4,000 events); in each, A, L and R are timed 3 times in turns and the
+# medians reported (--rounds). make bench-large runs 20,000 carts (400,000
+# events).
 # BENCH_FLAGS passes flags to every run. Last, tracing's overhead on A at 200
 # carts, every event traced, 15 runs each way in turns (BENCH_TRACE=0: not).
 BENCH_FLAGS ?=

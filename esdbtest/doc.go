@@ -337,6 +337,13 @@
 // deliveries). A subscription whose client stops reading while gRPC flow
 // control is full ends when its client reads again or goes away.
 //
+// An event's Streams.Read message is encoded the first time it is sent and
+// kept with the event, so that the many reads of a test or a benchmark cost
+// the server a copy each, not an encoding (the server shares its machine with
+// the client it serves; a node does not): the log takes about twice the
+// memory of its events once they have been read. A resolved link is encoded
+// for each read.
+//
 // # Faults
 //
 // [Server.DropSubscriptions] ends every subscription with codes.Unavailable;

@@ -245,7 +245,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	missed := b.write(ctx, p, writes, writeDocs)
 	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() })
+	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() }, folds)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
@@ -346,8 +346,10 @@ type folder struct {
 	found bool
 	// extended counts the events folded from the stream after the batch's
 	// ([StreamHistory]), read from revision readFrom on; broken: that read
-	// failed half-way, with readErr.
+	// failed half-way, with readErr. ahead: those of them whose metadata
+	// carries a trace context, while tracing (the fold's span links them).
 	extended int
+	ahead    []aheadEvent
 	readFrom uint64
 	broken   bool
 	readErr  error

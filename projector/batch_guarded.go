@@ -96,7 +96,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 		unlock()
 	}
 	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start, func(d *docEvents) time.Duration { return stored[d] })
+	b.traceFolded(ctx, p, docs, through, start, func(d *docEvents) time.Duration { return stored[d] }, nil)
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {

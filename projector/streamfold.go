@@ -171,7 +171,8 @@ func (n *known) forget(k docKey) {
 // known), with those events only.
 func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
-	tracing := b.tracing()
+	passed := 0
+	defer func() { b.tracePassed(ctx, p, passed) }()
 	for _, d := range docs {
 		wrote, ok := b.known.pass(docKey{p.Collection(), d.id}, len(d.idx),
 			func(j int) uint64 { return b.events[d.idx[j]].StreamRevision },
@@ -184,7 +185,6 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 			continue
 		}
 		rest := make([]int, 0, len(d.idx))
-		var passed []int
 		for _, i := range d.idx {
 			if b.events[i].StreamRevision > wrote {
 				// Appended after the fold read the stream: the batch
@@ -192,12 +192,7 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 				rest = append(rest, i)
 				continue
 			}
-			if tracing {
-				passed = append(passed, i)
-			}
-		}
-		if len(passed) > 0 {
-			b.tracePassed(ctx, p, d.id, passed)
+			passed++
 		}
 		if len(rest) > 0 {
 			d.idx = rest
@@ -267,6 +262,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		return
 	}
 	fd.readFrom = fd.rev + 1
+	tracing := b.tracing()
 	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
 		decoded, err := b.registry.Decode(ev)
 		if err != nil {
@@ -277,6 +273,9 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		}
 		if fd.step(decoded) != apply {
 			return ErrStopRead
+		}
+		if tracing {
+			fd.noteAhead(ev)
 		}
 		fd.extended++
 		return nil

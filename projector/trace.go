@@ -46,13 +46,16 @@ import (
 //     projector.fold.events: the events the folds applied ahead,
 //     projector.fold.failed), with a span event projector.fold.failed
 //     (stream, projector.fold.from, projector.fold.error) per failed read.
-//     The events a batch folds in memory, or passes over because a stream
-//     fold applied them ahead, get spans when their metadata carries a
-//     trace context: in a batch of at most [WithEventSpans] events, a
-//     projector.event span each, a child of that context linked to the
-//     batch; in a larger one, one projector.event span a document, the last
-//     traced event's, with projector.events counting the events it covers
-//     and the other traced ones as links (traceDocument). Folded events
+//     The events a batch folds in memory get spans when their metadata
+//     carries a trace context: in a batch of at most [WithEventSpans]
+//     events, a projector.event span each, a child of that context linked
+//     to the batch; in a larger one, one projector.event span a document,
+//     the last traced event's, with projector.events counting the events it
+//     covers and the other traced ones as links (traceDocument). A
+//     document whose stream fold applied traced events ahead gets one span
+//     for all (those events are links, or its parent); when the catch-up
+//     delivers them later, it passes over them without a span, and a span
+//     event projector.passed on that batch counts them. Folded events
 //     without a trace context get no span of their own (it would say no
 //     more than the batch's, and a rebuild of millions of events would make
 //     millions of spans): a span event projector.folded on the batch counts
@@ -70,6 +73,7 @@ const (
 	eventWait       = "projector.wait"
 	eventQueued     = "projector.queued"
 	eventFolded     = "projector.folded"
+	eventPassed     = "projector.passed"
 	eventFoldFailed = "projector.fold.failed"
 )
 
@@ -92,6 +96,7 @@ const (
 	attrDocuments   = attribute.Key("projector.batch.documents")
 	attrMissed      = attribute.Key("projector.batch.missed")
 	attrFolded      = attribute.Key("projector.batch.folded")
+	attrPassed      = attribute.Key("projector.batch.passed")
 	attrFoldStreams = attribute.Key("projector.fold.streams")
 	attrFoldEvents  = attribute.Key("projector.fold.events")
 	attrFoldFailed  = attribute.Key("projector.fold.failed")
@@ -542,14 +547,36 @@ func endStore(span trace.Span, err error, missed int) {
 	span.End()
 }
 
-// tracePassed records the span of the batch's events idx of document id of
-// p, given their results without the gate (a stream fold wrote them ahead):
-// see traceDocument.
-func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, idx []int) {
-	if !b.tracing() {
+// tracePassed notes the batch's events of projection p that it passes over
+// because a stream fold applied them ahead: they get no span (the fold's
+// span links the traced ones), and a span event projector.passed on the
+// batch's span counts them.
+func (b *batchRun) tracePassed(ctx context.Context, p Definition, passed int) {
+	if span := trace.SpanFromContext(ctx); passed > 0 && span.IsRecording() {
+		span.AddEvent(eventPassed, trace.WithAttributes(attrProjection.String(p.Name()), attrPassed.Int(passed)))
+	}
+}
+
+// aheadEvent is an event a stream fold read and applied ahead of its
+// delivery, whose metadata carries a trace context: the fold's span links
+// it.
+type aheadEvent struct {
+	remote trace.SpanContext
+	ev     Event // without its data, metadata and payload
+}
+
+// noteAhead keeps ev, which the fold applied ahead, for the fold's span,
+// when its metadata carries a trace context (the latest maxEventLinks+1).
+func (fd *folder) noteAhead(ev Event) {
+	remote := MetadataContext(ev.Metadata)
+	if !remote.IsValid() {
 		return
 	}
-	b.traceDocument(ctx, p, id, idx, b.events, time.Time{}, 0)
+	ev.Data, ev.Metadata, ev.Payload = nil, nil, nil
+	if len(fd.ahead) > maxEventLinks {
+		fd.ahead = append(fd.ahead[:0], fd.ahead[1:]...)
+	}
+	fd.ahead = append(fd.ahead, aheadEvent{remote, ev})
 }
 
 // traceFolded records the spans of the documents of docs that the batch
@@ -560,7 +587,7 @@ func (b *batchRun) tracePassed(ctx context.Context, p Definition, id string, idx
 // event) are counted by a span event projector.folded on the batch's span.
 // storeOf is the time a document's read and write took (a batch's one read
 // and one bulk write, shared by its documents, or the document's own).
-func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration) {
+func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration, folds []*folder) {
 	if !b.tracing() {
 		return
 	}
@@ -569,9 +596,15 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 	for _, d := range through {
 		skip[d] = true
 	}
-	for _, d := range docs {
+	for j, d := range docs {
 		if !skip[d] {
-			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, start, storeOf(d))
+			var ahead []aheadEvent
+			extended := 0
+			if j < len(folds) && folds[j] != nil && !folds[j].broken {
+				fd := folds[j]
+				ahead, extended = fd.ahead, fd.extended
+			}
+			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, start, storeOf(d), ahead, extended)
 		}
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
@@ -611,58 +644,87 @@ func (b *batchRun) resultOf(i int, p Definition) (Result, bool) {
 }
 
 // traceDocument records the spans of the batch's events idx (from events,
-// in log order) of document id in projection p, when the metadata of one of
-// them at least carries a trace context: one an event in a batch of at most
-// [WithEventSpans] events (traceEach), else one for the document, because a
-// large batch is where a catch-up or a rebuild spends its events, and a
-// span an event would cost more than a tenth of its time
-// (docs/benchmarks.md). The document's span is the last traced event's
-// (the last whose context is sampled, if one is): a child of its trace
-// context, with its attributes and result, and projector.events, how many
-// events it covers. Its links are the caller's span (the batch's) and the
-// other traced events' contexts (the latest 127), each with its stream and
-// revision. (A document whose batch both passes over events a fold applied
-// ahead and folds newer ones gets a span for each part.) It returns how
-// many events no span covers.
-func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, idx []int, events []Event, start time.Time, store time.Duration) (untraced int) {
-	if len(b.events) <= b.eventSpans {
+// in log order) of document id in projection p, and of those its stream
+// fold applied ahead (ahead: the traced ones; extended: how many), when the
+// metadata of one of them at least carries a trace context: one an event
+// in a batch of at most [WithEventSpans] events without events applied
+// ahead (traceEach), else one for the document, because a large batch is
+// where a catch-up or a rebuild spends its events, and a span an event
+// would cost more than a tenth of its time (docs/benchmarks.md). The
+// document's span is the last traced event's (the last whose context is
+// sampled, if one is): a child of its trace context, with its attributes
+// and result (applied, for an event applied ahead), and projector.events,
+// how many events it covers. Its links are the caller's span (the
+// batch's) and the other traced events' contexts (the latest 127), each
+// with its revision, and its stream where it is not the span's. It
+// returns how many of the batch's events no span covers.
+func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, idx []int, events []Event, start time.Time, store time.Duration, ahead []aheadEvent, extended int) (untraced int) {
+	if len(b.events) <= b.eventSpans && len(ahead) == 0 {
 		return b.traceEach(ctx, p, id, idx, events, start, store)
 	}
-	// The span's parent: the last traced event whose context is sampled
-	// (a parent-based sampler records the span then), else the last
-	// traced one.
-	var traced []int // the positions in idx of the traced events
+	// The traced events, the batch's then those the fold applied ahead, in
+	// the stream's order. The span's parent: the last whose context is
+	// sampled (a parent-based sampler records the span then), else the
+	// last.
+	var traced []int // for each traced event of the batch, its position in idx
 	var remotes []trace.SpanContext
 	last := -1
+	note := func(remote trace.SpanContext) {
+		remotes = append(remotes, remote)
+		if remote.IsSampled() || last < 0 || !remotes[last].IsSampled() {
+			last = len(remotes) - 1
+		}
+	}
 	for k, i := range idx {
 		if remote := MetadataContext(events[i].Metadata); remote.IsValid() {
-			traced, remotes = append(traced, k), append(remotes, remote)
-			if remote.IsSampled() || last < 0 || !remotes[last].IsSampled() {
-				last = len(traced) - 1
-			}
+			traced = append(traced, k)
+			note(remote)
 		}
+	}
+	for _, a := range ahead {
+		note(a.remote)
 	}
 	if last < 0 {
 		return len(idx)
 	}
-	parent := remotes[last]
+	// The event the span is: one of the batch's, with its result; or one
+	// the fold applied ahead.
+	var ev Event
+	var r Result
+	if last < len(traced) {
+		var ok bool
+		if r, ok = b.resultOf(idx[traced[last]], p); !ok {
+			return len(idx)
+		}
+		ev = events[idx[traced[last]]]
+	} else {
+		ev = ahead[last-len(traced)].ev
+		r = Result{Projection: p.Name(), Document: id, Outcome: Applied}
+	}
 	// The others are links, the latest first kept within the SDK's
 	// default bound of 128 a span (one is the batch's).
-	links := make([]trace.Link, 0, min(len(traced), maxEventLinks+1))
-	for j := len(traced) - 1; j >= 0 && len(links) < maxEventLinks; j-- {
+	eventOf := func(j int) Event {
+		if j < len(traced) {
+			return events[idx[traced[j]]]
+		}
+		return ahead[j-len(traced)].ev
+	}
+	// Each link says its event's revision, and its stream where it is not
+	// the span's: the attributes of all in one allocation.
+	n := min(len(remotes)-1, maxEventLinks)
+	links := make([]trace.Link, 0, n+1)
+	attrs := make([]attribute.KeyValue, 0, 2*n)
+	for j := len(remotes) - 1; j >= 0 && len(links) < maxEventLinks; j-- {
 		if j == last {
 			continue
 		}
-		ev := events[idx[traced[j]]]
-		links = append(links, trace.Link{SpanContext: remotes[j],
-			Attributes: []attribute.KeyValue{attrStream.String(ev.StreamID), attrRevision.Int64(int64(ev.StreamRevision))}})
+		e, from := eventOf(j), len(attrs)
+		if e.StreamID != ev.StreamID {
+			attrs = append(attrs, attrStream.String(e.StreamID))
+		}
+		attrs = append(attrs, attrRevision.Int64(int64(e.StreamRevision)))
+		links = append(links, trace.Link{SpanContext: remotes[j], Attributes: attrs[from:len(attrs):len(attrs)]})
 	}
-	idxLast := idx[traced[last]]
-	r, ok := b.resultOf(idxLast, p)
-	if !ok {
-		return len(idx)
-	}
-	ev := events[idxLast]
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 		links = append(links, trace.Link{SpanContext: caller})
@@ -673,7 +735,7 @@ func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, i
 	if !start.IsZero() {
 		opts = append(opts, trace.WithTimestamp(start))
 	}
-	_, span := b.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, parent), spanEvent, opts...)
-	endEventOf(span, ev, r, store, len(idx))
+	_, span := b.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, remotes[last]), spanEvent, opts...)
+	endEventOf(span, ev, r, store, len(idx)+extended)
 	return 0
 }

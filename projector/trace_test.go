@@ -3,6 +3,7 @@ package projector_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
@@ -753,9 +754,10 @@ func TestTracing_a_large_batch_gives_each_document_one_span_linked_to_its_traced
 	assertDocument(t, s, "d1", d1)
 }
 
-// The events a stream fold wrote ahead, passed over by a later large batch:
-// one span for the document's, in the last traced one's trace.
-func TestTracing_events_a_fold_wrote_ahead_share_one_span_in_a_large_batch(t *testing.T) {
+// The events a stream fold applies ahead are links of the fold's span (the
+// last traced one its parent), and a later batch that passes over them
+// makes no span of its own: it counts them on its span.
+func TestTracing_events_a_fold_applies_ahead_are_links_of_its_span(t *testing.T) {
 	tp, rec := recording(t)
 	log := projectortest.NewLog(cart.Registry())
 	const (
@@ -772,32 +774,58 @@ func TestTracing_events_a_fold_wrote_ahead_share_one_span_in_a_large_batch(t *te
 		}
 		rest = append(rest, evs...)
 	}
-	s := newStore(t)
-	e := foldEngine(t, s, newStreams(rest...), projector.WithTracerProvider(tp), projector.WithEventSpans(1))
-	// The first batch holds the opening only: the fold reads the two
-	// traced events ahead. The second delivers them: applied, passed over.
-	e.HandleBatch(context.Background(), []projector.Event{first[0], log.MustAppend(t, cart.StreamID("f8"), cart.ShoppingCartOpened{ShoppingCartID: "f8", ClientID: "x", OpenedAt: t0})[0]})
-	rec.Reset()
-	for i, rs := range e.HandleBatch(context.Background(), rest[1:]) {
-		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
-			t.Fatalf("event %d: %+v", i, rs)
-		}
+	for _, spans := range []int{1, 64} { // a large batch, and a small one
+		t.Run(fmt.Sprintf("event spans %d", spans), func(t *testing.T) {
+			rec.Reset()
+			s := newStore(t)
+			e := foldEngine(t, s, newStreams(rest...), projector.WithTracerProvider(tp), projector.WithEventSpans(spans))
+			// The first batch holds the opening only (untraced): the fold
+			// reads the two traced events ahead.
+			id := fmt.Sprintf("f8-%d", spans)
+			other := log.MustAppend(t, cart.StreamID(id), cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "x", OpenedAt: t0})
+			e.HandleBatch(context.Background(), []projector.Event{first[0], other[0]})
+			folds := spansNamed(rec, "projector.event")
+			if len(folds) != 1 {
+				t.Fatalf("%d projector.event spans, want one for f9's fold", len(folds))
+			}
+			sp := folds[0]
+			if sp.SpanContext().TraceID().String() != tb || sp.Parent().SpanID().String() != sb {
+				t.Errorf("trace %v parent %v, want the last traced event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+			}
+			for key, want := range map[string]string{"projector.revision": "2", "projector.outcome": "applied", "projector.events": "3"} {
+				if got, _ := attr(sp, key); got != want {
+					t.Errorf("%s = %q, want %q", key, got, want)
+				}
+			}
+			if rev := linkRevisions(sp)[sa]; rev != "1" {
+				t.Errorf("links %v, want the first traced event's at revision 1", linkRevisions(sp))
+			}
+			// The second batch delivers them: applied, passed over, no span.
+			rec.Reset()
+			for i, rs := range e.HandleBatch(context.Background(), rest[1:]) {
+				if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+					t.Fatalf("event %d: %+v", i, rs)
+				}
+			}
+			if n := len(spansNamed(rec, "projector.event")); n != 0 {
+				t.Errorf("%d projector.event spans for events passed over, want none", n)
+			}
+			passed := ""
+			for _, b := range spansNamed(rec, "projector.batch") {
+				for _, ev := range b.Events() {
+					for _, kv := range ev.Attributes {
+						if ev.Name == "projector.passed" && kv.Key == "projector.batch.passed" {
+							passed = kv.Value.String()
+						}
+					}
+				}
+			}
+			if passed != "2" {
+				t.Errorf("the batch counts %q events passed over, want 2", passed)
+			}
+			assertDocument(t, s, "f9", rest)
+		})
 	}
-	spans := spansNamed(rec, "projector.event")
-	if len(spans) != 1 {
-		t.Fatalf("%d projector.event spans, want one for f9's two passed events", len(spans))
-	}
-	sp := spans[0]
-	if sp.SpanContext().TraceID().String() != tb || sp.Parent().SpanID().String() != sb {
-		t.Errorf("trace %v parent %v, want the last traced event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
-	}
-	if events, _ := attr(sp, "projector.events"); events != "2" {
-		t.Errorf("projector.events = %q, want 2", events)
-	}
-	if rev := linkRevisions(sp)[sa]; rev != "1" {
-		t.Errorf("links %v, want the first passed event's at revision 1", linkRevisions(sp))
-	}
-	assertDocument(t, s, "f9", rest)
 }
 
 // A document's span in a large batch is recorded when one of its events'
