@@ -341,8 +341,8 @@
 // kept with the event, so that the many reads of a test or a benchmark cost
 // the server a copy each, not an encoding (the server shares its machine with
 // the client it serves; a node does not): the log takes about twice the
-// memory of its events once they have been read. A resolved link is encoded
-// for each read.
+// memory of its events once they have been read (three times, for events
+// read with both forms of ids). A resolved link is encoded for each read.
 //
 // # Faults
 //

@@ -15,8 +15,12 @@ import (
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/revgate/projector/esdbtest"
@@ -390,6 +394,9 @@ func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
 			inAll = append(inAll, e)
 		}
 	}
+	if len(inAll) != 3 {
+		t.Fatalf("$all gave %d events of cart-1, want 3", len(inAll))
+	}
 	for i, e := range first {
 		for _, other := range []*esdb.ResolvedEvent{again[i], inAll[i]} {
 			if !reflect.DeepEqual(e.Event, other.Event) {
@@ -420,6 +427,35 @@ func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
 		e := next(t, sub)
 		if e.EventAppeared == nil || !reflect.DeepEqual(e.EventAppeared.Event, first[i].Event) {
 			t.Fatalf("subscription's event %d = %+v, want %+v", i, e, first[i].Event)
+		}
+	}
+	// A read that asks for ids as strings (the official client asks for
+	// them structured) gets them so, after the structured ones were sent.
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rs, err := streams.NewStreamsClient(conn).Read(ctx, &streams.ReadReq{Options: &streams.ReadReq_Options{
+		StreamOption: &streams.ReadReq_Options_Stream{Stream: &streams.ReadReq_Options_StreamOptions{
+			StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte("cart-1")},
+			RevisionOption:   &streams.ReadReq_Options_StreamOptions_Start{Start: &shared.Empty{}},
+		}},
+		CountOption:  &streams.ReadReq_Options_Count{Count: 10},
+		FilterOption: &streams.ReadReq_Options_NoFilter{NoFilter: &shared.Empty{}},
+		UuidOption:   &streams.ReadReq_Options_UUIDOption{Content: &streams.ReadReq_Options_UUIDOption_String_{String_: &shared.Empty{}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range first {
+		msg, err := rs.Recv()
+		if err != nil {
+			t.Fatalf("raw read, event %d: %v", i, err)
+		}
+		id := msg.GetEvent().GetEvent().GetId()
+		if id.GetString_() != first[i].Event.EventID.String() || id.GetStructured() != nil {
+			t.Errorf("raw read, event %d: id %v, want the string %s", i, id, first[i].Event.EventID)
 		}
 	}
 }

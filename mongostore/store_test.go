@@ -3,11 +3,12 @@ package mongostore_test
 import (
 	"context"
 	"errors"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"

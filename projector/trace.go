@@ -386,8 +386,8 @@ func (e *Engine) startEventIn(ctx context.Context, t target, ev Event, start tim
 // endEvent ends the span of an event with its result, and store, the time
 // its handling spent in the document store. projector.waits and
 // projector.attempts are left out when the event did not wait (0 and 1),
-// projector.store.time_ms when store is 0 (an event a stream fold wrote
-// ahead: its write was an earlier batch's).
+// projector.store.time_ms when store is 0 (an event handled alone that a
+// stream fold wrote ahead: its write was an earlier batch's).
 func endEvent(span trace.Span, ev Event, r Result, store time.Duration) {
 	endEventOf(span, ev, r, store, 1)
 }
@@ -565,18 +565,36 @@ type aheadEvent struct {
 	ev     Event // without its data, metadata and payload
 }
 
+// aheadKept is how many of the traced events a fold applied ahead its span
+// needs at least: a parent and maxEventLinks links.
+const aheadKept = maxEventLinks + 1
+
 // noteAhead keeps ev, which the fold applied ahead, for the fold's span,
-// when its metadata carries a trace context (the latest maxEventLinks+1).
+// when its metadata carries a trace context. It keeps the latest aheadKept
+// (up to twice as many between compactions) and the latest sampled one,
+// older though it may be: a parent-based sampler records the span with it
+// as the parent.
 func (fd *folder) noteAhead(ev Event) {
 	remote := MetadataContext(ev.Metadata)
 	if !remote.IsValid() {
 		return
 	}
 	ev.Data, ev.Metadata, ev.Payload = nil, nil, nil
-	if len(fd.ahead) > maxEventLinks {
-		fd.ahead = append(fd.ahead[:0], fd.ahead[1:]...)
-	}
 	fd.ahead = append(fd.ahead, aheadEvent{remote, ev})
+	if len(fd.ahead) < 2*aheadKept {
+		return
+	}
+	from := len(fd.ahead) - aheadKept
+	kept := make([]aheadEvent, 0, 2*aheadKept)
+	for j := len(fd.ahead) - 1; j >= 0; j-- {
+		if fd.ahead[j].remote.IsSampled() {
+			if j < from {
+				kept = append(kept, fd.ahead[j])
+			}
+			break
+		}
+	}
+	fd.ahead = append(kept, fd.ahead[from:]...)
 }
 
 // traceFolded records the spans of the documents of docs that the batch

@@ -878,3 +878,48 @@ func TestTracing_a_document_s_span_follows_its_last_sampled_event(t *testing.T) 
 		t.Errorf("projector.events = %q, want 2", events)
 	}
 }
+
+// A fold that applies more traced events ahead than a span can link keeps
+// the latest sampled one, older though it is, as the span's parent: under a
+// parent-based sampler, the document's span is recorded in its trace.
+func TestTracing_a_long_fold_keeps_its_sampled_event_as_the_span_s_parent(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	log := projectortest.NewLog(cart.Registry())
+	const ts, ss = "66666666666666666666666666666666", "6666666666666666"
+	first := log.MustAppend(t, cart.StreamID("long"), cart.ShoppingCartOpened{ShoppingCartID: "long", ClientID: "x", OpenedAt: t0})
+	all := first
+	const ahead = 300 // more than twice the 128 a span can carry
+	for i := range ahead {
+		meta := []byte(fmt.Sprintf(`{"traceparent":"00-%032x-%016x-00"}`, i+1, i+1)) // not sampled
+		if i == 2 {
+			meta = traceparentOf(ts, ss) // the one sampled, early
+		}
+		evs, err := log.AppendWithMetadata(cart.StreamID("long"), meta,
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: "long", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, evs...)
+	}
+	s := newStore(t)
+	e := foldEngine(t, s, newStreams(all...), projector.WithTracerProvider(tp), projector.WithEventSpans(0))
+	other := log.MustAppend(t, cart.StreamID("other"), cart.ShoppingCartOpened{ShoppingCartID: "other", ClientID: "x", OpenedAt: t0})
+	e.HandleBatch(context.Background(), []projector.Event{first[0], other[0]})
+	spans := spansNamed(rec, "projector.event")
+	if len(spans) != 1 {
+		t.Fatalf("%d projector.event spans recorded, want the fold's, with its sampled event as parent", len(spans))
+	}
+	sp := spans[0]
+	if sp.SpanContext().TraceID().String() != ts || sp.Parent().SpanID().String() != ss {
+		t.Errorf("trace %v parent %v, want the sampled event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+	}
+	if got, _ := attr(sp, "projector.events"); got != fmt.Sprint(ahead+1) {
+		t.Errorf("projector.events = %q, want %d", got, ahead+1)
+	}
+	if n := len(sp.Links()); n > 128 {
+		t.Errorf("%d links, want at most 128", n)
+	}
+	assertDocument(t, s, "long", all)
+}

@@ -175,6 +175,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	// one slow run of one way on a shared machine does not decide a ratio.
 	var resA childReport
 	var aRuns, lRuns, rRuns []time.Duration
+	var aReps []childReport
 	var maxRSS int64
 	var heapA, heapL uint64
 	wrong := 0
@@ -206,10 +207,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		// Every round's documents are checked, not only the last's.
 		wrong = max(wrong, wrongDocuments(ctx, dbA, lives))
 		maxRSS = max(maxRSS, rep.maxRSS)
-		aRuns = append(aRuns, rep.took)
-		if len(aRuns) == 1 || rep.took == median(aRuns) {
-			resA = rep
-		}
+		aRuns, aReps = append(aRuns, rep.took), append(aReps, rep)
 		if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
 			return err
 		}
@@ -226,6 +224,11 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		heapA, heapL = max(heapA, phases[len(phases)-3].peakHeap), max(heapL, phases[len(phases)-2].peakHeap)
 		phases = phases[:len(phases)-3]
 	}
+	// A's breakdown is the round whose time is nearest the median's.
+	mid := median(aRuns)
+	resA = slices.MinFunc(aReps, func(x, y childReport) int {
+		return cmp.Compare((x.took - mid).Abs(), (y.took - mid).Abs())
+	})
 	resA.maxRSS = maxRSS
 	phases = append(phases, phase{"A", median(aRuns), heapA, total})
 	if traceRounds > 0 {
