@@ -67,6 +67,19 @@ func oneBatch(t *testing.T, rec *tracetest.SpanRecorder, names ...string) (sdktr
 	return batches[0], children
 }
 
+// spanEventAttr is the value of attribute key of span event name on s ("":
+// none).
+func spanEventAttr(s sdktrace.ReadOnlySpan, name, key string) string {
+	for _, ev := range s.Events() {
+		for _, kv := range ev.Attributes {
+			if ev.Name == name && string(kv.Key) == key {
+				return kv.Value.String()
+			}
+		}
+	}
+	return ""
+}
+
 func attr(s sdktrace.ReadOnlySpan, key string) (string, bool) {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
@@ -504,17 +517,7 @@ func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
 			t.Errorf("a folded event without a trace in its metadata has a span of its own")
 		}
 	}
-	folded := ""
-	for _, ev := range batchSpan.Events() {
-		if ev.Name == "projector.folded" {
-			for _, kv := range ev.Attributes {
-				if kv.Key == "projector.batch.folded" {
-					folded = kv.Value.String()
-				}
-			}
-		}
-	}
-	if folded != "1" {
+	if folded := spanEventAttr(batchSpan, "projector.folded", "projector.batch.folded"); folded != "1" {
 		t.Errorf("the batch counts %q folded events without a trace, want 1", folded)
 	}
 	assertDocument(t, s, "b1", append(a, more...))
@@ -740,15 +743,7 @@ func TestTracing_a_large_batch_gives_each_document_one_span_linked_to_its_traced
 	if got := linkRevisions(sp); !maps.Equal(got, want) {
 		t.Errorf("links %v, want the other traced events with their revisions and the batch: %v", got, want)
 	}
-	folded := ""
-	for _, ev := range batchSpan.Events() {
-		for _, kv := range ev.Attributes {
-			if ev.Name == "projector.folded" && kv.Key == "projector.batch.folded" {
-				folded = kv.Value.String()
-			}
-		}
-	}
-	if folded != "1" {
+	if folded := spanEventAttr(batchSpan, "projector.folded", "projector.batch.folded"); folded != "1" {
 		t.Errorf("the batch counts %q folded events without a span, want 1 (d2's)", folded)
 	}
 	assertDocument(t, s, "d1", d1)
@@ -812,12 +807,8 @@ func TestTracing_events_a_fold_applies_ahead_are_links_of_its_span(t *testing.T)
 			}
 			passed := ""
 			for _, b := range spansNamed(rec, "projector.batch") {
-				for _, ev := range b.Events() {
-					for _, kv := range ev.Attributes {
-						if ev.Name == "projector.passed" && kv.Key == "projector.batch.passed" {
-							passed = kv.Value.String()
-						}
-					}
+				if v := spanEventAttr(b, "projector.passed", "projector.batch.passed"); v != "" {
+					passed = v
 				}
 			}
 			if passed != "2" {
