@@ -172,7 +172,6 @@ func (n *known) forget(k docKey) {
 func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvents) []*docEvents {
 	keep := docs[:0]
 	passed := 0
-	defer func() { b.tracePassed(ctx, p, passed) }()
 	for _, d := range docs {
 		wrote, ok := b.known.pass(docKey{p.Collection(), d.id}, len(d.idx),
 			func(j int) uint64 { return b.events[d.idx[j]].StreamRevision },
@@ -199,6 +198,7 @@ func (b *batchRun) skipKnown(ctx context.Context, p Definition, docs []*docEvent
 			keep = append(keep, d)
 		}
 	}
+	b.tracePassed(ctx, p, passed)
 	return keep
 }
 

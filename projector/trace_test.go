@@ -67,6 +67,11 @@ func oneBatch(t *testing.T, rec *tracetest.SpanRecorder, names ...string) (sdktr
 	return batches[0], children
 }
 
+// childOf reports whether s is in trace traceID, a child of span spanID.
+func childOf(s sdktrace.ReadOnlySpan, traceID, spanID string) bool {
+	return s.SpanContext().TraceID().String() == traceID && s.Parent().SpanID().String() == spanID
+}
+
 // spanEventAttr is the value of attribute key of span event name on s ("":
 // none).
 func spanEventAttr(s sdktrace.ReadOnlySpan, name, key string) string {
@@ -462,7 +467,7 @@ func TestTracing_an_event_with_the_kurrent_convention_continues_its_trace(t *tes
 		t.Fatalf("%+v", rs)
 	}
 	sp := eventSpan(t, rec, cart.DetailsName, evs[0].StreamID, 0)
-	if sp.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || sp.Parent().SpanID().String() != "b7ad6b7169203331" {
+	if !childOf(sp, "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331") {
 		t.Fatalf("span in trace %v, parent %v", sp.SpanContext().TraceID(), sp.Parent().SpanID())
 	}
 }
@@ -500,7 +505,7 @@ func TestTracing_a_batch_shows_its_read_its_write_and_each_event(t *testing.T) {
 	bs := batchSpan.SpanContext()
 	for _, ev := range more {
 		sp := eventSpan(t, rec, cart.DetailsName, ev.StreamID, ev.StreamRevision)
-		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
+		if !childOf(sp, tid, sid) {
 			t.Errorf("event %d: trace %v parent %v, want the metadata's", ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
 		}
 		if links := sp.Links(); len(links) != 1 || links[0].SpanContext.SpanID() != bs.SpanID() {
@@ -561,7 +566,7 @@ func TestTracing_a_batch_of_a_versioned_document_shows_its_read_its_write_and_ea
 	}
 	for _, ev := range tracedEvents {
 		sp := eventSpan(t, rec, cart.ClientSummaryName, ev.StreamID, ev.StreamRevision)
-		if sp.SpanContext().TraceID().String() != tid || sp.Parent().SpanID().String() != sid {
+		if !childOf(sp, tid, sid) {
 			t.Errorf("event %s@%d: trace %v parent %v, want the metadata's", ev.StreamID, ev.StreamRevision, sp.SpanContext().TraceID(), sp.Parent().SpanID())
 		}
 		storeTime(t, sp)
@@ -729,7 +734,7 @@ func TestTracing_a_large_batch_gives_each_document_one_span_linked_to_its_traced
 		t.Fatalf("%d projector.event spans, want one for d1 (d2 has no trace)", len(spans))
 	}
 	sp := eventSpan(t, rec, cart.DetailsName, cart.StreamID("d1"), 3)
-	if sp.SpanContext().TraceID().String() != t3 || sp.Parent().SpanID().String() != s3 {
+	if !childOf(sp, t3, s3) {
 		t.Errorf("trace %v parent %v, want the last traced event's (%s, %s)", sp.SpanContext().TraceID(), sp.Parent().SpanID(), t3, s3)
 	}
 	for key, want := range map[string]string{"projector.events": "4", "projector.document": "d1", "projector.outcome": "applied",
@@ -784,7 +789,7 @@ func TestTracing_events_a_fold_applies_ahead_are_links_of_its_span(t *testing.T)
 				t.Fatalf("%d projector.event spans, want one for f9's fold", len(folds))
 			}
 			sp := folds[0]
-			if sp.SpanContext().TraceID().String() != tb || sp.Parent().SpanID().String() != sb {
+			if !childOf(sp, tb, sb) {
 				t.Errorf("trace %v parent %v, want the last traced event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
 			}
 			for key, want := range map[string]string{"projector.revision": "2", "projector.outcome": "applied", "projector.events": "3"} {
@@ -859,7 +864,7 @@ func TestTracing_a_document_s_span_follows_its_last_sampled_event(t *testing.T) 
 		t.Fatalf("%d projector.event spans, want the document's, recorded", len(spans))
 	}
 	sp := spans[0]
-	if sp.SpanContext().TraceID().String() != ts || sp.Parent().SpanID().String() != ss {
+	if !childOf(sp, ts, ss) {
 		t.Errorf("trace %v parent %v, want the sampled event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
 	}
 	if rev, ok := linkRevisions(sp)[su]; !ok || rev != "1" {
@@ -903,7 +908,7 @@ func TestTracing_a_long_fold_keeps_its_sampled_event_as_the_span_s_parent(t *tes
 		t.Fatalf("%d projector.event spans recorded, want the fold's, with its sampled event as parent", len(spans))
 	}
 	sp := spans[0]
-	if sp.SpanContext().TraceID().String() != ts || sp.Parent().SpanID().String() != ss {
+	if !childOf(sp, ts, ss) {
 		t.Errorf("trace %v parent %v, want the sampled event's", sp.SpanContext().TraceID(), sp.Parent().SpanID())
 	}
 	if got, _ := attr(sp, "projector.events"); got != fmt.Sprint(ahead+1) {

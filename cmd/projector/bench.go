@@ -128,13 +128,13 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		events   int // how many events the way handled (B may take a sample)
 	}
 	var phases []phase
-	// run runs one way on a database of its own. fn may return how long the
-	// way took by its own measure (A, measured in its process from its start
-	// to caught up); otherwise the call is timed.
-	run := func(name string, fn func(db *mongo.Database) (time.Duration, error)) (*mongo.Database, error) {
+	// run runs one way on a database of its own, and returns its phase. fn
+	// may return how long the way took by its own measure (A, measured in
+	// its process from its start to caught up); otherwise the call is timed.
+	run := func(name string, fn func(db *mongo.Database) (time.Duration, error)) (phase, *mongo.Database, error) {
 		db := client.Database("bench_" + strings.ToLower(name))
 		if err := db.Drop(ctx); err != nil {
-			return nil, err
+			return phase{}, nil, err
 		}
 		runtime.GC()
 		var before runtime.MemStats
@@ -148,15 +148,14 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		}
 		stop()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return phase{}, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		extra := uint64(0)
 		if p := peak.Load(); p > before.HeapInuse {
 			extra = p - before.HeapInuse
 		}
-		phases = append(phases, phase{name, took, extra, total})
 		fmt.Fprintf(stderr, "  %s: %v\n", name, took.Round(time.Millisecond))
-		return db, nil
+		return phase{name, took, extra, total}, db, nil
 	}
 
 	// A runs in a process of its own, so that its peak memory is the
@@ -181,7 +180,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	wrong := 0
 	for round := range rounds {
 		var rep childReport
-		dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
+		a, dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
 			if cpuProfile != "" && round == 0 {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -207,22 +206,17 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		// Every round's documents are checked, not only the last's.
 		wrong = max(wrong, wrongDocuments(ctx, dbA, lives))
 		maxRSS = max(maxRSS, rep.maxRSS)
-		aRuns, aReps = append(aRuns, rep.took), append(aReps, rep)
-		if _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) }); err != nil {
+		aRuns, aReps, heapA = append(aRuns, a.took), append(aReps, rep), max(heapA, a.peakHeap)
+		l, _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) })
+		if err != nil {
 			return err
 		}
-		lRuns = append(lRuns, phases[len(phases)-1].took)
-		var readOnly time.Duration
-		if _, err := run("R", func(*mongo.Database) (time.Duration, error) {
-			var err error
-			readOnly, err = benchRead(ctx, sub, total)
-			return readOnly, err
-		}); err != nil {
+		lRuns, heapL = append(lRuns, l.took), max(heapL, l.peakHeap)
+		r, _, err := run("R", func(*mongo.Database) (time.Duration, error) { return benchRead(ctx, sub, total) })
+		if err != nil {
 			return err
 		}
-		rRuns = append(rRuns, readOnly)
-		heapA, heapL = max(heapA, phases[len(phases)-3].peakHeap), max(heapL, phases[len(phases)-2].peakHeap)
-		phases = phases[:len(phases)-3]
+		rRuns = append(rRuns, r.took)
 	}
 	// A's breakdown is the round whose time is nearest the median's.
 	mid := median(aRuns)
@@ -241,10 +235,12 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		if bSample > 0 && bSample < total {
 			sample = bSample
 		}
-		if _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db, sample) }); err != nil {
+		b, _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db, sample) })
+		if err != nil {
 			return err
 		}
-		phases[len(phases)-1].events = sample
+		b.events = sample
+		phases = append(phases, b)
 	}
 	phases = append(phases, phase{"L", median(lRuns), heapL, total})
 	readOnly := median(rRuns)
@@ -314,8 +310,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 
 // wrongDocuments returns how many of the carts' documents in db differ from
 // the fold of their events, are missing, or belong to no cart. It reads the
-// collection in one scan (by _id, one document a query, 20,000 carts took
-// minutes on FerretDB) and decodes each document as the store does
+// collection in one scan (a query per _id took minutes at 20,000 carts on
+// FerretDB) and decodes each document as the store does
 // (mongostore's Load: the whole document into the state), with its
 // revision, as projectortest.CheckDocument compares them.
 func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) int {
