@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -22,8 +19,10 @@ import (
 // server it talks to.
 type bulkLimits struct {
 	inserts, replaces int // writes per command
-	// byID reads a batch's documents one _id at a time, a few at once,
-	// instead of with one $in query.
+	// byID: the server finds a document by its index only with a filter on
+	// _id alone. The store reads a batch's documents one _id at a time, a
+	// few at once, instead of with one $in query, and checks the conditions
+	// of its reads and writes itself (conditional.go).
 	byID bool
 }
 
@@ -35,7 +34,8 @@ var (
 	// update command until the command ends (it hangs past about 95 of them,
 	// and opening the connections costs more than the writes), and it does
 	// not push $in down to PostgreSQL: a $in query reads the whole
-	// collection, while a query on one _id uses its index.
+	// collection, while a query on one _id uses its index. Its SQLite
+	// backend pushes down no filter but {_id} (conditional.go).
 	ferretBulk = bulkLimits{inserts: 50, replaces: 10, byID: true}
 )
 
@@ -90,70 +90,32 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 		}
 		out[id] = driver.Loaded{Revision: c.head.Revision, Stream: c.head.Stream, State: state, Cached: true}
 	}
-	ids = missing
-	if len(ids) == 0 {
+	if len(missing) == 0 {
 		return out, nil
 	}
-	if !s.bulkLimits(ctx).byID {
-		for chunk := range slices.Chunk(ids, 1000) {
-			if err := s.find(ctx, collection, bson.D{{Key: FieldID, Value: bson.D{{Key: "$in", Value: chunk}}}}, newState, out); err != nil {
-				return nil, fmt.Errorf("mongostore: load %d documents of %s: %w", len(chunk), collection, err)
-			}
-		}
-		return out, nil
-	}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(byIDReaders)
-	for _, id := range ids {
-		g.Go(func() error {
-			one := map[string]driver.Loaded{}
-			if err := s.find(gctx, collection, bson.D{{Key: FieldID, Value: id}}, newState, one); err != nil {
-				return fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
-			}
-			mu.Lock()
-			maps.Copy(out, one)
-			mu.Unlock()
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
+	now, err := s.findMany(ctx, s.db.Collection(collection), missing, nil)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
-}
-
-// find adds the documents filter selects to out, by id.
-func (s *Store) find(ctx context.Context, collection string, filter bson.D, newState func() any, out map[string]driver.Loaded) error {
-	cur, err := s.db.Collection(collection).Find(ctx, filter)
-	if err != nil {
-		return err
-	}
-	defer cur.Close(ctx)
-	for cur.Next(ctx) {
-		id, ok := cur.Current.Lookup(FieldID).StringValueOK()
-		if !ok {
-			continue
-		}
-		head, err := headOf(cur.Current)
+	for id, raw := range now {
+		head, err := headOf(raw)
 		if err != nil {
-			return fmt.Errorf("%s: %w", id, err)
+			return nil, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 		}
 		state := newState()
-		if err := bson.Unmarshal(cur.Current, state); err != nil {
-			return fmt.Errorf("decode %s into %T: %w", id, state, err)
+		if err := bson.Unmarshal(raw, state); err != nil {
+			return nil, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
 		out[id] = driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state}
-		s.cachePut(collection, id, head, slices.Clone(cur.Current))
+		s.cachePut(collection, id, head, raw)
 	}
-	return cur.Err()
+	return out, nil
 }
 
 // WriteMany implements [driver.BatchStore]: unordered bulk inserts and
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
 // reports whether writes[i] took effect.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	limits := s.bulkLimits(ctx)
 	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes)), sure: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
@@ -175,14 +137,14 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 			replaces = append(replaces, i)
 		}
 	}
-	for chunk := range slices.Chunk(inserts, limits.inserts) {
-		if err := b.insert(ctx, chunk); err != nil {
+	if len(inserts) > 0 {
+		if err := b.insert(ctx, inserts); err != nil {
 			clear(b.ok)
-			return nil, fmt.Errorf("mongostore: insert %d documents into %s: %w", len(chunk), collection, err)
+			return nil, fmt.Errorf("mongostore: insert %d documents into %s: %w", len(inserts), collection, err)
 		}
 	}
-	for chunk := range slices.Chunk(replaces, limits.replaces) {
-		if err := b.replace(ctx, collection, chunk); err != nil {
+	if len(replaces) > 0 {
+		if err := b.replace(ctx, replaces); err != nil {
 			clear(b.ok)
 			return nil, err
 		}
@@ -222,63 +184,58 @@ func (b *bulk) cache(collection string) {
 // insert inserts the documents of chunk, unordered: those that exist
 // already are not ok.
 func (b *bulk) insert(ctx context.Context, chunk []int) error {
-	docs := make([]any, len(chunk))
-	for j, i := range chunk {
-		docs[j] = b.docs[i]
-		b.ok[i], b.sure[i] = true, true
-	}
-	_, err := b.coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
-	var bw mongo.BulkWriteException
-	switch {
-	case err == nil:
-	case errors.As(err, &bw) && bw.WriteConcernError == nil:
-		for _, we := range bw.WriteErrors {
-			if we.Index >= 0 && we.Index < len(chunk) {
-				b.ok[chunk[we.Index]] = false
-			}
-		}
-	default:
+	if err := b.s.insertMany(ctx, b.coll, b.docs, chunk, b.ok); err != nil {
 		return err
+	}
+	for _, i := range chunk {
+		b.sure[i] = b.ok[i]
 	}
 	return nil
 }
 
-// replace replaces the documents of chunk, each filtered on the revision it
-// starts from; when some filters match nothing, a re-read of the revisions
-// says which writes took.
-func (b *bulk) replace(ctx context.Context, collection string, chunk []int) error {
-	models := make([]mongo.WriteModel, len(chunk))
-	for j, i := range chunk {
-		w := b.writes[i]
-		models[j] = mongo.NewReplaceOneModel().SetFilter(bson.D{{Key: FieldID, Value: w.ID}, {Key: FieldRevision, Value: int64(w.From)}}).SetReplacement(b.docs[i])
-	}
-	res, err := b.coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-	if err != nil {
-		return fmt.Errorf("mongostore: write %d documents of %s: %w", len(chunk), collection, err)
-	}
-	if int(res.MatchedCount) == len(chunk) {
-		for _, i := range chunk {
-			b.ok[i], b.sure[i] = true, true
+// insertMany inserts docs[i] for each i of which, unordered, in commands
+// of the store's size, and sets ok[i] for those that took (a document with
+// the same _id makes one not take).
+func (s *Store) insertMany(ctx context.Context, coll *mongo.Collection, docs []bson.Raw, which []int, ok []bool) error {
+	for chunk := range slices.Chunk(which, s.bulkLimits(ctx).inserts) {
+		batch := make([]any, len(chunk))
+		for j, i := range chunk {
+			batch[j] = docs[i]
+			ok[i] = true
 		}
-		return nil
+		_, err := coll.InsertMany(ctx, batch, options.InsertMany().SetOrdered(false))
+		var bw mongo.BulkWriteException
+		switch {
+		case err == nil:
+		case errors.As(err, &bw) && bw.WriteConcernError == nil:
+			for _, we := range bw.WriteErrors {
+				if we.Index >= 0 && we.Index < len(chunk) {
+					ok[chunk[we.Index]] = false
+				}
+			}
+		default:
+			for _, i := range chunk {
+				ok[i] = false
+			}
+			return err
+		}
 	}
-	ids := make([]string, len(chunk))
+	return nil
+}
+
+// replace replaces the documents of chunk, each conditional on the
+// revision it starts from.
+func (b *bulk) replace(ctx context.Context, chunk []int) error {
+	reps := make([]replacement, len(chunk))
 	for j, i := range chunk {
-		ids[j] = b.writes[i].ID
+		reps[j] = replacement{id: b.writes[i].ID, c: cond{field: FieldRevision, n: int64(b.writes[i].From)}, doc: b.docs[i]}
 	}
-	now, err := b.s.LoadMany(ctx, collection, ids, func() any { return new(bson.Raw) })
+	ok, err := b.s.replaceMany(ctx, b.coll, reps)
 	if err != nil {
 		return err
 	}
-	// A write took if the document holds its token: another writer at the
-	// same revision has another.
-	for _, i := range chunk {
-		raw, found := now[b.writes[i].ID].State.(*bson.Raw)
-		if !found || raw == nil {
-			continue
-		}
-		theirs, _ := raw.Lookup(FieldWrite).StringValueOK()
-		b.ok[i] = theirs == tokenOf(b.docs[i])
+	for j, i := range chunk {
+		b.ok[i], b.sure[i] = ok[j], ok[j]
 	}
 	return nil
 }

@@ -61,31 +61,49 @@ func (d metaDoc) meta() driver.Meta {
 
 // LoadGuarded implements [driver.GuardedStore].
 func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
-	raw, err := s.db.Collection(collection).FindOne(ctx, bson.D{{Key: FieldID, Value: id}}).Raw()
+	raw, err := s.db.Collection(collection).FindOne(ctx, byID(id)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return driver.Meta{}, false, nil
 	}
 	if err != nil {
 		return driver.Meta{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
+	meta, err := decodeGuarded(collection, id, raw, state)
+	return meta, err == nil, err
+}
+
+// decodeGuarded decodes a versioned document's meta, and its state into
+// state unless nil.
+func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta, error) {
 	var wrap struct {
 		Meta metaDoc `bson:"_meta"`
 	}
 	if err := bson.Unmarshal(raw, &wrap); err != nil {
-		return driver.Meta{}, false, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Meta{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Meta{}, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
 	}
-	return wrap.Meta.meta(), true, nil
+	return wrap.Meta.meta(), nil
 }
 
+// guardedFields are the engine's fields of a versioned document: its id,
+// its meta, and a write token no other write has (see [FieldWrite]).
+func guardedFields(id string, meta driver.Meta) []bson.E {
+	return []bson.E{{Key: FieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}, {Key: FieldWrite, Value: writeToken()}}
+}
+
+// metaVersion is the condition of a write on a versioned document stored
+// at version v.
+func metaVersion(v int64) cond { return cond{field: FieldMeta + ".v", n: v} }
+
 // PutGuarded implements [driver.GuardedStore]: an insert when expected is
-// -1, else a replace filtered on the stored version.
+// -1, else a replace conditional on the stored version.
 func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
-	doc, err := encode(state, bson.E{Key: FieldID, Value: id}, bson.E{Key: FieldMeta, Value: toMetaDoc(meta)})
+	s.cacheDrop(collection, id)
+	doc, err := encode(state, guardedFields(id, meta)...)
 	if err != nil {
 		return false, err
 	}
@@ -100,11 +118,93 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 		}
 		return true, nil
 	}
-	res, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: id}, {Key: FieldMeta + ".v", Value: expected}}, doc)
+	written, err := s.replaceIf(ctx, coll, id, metaVersion(expected), doc)
+	s.cacheDrop(collection, id) // again: a batch may have read it meanwhile
 	if err != nil {
 		return false, fmt.Errorf("mongostore: update %s/%s: %w", collection, id, err)
 	}
-	return res.MatchedCount == 1, nil
+	return written, nil
+}
+
+// LoadGuardedMany implements [driver.GuardedBatchStore]: the documents in
+// the store's cache from there (marked Cached), the others with one query
+// (on FerretDB, one per id, a few at a time).
+func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
+	out := make(map[string]driver.Guarded, len(ids))
+	missing := ids[:0:0]
+	for _, id := range ids {
+		if c, ok := s.cacheGet(collection, id); ok {
+			state := newState()
+			if meta, err := decodeGuarded(collection, id, c.raw, state); err == nil {
+				out[id] = driver.Guarded{Meta: meta, State: state, Cached: true}
+				continue
+			}
+			s.cacheDrop(collection, id)
+		}
+		missing = append(missing, id)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	now, err := s.findMany(ctx, s.db.Collection(collection), missing, nil)
+	if err != nil {
+		return nil, err
+	}
+	for id, raw := range now {
+		state := newState()
+		meta, err := decodeGuarded(collection, id, raw, state)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = driver.Guarded{Meta: meta, State: state}
+		s.cachePut(collection, id, driver.Head{}, raw)
+	}
+	return out, nil
+}
+
+// PutGuardedMany implements [driver.GuardedBatchStore]: unordered bulk
+// inserts and replaces conditional on the stored version, in chunks.
+func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
+	coll := s.db.Collection(collection)
+	docs := make([]bson.Raw, len(puts))
+	for i, p := range puts {
+		s.cacheDrop(collection, p.ID)
+		d, err := encodeRaw(p.State, guardedFields(p.ID, p.Meta)...)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = d
+	}
+	ok := make([]bool, len(puts))
+	var inserts []int
+	var reps []replacement
+	var replaced []int
+	for i, p := range puts {
+		if p.Expected < 0 {
+			inserts = append(inserts, i)
+			continue
+		}
+		reps = append(reps, replacement{id: p.ID, c: metaVersion(p.Expected), doc: docs[i]})
+		replaced = append(replaced, i)
+	}
+	if err := s.insertMany(ctx, coll, docs, inserts, ok); err != nil {
+		return nil, fmt.Errorf("mongostore: insert into %s: %w", collection, err)
+	}
+	if len(reps) > 0 {
+		took, err := s.replaceMany(ctx, coll, reps)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range replaced {
+			ok[i] = took[j]
+		}
+	}
+	for i, p := range puts {
+		if ok[i] {
+			s.cachePut(collection, p.ID, driver.Head{}, docs[i])
+		}
+	}
+	return ok, nil
 }
 
 // Transactions implements [driver.InboxStore].

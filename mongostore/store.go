@@ -113,17 +113,16 @@ func (s *Store) Close(ctx context.Context) error {
 
 // Load implements [driver.Store].
 func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
-	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: bson.D{{Key: "$gte", Value: int64(minRevision)}}}}
 	opts := options.FindOne()
 	if state == nil {
 		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: FieldWrite, Value: 1}})
 	}
-	raw, err := s.db.Collection(collection).FindOne(ctx, filter, opts).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return driver.Head{}, false, nil
-	}
+	raw, found, err := s.findIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(minRevision), atLeast: true}, opts)
 	if err != nil {
 		return driver.Head{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+	}
+	if !found {
+		return driver.Head{}, false, nil
 	}
 	head, err := headOf(raw)
 	if err != nil {
@@ -164,24 +163,23 @@ func (s *Store) Update(ctx context.Context, collection, id string, from uint64, 
 	if err != nil {
 		return false, err
 	}
-	filter := bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(from)}}
-	res, err := s.db.Collection(collection).ReplaceOne(ctx, filter, doc)
+	matched, err := s.replaceIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(from)}, doc)
 	s.cacheDrop(collection, id) // again: a batch may have read it meanwhile
 	if err != nil {
 		return false, fmt.Errorf("mongostore: update %s/%s: %w", collection, id, err)
 	}
-	return res.MatchedCount == 1, nil
+	return matched, nil
 }
 
 // Delete implements [driver.Store].
 func (s *Store) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
 	s.cacheDrop(collection, id)
-	res, err := s.db.Collection(collection).DeleteOne(ctx, bson.D{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(from)}})
+	deleted, err := s.deleteIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(from)})
 	s.cacheDrop(collection, id)
 	if err != nil {
 		return false, fmt.Errorf("mongostore: delete %s/%s: %w", collection, id, err)
 	}
-	return res.DeletedCount == 1, nil
+	return deleted, nil
 }
 
 // EnsureIndexes implements [driver.Store]. It creates one index per

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/revgate/projector/projector/driver"
@@ -21,82 +20,38 @@ func guardedBatches(k keeper) bool {
 	return false
 }
 
-// guardedLimit bounds the documents a batch reads and writes at once.
-const guardedLimit = 8
-
 // projectGuarded handles the batch's events of projection p, whose
-// documents are versioned (a summary fed by many streams, under
-// RevisionMap): each document is read once, its events of the batch folded
-// in memory as the strategy would apply them one by one, and written once,
-// conditional on the version read. A document whose fold meets an event the
-// strategy would not simply apply or pass over (a predecessor missing, a
-// step that fails), or whose write misses (another writer moved it), has its
-// events handled one by one instead, with their waits and failure policy.
+// documents are versioned (fed by many streams, under RevisionMap,
+// GlobalPosition or HandledIDs): the documents are read with one query,
+// each one's events of the batch folded in memory as the strategy would
+// apply them one by one, and the changed documents written with one bulk
+// write, each conditional on the version read. A document whose fold meets
+// an event the strategy would not simply apply or pass over (a predecessor
+// missing, a step that fails), or whose write misses (another writer moved
+// it), has its events handled one by one instead, with their waits and
+// failure policy.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
 	docs := b.documents(ids)
 	if len(docs) == 0 {
 		return
 	}
 	start := time.Now()
-	// The documents' locks, in the order of their ids: what the per-event
-	// path holds for one attempt, a batch holds while it folds.
-	sorted := slices.Clone(docs)
-	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
-	var through []*docEvents
-	aside := map[*docEvents]bool{}
-	for _, d := range sorted {
+	var clock *storeClock // the batch's time in the store, for the events' spans
+	if b.tracing() {
+		ctx, clock = withStoreClock(ctx)
+	}
+	var through, keep []*docEvents
+	for _, d := range docs {
 		if !b.decodeAll(d) || b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
 			through = append(through, d)
-			aside[d] = true
+		} else {
+			keep = append(keep, d)
 		}
 	}
-	unlocks := make([]func(), 0, len(sorted))
-	for _, d := range sorted {
-		if !aside[d] {
-			unlocks = append(unlocks, b.locks.lock(docKey{p.Collection(), d.id}))
-		}
-	}
-	var mu sync.Mutex
-	var missed []*docEvents
-	tracing := b.tracing()
-	var stored map[*docEvents]time.Duration // each document's time in the store, for its events' spans
-	if tracing {
-		stored = make(map[*docEvents]time.Duration, len(docs))
-	}
-	sem := make(chan struct{}, guardedLimit)
-	var wg sync.WaitGroup
-	for _, d := range docs {
-		if aside[d] {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			dctx, clock := ctx, (*storeClock)(nil)
-			if tracing {
-				dctx, clock = withStoreClock(ctx)
-			}
-			results, ok := b.foldGuarded(dctx, p, d)
-			mu.Lock()
-			defer mu.Unlock()
-			if clock != nil {
-				stored[d] = clock.elapsed()
-			}
-			if !ok {
-				missed = append(missed, d)
-				return
-			}
-			for k, i := range d.idx {
-				b.out[i] = append(b.out[i], results[k])
-			}
-		})
-	}
-	wg.Wait()
-	for _, unlock := range unlocks {
-		unlock()
-	}
-	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start, func(d *docEvents) time.Duration { return stored[d] }, nil)
+	unlock := b.lockDocs(p, keep)
+	through = append(through, b.foldGuarded(ctx, p, keep)...)
+	unlock()
+	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() }, nil)
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {
@@ -104,80 +59,149 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	}
 }
 
-// foldGuarded reads document d, folds its events and writes it; ok is false
-// when its events must go through the per-event path (nothing written).
-func (b *batchRun) foldGuarded(ctx context.Context, p Definition, d *docEvents) (results []Result, ok bool) {
-	k := b.keeperOf(p)
-	state := p.newState()
-	sctx, span := b.startStore(ctx, spanBatchRead, p, 1)
-	meta, found, err := b.docs().LoadGuarded(sctx, p.Collection(), d.id, state)
+// lockDocs takes the locks of docs, in the order of their ids: what the
+// per-event path holds for one attempt, a batch holds while it reads, folds
+// and writes.
+func (b *batchRun) lockDocs(p Definition, docs []*docEvents) (unlock func()) {
+	sorted := slices.Clone(docs)
+	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
+	unlocks := make([]func(), len(sorted))
+	for i, d := range sorted {
+		unlocks[i] = b.locks.lock(docKey{p.Collection(), d.id})
+	}
+	return func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+}
+
+// foldGuarded reads docs with one query, folds each one's events and
+// writes the changed ones with one bulk write; it sets the results of the
+// events it settles, and returns the documents whose events must go
+// through the per-event path (nothing written of them).
+func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEvents) (through []*docEvents) {
+	if len(docs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.id
+	}
+	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
+	loaded, err := b.docs().LoadGuardedMany(sctx, p.Collection(), ids, p.newState)
 	endStore(span, err, 0)
 	if err != nil {
-		b.logger.Warn("batch read failed: the document's events go through one at a time", "projection", p.Name(), "document", d.id, "err", err)
-		return nil, false
+		b.logger.Warn("batch read failed: its documents' events go through one at a time", "projection", p.Name(), "documents", len(ids), "err", err)
+		return docs
 	}
-	read := stored{found: found, meta: meta}
-	var cur any
+	var puts []driver.Put
+	var putDocs []*docEvents
+	var putResults [][]Result
+	for _, d := range docs {
+		cur, found := loaded[d.id]
+		put, results, ok := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
+		switch {
+		case !ok, put == nil && cur.Cached:
+			// Through the per-event path. (A document whose events are all
+			// duplicates by the cache's word only is read from the server
+			// there.)
+			through = append(through, d)
+		case put == nil:
+			b.settleDoc(d, results)
+		default:
+			puts, putDocs, putResults = append(puts, *put), append(putDocs, d), append(putResults, results)
+		}
+	}
+	return append(through, b.putGuarded(ctx, p, puts, putDocs, putResults)...)
+}
+
+// putGuarded writes puts with one bulk write; the events of the documents
+// written get their results, the others go through the per-event path.
+func (b *batchRun) putGuarded(ctx context.Context, p Definition, puts []driver.Put, docs []*docEvents, results [][]Result) (missed []*docEvents) {
+	if len(puts) == 0 {
+		return nil
+	}
+	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(puts))
+	ok, err := b.docs().PutGuardedMany(sctx, p.Collection(), puts)
+	defer func() { endStore(span, err, len(missed)) }()
+	if err != nil {
+		b.logger.Warn("batch write failed: its documents' events go through one at a time", "projection", p.Name(), "documents", len(puts), "err", err)
+	}
+	for k, d := range docs {
+		if err == nil && ok[k] {
+			b.settleDoc(d, results[k])
+		} else {
+			missed = append(missed, d)
+		}
+	}
+	return missed
+}
+
+// settleDoc gives the events of d their results.
+func (b *batchRun) settleDoc(d *docEvents, results []Result) {
+	for k, i := range d.idx {
+		b.out[i] = append(b.out[i], results[k])
+	}
+}
+
+// foldVersioned folds events idx of versioned document id on what was read
+// of it (cur; found: it exists), as the strategy k would apply them one by
+// one: the put that writes them (nil when none changes it: all
+// duplicates), and their results. ok is false when an event is one the
+// strategy would not simply apply or pass over: a predecessor missing, a
+// second creation, a step that fails.
+func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool) (put *driver.Put, results []Result, ok bool) {
+	read := stored{found: found, meta: cur.Meta}
+	var state any
 	if found {
-		cur = state
+		state = cur.State
 	}
 	changed := false
-	for _, i := range d.idx {
-		ev := b.decoded[i]
+	for _, i := range idx {
+		ev := events[i]
 		v, err := k.check(read, ev, p.creates(ev))
 		switch {
 		case err != nil:
-			return nil, false
+			return nil, nil, false
 		case v == duplicate:
-			results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Duplicate})
+			results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Duplicate})
 			continue
 		case v != apply && v != create:
-			return nil, false // a predecessor missing, a second creation: one at a time
+			return nil, nil, false
 		}
-		from := cur
+		from := state
 		if v == create {
 			from = nil
 		}
 		next, err := p.applyTo(from, ev)
 		if err != nil {
-			return nil, false // under its failure policy, one at a time
+			return nil, nil, false // under its failure policy, one at a time
 		}
-		cur, changed = next, true
+		state, changed = next, true
 		read = k.record(stored{found: true, meta: read.meta}, ev)
 		read.found = true
-		results = append(results, Result{Projection: p.Name(), Document: d.id, Outcome: Applied})
+		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
-		return results, true
+		return nil, results, true
 	}
 	expected := int64(-1)
 	if found {
-		expected = meta.Version
+		expected = cur.Meta.Version
 	}
-	written := read.meta
-	written.Version = meta.Version + 1
-	sctx, span = b.startStore(ctx, spanBatchWrite, p, 1)
-	put, err := b.docs().PutGuarded(sctx, p.Collection(), d.id, expected, written, cur)
-	missed := 0
-	if err == nil && !put {
-		missed = 1
-	}
-	endStore(span, err, missed)
-	if err != nil || !put {
-		if err != nil {
-			b.logger.Warn("batch write failed: the document's events go through one at a time", "projection", p.Name(), "document", d.id, "err", err)
-		}
-		return nil, false
-	}
-	return results, true
+	meta := read.meta
+	meta.Version = cur.Meta.Version + 1
+	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, true
 }
 
 // batchesWith reports whether a batch can fold the documents of every
 // projection on store: gated ones with a [driver.BatchStore], versioned
-// ones of the strategies [guardedBatches] names.
+// ones of the strategies [guardedBatches] names with a
+// [driver.GuardedBatchStore].
 func batchesWith(store driver.Store, keepers map[string]keeper) bool {
 	_, bulk := store.(driver.BatchStore)
-	_, guarded := store.(driver.GuardedStore)
+	_, guarded := store.(driver.GuardedBatchStore)
 	for _, k := range keepers {
 		switch k.(type) {
 		case streamRevision:

@@ -51,6 +51,7 @@ type Engine struct {
 	guardedStore driver.GuardedStore
 	inboxStore   driver.InboxStore
 	batchStore   driver.BatchStore
+	guardedBatch driver.GuardedBatchStore
 	batching     bool // every projection's documents fold in batches
 	// policies is each projection's failure policy, its own or the engine's;
 	// keepers its strategy: both as they were when the engine was made.
@@ -130,6 +131,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		e.keepers[p.Name()] = k
 	}
 	e.batchStore, _ = store.(driver.BatchStore)
+	e.guardedBatch, _ = store.(driver.GuardedBatchStore)
 	e.batching = batchesWith(store, e.keepers)
 	return e, nil
 }

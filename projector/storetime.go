@@ -105,6 +105,18 @@ func (s docStore) WriteMany(ctx context.Context, collection string, writes []dri
 	return s.e.batchStore.WriteMany(ctx, collection, writes)
 }
 
+func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+}
+
+func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
+	c := clockOf(ctx)
+	defer c.stop(c.start())
+	return s.e.guardedBatch.PutGuardedMany(ctx, collection, puts)
+}
+
 func (s docStore) Receive(ctx context.Context, projection, eventID string) error {
 	c := clockOf(ctx)
 	defer c.stop(c.start())

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"reflect"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -22,7 +21,6 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/cart"
@@ -80,6 +78,11 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 		fmt.Fprintf(stderr, "--interleave: want shuffled or clustered, got %q\n", interleave)
 		return app.ErrUsage
 	}
+	model, ok := benchModels[tune.projection]
+	if !ok {
+		fmt.Fprintf(stderr, "--projection: want details, client or shop, got %q\n", tune.projection)
+		return app.ErrUsage
+	}
 	if mongoURI != "" {
 		if err := mongostore.CheckURI(mongoURI); err != nil {
 			fmt.Fprintf(stderr, "--mongo: %v\n", err)
@@ -118,8 +121,24 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	defer elog.Close()
 	es, sub, cl, lives, total := elog.server, elog.client, elog.esdb, elog.lives, elog.total
 	fmt.Fprintf(stderr, "  appended %d events: %v\n", total, time.Since(appended).Round(time.Millisecond))
-	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart, %s); documents on %s; events on the in-process EventStoreDB-protocol server\n",
-		total, carts, events, interleave, where)
+	want, err := expectedOf(model, lives)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart, %s) of %d clients; documents on %s; events on the in-process EventStoreDB-protocol server\n",
+		total, carts, events, interleave, clientsOf(carts), where)
+	fmt.Fprintf(stdout, "  read model: %s (%s): %d documents\n", model.def().Name(), model.shape, len(want.docs))
+	// A read model other than the details is compared with the details
+	// projection on the same events, in the same rounds (D).
+	var details *benchExpected
+	if model.name != "details" {
+		d, err := expectedOf(benchModels["details"], lives)
+		if err != nil {
+			return err
+		}
+		details = &d
+		skipB = true // B is the seed's per-event code of the details
+	}
 
 	type phase struct {
 		name     string
@@ -173,7 +192,7 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	// A, L and R, in turns, rounds times: the medians are reported, so that
 	// one slow run of one way on a shared machine does not decide a ratio.
 	var resA childReport
-	var aRuns, lRuns, rRuns []time.Duration
+	var aRuns, lRuns, rRuns, dRuns []time.Duration
 	var aReps []childReport
 	var maxRSS int64
 	var heapA, heapL uint64
@@ -204,10 +223,25 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 			return err
 		}
 		// Every round's documents are checked, not only the last's.
-		wrong = max(wrong, wrongDocuments(ctx, dbA, lives))
+		wrong = max(wrong, want.wrong(ctx, dbA))
 		maxRSS = max(maxRSS, rep.maxRSS)
 		aRuns, aReps, heapA = append(aRuns, a.took), append(aReps, rep), max(heapA, a.peakHeap)
-		l, _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, benchFloor(ctx, db, lives) })
+		if details != nil {
+			d, dbD, err := run("D", func(db *mongo.Database) (time.Duration, error) {
+				t := tune
+				t.projection = "details"
+				rep, err := benchChild(ctx, es.URI(), mongoURI, db.Name(), t, "", "")
+				return rep.took, err
+			})
+			if err != nil {
+				return err
+			}
+			if n := details.wrong(ctx, dbD); n > 0 {
+				return fmt.Errorf("%d of %d documents of the details projection (D) differ from the fold", n, len(details.docs))
+			}
+			dRuns = append(dRuns, d.took)
+		}
+		l, _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, want.floor(ctx, db) })
 		if err != nil {
 			return err
 		}
@@ -283,7 +317,12 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if !skipB {
 		fmt.Fprintf(stdout, "   A/B = %.2f", rate(a)/rate(phases[1]))
 	}
-	fmt.Fprintf(stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", rate(a)/rate(l), carts-wrong, carts)
+	fmt.Fprintf(stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", rate(a)/rate(l), len(want.docs)-wrong, len(want.docs))
+	if details != nil {
+		d := median(dRuns)
+		fmt.Fprintf(stdout, "  D  the details projection on the same events: %.0f events/s, %v (rounds %s); A's throughput / D's = %.2f\n",
+			float64(total)/d.Seconds(), d.Round(time.Millisecond), spread(dRuns), d.Seconds()/a.took.Seconds())
+	}
 
 	if resA.maxRSS > 0 {
 		fmt.Fprintf(stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(resA.maxRSS)/1024)
@@ -291,62 +330,26 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v; %d documents folded from their streams, which gave %d events\n",
 		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond), resA.folded, resA.streamRead)
 	if scale > 1 {
-		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, carts, events*scale, tune, resA.maxRSS); err != nil {
+		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts, events*scale, tune, resA.maxRSS); err != nil {
 			return fmt.Errorf("%dx: %w", scale, err)
 		}
 	}
 	if liveEvents > 0 {
-		p50, p99, err := benchLive(ctx, es, client.Database("bench_live"), liveEvents, liveRate)
+		p50, p99, err := benchLive(ctx, es, client.Database("bench_live"), model.name, liveEvents, liveRate)
 		if err != nil {
 			return fmt.Errorf("live: %w", err)
 		}
-		fmt.Fprintf(stdout, "  live, %d events at %.0f/s: append to visible document p50 %v, p99 %v\n", liveEvents, liveRate, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "  live (%s), %d events at %.0f/s: append to visible document p50 %v, p99 %v\n", model.name, liveEvents, liveRate, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	}
 	if wrong > 0 {
-		return fmt.Errorf("%d of %d documents of A differ from the fold", wrong, carts)
+		return fmt.Errorf("%d of %d documents of A differ from the fold", wrong, len(want.docs))
 	}
 	return nil
 }
 
-// wrongDocuments returns how many of the carts' documents in db differ from
-// the fold of their events, are missing, or belong to no cart. It reads the
-// collection in one scan (a query per _id took minutes at 20,000 carts on
-// FerretDB) and decodes each document as the store does
-// (mongostore's Load: the whole document into the state), with its
-// revision, as projectortest.CheckDocument compares them.
-func wrongDocuments(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) int {
-	details := cart.NewDetailsProjection()
-	cur, err := db.Collection(details.Collection()).Find(ctx, bson.D{})
-	if err != nil {
-		return len(lives)
-	}
-	defer cur.Close(ctx)
-	seen, wrong := 0, 0
-	for cur.Next(ctx) {
-		id, _ := cur.Current.Lookup(mongostore.FieldID).StringValueOK()
-		evs, ok := lives[id]
-		if !ok || len(evs) == 0 {
-			wrong++
-			continue
-		}
-		seen++
-		rev, _ := cur.Current.Lookup(mongostore.FieldRevision).AsInt64OK()
-		var got cart.Details
-		want, err := details.Fold(evs...)
-		if err != nil || bson.Unmarshal(cur.Current, &got) != nil ||
-			rev != int64(evs[len(evs)-1].StreamRevision) || !reflect.DeepEqual(got, want) {
-			wrong++
-		}
-	}
-	if cur.Err() != nil {
-		return len(lives)
-	}
-	return wrong + len(lives) - seen
-}
-
 // benchScaled runs A on carts carts of events events each, on an event
 // server of its own, and compares its peak resident set with base's (KiB).
-func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, carts, events int, tune catchUpSettings, base int64) error {
+func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, model benchModel, carts, events int, tune catchUpSettings, base int64) error {
 	elog, err := startEventLog(ctx, carts, events, "shuffled", false)
 	if err != nil {
 		return err
@@ -362,13 +365,17 @@ func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string,
 		return err
 	}
 	fmt.Fprintf(stderr, "  A on %d events: %v\n", total, rep.took.Round(time.Millisecond))
-	wrong := wrongDocuments(ctx, db, lives)
+	want, err := expectedOf(model, lives)
+	if err != nil {
+		return err
+	}
+	wrong := want.wrong(ctx, db)
 	if rep.maxRSS > 0 && base > 0 {
-		fmt.Fprintf(stdout, "  A on %d events (the same %d carts, %d events each): peaked at %.1f MiB resident, %.2fx the run above; documents equal the fold: %d of %d\n",
-			total, carts, events, float64(rep.maxRSS)/1024, float64(rep.maxRSS)/float64(base), carts-wrong, carts)
+		fmt.Fprintf(stdout, "  A on %d events (the same %d carts, %d events each): %v, peaked at %.1f MiB resident, %.2fx the run above; documents equal the fold: %d of %d\n",
+			total, carts, events, rep.took.Round(time.Millisecond), float64(rep.maxRSS)/1024, float64(rep.maxRSS)/float64(base), len(want.docs)-wrong, len(want.docs))
 	}
 	if wrong > 0 {
-		return fmt.Errorf("%d of %d documents differ from the fold", wrong, carts)
+		return fmt.Errorf("%d of %d documents differ from the fold", wrong, len(want.docs))
 	}
 	return nil
 }
@@ -427,7 +434,7 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, cluste
 	plans := map[string][]any{}
 	for i := range carts {
 		id := fmt.Sprintf("cart-%05d", i)
-		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(50)), events, start)
+		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(clientsOf(carts))), events, start)
 		for range plans[id] {
 			order = append(order, id)
 		}
@@ -461,20 +468,27 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, cluste
 		if err != nil {
 			return nil, 0, err
 		}
-		var meta []byte
+		// Every event names its cart's client, as the write side's do.
+		client := plans[id][0].(cart.ShoppingCartOpened).ClientID
+		meta := []byte(`{"clientId":"` + client + `"}`)
 		if traced {
-			meta = tracedMetadata(r, id)
+			meta = tracedMetadata(r, client)
 		}
 		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
 			return nil, 0, err
 		}
-		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Payload: plans[id][n]})
+		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Metadata: meta, Payload: plans[id][n]})
 	}
 	return lives, len(order), nil
 }
 
-// catchUpSettings are the runner settings bench passes on to A.
+// clientsOf is how many clients the bench's carts have: one for ten carts.
+func clientsOf(carts int) int { return max(1, carts/10) }
+
+// catchUpSettings are the runner settings bench passes on to A, and the
+// read model it builds.
 type catchUpSettings struct {
+	projection     string // a key of benchModels
 	workers, batch int
 	window         time.Duration
 	noFolds        bool // batches fold only their own events (projector.WithoutStreamFolds)
@@ -482,10 +496,11 @@ type catchUpSettings struct {
 }
 
 // defaultCatchUp is the runner's defaults.
-var defaultCatchUp = catchUpSettings{workers: projector.DefaultWorkers, batch: projector.DefaultBatch, window: projector.DefaultBatchWindow}
+var defaultCatchUp = catchUpSettings{projection: "details", workers: projector.DefaultWorkers, batch: projector.DefaultBatch, window: projector.DefaultBatchWindow}
 
 // register makes the settings flags of fs; args gives them back.
 func (c *catchUpSettings) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.projection, "projection", c.projection, "the read model A builds: details (a document per cart), client (a document per client, fed by its carts, RevisionMap) or shop (one document fed by every cart, HandledIDs)")
 	fs.IntVar(&c.workers, "workers", c.workers, "A's workers")
 	fs.IntVar(&c.batch, "batch", c.batch, "A's largest batch")
 	fs.DurationVar(&c.window, "batch-window", c.window, "A's batch window while behind the head")
@@ -498,6 +513,9 @@ func (c catchUpSettings) options() []projector.RunnerOption {
 
 func (c catchUpSettings) String() string {
 	s := fmt.Sprintf("workers %d, batch %d, window %v", c.workers, c.batch, c.window)
+	if c.projection != defaultCatchUp.projection {
+		s = c.projection + ", " + s
+	}
 	if c.noFolds {
 		s += ", no stream folds"
 	}
@@ -505,7 +523,7 @@ func (c catchUpSettings) String() string {
 }
 
 func (c catchUpSettings) args() []string {
-	return []string{"--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
+	return []string{"--projection", c.projection, "--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
 		fmt.Sprintf("--no-stream-folds=%v", c.noFolds), fmt.Sprintf("--traced=%v", c.traced)}
 }
 
@@ -686,7 +704,11 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	if tune.noFolds {
 		opts = append(opts, projector.WithoutStreamFolds())
 	}
-	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, opts...)
+	model, ok := benchModels[tune.projection]
+	if !ok {
+		return rep, fmt.Errorf("no read model %q", tune.projection)
+	}
+	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{model.def()}, opts...)
 	if err != nil {
 		return rep, err
 	}
@@ -857,134 +879,4 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sam
 		}
 	}
 	return nil
-}
-
-// benchFloor is L: the documents the pure fold gives, written by unordered
-// bulk inserts, in commands as large as the store's, into the projection's
-// collection with its indexes: the read model A makes.
-func benchFloor(ctx context.Context, db *mongo.Database, lives map[string][]projector.Event) error {
-	details := cart.NewDetailsProjection()
-	var docs []any
-	ids := make([]string, 0, len(lives))
-	for id := range lives {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		evs := lives[id]
-		state, err := details.Fold(evs...)
-		if err != nil {
-			return err
-		}
-		raw, err := bson.Marshal(state)
-		if err != nil {
-			return err
-		}
-		doc := bson.D{{Key: "_id", Value: id}, {Key: "revision", Value: int64(evs[len(evs)-1].StreamRevision)}}
-		elems, _ := bson.Raw(raw).Elements()
-		for _, el := range elems {
-			doc = append(doc, bson.E{Key: el.Key(), Value: el.Value()})
-		}
-		docs = append(docs, doc)
-	}
-	// As many to a command as the store sends: FerretDB takes 50 at a time.
-	size := 1000
-	if caps, err := mongostore.New(db).Capabilities(ctx); err != nil {
-		return err
-	} else if strings.HasPrefix(caps.Server, "FerretDB") {
-		size = 50
-	}
-	// The same read model as A's: the projection's collection with its
-	// indexes (A makes them too, in its time), which every insert keeps.
-	if err := mongostore.New(db).EnsureIndexes(ctx, cart.DetailsName, details.Indexes()); err != nil {
-		return err
-	}
-	coll := db.Collection(cart.DetailsName)
-	for chunk := range slices.Chunk(docs, size) {
-		if _, err := coll.InsertMany(ctx, chunk, options.InsertMany().SetOrdered(false)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// benchLive appends events at a steady rate while the projector runs and
-// measures each one's time from append to visible in its document.
-func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, n int, rate float64) (p50, p99 time.Duration, err error) {
-	if err := db.Drop(ctx); err != nil {
-		return 0, 0, err
-	}
-	store := mongostore.New(db)
-	c, err := subscription.Dial(es.URI(), nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer c.Close()
-	cl, err := c.ESDB()
-	if err != nil {
-		return 0, 0, err
-	}
-	// Live only: from the head on.
-	head := es.Head()
-	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{"live-cart-"}})
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := store.SaveCheckpoint(ctx, "live", projector.Checkpoint{Position: head, Prepare: head}); err != nil {
-		return 0, 0, err
-	}
-	live := projector.New[cart.Details]("live", projector.StreamSuffix("live-cart-"))
-	projector.Create(live, func(e cart.ShoppingCartOpened) (cart.Details, error) {
-		return cart.Details{ClientID: e.ClientID, Status: cart.StatusOpened}, nil
-	})
-	projector.On(live, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
-		items, err := cart.AddProductItem(d.ProductItems, e.ProductItem)
-		d.ProductItems = items
-		return d, err
-	})
-	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{live})
-	if err != nil {
-		return 0, 0, err
-	}
-	r, err := projector.NewRunner("live", eng, src, store)
-	if err != nil {
-		return 0, 0, err
-	}
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go r.Run(rctx)
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
-	var lat []time.Duration
-	carts := max(1, n/10)
-	for i := range n {
-		<-tick.C
-		id := fmt.Sprintf("%d", i%carts)
-		rev := uint64(i / carts)
-		var payload any = cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}}
-		if rev == 0 {
-			payload = cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c"}
-		}
-		name, data, _ := cart.Registry().Encode(payload)
-		began := time.Now()
-		if _, err := cl.AppendToStream(ctx, "live-cart-"+id, esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
-			return 0, 0, err
-		}
-		for {
-			got, found, err := store.Load(ctx, "live", id, rev, nil)
-			if err != nil {
-				return 0, 0, err
-			}
-			if found && got.Revision >= rev {
-				break
-			}
-			if time.Since(began) > 30*time.Second {
-				return 0, 0, fmt.Errorf("event %d not visible after 30s", i)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		lat = append(lat, time.Since(began))
-	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], nil
 }

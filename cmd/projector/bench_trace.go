@@ -110,10 +110,10 @@ func roundAll(ds []time.Duration) []time.Duration {
 	return out
 }
 
-// tracedMetadata is the metadata the cart write side gives an event of cart
-// id appended in a traced request: the client, and a trace context (a
+// tracedMetadata is the metadata the cart write side gives an event of a
+// cart of client appended in a traced request: the client, and a trace context (a
 // random trace and span, sampled) in both conventions.
-func tracedMetadata(r *rand.Rand, id string) []byte {
+func tracedMetadata(r *rand.Rand, client string) []byte {
 	var tid trace.TraceID
 	var sid trace.SpanID
 	for i := range tid {
@@ -122,7 +122,7 @@ func tracedMetadata(r *rand.Rand, id string) []byte {
 	for i := range sid {
 		sid[i] = byte(r.UintN(256))
 	}
-	m, _ := json.Marshal(cart.Metadata{ClientID: "client-" + id, TraceParent: "00-" + tid.String() + "-" + sid.String() + "-01",
+	m, _ := json.Marshal(cart.Metadata{ClientID: client, TraceParent: "00-" + tid.String() + "-" + sid.String() + "-01",
 		TraceID: tid.String(), SpanID: sid.String()})
 	return m
 }

@@ -137,6 +137,39 @@ type GuardedStore interface {
 	PutGuarded(ctx context.Context, collection, id string, expected int64, meta Meta, state any) (written bool, err error)
 }
 
+// GuardedBatchStore is what batched catch-up needs of the store for
+// versioned documents: one read for many documents and a bulk write, each
+// write still conditional on the version its document was read at. A store
+// without it gets the events of versioned documents one at a time.
+type GuardedBatchStore interface {
+	GuardedStore
+	// LoadGuardedMany reads the documents of ids that exist, with their
+	// meta, decoding each state into a value from newState.
+	LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]Guarded, error)
+	// PutGuardedMany applies puts, in any order; ok[i] reports whether
+	// puts[i] took effect (the stored version was its Expected).
+	PutGuardedMany(ctx context.Context, collection string, puts []Put) (ok []bool, err error)
+}
+
+// Guarded is a versioned document as LoadGuardedMany read it.
+type Guarded struct {
+	Meta  Meta
+	State any
+	// Cached: from the store's cache, as for [Loaded]: a put from it is
+	// conditional on its version and misses if another writer moved it.
+	Cached bool
+}
+
+// Put is one write of a versioned document: if its stored version is
+// Expected (-1: only if there is no document), it becomes State with Meta
+// (Meta.Version is the new version).
+type Put struct {
+	ID       string
+	Expected int64
+	Meta     Meta
+	State    any
+}
+
 // InboxStore is what the inbox strategy needs: transactions and an inbox
 // collection.
 type InboxStore interface {

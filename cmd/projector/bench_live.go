@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
+)
+
+// liveTally is the state of bench's live read models: how many events a
+// document has taken.
+type liveTally struct {
+	Events int `bson:"events"`
+}
+
+// liveStreams is the prefix of the live run's cart streams.
+const liveStreams = "live-cart-"
+
+// liveClients is how many clients the live run's carts have.
+const liveClients = 5
+
+// liveProjection is a read model of the live run's carts shaped as model's:
+// a document per cart under the revision gate (details), per client fed by
+// its carts under a revision map (client), or one for every cart under a
+// window of handled ids (shop). Each counts its events.
+func liveProjection(model string) projector.Definition {
+	count := func(s liveTally, _ any) (liveTally, error) { s.Events++; return s, nil }
+	switch model {
+	case "client":
+		p := projector.NewRouted[liveTally]("live", func(ev projector.Event) (string, bool, error) {
+			client, ok := cart.ClientOf(ev)
+			if !ok {
+				return "", true, fmt.Errorf("no client in the metadata")
+			}
+			return client, true, nil
+		}).Idempotency(projector.RevisionMap())
+		projector.On(p, func(s liveTally, e cart.ShoppingCartOpened) (liveTally, error) { return count(s, e) })
+		projector.On(p, func(s liveTally, e cart.ProductItemAddedToShoppingCart) (liveTally, error) { return count(s, e) })
+		return p
+	case "shop":
+		p := projector.New[liveTally]("live", func(projector.Event) (string, bool) { return cart.ShopSummaryID, true }).
+			Idempotency(projector.HandledIDs(cart.ShopWindow))
+		projector.On(p, func(s liveTally, e cart.ShoppingCartOpened) (liveTally, error) { return count(s, e) })
+		projector.On(p, func(s liveTally, e cart.ProductItemAddedToShoppingCart) (liveTally, error) { return count(s, e) })
+		return p
+	}
+	p := projector.New[liveTally]("live", projector.StreamSuffix(liveStreams))
+	projector.Create(p, func(e cart.ShoppingCartOpened) (liveTally, error) { return count(liveTally{}, e) })
+	projector.On(p, func(s liveTally, e cart.ProductItemAddedToShoppingCart) (liveTally, error) { return count(s, e) })
+	return p
+}
+
+// benchLive appends n events at a steady rate while the projector runs a
+// read model shaped as model's, and measures each one's time from append to
+// visible in its document.
+func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, model string, n int, rate float64) (p50, p99 time.Duration, err error) {
+	if err := db.Drop(ctx); err != nil {
+		return 0, 0, err
+	}
+	store := mongostore.New(db)
+	c, err := subscription.Dial(es.URI(), nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	cl, err := c.ESDB()
+	if err != nil {
+		return 0, 0, err
+	}
+	// Live only: from the head on.
+	head := es.Head()
+	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{liveStreams}})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := store.SaveCheckpoint(ctx, "live", projector.Checkpoint{Position: head, Prepare: head}); err != nil {
+		return 0, 0, err
+	}
+	live := liveProjection(model)
+	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{live})
+	if err != nil {
+		return 0, 0, err
+	}
+	r, err := projector.NewRunner("live", eng, src, store)
+	if err != nil {
+		return 0, 0, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() {
+		stop()
+		if runErr := <-done; err == nil && runErr != nil {
+			err = fmt.Errorf("the live runner: %w", runErr)
+		}
+	}()
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	var lat []time.Duration
+	carts := max(1, n/10)
+	taken := map[string]int{} // events each document should have taken
+	for i := range n {
+		<-tick.C
+		k := i % carts
+		id, client := fmt.Sprint(k), fmt.Sprintf("live-client-%d", k%liveClients)
+		var payload any = cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}}
+		if i < carts {
+			payload = cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: client}
+		}
+		doc := map[string]string{"details": id, "client": client, "shop": cart.ShopSummaryID}[model]
+		taken[doc]++
+		name, data, _ := cart.Registry().Encode(payload)
+		began := time.Now()
+		if _, err := cl.AppendToStream(ctx, liveStreams+id, esdb.AppendToStreamOptions{}, esdb.EventData{
+			EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: []byte(`{"clientId":"` + client + `"}`),
+		}); err != nil {
+			return 0, 0, err
+		}
+		for {
+			var got liveTally
+			found, _, err := projector.ReadDocument(ctx, store, live, doc, &got)
+			if err != nil {
+				return 0, 0, err
+			}
+			if found && got.Events >= taken[doc] {
+				break
+			}
+			if time.Since(began) > 30*time.Second {
+				return 0, 0, fmt.Errorf("event %d not visible after 30s", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		lat = append(lat, time.Since(began))
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
