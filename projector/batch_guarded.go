@@ -152,7 +152,7 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // strategy would not simply apply or pass over: a predecessor missing, a
 // second creation, a step that fails.
 func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool) (put *driver.Put, results []Result, ok bool) {
-	read := stored{found: found, meta: cur.Meta}
+	t := tallyOf(k, stored{found: found, meta: cur.Meta})
 	var state any
 	if found {
 		state = cur.State
@@ -160,7 +160,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	changed := false
 	for _, i := range idx {
 		ev := events[i]
-		v, err := k.check(read, ev, p.creates(ev))
+		v, err := t.check(ev, p.creates(ev))
 		switch {
 		case err != nil:
 			return nil, nil, false
@@ -179,8 +179,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 			return nil, nil, false // under its failure policy, one at a time
 		}
 		state, changed = next, true
-		read = k.record(stored{found: true, meta: read.meta}, ev)
-		read.found = true
+		t.record(ev)
 		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
@@ -190,7 +189,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	if found {
 		expected = cur.Meta.Version
 	}
-	meta := read.meta
+	meta := t.meta()
 	meta.Version = cur.Meta.Version + 1
 	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, true
 }

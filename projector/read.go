@@ -176,11 +176,11 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	if d.Settle != nil {
 		x.settling = true
 	}
-	it := item{d: d}
+	it := item{d: d, key: r.engine.partitionKey(d.Event)}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
 	}
-	part := x.parts[maphash.String(r.seed, d.Event.StreamID)%uint64(len(x.parts))]
+	part := x.parts[maphash.String(r.seed, it.key)%uint64(len(x.parts))]
 	r.inFlight.Add(1)
 	select {
 	case part <- it:

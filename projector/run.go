@@ -12,6 +12,7 @@ import (
 type run struct {
 	r        *Runner
 	tr       *tracker
+	bounds   batchBounds // of a worker's batch
 	parts    []chan item
 	heads    []chan struct{} // a worker's batch is written now: the source reached its head
 	halt     atomic.Bool     // stopping: queued events are left for the next run
@@ -36,6 +37,7 @@ type run struct {
 
 type item struct {
 	d       Delivery
+	key     string // what the runner spreads it over workers by (Engine.partitionKey)
 	seq     uint64
 	tracked bool
 }

@@ -21,7 +21,10 @@ import (
 //
 // Events are handled by workers, each owning the streams that hash to it, so
 // the events of one stream are handled in order and those of different streams
-// in parallel. The checkpoint moves only over a prefix of deliveries that are
+// in parallel. An engine of one projection whose documents are fed by many
+// streams (a strategy other than [StreamRevision]) has its events spread by
+// document instead, so that a document's events meet in one worker's
+// batches. The checkpoint moves only over a prefix of deliveries that are
 // all handled, whichever worker had them.
 type Runner struct {
 	name        string
@@ -377,7 +380,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.caughtUp.Store(false)
 	r.ready.Store(false)
 	r.halting.Store(false)
-	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1)}
+	x := &run{r: r, tr: newTracker(from), saveNow: make(chan struct{}, 1), bounds: r.boundsOf()}
 	if err := x.anchor(ctx, from); err != nil || ctx.Err() != nil {
 		if rec, ok := r.checkpoints.(ErrorRecorder); ok && err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)

@@ -87,6 +87,47 @@ type documents interface {
 	within(ctx context.Context, e *Engine, t target, ev Event, attempt func(context.Context) (step, error)) (step, error)
 }
 
+// tally is what a strategy knows of a document's applied events, folded
+// over many events in memory (a batch): what check and record would say
+// and give one event at a time, at a cost per event that does not grow with
+// what the document remembers (a window of handled ids, the revisions of
+// many streams). It owns its copy of the meta.
+type tally interface {
+	check(ev Event, creates bool) (verdict, error)
+	record(ev Event)
+	meta() driver.Meta
+}
+
+// tallier is a strategy with a tally of its own; tallyOf gives the others
+// one that calls check and record.
+type tallier interface {
+	tally(d stored) tally
+}
+
+// tallyOf starts k's tally of document d as read.
+func tallyOf(k keeper, d stored) tally {
+	if t, ok := k.(tallier); ok {
+		return t.tally(d)
+	}
+	return &plainTally{k: k, d: d}
+}
+
+// plainTally folds with the strategy's check and record: for strategies
+// whose record costs the same whatever the document holds.
+type plainTally struct {
+	k keeper
+	d stored
+}
+
+func (t *plainTally) check(ev Event, creates bool) (verdict, error) { return t.k.check(t.d, ev, creates) }
+
+func (t *plainTally) record(ev Event) {
+	t.d = t.k.record(stored{found: true, meta: t.d.meta}, ev)
+	t.d.found = true
+}
+
+func (t *plainTally) meta() driver.Meta { return t.d.meta }
+
 // stored is a document as the engine read it: whether it exists, and what
 // it holds of the events it has applied: a revision ([gated]) or a meta
 // ([versioned]).
@@ -173,5 +214,10 @@ func (l *docLocks) lock(k docKey) func() {
 // streamKey makes a stream name usable as a field name: no dots, no dollar
 // signs, no percent signs left unescaped.
 func streamKey(stream string) string {
-	return strings.NewReplacer("%", "%25", ".", "%2E", "$", "%24").Replace(stream)
+	if !strings.ContainsAny(stream, "%.$") {
+		return stream
+	}
+	return streamKeys.Replace(stream)
 }
+
+var streamKeys = strings.NewReplacer("%", "%25", ".", "%2E", "$", "%24")

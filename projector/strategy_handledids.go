@@ -63,3 +63,53 @@ func (h handledIDs) valid() error {
 
 func (handledIDs) everyRevision() bool { return false }
 func (handledIDs) orderedSource() bool { return false }
+
+// tally: the window's ids in a set, so that a check does not scan the
+// window, and its events appended once, so that a record does not copy it.
+func (h handledIDs) tally(d stored) tally {
+	t := &handledTally{h: h, found: d.found, m: d.meta, handled: slices.Clone(d.meta.Handled), ids: make(map[string]struct{}, len(d.meta.Handled))}
+	for _, x := range t.handled {
+		t.ids[x.ID] = struct{}{}
+	}
+	return t
+}
+
+type handledTally struct {
+	h       handledIDs
+	found   bool
+	m       driver.Meta
+	handled []driver.Handled // oldest first; the window is handled[start:]
+	start   int
+	ids     map[string]struct{} // the ids of the window
+}
+
+func (t *handledTally) check(ev Event, _ bool) (verdict, error) {
+	if err := needPosition(t.h, ev); err != nil {
+		return 0, err
+	}
+	if _, ok := t.ids[ev.ID]; ok {
+		return duplicate, nil
+	}
+	if t.found && ev.Position <= t.m.Evicted {
+		return refuse, fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, t.m.Evicted)
+	}
+	return apply, nil
+}
+
+func (t *handledTally) record(ev Event) {
+	t.handled = append(t.handled, driver.Handled{ID: ev.ID, Position: ev.Position})
+	t.ids[ev.ID] = struct{}{}
+	t.found = true
+	for len(t.handled)-t.start > t.h.window {
+		x := t.handled[t.start]
+		delete(t.ids, x.ID)
+		t.m.Evicted = max(t.m.Evicted, x.Position)
+		t.start++
+	}
+}
+
+func (t *handledTally) meta() driver.Meta {
+	m := t.m
+	m.Handled = slices.Clone(t.handled[t.start:])
+	return m
+}

@@ -44,3 +44,27 @@ func (revisionMap) needs(store driver.Store) error {
 
 func (revisionMap) everyRevision() bool { return true }
 func (revisionMap) orderedSource() bool { return false }
+
+// tally: the map copied once, then set in place.
+func (r revisionMap) tally(d stored) tally { return &revisionTally{d: d} }
+
+type revisionTally struct {
+	d     stored
+	owned bool // d.meta.Revisions is the tally's own copy
+}
+
+func (t *revisionTally) check(ev Event, creates bool) (verdict, error) {
+	return revisionMap{}.check(t.d, ev, creates)
+}
+
+func (t *revisionTally) record(ev Event) {
+	if !t.owned {
+		t.d = revisionMap{}.record(t.d, ev)
+		t.owned = true
+	} else {
+		t.d.meta.Revisions[streamKey(ev.StreamID)] = ev.StreamRevision
+	}
+	t.d.found = true
+}
+
+func (t *revisionTally) meta() driver.Meta { return t.d.meta }

@@ -31,47 +31,61 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, 
 	}
 }
 
-// fill adds to batch what the partition has queued, up to the batch size
-// and its bytes.
-// While the source is behind its head it waits for more: up to the window for
-// each next event, up to holdWindows windows in all, and no longer once the
-// source reaches its head.
+// fill adds to batch what the partition has queued, up to the batch's
+// bounds (see batchBounds) and its bytes.
+// While the source is behind its head it waits for more: up to the gap for
+// each next event, up to the hold in all, and no longer once the source
+// reaches its head.
 func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item {
 	r := x.r
+	b := x.bounds
 	wait := r.window > 0 && !r.caughtUp.Load() // at the head, no waiting
 	var hold <-chan time.Time
 	var gap *time.Timer
 	if wait {
-		t := time.NewTimer(holdWindows * r.window)
+		t := time.NewTimer(b.hold)
 		defer t.Stop()
 		hold = t.C
-		gap = time.NewTimer(r.window)
+		gap = time.NewTimer(b.gap)
 		defer gap.Stop()
 	}
 	size := 0
+	var docs map[string]struct{}
+	if b.documents > 0 {
+		docs = make(map[string]struct{}, b.documents)
+	}
+	add := func(it item) {
+		batch, size = append(batch, it), size+eventBytes(it)
+		if docs != nil {
+			docs[it.key] = struct{}{}
+		}
+	}
 	for _, it := range batch {
 		size += eventBytes(it)
+		if docs != nil {
+			docs[it.key] = struct{}{}
+		}
 	}
-	for len(batch) < r.batch && size < r.batchBytes {
+	for len(batch) < b.events && size < r.batchBytes && (docs == nil || len(docs) < b.documents) {
 		select {
 		case it, ok := <-part:
 			if !ok {
 				return batch
 			}
-			batch, size = append(batch, it), size+eventBytes(it)
+			add(it)
 			continue
 		default:
 		}
 		if !wait {
 			return batch
 		}
-		gap.Reset(r.window)
+		gap.Reset(b.gap)
 		select {
 		case it, ok := <-part:
 			if !ok {
 				return batch
 			}
-			batch, size = append(batch, it), size+eventBytes(it)
+			add(it)
 		case <-gap.C:
 			return batch
 		case <-hold:
@@ -81,6 +95,39 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 		}
 	}
 	return batch
+}
+
+// batchBounds bound a worker's batch: at most events events of at most
+// documents documents (0: not counted), gathered while behind the head for
+// up to hold, waiting up to gap for each next event.
+type batchBounds struct {
+	events, documents int
+	gap, hold         time.Duration
+}
+
+// versionedHold is how many batch windows a batch of versioned documents
+// is held while catching up, and versionedEvents how many times the batch
+// size it may hold in events.
+const (
+	versionedHold   = 100
+	versionedEvents = 10
+)
+
+// boundsOf returns a runner's batch bounds. A batch of documents under the
+// revision gate holds up to the batch size in events: its stream folds
+// write each document once for the events of its whole stream. A document
+// fed by many streams is read and written once for the events of it that
+// one batch holds, so an engine whose events go to workers by document
+// (Engine.byDocument) holds up to the batch size in documents while
+// catching up, up to 10 times that in events, and up to 100 windows
+// without a gap (2 s by default): the reader's pauses, while another worker
+// writes, do not end it.
+func (r *Runner) boundsOf() batchBounds {
+	if !r.engine.byDocument() {
+		return batchBounds{events: r.batch, gap: r.window, hold: holdWindows * r.window}
+	}
+	hold := versionedHold * r.window
+	return batchBounds{events: r.batch * versionedEvents, documents: r.batch, gap: hold, hold: hold}
 }
 
 // eventBytes is what an event weighs in a batch: its data and metadata.

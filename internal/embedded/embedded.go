@@ -112,7 +112,7 @@ func Start(cfg Config) (*Server, error) {
 		}
 		s.lock = lock
 		// In-memory SQLite hangs FerretDB's updates; files work.
-		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/"
+		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/?_pragma=synchronous(normal)"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
 		s.ids = newIDIndexer(dir, cfg.Logger)
 	default:
