@@ -119,7 +119,9 @@ type plainTally struct {
 	d stored
 }
 
-func (t *plainTally) check(ev Event, creates bool) (verdict, error) { return t.k.check(t.d, ev, creates) }
+func (t *plainTally) check(ev Event, creates bool) (verdict, error) {
+	return t.k.check(t.d, ev, creates)
+}
 
 func (t *plainTally) record(ev Event) {
 	t.d = t.k.record(stored{found: true, meta: t.d.meta}, ev)
