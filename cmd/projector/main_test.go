@@ -119,6 +119,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"bench without carts", []string{"bench", "--carts", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
 		{"bench without rounds", []string{"bench", "--rounds", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
 		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers and --batch >= 1"},
+		{"bench of an unknown read model", []string{"bench", "--projection", "nope"}, 2, `--projection: want details, client or shop, got "nope"`},
 		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch and --batch-mib >= 1"},
 	})
 }
@@ -150,11 +151,44 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 		"A's process peaked at ",
 		"A on 60 events (the same 6 carts, 10 events each)",
 		"documents equal the fold: 6 of 6",
-		"live, 10 events at 100/s",
+		"live (details), 10 events at 100/s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// The summaries: each read model's documents are checked against its fold,
+// and compared with the details projection on the same events (D).
+func TestBench_a_summary_is_compared_with_the_details_on_the_same_events(t *testing.T) {
+	for _, c := range []struct{ projection, docs, shape string }{
+		{"client", "2 of 2", "cart_client_summary (one document per client"},
+		{"shop", "1 of 1", "cart_shop_summary (one document fed by every cart"},
+	} {
+		t.Run(c.projection, func(t *testing.T) {
+			out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t), "--projection", c.projection,
+				"--carts", "20", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "0", "--rounds", "1")
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+			}
+			for _, want := range []string{
+				"100 events over 20 carts (5 per cart, shuffled) of 2 clients",
+				"read model: " + c.shape,
+				"A  projector catch-up (" + c.projection + ", workers 4",
+				"A's documents equal the fold (and L's): " + c.docs,
+				"D  the details projection on the same events: ",
+				"A's throughput / D's = ",
+				"live (" + c.projection + "), 10 events at 100/s",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("no %q in:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "B  seed per-event") {
+				t.Errorf("B, the details' per-event code, run for a summary:\n%s", out)
+			}
+		})
 	}
 }
 
