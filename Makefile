@@ -44,29 +44,40 @@ demo:
 # Catch-up three ways on the same events (the projector, the seed's per-event
 # code, the bulk-write floor), with ratios to the floor F (reading the events
 # plus writing each document once); on FerretDB's PostgreSQL backend when
-# PostgreSQL is installed. One run per workload, carts:interleaving, each of
-# 20 events a cart: 200 carts (with A's memory at 10x the events and the live
-# latency) and 2,000, shuffled over the log and clustered (B on a sample of
-# 4,000 events); in each, A, L and R are timed 3 times in turns and the
-# medians reported (--rounds). make bench-large runs 20,000 carts (400,000
-# events).
+# PostgreSQL is installed (BENCH_SQLITE=1: on the embedded SQLite default).
+# One run per workload, carts:interleaving[:read model], each of 20 events a
+# cart: 200 carts (with A's memory at 10x the events and the live latency)
+# and 2,000, shuffled over the log and clustered (B on a sample of 4,000
+# events); in each, A, L and R are timed 3 times in turns and the medians
+# reported (--rounds). The read model is the cart details by default; client
+# (a document per client fed by its carts, RevisionMap) and shop (one document
+# fed by every cart, HandledIDs) are compared with the details on the same
+# events (D); shuffled, A is timed again at 10x the events over the same
+# documents and at 10x the documents, and the live latency is of the same
+# shape. make bench-large runs 20,000 carts (400,000 events).
 # BENCH_FLAGS passes flags to every run. Last, tracing's overhead on A at 200
 # carts, every event traced, 15 runs each way in turns (BENCH_TRACE=0: not).
 BENCH_FLAGS ?=
 BENCH_TRACE ?= 1
-BENCH_WORKLOADS ?= 200:shuffled 200:clustered 2000:shuffled 2000:clustered
+BENCH_WORKLOADS ?= 200:shuffled 200:clustered 2000:shuffled 2000:clustered \
+	2000:shuffled:client 2000:clustered:client 2000:shuffled:shop 2000:clustered:shop
+BENCH_SQLITE ?=
 bench:
 	$(GO) build -o bin/projector-bench ./cmd/projector
 	scripts/with-postgres sh -c 'pg="$${PROJECTOR_TEST_POSTGRES:+$$PROJECTOR_TEST_POSTGRES?pool_max_conns=200}"; \
+	  [ -z "$(BENCH_SQLITE)" ] || pg=""; \
 	  for w in $(BENCH_WORKLOADS); do \
-	    carts=$${w%%:*}; more=""; [ "$$carts" -gt 200 ] && more="--memory-scale 0 --live-events 0"; \
-	    bin/projector-bench bench --postgres "$$pg" --carts $$carts --interleave $${w##*:} --b-sample 4000 $$more $(BENCH_FLAGS) || exit 1; \
+	    carts=$${w%%:*}; rest=$${w#*:}; interleave=$${rest%%:*}; model=details; [ "$$rest" = "$$interleave" ] || model=$${rest#*:}; \
+	    more=""; [ "$$carts" -gt 200 ] && more="--memory-scale 0 --live-events 0"; \
+	    [ $$model = details ] || { more="--skip-b --memory-scale 0 --live-events 0"; \
+	      [ $$interleave = clustered ] || more="--skip-b --documents-scale 10"; }; \
+	    bin/projector-bench bench --postgres "$$pg" --carts $$carts --interleave $$interleave --projection $$model --b-sample 4000 $$more $(BENCH_FLAGS) || exit 1; \
 	  done; \
 	  [ "$(BENCH_TRACE)" = 0 ] || bin/projector-bench bench --postgres "$$pg" --carts 200 --skip-b --memory-scale 0 --live-events 0 \
 	    --trace-rounds 15 --traced-events $(BENCH_FLAGS)'
 
 bench-large:
-	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered" BENCH_TRACE=0
+	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered 20000:shuffled:client 20000:shuffled:shop" BENCH_TRACE=0
 
 build:
 	$(GO) build -o bin/projector ./cmd/projector

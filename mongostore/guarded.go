@@ -21,7 +21,8 @@ type metaDoc struct {
 	Version   int64            `bson:"v"`
 	Revisions map[string]int64 `bson:"revs,omitempty"`
 	Position  int64            `bson:"pos,omitempty"`
-	Handled   []handledDoc     `bson:"handled,omitempty"`
+	Handled   []byte           `bson:"hids,omitempty"`    // handled.go
+	OldForm   []handledDoc     `bson:"handled,omitempty"` // read, not written
 	Evicted   int64            `bson:"evicted,omitempty"`
 	Replayed  string           `bson:"replayed,omitempty"`
 }
@@ -39,13 +40,11 @@ func toMetaDoc(m driver.Meta) metaDoc {
 			d.Revisions[k] = int64(v)
 		}
 	}
-	for _, h := range m.Handled {
-		d.Handled = append(d.Handled, handledDoc{ID: h.ID, Position: int64(h.Position)})
-	}
+	d.Handled = encodeHandled(m.Handled)
 	return d
 }
 
-func (d metaDoc) meta() driver.Meta {
+func (d metaDoc) meta() (driver.Meta, error) {
 	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted), Replayed: d.Replayed}
 	if len(d.Revisions) > 0 {
 		m.Revisions = make(map[string]uint64, len(d.Revisions))
@@ -53,10 +52,16 @@ func (d metaDoc) meta() driver.Meta {
 			m.Revisions[k] = uint64(v)
 		}
 	}
-	for _, h := range d.Handled {
+	for _, h := range d.OldForm {
 		m.Handled = append(m.Handled, driver.Handled{ID: h.ID, Position: uint64(h.Position)})
 	}
-	return m
+	if len(d.Handled) > 0 {
+		var err error
+		if m.Handled, err = decodeHandled(d.Handled); err != nil {
+			return driver.Meta{}, err
+		}
+	}
+	return m, nil
 }
 
 // LoadGuarded implements [driver.GuardedStore].
@@ -86,7 +91,11 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 			return driver.Meta{}, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
 	}
-	return wrap.Meta.meta(), nil
+	meta, err := wrap.Meta.meta()
+	if err != nil {
+		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+	}
+	return meta, nil
 }
 
 // guardedFields are the engine's fields of a versioned document: its id,

@@ -204,8 +204,10 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	for _, p := range engine.projections {
 		// A document fed by streams of several workers sees their events
 		// out of log order, by up to what the workers hold: past its window,
-		// an event counts as older than the window and is refused.
-		if h, ok := keeperOf(p).(handledIDs); ok && r.workers > 1 && h.window < r.workers*(r.batch+r.buffer) {
+		// an event counts as older than the window and is refused. (An
+		// engine that spreads its events by document gives each document's
+		// events to one worker.)
+		if h, ok := keeperOf(p).(handledIDs); ok && r.workers > 1 && !engine.byDocument() && h.window < r.workers*(r.batch+r.buffer) {
 			r.logger.Warn("a handled-ids window smaller than the events the workers hold: a document fed by many streams may refuse "+
 				"events as older than the window (ErrOutsideWindow); give the projection one worker, or a window above the events in flight",
 				"projection", p.Name(), "window", h.window, "workers", r.workers, "in_flight", r.workers*(r.batch+r.buffer))

@@ -48,14 +48,15 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
 	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
 	var skipB, warmup bool
-	var scale, bSample, rounds int
+	var scale, docScale, bSample, rounds int
 	interleave := "shuffled"
 	fs.StringVar(&interleave, "interleave", interleave, "how the carts' events interleave in the log: shuffled (over the whole log) or clustered (each cart active over a short window, as real carts are)")
 	fs.IntVar(&bSample, "b-sample", 0, "run B on the first this many cart events of the log only, and report its rate (0: all)")
 	var cpuProfile, cpuProfileA, memProfileA string
 	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
 	fs.IntVar(&rounds, "rounds", 3, "time A, L and R this many times, in turns, and report the medians (A's peak memory is the highest of its rounds)")
-	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory (0: skip)")
+	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory and time (0: skip)")
+	fs.IntVar(&docScale, "documents-scale", 0, "run A again on this many times the carts (and clients), each of as many events, for its time (0: skip)")
 	var traceRounds int
 	var tracedEvents bool
 	fs.BoolVar(&tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
@@ -70,8 +71,8 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || bSample < 0 || traceRounds < 0 || rounds < 1 {
-		fmt.Fprintln(stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --b-sample, --trace-rounds and --batch-window >= 0")
+	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || docScale < 0 || bSample < 0 || traceRounds < 0 || rounds < 1 {
+		fmt.Fprintln(stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if interleave != "shuffled" && interleave != "clustered" {
@@ -330,8 +331,13 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v; %d documents folded from their streams, which gave %d events\n",
 		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond), resA.folded, resA.streamRead)
 	if scale > 1 {
-		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts, events*scale, tune, resA.maxRSS); err != nil {
+		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts, events*scale, tune, resA); err != nil {
 			return fmt.Errorf("%dx: %w", scale, err)
+		}
+	}
+	if docScale > 1 {
+		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts*docScale, events, tune, resA); err != nil {
+			return fmt.Errorf("%dx the carts: %w", docScale, err)
 		}
 	}
 	if liveEvents > 0 {
@@ -348,8 +354,10 @@ func runBench(ctx context.Context, inv app.Invocation) error {
 }
 
 // benchScaled runs A on carts carts of events events each, on an event
-// server of its own, and compares its peak resident set with base's (KiB).
-func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, model benchModel, carts, events int, tune catchUpSettings, base int64) error {
+// server of its own, and compares its time and peak resident set with
+// base's: how A grows with the events of each document, or with the
+// documents.
+func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string, client *mongo.Client, model benchModel, carts, events int, tune catchUpSettings, base childReport) error {
 	elog, err := startEventLog(ctx, carts, events, "shuffled", false)
 	if err != nil {
 		return err
@@ -370,10 +378,12 @@ func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string,
 		return err
 	}
 	wrong := want.wrong(ctx, db)
-	if rep.maxRSS > 0 && base > 0 {
-		fmt.Fprintf(stdout, "  A on %d events (the same %d carts, %d events each): %v, peaked at %.1f MiB resident, %.2fx the run above; documents equal the fold: %d of %d\n",
-			total, carts, events, rep.took.Round(time.Millisecond), float64(rep.maxRSS)/1024, float64(rep.maxRSS)/float64(base), len(want.docs)-wrong, len(want.docs))
+	memory := ""
+	if rep.maxRSS > 0 && base.maxRSS > 0 {
+		memory = fmt.Sprintf(", peaked at %.1f MiB resident, %.2fx the run above", float64(rep.maxRSS)/1024, float64(rep.maxRSS)/float64(base.maxRSS))
 	}
+	fmt.Fprintf(stdout, "  A on %d events (%d carts, %d events each; %d documents): %v, %.2fx the time of the run above%s; documents equal the fold: %d of %d\n",
+		total, carts, events, len(want.docs), rep.took.Round(time.Millisecond), rep.took.Seconds()/base.took.Seconds(), memory, len(want.docs)-wrong, len(want.docs))
 	if wrong > 0 {
 		return fmt.Errorf("%d of %d documents differ from the fold", wrong, len(want.docs))
 	}

@@ -149,7 +149,8 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 		"A/B = ",
 		"A's documents equal the fold (and L's): 6 of 6",
 		"A's process peaked at ",
-		"A on 60 events (the same 6 carts, 10 events each)",
+		"A on 60 events (6 carts, 10 events each; 6 documents): ",
+		"x the time of the run above, peaked at ",
 		"documents equal the fold: 6 of 6",
 		"live (details), 10 events at 100/s",
 	} {
@@ -168,7 +169,7 @@ func TestBench_a_summary_is_compared_with_the_details_on_the_same_events(t *test
 	} {
 		t.Run(c.projection, func(t *testing.T) {
 			out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t), "--projection", c.projection,
-				"--carts", "20", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "0", "--rounds", "1")
+				"--carts", "20", "--events", "5", "--live-events", "10", "--live-rate", "100", "--memory-scale", "2", "--documents-scale", "2", "--rounds", "1")
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 			}
@@ -180,6 +181,8 @@ func TestBench_a_summary_is_compared_with_the_details_on_the_same_events(t *test
 				"D  the details projection on the same events: ",
 				"A's throughput / D's = ",
 				"live (" + c.projection + "), 10 events at 100/s",
+				"A on 200 events (20 carts, 10 events each; " + c.docs[:1] + " documents): ",
+				"A on 200 events (40 carts, 5 events each; ",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("no %q in:\n%s", want, out)
