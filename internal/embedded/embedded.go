@@ -6,6 +6,12 @@
 // FerretDB is not MongoDB: it has no transactions or change streams and its
 // updates are much slower. It is the zero-setup default, not a production
 // store.
+//
+// On SQLite the server adds the index FerretDB's own lookups by _id can use
+// (idindex.go), and runs SQLite in WAL mode with synchronous(normal): a
+// commit does not wait for the disk. A process crash loses nothing; a power
+// loss may lose the last commits, in their order, so that a checkpoint
+// written after the documents it covers is never kept without them.
 package embedded
 
 import (

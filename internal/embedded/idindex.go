@@ -45,11 +45,18 @@ type idIndexer struct {
 	dir    string
 	logger *slog.Logger
 	mu     sync.Mutex
-	dbs    map[string]*sql.DB // by file
+	dbs    map[string]openFile // by file name
+}
+
+// openFile is a connection to a database file, and the file it opened: a
+// database dropped and made again is a new file under the same name.
+type openFile struct {
+	db   *sql.DB
+	file os.FileInfo
 }
 
 func newIDIndexer(dir string, logger *slog.Logger) *idIndexer {
-	return &idIndexer{dir: dir, logger: logger, dbs: map[string]*sql.DB{}}
+	return &idIndexer{dir: dir, logger: logger, dbs: map[string]openFile{}}
 }
 
 // keep indexes the tables every idIndexEvery until ctx ends, then closes
@@ -91,18 +98,9 @@ func (x *idIndexer) indexAll(ctx context.Context) error {
 // indexFile adds the index to the tables of the collections of database
 // file f.
 func (x *idIndexer) indexFile(ctx context.Context, f string) error {
-	db := x.dbs[f]
-	if db == nil {
-		if _, err := os.Stat(f); err != nil {
-			return err
-		}
-		var err error
-		db, err = sql.Open("sqlite", "file:"+f+"?_pragma=busy_timeout(10000)")
-		if err != nil {
-			return err
-		}
-		db.SetMaxOpenConns(1)
-		x.dbs[f] = db
+	db, err := x.open(f)
+	if err != nil {
+		return err
 	}
 	rows, err := db.QueryContext(ctx, `SELECT c.table_name FROM _ferretdb_collections c WHERE NOT EXISTS
 		(SELECT 1 FROM sqlite_master m WHERE m.type = 'index' AND m.name = c.table_name || ?)`, idIndexSuffix)
@@ -137,11 +135,34 @@ func (x *idIndexer) indexFile(ctx context.Context, f string) error {
 	return nil
 }
 
+// open returns a connection to database file f, the file now under that
+// name.
+func (x *idIndexer) open(f string) (*sql.DB, error) {
+	now, err := os.Stat(f)
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := x.dbs[f]; ok {
+		if os.SameFile(o.file, now) {
+			return o.db, nil
+		}
+		o.db.Close() // the database was dropped: its file is gone
+		delete(x.dbs, f)
+	}
+	db, err := sql.Open("sqlite", "file:"+f+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	x.dbs[f] = openFile{db: db, file: now}
+	return db, nil
+}
+
 func (x *idIndexer) close() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for f, db := range x.dbs {
-		db.Close()
+	for f, o := range x.dbs {
+		o.db.Close()
 		delete(x.dbs, f)
 	}
 }

@@ -102,7 +102,8 @@ func TestIndexIDs_lets_a_lookup_by_id_search_the_table(t *testing.T) {
 }
 
 // Without being asked, the server indexes a table FerretDB creates, within a
-// bounded time; a collection dropped and made again is indexed again.
+// bounded time; a collection dropped and made again is indexed again, and so
+// is a database dropped and made again (a new file under the same name).
 func TestServer_indexes_new_tables_by_itself(t *testing.T) {
 	dir := t.TempDir()
 	_, coll := startWithDocuments(t, dir, 3)
@@ -122,6 +123,13 @@ func TestServer_indexes_new_tables_by_itself(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "again"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitIndexed()
+	if err := coll.Database().Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "once more"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitIndexed()
