@@ -7,8 +7,7 @@
 // updates are much slower. It is the zero-setup default, not a production
 // store.
 //
-// On SQLite the server adds the index FerretDB's own lookups by _id can use
-// (idindex.go), and runs SQLite in WAL mode with synchronous(normal): a
+// On SQLite the server runs SQLite in WAL mode with synchronous(normal): a
 // commit does not wait for the disk. A process crash loses nothing; a power
 // loss may lose the last commits, in their order, so that a checkpoint
 // written after the documents it covers is never kept without them.
@@ -51,11 +50,6 @@ type Server struct {
 	done   chan struct{}
 	desc   string
 	lock   *flock.Flock // the data dir's, held while the server runs
-	// ids indexes _id lookups on SQLite (idindex.go); stopIDs stops it and
-	// idsDone is closed once it has.
-	ids     *idIndexer
-	stopIDs context.CancelFunc
-	idsDone chan struct{}
 }
 
 // lockFile is the file in a data dir that the process serving it holds a
@@ -120,7 +114,6 @@ func Start(cfg Config) (*Server, error) {
 		// In-memory SQLite hangs FerretDB's updates; files work.
 		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/?_pragma=synchronous(normal)"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
-		s.ids = newIDIndexer(dir, cfg.Logger)
 	default:
 		return nil, errors.New("embedded: set a data dir or a PostgreSQL URL")
 	}
@@ -144,26 +137,7 @@ func Start(cfg Config) (*Server, error) {
 	s.f, s.cancel, s.done = f, cancel, make(chan struct{})
 	go func() { defer close(s.done); _ = f.Run(ctx) }()
 	s.uri = f.MongoDBURI() // waits for the listener
-	if s.ids != nil {
-		ictx, stop := context.WithCancel(context.Background())
-		s.stopIDs, s.idsDone = stop, make(chan struct{})
-		go func() { defer close(s.idsDone); s.ids.keep(ictx) }()
-	}
 	return s, nil
-}
-
-// IndexIDs gives every collection's table on SQLite, now, the index that
-// lets FerretDB find a document by _id without reading the whole table
-// (idindex.go); the server also does so on its own, within a tenth of a
-// second of a table's creation. On PostgreSQL it does nothing.
-func (s *Server) IndexIDs(ctx context.Context) error {
-	if s.ids == nil {
-		return nil
-	}
-	if err := s.ids.indexAll(ctx); err != nil {
-		return fmt.Errorf("embedded: index _id lookups: %w", err)
-	}
-	return nil
 }
 
 // writable makes dir and checks that files can be created in it.
@@ -187,10 +161,6 @@ func (s *Server) String() string { return s.desc }
 
 // Close stops the server and waits for it, then lets go of its data dir.
 func (s *Server) Close() {
-	if s.stopIDs != nil {
-		s.stopIDs()
-		<-s.idsDone
-	}
 	s.cancel()
 	<-s.done
 	s.unlock()
