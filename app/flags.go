@@ -104,7 +104,7 @@ func usageError(w io.Writer, format string, args ...any) error {
 
 // batchFlags registers the batching of catch-up.
 func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration, mib *int) {
-	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time); a projection's own Batch wins")
+	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time; documents, not events, for a projection fed by many streams); a projection's own Batch wins")
 	fs.DurationVar(window, "batch-window", projector.DefaultBatchWindow, "while catching up, how long a worker waits for its next event before it writes its batch")
 	fs.IntVar(mib, "batch-mib", projector.DefaultBatchBytes>>20, "and at most this many MiB of the events' data and metadata in a batch")
 }

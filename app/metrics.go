@@ -211,6 +211,16 @@ func (s timedStore) WriteMany(ctx context.Context, collection string, writes []d
 	return s.Store.WriteMany(ctx, collection, writes)
 }
 
+func (s timedStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
+	defer s.observe("load_many", collection, time.Now())
+	return s.Store.LoadGuardedMany(ctx, collection, ids, newState)
+}
+
+func (s timedStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
+	defer s.observe("write_many", collection, time.Now())
+	return s.Store.PutGuardedMany(ctx, collection, puts)
+}
+
 func (s timedStore) observe(op, collection string, start time.Time) {
 	s.latency.WithLabelValues(collection, op).Observe(time.Since(start).Seconds())
 }

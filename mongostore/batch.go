@@ -116,7 +116,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
 // reports whether writes[i] took effect.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes)), sure: make([]bool, len(writes))}
+	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
 	b.docs = make([]bson.Raw, len(writes))
@@ -158,9 +158,9 @@ type bulk struct {
 	coll   *mongo.Collection
 	writes []driver.Write
 	docs   []bson.Raw
-	// ok[i]: writes[i] took effect; sure[i]: and what the server holds is
-	// docs[i] (for the cache).
-	ok, sure []bool
+	// ok[i]: writes[i] took effect, and the server holds docs[i] (for the
+	// cache).
+	ok []bool
 }
 
 // tokenOf returns the write token of an encoded document.
@@ -173,7 +173,7 @@ func tokenOf(doc bson.Raw) string {
 // the rest.
 func (b *bulk) cache(collection string) {
 	for i, w := range b.writes {
-		if !b.ok[i] || !b.sure[i] {
+		if !b.ok[i] {
 			b.s.cacheDrop(collection, w.ID)
 		} else {
 			b.s.cachePut(collection, w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, b.docs[i])
@@ -184,13 +184,7 @@ func (b *bulk) cache(collection string) {
 // insert inserts the documents of chunk, unordered: those that exist
 // already are not ok.
 func (b *bulk) insert(ctx context.Context, chunk []int) error {
-	if err := b.s.insertMany(ctx, b.coll, b.docs, chunk, b.ok); err != nil {
-		return err
-	}
-	for _, i := range chunk {
-		b.sure[i] = b.ok[i]
-	}
-	return nil
+	return b.s.insertMany(ctx, b.coll, b.docs, chunk, b.ok)
 }
 
 // insertMany inserts docs[i] for each i of which, unordered, in commands
@@ -235,7 +229,7 @@ func (b *bulk) replace(ctx context.Context, chunk []int) error {
 		return err
 	}
 	for j, i := range chunk {
-		b.ok[i], b.sure[i] = ok[j], ok[j]
+		b.ok[i] = ok[j]
 	}
 	return nil
 }

@@ -21,9 +21,11 @@ type Option func(*Store)
 // cache, and its writes drop the document from it.
 //
 // A cached document another process has moved is caught: the batch's write
-// is conditional on the cached revision, misses, and the engine takes the
-// document through the revision gate, which reads the server. A change that
-// keeps the revision is not caught: a parked event replayed by another
+// is conditional on the cached revision (or, for a document kept under
+// another strategy than the revision gate, its version, which every write
+// moves on), misses, and the engine takes the document through the
+// per-event path, which reads the server. Under the revision gate a change
+// that keeps the revision is not caught: a parked event replayed by another
 // process, or an edit by hand, is written over by the next batch of a
 // projector that holds the document. Replay parked events while the
 // projection is stopped (as replay-parked asks), or with the store the

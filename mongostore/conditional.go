@@ -126,36 +126,26 @@ type replacement struct {
 
 // replaceMany replaces documents conditionally, in any order, and reports
 // which replacements took: in bulk commands of the store's size, each
-// statement filtered as findIf says. When the server matched fewer than it
-// was sent, a read of the documents' write tokens tells which took.
+// statement filtered as findIf says (on FerretDB, a command's documents
+// are checked just before it). When the server matched fewer than it was
+// sent, a read of the documents' write tokens tells which took.
 func (s *Store) replaceMany(ctx context.Context, coll *mongo.Collection, reps []replacement) ([]bool, error) {
 	limits := s.bulkLimits(ctx)
 	ok := make([]bool, len(reps))
-	send := make([]int, 0, len(reps))
-	if limits.byID {
-		ids := make([]string, len(reps))
-		fields := bson.D{}
-		for i, r := range reps {
-			ids[i] = r.id
-			if !slices.ContainsFunc(fields, func(e bson.E) bool { return e.Key == r.c.field }) {
-				fields = append(fields, bson.E{Key: r.c.field, Value: 1})
-			}
-		}
-		now, err := s.findEach(ctx, coll, ids, fields)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range reps {
-			if doc, found := now[r.id]; found && r.c.holds(doc) {
-				send = append(send, i)
-			}
-		}
-	} else {
-		for i := range reps {
-			send = append(send, i)
-		}
+	all := make([]int, len(reps))
+	for i := range reps {
+		all[i] = i
 	}
-	for chunk := range slices.Chunk(send, limits.replaces) {
+	for chunk := range slices.Chunk(all, limits.replaces) {
+		if limits.byID {
+			var err error
+			if chunk, err = s.holding(ctx, coll, reps, chunk); err != nil {
+				return nil, err
+			}
+		}
+		if len(chunk) == 0 {
+			continue
+		}
 		models := make([]mongo.WriteModel, len(chunk))
 		for j, i := range chunk {
 			filter := reps[i].c.filter(reps[i].id)
@@ -179,6 +169,31 @@ func (s *Store) replaceMany(ctx context.Context, coll *mongo.Collection, reps []
 		}
 	}
 	return ok, nil
+}
+
+// holding returns the replacements of chunk whose condition holds on the
+// document as the server has it now: the store's own check, where the
+// server cannot take the condition in its filter.
+func (s *Store) holding(ctx context.Context, coll *mongo.Collection, reps []replacement, chunk []int) ([]int, error) {
+	ids := make([]string, len(chunk))
+	fields := bson.D{}
+	for j, i := range chunk {
+		ids[j] = reps[i].id
+		if !slices.ContainsFunc(fields, func(e bson.E) bool { return e.Key == reps[i].c.field }) {
+			fields = append(fields, bson.E{Key: reps[i].c.field, Value: 1})
+		}
+	}
+	now, err := s.findEach(ctx, coll, ids, fields)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, i := range chunk {
+		if doc, found := now[reps[i].id]; found && reps[i].c.holds(doc) {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // tookByToken sets ok[i] for the replacements of chunk whose document holds

@@ -137,7 +137,8 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 
 // LoadGuardedMany implements [driver.GuardedBatchStore]: the documents in
 // the store's cache from there (marked Cached), the others with one query
-// (on FerretDB, one per id, a few at a time).
+// (on FerretDB, one per id, a few at a time). A document that does not
+// decode is left out.
 func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
 	out := make(map[string]driver.Guarded, len(ids))
 	missing := ids[:0:0]
@@ -163,7 +164,10 @@ func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []st
 		state := newState()
 		meta, err := decodeGuarded(collection, id, raw, state)
 		if err != nil {
-			return nil, err
+			// Left out: a batch's write of it then misses, and its events
+			// go one at a time, where reading it says what is wrong. The
+			// batch's other documents stay batched.
+			continue
 		}
 		out[id] = driver.Guarded{Meta: meta, State: state}
 		s.cachePut(collection, id, driver.Head{}, raw)

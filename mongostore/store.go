@@ -5,8 +5,8 @@
 // A document is the projection's state, encoded with the driver's BSON codec,
 // plus fields the engine owns: _id (the document id), and revision (the
 // stream revision of the last event applied) with _stream (the stream that
-// feeds it) and _write (a token of the write), or _meta under the strategies
-// other than the revision gate. A
+// feeds it), or _meta under the strategies other than the revision gate,
+// and _write (a token of the write). A
 // state type must therefore not have fields encoded as those. Readers decode
 // the documents into their own types.
 //
@@ -19,8 +19,12 @@
 // A [Store] is the engine's document store, the interfaces of package
 // projector/driver: Load, Insert, Update and EnsureIndexes ([driver.Store],
 // store.go); LoadMany and WriteMany ([driver.BatchStore], batch.go, with the
-// document cache of cache.go); LoadGuarded, PutGuarded and the inbox
-// ([driver.InboxStore], guarded.go). The rest is what a runner and an
+// document cache of cache.go); LoadGuarded, PutGuarded, LoadGuardedMany,
+// PutGuardedMany and the inbox ([driver.GuardedBatchStore] and
+// [driver.InboxStore], guarded.go, with the window of handled ids of
+// handled.go). Every read or write conditional on what a document holds
+// goes through conditional.go, which says how the condition reaches each
+// server. The rest is what a runner and an
 // operator use beside the engine: checkpoints ([projector.CheckpointStore],
 // checkpoint.go), parked events ([projector.Parker], parked.go), the
 // collection a rebuild switches readers to (collections.go), and what the

@@ -26,6 +26,11 @@ func (e *Engine) batchable() bool { return e.batching }
 // gate instead, with its waits and its failure policy. Events of one document
 // must be in revision order in events, as a catch-up subscription gives them.
 //
+// A node's record about a stream (a deletion), an event whose payload does
+// not decode and an event a projection cannot route are handled alone,
+// through the gate and its policies, between the batches of the events
+// before and after it.
+//
 // A failed event stops a runner, so once one fails, the events still to go
 // through the gate are left alone, with results that are [Failed] with
 // [ErrNotHandled], instead of each waiting out its retry policy for a
@@ -39,11 +44,11 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		b.handleEach(ctx)
 		return out
 	}
-	for _, ev := range events {
+	for i, ev := range events {
 		if isDeletionRecord(ev) {
-			// A node's record about a stream: the whole batch goes through
-			// the gate in order, which applies the deletion policy.
-			b.handleEach(ctx)
+			// A node's record about a stream: through the gate, which
+			// applies the deletion policy.
+			e.handleAround(ctx, events, i, out)
 			return out
 		}
 	}
@@ -63,18 +68,16 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			}
 			ev, err := b.decode(i)
 			if err != nil {
-				// A payload that does not decode: the whole batch goes
-				// through the gate in order, which applies the failure
-				// policy.
-				b.handleEach(ctx)
+				// A payload that does not decode: through the gate, which
+				// applies the failure policy.
+				e.handleAround(ctx, events, i, out)
 				return out
 			}
 			id, ok, err := p.Route(ev)
 			if err != nil {
-				// An event a projection cannot route: the whole batch goes
-				// through the gate in order, which applies the failure
-				// policy.
-				b.handleEach(ctx)
+				// An event a projection cannot route: through the gate,
+				// which applies the failure policy.
+				e.handleAround(ctx, events, i, out)
 				return out
 			}
 			if ok {
@@ -86,6 +89,44 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		b.project(ctx, p, b.ids[k])
 	}
 	return out
+}
+
+// handleAround handles events[i] alone, through Handle, between
+// events[:i] and events[i+1:] handled as batches, in that order: one
+// event the batch path cannot take (a deletion record, a payload that does
+// not decode, an event a projection cannot route) costs a split of the
+// batch, not the batch one event at a time. Once an event fails, those
+// after it are left alone ([ErrNotHandled]), as HandleBatch leaves them.
+func (e *Engine) handleAround(ctx context.Context, events []Event, i int, out [][]Result) {
+	copy(out, e.HandleBatch(ctx, events[:i]))
+	failed := anyFailed(out[:i]...)
+	if !failed {
+		out[i], _ = e.Handle(ctx, events[i])
+		failed = anyFailed(out[i])
+	}
+	rest := out[i+1:]
+	if failed {
+		if !anyFailed(out[i]) {
+			rest = out[i:]
+		}
+		for j := range rest {
+			rest[j] = []Result{{Outcome: Failed, Err: ErrNotHandled}}
+		}
+		return
+	}
+	copy(rest, e.HandleBatch(ctx, events[i+1:]))
+}
+
+// anyFailed reports whether any of the results lists has a failed result.
+func anyFailed(lists ...[]Result) bool {
+	for _, rs := range lists {
+		for _, r := range rs {
+			if r.Outcome == Failed {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // batchRun is one HandleBatch call: its events, their results, and whether

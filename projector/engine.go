@@ -242,19 +242,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		results = e.handleRecord(ctx, ev)
 		return results, joinFailures(results)
 	}
-	// Decoded first, so that a projection's IDFunc may read the payload.
-	decoded, decodeErr := e.registry.Decode(ev)
-	var targets []target
-	var unroutable []unrouted
-	if decodeErr != nil {
-		// The zero value of its type stands in for the payload, so that a
-		// creation event is still known as one when the gate skips it.
-		decoded = ev
-		decoded.Payload, _ = e.registry.zero(ev.Type)
-		targets, unroutable = e.targetsUndecoded(ev, decoded)
-	} else {
-		targets, unroutable = e.targets(decoded)
-	}
+	decoded, decodeErr, targets, unroutable := e.routed(ev)
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
@@ -316,6 +304,26 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 func handlesType(p Definition, payload any) bool {
 	t := reflect.TypeOf(payload)
 	return t != nil && slices.Contains(p.handledTypes(), t)
+}
+
+// routed decodes ev and routes it in each projection: the event decoded
+// (the zero value of its type standing in for a payload that does not
+// decode), the decoding error, the documents it feeds and the projections
+// that want it but cannot route it. Handle and a runner spreading events
+// over its workers (partitionKey) route an event alike.
+func (e *Engine) routed(ev Event) (decoded Event, decodeErr error, targets []target, unroutable []unrouted) {
+	// Decoded first, so that a projection's IDFunc may read the payload.
+	decoded, decodeErr = e.registry.Decode(ev)
+	if decodeErr != nil {
+		// The zero value of its type stands in for the payload, so that a
+		// creation event is still known as one when the gate skips it.
+		decoded = ev
+		decoded.Payload, _ = e.registry.zero(ev.Type)
+		targets, unroutable = e.targetsUndecoded(ev, decoded)
+		return decoded, decodeErr, targets, unroutable
+	}
+	targets, unroutable = e.targets(decoded)
+	return decoded, nil, targets, unroutable
 }
 
 // targets returns the documents ev feeds, one per projection that wants it,

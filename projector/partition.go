@@ -11,30 +11,29 @@ package projector
 // all routed to one document. An event the projection does not route, or
 // cannot, goes by its stream.
 //
-// To route an event, partitionKey decodes it, and keeps the payload in ev
-// so that the worker does not decode it again.
+// To route an event, partitionKey decodes and routes it as Handle does (an
+// event whose payload does not decode goes where its router sends it
+// without reading the payload), and keeps the payload in ev so that the
+// worker does not decode it again.
 func (e *Engine) partitionKey(ev *Event) string {
 	if !e.byDocument() {
 		return ev.StreamID
 	}
-	p := e.projections[0]
-	decoded, err := e.registry.Decode(*ev)
-	if err != nil {
+	decoded, decodeErr, targets, _ := e.routed(*ev)
+	if len(targets) != 1 {
 		return ev.StreamID
 	}
-	id, ok, err := p.Route(decoded)
-	if !ok || err != nil {
-		return ev.StreamID
+	if decodeErr == nil {
+		ev.Payload = decoded.Payload
 	}
-	ev.Payload = decoded.Payload
-	return "\x00" + id // apart from stream names
+	return "\x00" + targets[0].id // apart from stream names
 }
 
 // byDocument reports whether the engine's events are spread over workers
 // by document (see partitionKey): it has one projection, whose documents
-// are versioned.
+// are versioned, and it folds them in batches.
 func (e *Engine) byDocument() bool {
-	if len(e.projections) != 1 {
+	if len(e.projections) != 1 || !e.batching {
 		return false
 	}
 	_, gated := e.keeperOf(e.projections[0]).(streamRevision)

@@ -108,6 +108,13 @@ const holdWindows = 10
 // than 10 windows in all. Behind the head, events keep coming and batches are
 // large, so that each document is written once for many events; at the head
 // nothing queues, nothing waits, and events are handled as they arrive.
+//
+// An engine of one projection whose documents are fed by many streams (a
+// strategy other than [StreamRevision]) gives each document's events to one
+// worker, and its batches while catching up hold up to size documents
+// rather than events (up to 10 times size in events, and the batch bytes),
+// for up to 100 windows: a summary costs its writes, and one write can take
+// thousands of its events.
 func WithBatch(size int, window time.Duration) RunnerOption {
 	return func(r *Runner) { r.batch, r.window = size, window }
 }

@@ -3,11 +3,16 @@ package projector_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -193,5 +198,80 @@ func TestUndecodable_a_projection_without_a_handler_is_not_failed_by_its_router(
 	rs, err := e.Handle(context.Background(), bad)
 	if len(rs) != 0 || err != nil {
 		t.Fatalf("results %+v, err %v: want none, the event is not the projection's concern", rs, err)
+	}
+}
+
+// batchCounter counts a store's bulk writes and its one-document updates.
+type batchCounter struct {
+	*mongostore.Store
+	bulk, single atomic.Int64
+}
+
+func (c *batchCounter) WriteMany(ctx context.Context, coll string, w []driver.Write) ([]bool, error) {
+	c.bulk.Add(1)
+	return c.Store.WriteMany(ctx, coll, w)
+}
+
+func (c *batchCounter) PutGuardedMany(ctx context.Context, coll string, p []driver.Put) ([]bool, error) {
+	c.bulk.Add(1)
+	return c.Store.PutGuardedMany(ctx, coll, p)
+}
+
+func (c *batchCounter) Update(ctx context.Context, coll, id string, from uint64, head driver.Head, state any) (bool, error) {
+	c.single.Add(1)
+	return c.Store.Update(ctx, coll, id, from, head, state)
+}
+
+func (c *batchCounter) PutGuarded(ctx context.Context, coll, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	c.single.Add(1)
+	return c.Store.PutGuarded(ctx, coll, id, expected, meta, state)
+}
+
+// One event whose payload does not decode, in the middle of a batch, is
+// handled alone under the failure policy (skipped here); the events before
+// and after it stay batched, with the outcomes the per-event path gives,
+// for documents under the revision gate and documents fed by many streams.
+func TestUndecodable_an_event_in_a_batch_costs_a_split_not_the_batch_one_at_a_time(t *testing.T) {
+	for _, def := range []func() projector.Definition{
+		func() projector.Definition { return cart.NewDetailsProjection() },
+		func() projector.Definition { return newItemCounter() },
+	} {
+		name := def().Name()
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			log := projectortest.NewLog(cart.Registry())
+			var events []projector.Event
+			for i := range 20 {
+				id := fmt.Sprintf("s%02d", i)
+				events = append(events, log.MustAppend(t, cart.StreamID(id),
+					cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c"},
+					cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})...)
+			}
+			bad := log.Raw(cart.StreamID("s99"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+			events = slices.Insert(events, len(events)/2, bad)
+			engine := func(s driver.Store) *projector.Engine {
+				e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{def()},
+					projector.WithRetry(patient()), projector.WithFailurePolicy(projector.Skip))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Prepare(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+			counted := &batchCounter{Store: newStore(t)}
+			got := engine(counted).HandleBatch(ctx, events)
+			slow := engine(newStore(t))
+			for i, ev := range events {
+				want, _ := slow.Handle(ctx, ev)
+				if !sameOutcomes(got[i], want) {
+					t.Errorf("event %d (%s@%d): batched %s, per-event %s", i, ev.StreamID, ev.StreamRevision, outcomeList(got[i]), outcomeList(want))
+				}
+			}
+			if b, s := counted.bulk.Load(), counted.single.Load(); b < 2 || s > 1 {
+				t.Errorf("%d bulk writes and %d one-document writes: want the events before and after the bad one batched", b, s)
+			}
+		})
 	}
 }
