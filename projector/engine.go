@@ -242,7 +242,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		results = e.handleRecord(ctx, ev)
 		return results, joinFailures(results)
 	}
-	decoded, decodeErr, targets, unroutable := e.routed(ev)
+	decoded, targets, unroutable, decodeErr := e.routed(ev)
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
@@ -308,10 +308,10 @@ func handlesType(p Definition, payload any) bool {
 
 // routed decodes ev and routes it in each projection: the event decoded
 // (the zero value of its type standing in for a payload that does not
-// decode), the decoding error, the documents it feeds and the projections
-// that want it but cannot route it. Handle and a runner spreading events
+// decode), the documents it feeds, the projections that want it but cannot
+// route it, and the decoding error. Handle and a runner spreading events
 // over its workers (partitionKey) route an event alike.
-func (e *Engine) routed(ev Event) (decoded Event, decodeErr error, targets []target, unroutable []unrouted) {
+func (e *Engine) routed(ev Event) (decoded Event, targets []target, unroutable []unrouted, decodeErr error) {
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr = e.registry.Decode(ev)
 	if decodeErr != nil {
@@ -320,10 +320,10 @@ func (e *Engine) routed(ev Event) (decoded Event, decodeErr error, targets []tar
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
 		targets, unroutable = e.targetsUndecoded(ev, decoded)
-		return decoded, decodeErr, targets, unroutable
+		return decoded, targets, unroutable, decodeErr
 	}
 	targets, unroutable = e.targets(decoded)
-	return decoded, nil, targets, unroutable
+	return decoded, targets, unroutable, nil
 }
 
 // targets returns the documents ev feeds, one per projection that wants it,

@@ -19,7 +19,7 @@ func (e *Engine) partitionKey(ev *Event) string {
 	if !e.byDocument() {
 		return ev.StreamID
 	}
-	decoded, decodeErr, targets, _ := e.routed(*ev)
+	decoded, targets, _, decodeErr := e.routed(*ev)
 	if len(targets) != 1 {
 		return ev.StreamID
 	}
