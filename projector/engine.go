@@ -53,6 +53,7 @@ type Engine struct {
 	batchStore   driver.BatchStore
 	guardedBatch driver.GuardedBatchStore
 	batching     bool // every projection's documents fold in batches
+	spread       bool // events go to workers by document (partition.go)
 	// policies is each projection's failure policy, its own or the engine's;
 	// keepers its strategy: both as they were when the engine was made.
 	policies map[string]FailurePolicy
@@ -133,6 +134,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.batchStore, _ = store.(driver.BatchStore)
 	e.guardedBatch, _ = store.(driver.GuardedBatchStore)
 	e.batching = batchesWith(store, e.keepers)
+	e.spread = spreadsByDocument(projections, e.keepers, e.batching)
 	return e, nil
 }
 

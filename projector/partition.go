@@ -30,12 +30,18 @@ func (e *Engine) partitionKey(ev *Event) string {
 }
 
 // byDocument reports whether the engine's events are spread over workers
-// by document (see partitionKey): it has one projection, whose documents
-// are versioned, and it folds them in batches.
-func (e *Engine) byDocument() bool {
-	if len(e.projections) != 1 || !e.batching {
+// by document (see partitionKey), as spreadsByDocument found when the
+// engine was made.
+func (e *Engine) byDocument() bool { return e.spread }
+
+// spreadsByDocument reports whether an engine of projections, keeping
+// their documents as keepers say, spreads its events by document: it has
+// one projection, whose documents are versioned, and it folds them in
+// batches.
+func spreadsByDocument(projections []Definition, keepers map[string]keeper, batching bool) bool {
+	if len(projections) != 1 || !batching {
 		return false
 	}
-	_, gated := e.keeperOf(e.projections[0]).(streamRevision)
+	_, gated := keepers[projections[0].Name()].(streamRevision)
 	return !gated
 }
