@@ -36,6 +36,13 @@ func (e *Engine) batchable() bool { return e.batching }
 // [ErrNotHandled], instead of each waiting out its retry policy for a
 // predecessor that will not come.
 func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
+	return e.handleBatch(ctx, events, nil)
+}
+
+// handleBatch is HandleBatch with the documents events were routed to when
+// they were spread over workers (routes[i], "" where not; see
+// partitionKey), so that they are not routed again. routes may be nil.
+func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []string) [][]Result {
 	out := make([][]Result, len(events))
 	ctx, span := e.startBatch(ctx, len(events))
 	defer span.End()
@@ -48,7 +55,7 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		if isDeletionRecord(ev) {
 			// A node's record about a stream: through the gate, which
 			// applies the deletion policy.
-			e.handleAround(ctx, events, i, out)
+			e.handleAround(ctx, events, routes, i, out)
 			return out
 		}
 	}
@@ -58,6 +65,10 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 		b.ids[k] = make([]string, len(events))
 		folds := b.streamFolds(p)
 		for i := range events {
+			if routes != nil && routes[i] != "" {
+				b.ids[k][i] = routes[i] // an engine that spreads by document has one projection
+				continue
+			}
 			if folds {
 				// An event a stream fold read routes where it did then:
 				// no need to decode it (most events of a catch-up are).
@@ -70,14 +81,14 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 			if err != nil {
 				// A payload that does not decode: through the gate, which
 				// applies the failure policy.
-				e.handleAround(ctx, events, i, out)
+				e.handleAround(ctx, events, routes, i, out)
 				return out
 			}
 			id, ok, err := p.Route(ev)
 			if err != nil {
 				// An event a projection cannot route: through the gate,
 				// which applies the failure policy.
-				e.handleAround(ctx, events, i, out)
+				e.handleAround(ctx, events, routes, i, out)
 				return out
 			}
 			if ok {
@@ -97,8 +108,12 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 // not decode, an event a projection cannot route) costs a split of the
 // batch, not the batch one event at a time. Once an event fails, those
 // after it are left alone ([ErrNotHandled]), as HandleBatch leaves them.
-func (e *Engine) handleAround(ctx context.Context, events []Event, i int, out [][]Result) {
-	copy(out, e.HandleBatch(ctx, events[:i]))
+func (e *Engine) handleAround(ctx context.Context, events []Event, routes []string, i int, out [][]Result) {
+	var before, after []string
+	if routes != nil {
+		before, after = routes[:i], routes[i+1:]
+	}
+	copy(out, e.handleBatch(ctx, events[:i], before))
 	failed := anyFailed(out[:i]...)
 	if !failed {
 		out[i], _ = e.Handle(ctx, events[i])
@@ -114,7 +129,7 @@ func (e *Engine) handleAround(ctx context.Context, events []Event, i int, out []
 		}
 		return
 	}
-	copy(rest, e.HandleBatch(ctx, events[i+1:]))
+	copy(rest, e.handleBatch(ctx, events[i+1:], after))
 }
 
 // anyFailed reports whether any of the results lists has a failed result.

@@ -1,5 +1,7 @@
 package projector
 
+import "strings"
+
 // partitionKey is what a runner spreads events over its workers by. It is
 // the event's stream, so that one worker handles a stream's events in
 // order. For an engine of one projection whose documents are versioned
@@ -26,7 +28,17 @@ func (e *Engine) partitionKey(ev *Event) string {
 	if decodeErr == nil {
 		ev.Payload = decoded.Payload
 	}
-	return "\x00" + targets[0].id // apart from stream names
+	return documentKey + targets[0].id
+}
+
+// documentKey starts a partition key that names a document, apart from
+// stream names.
+const documentKey = "\x00"
+
+// routedTo returns the document a partition key names, if it names one:
+// the worker's batch takes it as the event's route.
+func routedTo(key string) (id string, ok bool) {
+	return strings.CutPrefix(key, documentKey)
 }
 
 // byDocument reports whether the engine's events are spread over workers

@@ -138,20 +138,54 @@ func (x *run) resumeFrom() *Checkpoint {
 	return &c
 }
 
-// consume hands every delivery of sub to the workers until sub ends.
+// consume hands every delivery of sub to the workers until sub ends. A
+// goroutine of its own receives them, up to readAhead ahead, so that
+// receiving the next one (decoding it off the wire) overlaps with routing
+// and dispatching this one (decoding its payload, when the engine spreads
+// by document). Deliveries received ahead and not dispatched when ctx ends
+// are not the tracker's: the checkpoint stays before them, and a source
+// that settles its deliveries has the server deliver them again.
 func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
+	type received struct {
+		d   Delivery
+		err error
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	ahead := make(chan received, readAhead)
+	go func() {
+		defer close(ahead)
+		for {
+			d, err := sub.Next(rctx)
+			select {
+			case ahead <- received{d, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		for range ahead { // the receiver is done with sub before it is closed
+		}
+	}()
 	n := 0
-	for {
-		d, err := sub.Next(ctx)
-		if err != nil {
-			return n, err
+	for next := range ahead {
+		if next.err != nil {
+			return n, next.err
 		}
 		n++
-		if !x.dispatch(ctx, d) {
+		if !x.dispatch(ctx, next.d) {
 			return n, ctx.Err()
 		}
 	}
+	return n, ctx.Err()
 }
+
+// readAhead is how many deliveries consume receives ahead of dispatching.
+const readAhead = 256
 
 func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	r := x.r

@@ -110,7 +110,7 @@ type batchBounds struct {
 // size it may hold in events.
 const (
 	versionedHold   = 100
-	versionedEvents = 10
+	versionedEvents = 20
 )
 
 // boundsOf returns a runner's batch bounds. A batch of documents under the
@@ -119,9 +119,12 @@ const (
 // fed by many streams is read and written once for the events of it that
 // one batch holds, so an engine whose events go to workers by document
 // (Engine.byDocument) holds up to the batch size in documents while
-// catching up, up to 10 times that in events, and up to 100 windows
-// without a gap (2 s by default): the reader's pauses, while another worker
-// writes, do not end it.
+// catching up, up to 20 times that in events, for up to 100 windows
+// without a gap (2 s by default): the reader's pauses, while another
+// worker writes, do not end it. A worker writes each of its documents once
+// a batch, so the larger the batch in events the fewer its writes; a held
+// event weighs about 2 KiB in memory, so 20,000 of them about 40 MiB a
+// worker.
 func (r *Runner) boundsOf() batchBounds {
 	if !r.engine.byDocument() {
 		return batchBounds{events: r.batch, gap: r.window, hold: holdWindows * r.window}
@@ -155,12 +158,19 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 		return
 	}
 	events := make([]Event, len(batch))
+	var routes []string
 	for i, it := range batch {
 		events[i] = *it.d.Event
+		if id, ok := routedTo(it.key); ok {
+			if routes == nil {
+				routes = make([]string, len(batch))
+			}
+			routes[i] = id
+		}
 	}
 	x.r.counts.batches.Add(1)
 	x.r.counts.batched.Add(uint64(len(batch)))
-	all := x.r.engine.HandleBatch(ctx, events)
+	all := x.r.engine.handleBatch(ctx, events, routes)
 	for i, it := range batch {
 		results, left := handledOnly(all[i])
 		if err := joinFailures(results); err != nil || !left {
