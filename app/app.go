@@ -122,6 +122,19 @@ func (inv Invocation) parse(fs *flag.FlagSet, named bool) (string, error) {
 	return name, nil
 }
 
+// exitCoder is an error that sets the command's exit status.
+type exitCoder interface{ ExitCode() int }
+
+// exitError is err with the exit status code.
+type exitError struct {
+	err  error
+	code int
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+func (e *exitError) ExitCode() int { return e.code }
+
 // ErrUsage is returned by a command for a bad command line; the command has
 // printed why. The exit status is 2.
 var ErrUsage = errors.New("usage")
@@ -187,6 +200,10 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 			return 2
 		}
 		fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, exitText(err))
+		var coded exitCoder
+		if errors.As(err, &coded) {
+			return coded.ExitCode()
+		}
 		return 1
 	})
 }

@@ -37,3 +37,49 @@ func TestRun_the_exit_line_of_a_panicked_projection_is_one_line(t *testing.T) {
 		t.Fatalf("exit %d, last line %q, want the failure in one line and no stack outside the log's attribute\n%s", code, last, cmd.Stderr())
 	}
 }
+
+// status exits 0 while every projection runs, and 3 once one has stopped:
+// a monitoring script can tell without parsing its output. Its last line
+// names the stopped projection and its error.
+func TestStatus_exits_3_when_a_projection_has_stopped(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	var broken atomic.Bool
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "fine"})
+	c := config(app.Projection{Definition: fragile(&broken), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
+	for deadline := time.Now().Add(time.Minute); strings.Count(cmd.Stderr(), "subscription reached the head") < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the projections did not reach the head:\n%s", cmd.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, _, stderr := run(c, nil, append([]string{"status"}, common...)...); code != 0 {
+		t.Fatalf("status of running projections: exit %d, want 0\n%s", code, stderr)
+	}
+
+	broken.Store(true)
+	servers.Append(t, registry(), "ticket/sick", opened{ID: "sick"}, noted{Text: "poison"})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out, stderr := run(c, nil, append([]string{"status", "--json"}, common...)...)
+		if code == 3 {
+			lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+			last := lines[len(lines)-1]
+			if !strings.Contains(last, "1 of 2 projections stopped or failing") || !strings.Contains(last, "fragile (") || !strings.Contains(last, "poison") {
+				t.Errorf("last line %q, want the stopped projection named with its error", last)
+			}
+			if !strings.Contains(out, `"lastError"`) {
+				t.Errorf("--json has no lastError:\n%s", out)
+			}
+			break
+		}
+		if code != 0 || time.Now().After(deadline) {
+			t.Fatalf("status after the poison note: exit %d, want 3 within a minute\n%s%s", code, out, stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Stop(t)
+}

@@ -114,7 +114,10 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(lines)
+		if err := enc.Encode(lines); err != nil {
+			return err
+		}
+		return notRunning(lines)
 	}
 	if client == nil {
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
@@ -125,7 +128,36 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 				"(another one's, or one reset since), and run refuses it; to rebuild it: %s rebuild %[1]s\n", s.Projection, *s.Checkpoint, *s.Head, inv.Name)
 		}
 	}
-	return printStatus(inv.Stdout, lines)
+	if err := printStatus(inv.Stdout, lines); err != nil {
+		return err
+	}
+	return notRunning(lines)
+}
+
+// exitNotRunning is the exit status of status when a projection has
+// stopped or keeps failing: it has a last error (its subscription stopped
+// with one, and has not stored a checkpoint since), or its checkpoint is
+// past the head of $all (run refuses to start it).
+const exitNotRunning = 3
+
+// notRunning is nil when every projection of lines is running as far as
+// the store tells, and otherwise an error naming those that are not, with
+// the exit status exitNotRunning.
+func notRunning(lines []projectionStatus) error {
+	var names []string
+	for _, s := range lines {
+		switch {
+		case s.PastHead:
+			names = append(names, s.Projection+" (checkpoint past the head)")
+		case s.LastError != "":
+			line, _, _ := strings.Cut(s.LastError, "\n")
+			names = append(names, s.Projection+" ("+line+")")
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &exitError{code: exitNotRunning, err: fmt.Errorf("%d of %d projections stopped or failing: %s", len(names), len(lines), strings.Join(names, "; "))}
 }
 
 // noneStarted reports whether no projection of lines has a checkpoint.

@@ -112,7 +112,7 @@ const holdWindows = 10
 // An engine of one projection whose documents are fed by many streams (a
 // strategy other than [StreamRevision]) gives each document's events to one
 // worker, and its batches while catching up hold up to size documents
-// rather than events (up to 10 times size in events, and the batch bytes),
+// rather than events (up to 20 times size in events, and the batch bytes),
 // for up to 100 windows: a summary costs its writes, and one write can take
 // thousands of its events.
 func WithBatch(size int, window time.Duration) RunnerOption {
