@@ -1,9 +1,14 @@
 package app
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -72,10 +77,39 @@ func TestFirstLine_and_errAttrs_keep_an_error_on_one_line(t *testing.T) {
 		t.Errorf("status's LAST ERROR: %q", got)
 	}
 	attrs := errAttrs(errors.New(panicked), "projection", "p")
-	if len(attrs) != 6 || attrs[3] != `projection "p": panic: boom` || attrs[4] != "stack" {
-		t.Errorf("errAttrs: %q", attrs)
+	if len(attrs) != 6 || attrs[3] != `projection "p": panic: boom` || attrs[4] != "detail" {
+		t.Errorf("errAttrs of a rest that is not a stack: %q", attrs)
 	}
 	if attrs := errAttrs(errors.New("plain"), "projection", "p"); len(attrs) != 4 {
 		t.Errorf("errAttrs of one line: %q", attrs)
 	}
 }
+
+// A panic's stack is logged as its frames, one attribute each, from the
+// function that panicked: a log line reads them one by one.
+func TestErrAttrs_log_a_panic_stack_as_its_frames(t *testing.T) {
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
+		panickingHandler()
+	}()
+	var out bytes.Buffer
+	slog.New(slog.NewTextHandler(&out, nil)).Error("projection stopped", errAttrs(err, "projection", "p")...)
+	line := out.String()
+	if strings.Count(line, "\n") != 1 || !strings.Contains(line, `err="panic: boom"`) {
+		t.Fatalf("want one record with the panic's first line:\n%s", line)
+	}
+	first := regexp.MustCompile(`stack\.0="([^"]+)"`).FindStringSubmatch(line)
+	if first == nil || !strings.HasPrefix(first[1], "github.com/revgate/projector/app.panickingHandler ") || !strings.Contains(first[1], "health_test.go:") {
+		t.Errorf("stack.0 is not the function that panicked, with its file and line:\n%s", line)
+	}
+	if !strings.Contains(line, "stack.1=") || strings.Contains(line, "runtime/debug.Stack") || strings.Contains(line, "+0x") {
+		t.Errorf("want the frames below it, without the recovery's and offsets:\n%s", line)
+	}
+}
+
+func panickingHandler() { panic("boom") }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -298,13 +299,55 @@ func firstLine(s, where string) string {
 }
 
 // errAttrs are a log record's attributes with err: its first line, and the
-// rest (a panic's stack) apart.
+// rest (a panic's stack) apart, as its frames (stack.0, stack.1, ...: see
+// stackFrames) so that a log line reads them one by one.
 func errAttrs(err error, attrs ...any) []any {
 	first, rest, more := strings.Cut(err.Error(), "\n")
 	if !more {
 		return append(attrs, "err", err)
 	}
-	return append(attrs, "err", first, "stack", rest)
+	frames := stackFrames(rest)
+	if len(frames) == 0 {
+		return append(attrs, "err", first, "detail", rest)
+	}
+	group := make([]any, len(frames))
+	for i, f := range frames {
+		group[i] = slog.String(strconv.Itoa(i), f)
+	}
+	return append(attrs, "err", first, slog.Group("stack", group...))
+}
+
+// maxFrames bounds the frames errAttrs logs of a stack.
+const maxFrames = 40
+
+// stackFrames are the frames of a Go stack trace (runtime/debug.Stack's
+// form) as "function file:line", from where it panicked (the frames of the
+// recovery and of the panic itself left out); nil when stack is not one.
+func stackFrames(stack string) []string {
+	lines := strings.Split(strings.TrimSpace(stack), "\n")
+	var frames []string
+	for i := 0; i+1 < len(lines); i++ {
+		fn, at := lines[i], lines[i+1]
+		if !strings.HasPrefix(at, "\t") || strings.HasPrefix(fn, "\t") {
+			continue
+		}
+		i++
+		if strings.HasPrefix(fn, "panic(") {
+			frames = frames[:0] // what follows is the panicking code
+			continue
+		}
+		at, _, _ = strings.Cut(strings.TrimSpace(at), " +0x")
+		if name, _, ok := strings.Cut(fn, "("); ok && !strings.HasPrefix(fn, "(") {
+			fn = name
+		} else if j := strings.LastIndex(fn, "("); j > 0 {
+			fn = fn[:j] // a method: (*T).m(...)
+		}
+		frames = append(frames, fn+" "+at)
+	}
+	if n := len(frames) - maxFrames; n > 0 {
+		frames = append(frames[:maxFrames], fmt.Sprintf("... %d more", n))
+	}
+	return frames
 }
 
 // parkedJSON is one parked or held event in status --parked --json.
