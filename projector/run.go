@@ -42,6 +42,17 @@ type item struct {
 	tracked bool
 }
 
+// queue is how many events a worker's queue holds: the runner's buffer;
+// for an engine spread by document, a whole batch of events, so that the
+// reader fills a worker's next batch while it writes this one (its queue
+// full, the reader would wait, and the other workers with it).
+func (x *run) queue() int {
+	if x.r.engine.byDocument() && x.r.batch > 1 {
+		return max(x.r.buffer, x.bounds.events)
+	}
+	return x.r.buffer
+}
+
 func (x *run) execute(ctx context.Context) error {
 	r := x.r
 	readCtx, stopRead := context.WithCancel(ctx)
@@ -61,7 +72,7 @@ func (x *run) execute(ctx context.Context) error {
 	x.parts = make([]chan item, r.workers)
 	x.heads = make([]chan struct{}, r.workers)
 	for i := range x.parts {
-		x.parts[i] = make(chan item, r.buffer)
+		x.parts[i] = make(chan item, x.queue())
 		x.heads[i] = make(chan struct{}, 1)
 		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i], &busy[i]) })
 	}

@@ -124,7 +124,7 @@ const (
 // worker writes, do not end it. A worker writes each of its documents once
 // a batch, so the larger the batch in events the fewer its writes; a held
 // event weighs about 2 KiB in memory, so 20,000 of them about 40 MiB a
-// worker.
+// worker, and a worker queues up to as many more while it writes.
 func (r *Runner) boundsOf() batchBounds {
 	if !r.engine.byDocument() {
 		return batchBounds{events: r.batch, gap: r.window, hold: holdWindows * r.window}
