@@ -495,8 +495,8 @@ func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
 	}
 	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
 	var lines []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 {
-		t.Fatalf("status: exit %d\n%s", code, out)
+	if code != 3 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 3 { // 3: a projection has stopped
+		t.Fatalf("status: exit %d, want 3\n%s", code, out)
 	}
 	for _, l := range lines {
 		if hasErr := l["lastError"] != nil; hasErr != (l["projection"] == cart.DetailsName) {
@@ -567,14 +567,14 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 		t.Fatalf("%d documents after the run on another store (%v), want the %d of before", after, err, before)
 	}
 	out, _, code := runBinary(t, 20*time.Second, "status", "--mongo", mongotest.URI(t), "--database", db.Name(), "--json")
-	if code != 0 || strings.Count(out, "does not belong to this event store") != 3 {
-		t.Fatalf("status: exit %d\n%s", code, out)
+	if code != 3 || strings.Count(out, "does not belong to this event store") != 3 { // 3: projections have stopped
+		t.Fatalf("status: exit %d, want 3\n%s", code, out)
 	}
 	// Against the other store, status says that each checkpoint is past its
 	// head, and how to recover, instead of "0 behind".
 	out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", second.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
 	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
-		if code != 0 || !strings.Contains(errOut, "projection "+name+": its checkpoint") ||
+		if code != 3 || !strings.Contains(errOut, "projection "+name+": its checkpoint") ||
 			!strings.Contains(errOut, "is past the head of $all") || !strings.Contains(errOut, "to rebuild it: projector rebuild "+name) {
 			t.Fatalf("status against the other store: exit %d, no word that %s's checkpoint is past its head:\n%s%s", code, name, out, errOut)
 		}
