@@ -337,10 +337,8 @@ func stackFrames(stack string) []string {
 			continue
 		}
 		at, _, _ = strings.Cut(strings.TrimSpace(at), " +0x")
-		if name, _, ok := strings.Cut(fn, "("); ok && !strings.HasPrefix(fn, "(") {
-			fn = name
-		} else if j := strings.LastIndex(fn, "("); j > 0 {
-			fn = fn[:j] // a method: (*T).m(...)
+		if j := strings.LastIndex(fn, "("); j > 0 {
+			fn = fn[:j] // its arguments: pkg.f(...), pkg.(*T).m(0x1)
 		}
 		frames = append(frames, fn+" "+at)
 	}
