@@ -95,7 +95,7 @@ func TestErrAttrs_log_a_panic_stack_as_its_frames(t *testing.T) {
 				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 			}
 		}()
-		panicker{}.handle()
+		(&panicker{}).handle()
 	}()
 	var out bytes.Buffer
 	slog.New(slog.NewTextHandler(&out, nil)).Error("projection stopped", errAttrs(err, "projection", "p")...)
@@ -104,7 +104,7 @@ func TestErrAttrs_log_a_panic_stack_as_its_frames(t *testing.T) {
 		t.Fatalf("want one record with the panic's first line:\n%s", line)
 	}
 	first := regexp.MustCompile(`stack\.0="([^"]+)"`).FindStringSubmatch(line)
-	if first == nil || !strings.HasPrefix(first[1], "github.com/revgate/projector/app.panicker.handle ") || !strings.Contains(first[1], "health_test.go:") {
+	if first == nil || !strings.HasPrefix(first[1], "github.com/revgate/projector/app.(*panicker).handle ") || !strings.Contains(first[1], "health_test.go:") {
 		t.Errorf("stack.0 is not the function that panicked, with its file and line:\n%s", line)
 	}
 	if !strings.Contains(line, "stack.1=") || strings.Contains(line, "runtime/debug.Stack") || strings.Contains(line, "+0x") {
@@ -114,4 +114,4 @@ func TestErrAttrs_log_a_panic_stack_as_its_frames(t *testing.T) {
 
 type panicker struct{}
 
-func (panicker) handle() { panic("boom") }
+func (*panicker) handle() { panic("boom") }
