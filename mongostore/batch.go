@@ -74,42 +74,22 @@ func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 // cache from there (marked Cached), the others with one query (on FerretDB,
 // one per id, a few at a time).
 func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
-	out := make(map[string]driver.Loaded, len(ids))
-	missing := ids[:0:0]
-	for _, id := range ids {
-		c, ok := s.cacheGet(collection, id)
-		if !ok {
-			missing = append(missing, id)
-			continue
-		}
-		state := newState()
-		if err := bson.Unmarshal(c.raw, state); err != nil {
-			s.cacheDrop(collection, id)
-			missing = append(missing, id)
-			continue
-		}
-		out[id] = driver.Loaded{Revision: c.head.Revision, Stream: c.head.Stream, State: state, Cached: true}
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	now, err := s.findMany(ctx, s.db.Collection(collection), missing, nil)
-	if err != nil {
-		return nil, err
-	}
-	for id, raw := range now {
-		head, err := headOf(raw)
-		if err != nil {
-			return nil, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+	return cachedOrFound(ctx, s, collection, ids, func(id string, raw bson.Raw, cached *driver.Head) (driver.Loaded, driver.Head, bool, error) {
+		var head driver.Head
+		if cached != nil {
+			head = *cached
+		} else {
+			var err error
+			if head, err = headOf(raw); err != nil {
+				return driver.Loaded{}, head, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
+			}
 		}
 		state := newState()
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return nil, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Loaded{}, head, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
 		}
-		out[id] = driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state}
-		s.cachePut(collection, id, head, raw)
-	}
-	return out, nil
+		return driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state, Cached: cached != nil}, head, false, nil
+	})
 }
 
 // WriteMany implements [driver.BatchStore]: unordered bulk inserts and

@@ -1,6 +1,8 @@
 package mongostore
 
 import (
+	"context"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -64,4 +66,45 @@ func (s *Store) cacheDrop(collection, id string) {
 	if s.cache != nil {
 		s.cache.Remove(cacheKey{collection, id})
 	}
+}
+
+// cachedOrFound reads the documents of ids that exist, as decode gives
+// them: each from the store's cache where decode takes it there (cached is
+// the head it was cached with), the others with one findMany (cached nil),
+// each then cached with the head decode gives. From the server, an error
+// of decode fails the read and skip leaves the document out; from the
+// cache, either one drops it, and it is read from the server.
+func cachedOrFound[T any](ctx context.Context, s *Store, collection string, ids []string,
+	decode func(id string, raw bson.Raw, cached *driver.Head) (v T, head driver.Head, skip bool, err error)) (map[string]T, error) {
+	out := make(map[string]T, len(ids))
+	missing := ids[:0:0]
+	for _, id := range ids {
+		if c, ok := s.cacheGet(collection, id); ok {
+			if v, _, skip, err := decode(id, c.raw, &c.head); err == nil && !skip {
+				out[id] = v
+				continue
+			}
+			s.cacheDrop(collection, id)
+		}
+		missing = append(missing, id)
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	now, err := s.findMany(ctx, s.db.Collection(collection), missing, nil)
+	if err != nil {
+		return nil, err
+	}
+	for id, raw := range now {
+		v, head, skip, err := decode(id, raw, nil)
+		if err != nil {
+			return nil, err
+		}
+		if skip {
+			continue
+		}
+		out[id] = v
+		s.cachePut(collection, id, head, raw)
+	}
+	return out, nil
 }

@@ -140,39 +140,14 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 // (on FerretDB, one per id, a few at a time). A document that does not
 // decode is left out.
 func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
-	out := make(map[string]driver.Guarded, len(ids))
-	missing := ids[:0:0]
-	for _, id := range ids {
-		if c, ok := s.cacheGet(collection, id); ok {
-			state := newState()
-			if meta, err := decodeGuarded(collection, id, c.raw, state); err == nil {
-				out[id] = driver.Guarded{Meta: meta, State: state, Cached: true}
-				continue
-			}
-			s.cacheDrop(collection, id)
-		}
-		missing = append(missing, id)
-	}
-	if len(missing) == 0 {
-		return out, nil
-	}
-	now, err := s.findMany(ctx, s.db.Collection(collection), missing, nil)
-	if err != nil {
-		return nil, err
-	}
-	for id, raw := range now {
+	return cachedOrFound(ctx, s, collection, ids, func(id string, raw bson.Raw, cached *driver.Head) (driver.Guarded, driver.Head, bool, error) {
 		state := newState()
 		meta, err := decodeGuarded(collection, id, raw, state)
-		if err != nil {
-			// Left out: a batch's write of it then misses, and its events
-			// go one at a time, where reading it says what is wrong. The
-			// batch's other documents stay batched.
-			continue
-		}
-		out[id] = driver.Guarded{Meta: meta, State: state}
-		s.cachePut(collection, id, driver.Head{}, raw)
-	}
-	return out, nil
+		// One that does not decode is left out: a batch's write of it then
+		// misses, and its events go one at a time, where reading it says
+		// what is wrong. The batch's other documents stay batched.
+		return driver.Guarded{Meta: meta, State: state, Cached: cached != nil}, driver.Head{}, err != nil, nil
+	})
 }
 
 // PutGuardedMany implements [driver.GuardedBatchStore]: unordered bulk
