@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -227,9 +228,13 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
-	// of the same document in flight elsewhere in this engine, from Handle
-	// or another batch, is done before this batch reads the document, and
-	// waits until it has written it.
+	// of the same document with a lower revision in flight elsewhere in
+	// this engine, from Handle or another batch, is done before this batch
+	// reads the document. Then the batch takes the documents' locks, which
+	// every read-decide-write of the gate takes too, while it reads, folds
+	// and writes them: an event with a higher revision in flight (a
+	// redelivery, or one waiting for its predecessor) cannot write the
+	// document from the revision the batch read.
 	held, slow := b.enter(ctx, p, docs)
 	var through []*docEvents // to go through the gate once the batch has let go
 	defer func() {
@@ -260,12 +265,22 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	if len(docs) == 0 {
 		return
 	}
+	unlock := b.lockDocs(p, docs)
+	through = append(through, b.foldGated(ctx, p, docs, start, clock)...)
+	unlock()
+}
+
+// foldGated reads docs with one query, folds each one's events (and the
+// events of its stream after them, when the engine folds streams) and
+// writes the changed ones with one bulk write, under the documents' locks;
+// it sets the results of the events it settles, and returns the documents
+// whose events must go through the gate (nothing written of them).
+func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvents, start time.Time, clock *storeClock) (through []*docEvents) {
 	loaded, read, err := b.load(ctx, p, docs)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents go through the gate one event at a time",
 			"projection", p.Name(), "documents", read, "err", err)
-		through = docs
-		return
+		return docs
 	}
 	folds := make([]*folder, len(docs))
 	var extend []*folder
@@ -308,6 +323,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 			b.known.folded(p.Collection(), fd.f.write.Stream, d.id, fd.readFrom, fd.rev)
 		}
 	}
+	return through
 }
 
 // enter takes the batch's place in the queue of each document, in the order
@@ -319,7 +335,7 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
 	held = make(map[string]*ticket, len(docs))
 	for _, d := range sorted {
-		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.events[d.idx[0]].StreamRevision)
+		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.lowest(d))
 		if err := b.queue.wait(ctx, tk); err != nil {
 			b.queue.leave(tk, true, nil)
 			slow = append(slow, d)
@@ -328,6 +344,16 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 		held[d.id] = tk
 	}
 	return held, slow
+}
+
+// lowest is the lowest stream revision of d's events in the batch: its
+// place in the document's queue.
+func (b *batchRun) lowest(d *docEvents) uint64 {
+	rev := uint64(math.MaxUint64)
+	for _, i := range d.idx {
+		rev = min(rev, b.events[i].StreamRevision)
+	}
+	return rev
 }
 
 // documents groups the batch's events of a projection by document, in

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -475,4 +476,85 @@ func TestRunner_batches_are_bounded_in_bytes(t *testing.T) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
+}
+
+// overlapStore records whether a batch's write of a document starts while
+// a write of the same document by one event is in the store: it holds the
+// one-event write there until a batch write comes or a second has passed.
+type overlapStore struct {
+	*mongostore.Store
+	inUpdate  atomic.Bool
+	batchCame chan struct{}
+	overlap   atomic.Bool
+	updates   atomic.Int32
+	updating  chan struct{}
+}
+
+func (s *overlapStore) Update(ctx context.Context, collection, id string, from uint64, revision driver.Head, state any) (bool, error) {
+	if s.updates.Add(1) == 1 {
+		s.inUpdate.Store(true)
+		close(s.updating)
+		select {
+		case <-s.batchCame:
+		case <-time.After(time.Second):
+		}
+		defer s.inUpdate.Store(false)
+	}
+	return s.Store.Update(ctx, collection, id, from, revision, state)
+}
+
+func (s *overlapStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
+	if s.inUpdate.Load() {
+		s.overlap.Store(true)
+		close(s.batchCame)
+	}
+	return s.Store.WriteMany(ctx, collection, writes)
+}
+
+// An event handled alone is writing its document (read at revision 2, its
+// own is 3) when a batch comes with the document's events 2 to 5 (2 and 3
+// delivered again). The batch's place in the document's queue is revision
+// 2, before the event's, so the queue does not hold it back: the
+// document's lock must, or both write the document from revision 2 at
+// once. (MongoDB's conditional update lets one of them through; FerretDB
+// checks and then writes, and can apply revision 3 twice.)
+func TestHandleBatch_waits_for_a_write_of_its_document_by_an_event_handled_alone(t *testing.T) {
+	base := newStore(t)
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("ov"), cart.RandomLife(rand.New(rand.NewPCG(9, 9)), "ov", "c", 6, t0)...)
+	if len(evs) < 6 {
+		t.Fatalf("%d events, want 6", len(evs))
+	}
+	store := &overlapStore{Store: base, batchCame: make(chan struct{}), updating: make(chan struct{})}
+	e := newEngine(t, store, patient())
+	for _, rs := range e.HandleBatch(context.Background(), evs[:3]) {
+		if len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("first batch: %+v", rs)
+		}
+	}
+	var alone []projector.Result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		alone, _ = e.Handle(context.Background(), evs[3])
+	}()
+	<-store.updating
+	results := e.HandleBatch(context.Background(), evs[2:6])
+	<-done
+	if store.overlap.Load() {
+		t.Error("the batch wrote the document while the event handled alone was writing it")
+	}
+	applied := 0
+	for _, rs := range append(results, alone) {
+		if len(rs) != 1 || rs[0].Err != nil {
+			t.Fatalf("results %+v", rs)
+		}
+		if rs[0].Outcome == projector.Applied {
+			applied++
+		}
+	}
+	if applied != 3 {
+		t.Errorf("%d events applied, want 3 (revisions 3, 4 and 5, once each)", applied)
+	}
+	assertDocument(t, base, "ov", evs[:6])
 }

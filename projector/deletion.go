@@ -119,6 +119,8 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result 
 	if err := e.queue.wait(ctx, tk); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
+	unlock := e.locks.lock(t.key())
+	defer unlock()
 	state := t.p.newState()
 	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
 	switch {

@@ -17,6 +17,11 @@ var (
 	errMoved      = errors.New("document moved between read and write")
 )
 
+// errBehind: the document is not there, and an earlier event of it is in
+// flight in this engine. The attempt queues behind that event, out of the
+// document's lock, and reads again; it is not a wait of the retry policy.
+var errBehind = errors.New("behind an earlier event of the document")
+
 // gated is the kind of document the revision gate keeps: one per stream,
 // holding the stream revision of the last event applied ([driver.Store]).
 // Within one engine, events of one document queue in revision order.
@@ -161,6 +166,8 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 	waits := 0
 	var refused error // the event is refused for good, and the policy moved on
 	outcome, err := retry.DoValue(ctx, e.policyCounting(ctx, t, ev, &waits), func(ctx context.Context) (Outcome, error) {
+		unlock := e.locks.lock(t.key())
+		defer unlock()
 		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
 			return e.createOnce(ctx, k, t, ev, state, skipped, waits+1)
 		})
@@ -197,7 +204,9 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 // The document is replaced by state (ev's), conditional on rev.
 func (e *Engine) restart(ctx context.Context, t target, ev Event, rev uint64, state any, skipped error, waits int) Result {
 	to := e.keeperOf(t.p).record(stored{}, ev)
+	unlock := e.locks.lock(t.key())
 	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, rev, driver.Head{Revision: to.rev, Stream: to.stream}, state)
+	unlock()
 	switch {
 	case err == nil && !matched:
 		err = errMoved
@@ -272,18 +281,31 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 	k := e.keeperOf(t.p)
 	outcome, err := retry.DoValue(ctx, e.policyCounting(ctx, t, ev, &waits), func(ctx context.Context) (Outcome, error) {
 		attempts++
-		rev := int64(-1)
-		out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
-			var out step
-			var err error
-			out, rev, err = e.advanceOnce(ctx, k, tk, t, ev, apply, attempts, &queued)
-			return out, err
-		})
-		if err == nil || rev >= 0 {
-			seen = rev
+		for {
+			rev := int64(-1)
+			unlock := e.locks.lock(t.key())
+			out, err := k.within(ctx, e, t, ev, func(ctx context.Context) (step, error) {
+				var out step
+				var err error
+				out, rev, err = e.advanceOnce(ctx, k, tk, t, ev, apply, attempts)
+				return out, err
+			})
+			unlock()
+			if errors.Is(err, errBehind) {
+				// An earlier event of this document arrived here while this
+				// one waited: queue behind it rather than poll, then read
+				// again.
+				if queued = e.queue.wait(ctx, tk); queued != nil {
+					return 0, retry.Permanent(queued)
+				}
+				continue
+			}
+			if err == nil || rev >= 0 {
+				seen = rev
+			}
+			skipped = out.skipped
+			return out.outcome, err
 		}
-		skipped = out.skipped
-		return out.outcome, err
 	}, e.retryOptions(ctx)...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
@@ -331,19 +353,16 @@ func (e *Engine) otherStream(ctx context.Context, t target, ev Event, k keeper, 
 	return e.result(t, ev, out.outcome, waits, out.skipped)
 }
 
-// advanceOnce is one read-decide-write of advance; rev is the revision it
-// read (-1: none).
-func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target, ev Event, apply applyStep, attempts int, queued *error) (step, int64, error) {
+// advanceOnce is one read-decide-write of advance, under the document's
+// lock; rev is the revision it read (-1: none). It returns errBehind,
+// having written nothing, when the document is not there and an earlier
+// event of it is in flight.
+func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target, ev Event, apply applyStep, attempts int) (step, int64, error) {
 	n := ev.StreamRevision
 	state := t.p.newState()
 	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, n-1, state)
-	for err == nil && !found && e.queue.predecessor(tk) != nil {
-		// An earlier event of this document arrived here while this one
-		// waited: queue behind it rather than poll, then read again.
-		if *queued = e.queue.wait(ctx, tk); *queued != nil {
-			return step{}, -1, retry.Permanent(*queued)
-		}
-		head, found, err = e.docs().Load(ctx, t.p.Collection(), t.id, n-1, state)
+	if err == nil && !found && e.queue.predecessor(tk) != nil {
+		return step{}, -1, errBehind
 	}
 	if err != nil {
 		return step{}, -1, err

@@ -203,6 +203,8 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	var before bool  // an earlier replay wrote it
 	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
+		unlock := e.locks.lock(t.key())
+		defer unlock()
 		var err error
 		before, err = e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
 		return err

@@ -26,7 +26,7 @@ func parkPoison(t *testing.T, strategy projector.Strategy) (*mongostore.Store, *
 	var broken atomic.Bool
 	broken.Store(true)
 	p := trailProjection(&broken, func(p *projector.Projection[trail]) { p.OnFailure(projector.Park).Idempotency(strategy) })
-	_, carts, poisoned := holdLog(t)
+	_, carts, poisoned := holdLog(t, 200)
 	s := newStore(t)
 	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(patient()), projector.WithParker(s))
 	if err != nil {
@@ -146,7 +146,7 @@ func TestReplay_cut_short_and_written_since_is_refused_in_one_line(t *testing.T)
 func TestReplay_of_an_event_parked_in_another_build_applies_nothing(t *testing.T) {
 	ctx := context.Background()
 	s, p, pe, id := parkPoison(t, projector.StreamRevision())
-	_, carts, _ := holdLog(t)
+	_, carts, _ := holdLog(t, 200)
 	rebuilt := projector.Copy(p, p.Collection()+"_2")
 	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{rebuilt}, projector.WithRetry(patient()), projector.WithParker(s))
 	if err != nil {
