@@ -387,6 +387,10 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 	if undecodable != nil {
 		cause = fmt.Errorf("%w (and %w)", cause, undecodable)
 	}
+	if k := e.keeperOf(u.p); k.everyRevision() {
+		cause = fmt.Errorf("%w; under the %s a document fed by a stream needs every event of it routed to it: "+
+			"the stream's later events find this one missing", cause, k)
+	}
 	t := target{p: u.p}
 	switch e.policyOf(u.p) {
 	case Skip:

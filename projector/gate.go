@@ -433,7 +433,7 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	case found && head.Stream != "" && head.Stream != ev.StreamID:
 		return step{}, -1, false, nil // another stream's document: refused once the wait runs out
 	}
-	h, err := e.holeBefore(ctx, ev, found, head.Revision)
+	h, err := e.holeBefore(ctx, t, ev, found, head.Revision)
 	switch {
 	case err != nil:
 		return step{}, -1, true, err
@@ -446,7 +446,11 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	if found {
 		rev = int64(head.Revision)
 	}
-	gone := h.err(ev.StreamID)
+	gone := h.err(t, ev.StreamID, ev.StreamRevision)
+	if h.stray {
+		out, err := e.refused(ctx, t, ev, gone, attempts)
+		return out, rev, true, err
+	}
 	if !e.movesPastHole(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
@@ -470,8 +474,6 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
 		return step{}, rev, true, err
 	}
-	e.logger.Warn("document moved past events that are gone from its stream", "projection", t.p.Name(), "document", t.id,
-		"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
 	to := k.record(stored{found: found, rev: head.Revision, stream: head.Stream}, ev)
 	newHead := driver.Head{Revision: to.rev, Stream: to.stream}
 	if !found {

@@ -128,7 +128,7 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 // no outcome yet.
 func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta driver.Meta) (out step, passed bool, err error) {
 	have, seen := meta.Revisions[streamKey(ev.StreamID)]
-	h, err := e.holeBefore(ctx, ev, seen, have)
+	h, err := e.holeBefore(ctx, t, ev, seen, have)
 	switch {
 	case err != nil:
 		return step{}, true, err
@@ -137,15 +137,17 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 	case !seen && h.deleted:
 		return step{outcome: Duplicate}, true, nil
 	}
-	gone := h.err(ev.StreamID)
+	gone := h.err(t, ev.StreamID, ev.StreamRevision)
+	if h.stray {
+		out, err := e.refused(ctx, t, ev, gone, 1)
+		return out, true, err
+	}
 	if !e.movesPastHole(t.p) {
 		return step{}, true, retry.Permanent(gone)
 	}
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
 		return step{}, true, err
 	}
-	e.logger.Warn("document moved past events that are gone from a stream", "projection", t.p.Name(), "document", t.id,
-		"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
 	return step{}, true, nil
 }
 

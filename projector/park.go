@@ -130,9 +130,34 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 const GoneType = "$revisions-gone"
 
 // parkHole records, under the [Park] and [Hold] policies, the hole a
-// document moved past at event ev.
+// document moved past at event ev (its error gone): the events of its
+// stream that its router declined, each parked against it (one routed to
+// another document is that one's to handle, and one the router could not
+// route was parked when it came), or, for events gone from the stream, a
+// record of type [GoneType]. It logs the move.
 func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone error) error {
+	if len(h.away) > 0 {
+		e.logger.Warn("document moved past events of its stream that are routed elsewhere", "projection", t.p.Name(),
+			"document", t.id, "stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision, "err", gone)
+	} else {
+		e.logger.Warn("document moved past events that are gone from its stream", "projection", t.p.Name(), "document", t.id,
+			"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
+	}
 	if pol := e.policyOf(t.p); pol != Park && pol != Hold {
+		return nil
+	}
+	for _, a := range h.away {
+		if a.to != "" || a.err != nil {
+			// Another document's to handle (it is a stray there), or
+			// parked when it came, with no document (unroutable).
+			continue
+		}
+		one := hole{gone: true, from: a.ev.StreamRevision, to: a.ev.StreamRevision, away: []routedAway{a}}
+		if err := e.park(ctx, t, a.ev, one.err(t, ev.StreamID, ev.StreamRevision), 1); err != nil {
+			return fmt.Errorf("parking an event routed away: %w", err)
+		}
+	}
+	if len(h.away) > 0 {
 		return nil
 	}
 	err := e.parker.Park(ctx, ParkedEvent{

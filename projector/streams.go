@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 )
 
 // StreamReader tells the engine what its event store still holds of a
@@ -36,6 +38,19 @@ var (
 	// event applies on the document as it is, and under [Park] the hole is
 	// recorded. A rebuild folds the stream as it is now.
 	ErrRevisionsGone = errors.New("events gone from their stream")
+	// ErrRoutedAway: an event waits for earlier events of its stream that
+	// its projection's router sends to another document, or to none. The
+	// revision gate and [RevisionMap] need every event of a stream that
+	// feeds a document routed to that document, so those events can never
+	// come. With a [StreamHistory] ([WithStreamReader]) the engine finds
+	// them on the event's first wait, by routing the stream's events
+	// between the document and the event; then under [Block] the event
+	// fails for good with this error, which names the stream, the events,
+	// the documents and the rule; under [Skip] the document moves past
+	// them, and under [Park] and [Hold] each is first parked against the
+	// document. Without a StreamHistory they are waited for until the
+	// retries run out.
+	ErrRoutedAway = errors.New("earlier events of the stream are not routed to its document")
 )
 
 // WithStreamReader lets the gate ask the event store about holes in a
@@ -52,10 +67,52 @@ type hole struct {
 	from, to uint64
 	// deleted: the stream has nothing left to read.
 	deleted bool
+	// away: the revisions from to to are there, but routed to other
+	// documents or to none (ErrRoutedAway), each with where it went.
+	away []routedAway
+	// stray: the event itself is the one routed away: its document never
+	// had its stream, whose earlier events feed another document.
+	stray bool
 }
 
-// err is the hole as the error of the event that found it.
-func (h hole) err(stream string) error {
+// routedAway is an event of a stream that its projection does not route to
+// the document its stream feeds: to document to, or to none ("", with the
+// router's error if it had one).
+type routedAway struct {
+	ev  Event
+	to  string
+	err error
+}
+
+func (a routedAway) String() string {
+	what := fmt.Sprintf("revision %d (%s, id %s)", a.ev.StreamRevision, a.ev.Type, a.ev.ID)
+	switch {
+	case a.err != nil:
+		return fmt.Sprintf("%s is routed to no document: %v", what, a.err)
+	case a.to == "":
+		return what + " is routed to no document (its router declined it)"
+	}
+	return fmt.Sprintf("%s is routed to document %q", what, a.to)
+}
+
+// err is the hole as the error of the event that found it, in document t.
+func (h hole) err(t target, stream string, rev uint64) error {
+	if len(h.away) > 0 {
+		parts := make([]string, len(h.away))
+		for i, a := range h.away {
+			parts[i] = a.String()
+		}
+		if h.stray {
+			return fmt.Errorf("%w: in projection %s, revision %d of stream %q is routed to document %q, but of its earlier events %s: "+
+				"a document fed by a stream needs every event of it routed to it (route them all to one document, "+
+				"or choose a strategy that needs no order, such as HandledIDs)",
+				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "))
+		}
+		return fmt.Errorf("%w: in projection %s, %s of stream %q, and revision %d feeds document %q: "+
+			"a document fed by a stream needs every event of it routed to it, so they cannot come "+
+			"(route them to %q, or choose a strategy that needs no order, such as HandledIDs)",
+			ErrRoutedAway, t.p.Name(), strings.Join(parts, "; "), stream, rev, t.id, t.id)
+	}
 	why := "truncated by the stream's $maxCount, $maxAge or $tb, or deleted"
 	if h.deleted {
 		why = "the stream is deleted"
@@ -70,7 +127,7 @@ func (h hole) err(stream string) error {
 // (found at revision rev, or not found) and ev are gone. Without a
 // [StreamReader], or for an event at revision 0, nothing is known to be
 // gone.
-func (e *Engine) holeBefore(ctx context.Context, ev Event, found bool, rev uint64) (hole, error) {
+func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool, rev uint64) (hole, error) {
 	n := ev.StreamRevision
 	if e.streams == nil || n == 0 {
 		return hole{}, nil
@@ -84,13 +141,73 @@ func (e *Engine) holeBefore(ctx context.Context, ev Event, found bool, rev uint6
 		return hole{}, fmt.Errorf("reading where stream %q starts: %w", ev.StreamID, err)
 	}
 	if n-1 >= first {
-		return hole{}, nil // the predecessor is there to read: it is late
+		// The predecessor is there to read: it is late, unless the router
+		// sends it elsewhere.
+		from := first
+		if found {
+			from = max(first, rev+1)
+		}
+		return e.routedAwayBefore(ctx, t, ev, found, from)
 	}
 	from := uint64(0)
 	if found {
 		from = rev + 1
 	}
 	return hole{gone: true, from: from, to: n - 1, deleted: deleted}, nil
+}
+
+// routedAwayBefore reads the events of ev's stream from revision from to
+// ev's, when the engine has a [StreamHistory], and routes each in t's
+// projection: when none is routed to t's document, they are a hole that
+// cannot come (ErrRoutedAway). When one is, it is late: a document waits
+// for it, and it finds the events routed away before it when it comes. When
+// t's document never had the stream (not found) and its earlier events
+// feed another document, ev is the one routed away (stray).
+func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found bool, from uint64) (hole, error) {
+	hist, ok := e.streams.(StreamHistory)
+	if !ok || from >= ev.StreamRevision {
+		return hole{}, nil
+	}
+	var away []routedAway
+	late := false
+	err := hist.ReadStream(ctx, ev.StreamID, from, func(pred Event) error {
+		if pred.StreamRevision >= ev.StreamRevision {
+			return ErrStopRead
+		}
+		a := e.routeIn(t.p, pred)
+		if a.err == nil && a.to == t.id {
+			late = true
+			return ErrStopRead
+		}
+		away = append(away, a)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return hole{}, fmt.Errorf("reading stream %q from revision %d: %w", ev.StreamID, from, err)
+	case late || len(away) == 0 || away[len(away)-1].ev.StreamRevision != ev.StreamRevision-1:
+		return hole{}, nil // late (or not all read: the stream moved)
+	}
+	h := hole{gone: true, from: away[0].ev.StreamRevision, to: ev.StreamRevision - 1, away: away}
+	h.stray = !found && slices.ContainsFunc(away, func(a routedAway) bool { return a.to != "" })
+	return h, nil
+}
+
+// routeIn routes ev, as delivered, in projection p, as Handle would.
+func (e *Engine) routeIn(p Definition, ev Event) routedAway {
+	decoded, targets, unroutable, _ := e.routed(ev)
+	a := routedAway{ev: decoded}
+	for _, t := range targets {
+		if t.p == p {
+			a.to = t.id
+		}
+	}
+	for _, u := range unroutable {
+		if u.p == p {
+			a.err = u.err
+		}
+	}
+	return a
 }
 
 // startsOver reports whether a document at revision rev belongs to a stream

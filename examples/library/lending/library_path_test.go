@@ -22,9 +22,16 @@ import (
 // project runs the loans projection until ctx is done: the library path, for
 // a program that wires the parts itself instead of using package app.
 func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *slog.Logger) error {
+	client, err := subscription.Dial(esdbURI, logger)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
 	store := mongostore.New(db)
+	// The stream reader (the client) tells a late event from one that is
+	// gone or routed elsewhere, and lets catch-up fold a stream at once.
 	engine, err := projector.NewEngine(store, lending.Registry(), []projector.Definition{lending.NewLoans()},
-		projector.WithRetry(retry.Default()), projector.WithLogger(logger))
+		projector.WithRetry(retry.Default()), projector.WithLogger(logger), projector.WithStreamReader(client))
 	if err != nil {
 		return err
 	}
@@ -33,11 +40,6 @@ func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *sl
 	if err := engine.Prepare(ctx); err != nil {
 		return err
 	}
-	client, err := subscription.Dial(esdbURI, logger)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
 	source, err := subscription.NewAll(client, subscription.AllOptions{StreamPrefixes: []string{lending.LoanStreams}})
 	if err != nil {
 		return err

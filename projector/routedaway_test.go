@@ -1,0 +1,151 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/sourcetest"
+)
+
+// A cart whose third event (revision 2) its client summary cannot have:
+// of a type the registry does not know and with no client in its metadata
+// (the router declines it), or with a client id holding invalid UTF-8 (it
+// goes to another document, "x\uFFFD\uFFFD"). The summary of client x,
+// fed by the cart under the per-stream revision map, needs every event of
+// the cart: its later events find, on their first wait, that revision 2 is
+// not coming, and the failure policy has it at once. Under block the
+// projection stops at one event with a message naming the stream, the
+// event, the documents and the rule; under park and skip the summary is the
+// fold of the cart's other events, and under park the bad event is parked
+// once.
+func TestRoutedAway_an_event_of_a_revision_map_stream_routed_elsewhere_goes_through_the_policy_at_once(t *testing.T) {
+	cases := []struct {
+		name     string
+		typ      string
+		metadata string
+		is       error  // the failure under block
+		want     string // in its message
+		strayDoc string // the document the bad event goes to, if any
+	}{
+		// The router says it cannot route the event: it fails (under
+		// block), or is parked or skipped with no document, when it comes.
+		{name: "unknown type, no client", typ: "ShoppingCartTagged", metadata: `{}`, is: projector.ErrUnroutable,
+			want: `no client in the cart event's metadata`},
+		// It routes to another document, which never had the cart: a
+		// stray there, refused by the policy.
+		{name: "client id with invalid UTF-8", typ: "ProductItemAddedToShoppingCart", metadata: "{\"clientId\":\"x\xff\xfe\"}",
+			is:   projector.ErrRoutedAway,
+			want: `is routed to document "x` + "\uFFFD\uFFFD" + `", but of its earlier events revision 0`, strayDoc: "x\uFFFD\uFFFD"},
+	}
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	app := appender{client}
+	ctx := context.Background()
+	for _, c := range cases {
+		for _, policy := range []projector.FailurePolicy{projector.Block, projector.Park, projector.Skip} {
+			t.Run(c.name+"/"+policy.String(), func(t *testing.T) {
+				id := "r" + uuid.NewString()[:8]
+				stream := cart.StreamID(id)
+				meta := []byte(`{"clientId":"x"}`)
+				payload := func(v any) []byte {
+					b, err := json.Marshal(v)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return b
+				}
+				evs := []sourcetest.Event{
+					{ID: uuid.New(), Type: "ShoppingCartOpened", Data: payload(cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "x", OpenedAt: t0}), Metadata: meta},
+					{ID: uuid.New(), Type: "ProductItemAddedToShoppingCart", Data: payload(add(id, "p", 1)), Metadata: meta},
+					{ID: uuid.New(), Type: c.typ, Data: payload(add(id, "bad", 9)), Metadata: []byte(c.metadata)},
+					{ID: uuid.New(), Type: "ProductItemAddedToShoppingCart", Data: payload(add(id, "q", 2)), Metadata: meta},
+					{ID: uuid.New(), Type: "ShoppingCartConfirmed", Data: payload(cart.ShoppingCartConfirmed{ShoppingCartID: id, ConfirmedAt: t0}), Metadata: meta},
+				}
+				if _, err := app.Append(ctx, stream, sourcetest.NoStream, evs...); err != nil {
+					t.Fatal(err)
+				}
+				var delivered []projector.Event
+				if err := client.ReadStream(ctx, stream, 0, func(ev projector.Event) error {
+					delivered = append(delivered, ev)
+					return nil
+				}); err != nil || len(delivered) != len(evs) {
+					t.Fatalf("read %d events of %d: %v", len(delivered), len(evs), err)
+				}
+				s := newStore(t)
+				summary := cart.NewClientSummaryProjection()
+				e := holeEngine(t, s, client, policy, summary)
+				var failed []projector.Result
+				for _, ev := range delivered {
+					rs, _ := e.Handle(ctx, ev)
+					for _, r := range rs {
+						if r.Outcome == projector.Failed {
+							failed = append(failed, r)
+						}
+						if r.Waits > 1 {
+							t.Errorf("%s@%d waited %d times: the policy must have it at once", ev.StreamID, ev.StreamRevision, r.Waits)
+						}
+					}
+					if policy == projector.Block && len(failed) > 0 {
+						break // the runner stops here
+					}
+				}
+				parked, err := s.Parked(ctx, cart.ClientSummaryName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if policy == projector.Block {
+					if len(failed) != 1 || !errors.Is(failed[0].Err, c.is) {
+						t.Fatalf("under block, want one failure of %v: %+v", c.is, failed)
+					}
+					msg := failed[0].Err.Error()
+					for _, w := range []string{c.want, `stream "` + stream + `"`, "revision 2", "needs every event of it routed to it", cart.ClientSummaryName} {
+						if !strings.Contains(msg, w) {
+							t.Errorf("message %q does not say %q", msg, w)
+						}
+					}
+					if len(parked) != 0 {
+						t.Errorf("parked under block: %+v", parked)
+					}
+					return
+				}
+				if len(failed) != 0 {
+					t.Fatalf("failures under %v: %+v", policy, failed)
+				}
+				var want []projector.Event
+				for _, ev := range []projector.Event{delivered[0], delivered[1], delivered[3], delivered[4]} {
+					decoded, err := cart.Registry().Decode(ev)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, decoded)
+				}
+				if err := projectortest.CheckDocument(ctx, s, summary, "x", want); err != nil {
+					t.Error(err)
+				}
+				if c.strayDoc != "" {
+					if found, _, err := projector.ReadDocument(ctx, s, summary, c.strayDoc, nil); err != nil || found {
+						t.Errorf("the stray's document %q: found %v (%v), want none", c.strayDoc, found, err)
+					}
+				}
+				switch {
+				case policy == projector.Park && (len(parked) != 1 || parked[0].EventID != delivered[2].ID || !strings.Contains(parked[0].Error, c.is.Error())):
+					t.Errorf("under park, want the bad event parked once: %+v", parked)
+				case policy == projector.Skip && len(parked) != 0:
+					t.Errorf("parked under skip: %+v", parked)
+				}
+			})
+		}
+	}
+}
+
+var _ projector.StreamHistory = (*subscription.Client)(nil)
