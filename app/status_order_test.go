@@ -67,8 +67,8 @@ func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *
 	for i, coll := range []string{"tix_r1", "tix_r2"} {
 		pe := projector.ParkedEvent{Projection: "tix", Document: "7", Stream: "t-7", Revision: uint64(i), EventID: fmt.Sprint("e", i),
 			Type: "noted", Error: "bad", Attempts: 1, ParkedAt: time.Now().UTC(), Collection: coll}
-		if err := store.Park(ctx, pe); err != nil {
-			t.Fatal(err)
+		if recorded, err := store.Park(ctx, pe); err != nil || !recorded {
+			t.Fatalf("recorded %v: %v", recorded, err)
 		}
 	}
 	var out, errOut strings.Builder

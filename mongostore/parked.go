@@ -57,7 +57,7 @@ func recordID(p projector.ParkedEvent) string {
 // Park implements [projector.Parker]. Parking an event again in the same
 // build keeps the first record. Another build (a rebuild's collection) that
 // parks it has a record of its own: each build replays its own.
-func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
+func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error) {
 	d := parkedDoc{
 		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
 		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
@@ -69,22 +69,25 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) error {
 	var old parkedDoc
 	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Decode(&old); err == nil {
 		if old.Collection == d.Collection || d.Collection == "" || old.Collection == "" {
-			return nil // this build's (a record from before builds were told apart counts as one)
+			return false, nil // this build's (a record from before builds were told apart counts as one)
 		}
 		d.ID = parkedID(p.Projection, p.Collection+"/"+p.EventID)
 		if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {
-			return nil
+			return false, nil
 		} else if !errors.Is(err, mongo.ErrNoDocuments) {
-			return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+			return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 		}
 	} else if !errors.Is(err, mongo.ErrNoDocuments) {
-		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+		return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 	}
 	_, err := coll.InsertOne(ctx, d)
-	if err != nil && !mongo.IsDuplicateKeyError(err) {
-		return fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		return false, nil // recorded meanwhile
+	case err != nil:
+		return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 	}
-	return nil
+	return true, nil
 }
 
 // Parked returns the events of projection that are parked and not replayed,

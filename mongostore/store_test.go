@@ -192,8 +192,11 @@ func TestPrepareHolds_creates_the_index_of_the_held_lookups_and_Held_writes_noth
 	for i, d := range []string{"a", "a", "b"} {
 		pe := projector.ParkedEvent{Projection: "p", Document: d, Stream: "s-" + d, Revision: uint64(i), EventID: "e" + string(rune('0'+i)),
 			Type: "T", Data: []byte(`{}`), ParkedAt: time.Now(), Held: true, Collection: "c"}
-		if err := s.Park(ctx, pe); err != nil {
-			t.Fatal(err)
+		if recorded, err := s.Park(ctx, pe); err != nil || !recorded {
+			t.Fatalf("recorded %v: %v", recorded, err)
+		}
+		if again, err := s.Park(ctx, pe); err != nil || again {
+			t.Fatalf("the same event again: recorded %v (%v), want nothing recorded", again, err)
 		}
 	}
 	held, err := s.Held(ctx, "p", "c")

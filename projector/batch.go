@@ -85,7 +85,7 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 				e.handleAround(ctx, events, routes, i, out)
 				return out
 			}
-			id, ok, err := p.Route(ev)
+			id, ok, err := e.route(ctx, p, ev)
 			if err != nil {
 				// An event a projection cannot route: through the gate,
 				// which applies the failure policy.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/revgate/projector/projector/driver"
@@ -40,6 +41,7 @@ type Engine struct {
 	knownSize   int
 	holds       *holds
 	known       *known // the revisions stream folds wrote documents at
+	ties        *lru.Cache[tieKey, string]
 	folded      atomic.Uint64
 	locks       docLocks
 
@@ -106,6 +108,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.tracer = tracerOf(e.tracerProvider)
 	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
 	e.holds = newHolds()
+	e.ties, _ = lru.New[tieKey, string](max(cmp.Or(e.knownSize, DefaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
@@ -117,6 +120,11 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	}
 	if err := Validate(registry, projections...); err != nil {
 		return nil, err
+	}
+	for _, p := range projections {
+		if len(p.tiedStreams()) > 0 && e.history == nil {
+			return nil, fmt.Errorf("projector: projection %q ties streams (TieStreams): the engine needs a stream reader that reads streams, a StreamHistory (WithStreamReader)", p.Name())
+		}
 	}
 	if err := e.checkPolicies(); err != nil {
 		return nil, err
@@ -244,7 +252,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		results = e.handleRecord(ctx, ev)
 		return results, joinFailures(results)
 	}
-	decoded, targets, unroutable, decodeErr := e.routed(ev)
+	decoded, targets, unroutable, decodeErr := e.routed(ctx, ev)
 	if len(unroutable) > 0 {
 		defer func() {
 			for _, u := range unroutable {
@@ -313,7 +321,7 @@ func handlesType(p Definition, payload any) bool {
 // decode), the documents it feeds, the projections that want it but cannot
 // route it, and the decoding error. Handle and a runner spreading events
 // over its workers (partitionKey) route an event alike.
-func (e *Engine) routed(ev Event) (decoded Event, targets []target, unroutable []unrouted, decodeErr error) {
+func (e *Engine) routed(ctx context.Context, ev Event) (decoded Event, targets []target, unroutable []unrouted, decodeErr error) {
 	// Decoded first, so that a projection's IDFunc may read the payload.
 	decoded, decodeErr = e.registry.Decode(ev)
 	if decodeErr != nil {
@@ -321,18 +329,18 @@ func (e *Engine) routed(ev Event) (decoded Event, targets []target, unroutable [
 		// creation event is still known as one when the gate skips it.
 		decoded = ev
 		decoded.Payload, _ = e.registry.zero(ev.Type)
-		targets, unroutable = e.targetsUndecoded(ev, decoded)
+		targets, unroutable = e.targetsUndecoded(ctx, ev, decoded)
 		return decoded, targets, unroutable, decodeErr
 	}
-	targets, unroutable = e.targets(decoded)
+	targets, unroutable = e.targets(ctx, decoded)
 	return decoded, targets, unroutable, nil
 }
 
 // targets returns the documents ev feeds, one per projection that wants it,
 // and the projections that want it but cannot route it.
-func (e *Engine) targets(ev Event) (targets []target, unroutable []unrouted) {
+func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
-		id, ok, err := p.Route(ev)
+		id, ok, err := e.route(ctx, p, ev)
 		switch {
 		case err != nil:
 			unroutable = append(unroutable, unrouted{p, err})
@@ -353,10 +361,10 @@ func (e *Engine) targets(ev Event) (targets []target, unroutable []unrouted) {
 // empty fields. Its projection cannot route the event: the failure policy
 // has it, without a document; unless the projection has no handler for the
 // event's type, and the event is not its concern.
-func (e *Engine) targetsUndecoded(ev, zero Event) (targets []target, unroutable []unrouted) {
+func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
-		id, ok, err := p.Route(zero)
-		bare, bareOK, bareErr := p.Route(ev)
+		id, ok, err := e.route(ctx, p, zero)
+		bare, bareOK, bareErr := e.route(ctx, p, ev)
 		trusted := err == nil && bareErr == nil && ok == bareOK && id == bare
 		switch {
 		case trusted && ok:
@@ -381,7 +389,8 @@ type unrouted struct {
 // unroutable fails ev in projection u.p, which cannot route it, under the
 // projection's failure policy: [Failed] under [Block], [Skipped] under
 // [Skip], and under [Park] recorded first (with no document), then
-// [Parked]. Nothing is written to any document.
+// [Parked] ([Duplicate] when it was recorded already: a delivery again).
+// Nothing is written to any document.
 func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
 	cause := u.err
 	if undecodable != nil {
@@ -398,8 +407,13 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 		r.Outcome = Skipped
 		return r
 	case Park, Hold: // no document to hold
-		if err := e.park(ctx, t, ev, cause, 1); err != nil {
-			return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
+		recorded, err := e.parker.Park(ctx, parkedOf(t, ev, cause, 1))
+		switch {
+		case err != nil:
+			return e.fail(t, ev, failure{err: fmt.Errorf("parking the event: %w", err), wanted: -1, seen: -1, attempts: 1})
+		case !recorded:
+			// Delivered again: parked once, and counted once.
+			return Result{Projection: u.p.Name(), Outcome: Duplicate}
 		}
 		r := e.fail(t, ev, permanent(cause))
 		r.Outcome = Parked

@@ -253,7 +253,7 @@ func TestMultiStream_runner_equals_the_per_event_path_through_duplicates_drops_a
 			run := func(name string, until func(projector.RunnerStats) bool) projector.RunnerStats {
 				src := &dropping{All: l.source(t), server: l.server, every: l.carts.Total / 4}
 				src.times.Store(2)
-				r := sourcetest.NewRunner(t, name, m.engine(t, fastStore), src, fastStore,
+				r := sourcetest.NewRunner(t, "multi", m.engine(t, fastStore), src, fastStore,
 					projector.WithBatch(2, 5*time.Millisecond), projector.WithCheckpointEvery(10, 10*time.Millisecond),
 					projector.WithWorkers(m.workers), projector.WithBuffer(64))
 				x := sourcetest.Start(t, r)
@@ -274,6 +274,9 @@ func TestMultiStream_runner_equals_the_per_event_path_through_duplicates_drops_a
 				if st.Failed != 0 || st.Skipped != 0 || st.Parked != 0 {
 					t.Fatalf("failures: %+v", st)
 				}
+			}
+			if second.Events >= uint64(l.carts.Total) {
+				t.Errorf("the second run read %d events: want it to go on from the first's checkpoint, not from the start of the %d", second.Events, l.carts.Total)
 			}
 			if got := first.Applied + second.Applied; got != uint64(l.carts.Total) {
 				t.Errorf("applied %d over both runs, want each of the %d events once", got, l.carts.Total)

@@ -178,7 +178,7 @@ func (e *Engine) holdFailed(ctx context.Context, t target, ev Event, r Result) R
 	}
 	rec := parkedOf(t, ev, fe.Err, max(fe.Attempts, 1))
 	rec.Held = true
-	if err := e.parker.Park(ctx, rec); err != nil {
+	if _, err := e.parker.Park(ctx, rec); err != nil {
 		return e.fail(t, ev, failure{err: fmt.Errorf("holding the document: %w", err), wanted: -1, seen: -1})
 	}
 	e.holds.mu.Lock()
@@ -202,8 +202,13 @@ func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
 	}
 	rec := parkedOf(t, ev, ErrHeld, 0)
 	rec.Held = true
-	if err := e.parker.Park(ctx, rec); err != nil {
+	recorded, err := e.parker.Park(ctx, rec)
+	switch {
+	case err != nil:
 		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1})
+	case !recorded:
+		// Delivered again: held once.
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
 	r := e.fail(t, ev, permanent(ErrHeld))
 	r.Outcome = Held

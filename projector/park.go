@@ -83,9 +83,9 @@ func (p ParkedEvent) Event() Event {
 
 // Parker records parked events: mongostore keeps them in a collection.
 type Parker interface {
-	// Park records p; recording the same event of the same projection again
-	// is not an error.
-	Park(ctx context.Context, p ParkedEvent) error
+	// Park records p. Recording the same event of the same projection again
+	// is not an error: it records nothing, and recorded is false.
+	Park(ctx context.Context, p ParkedEvent) (recorded bool, err error)
 }
 
 // WithParker sets where the [Park] policy records events.
@@ -98,7 +98,7 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 	if pol := e.policyOf(t.p); pol != Park && pol != Hold {
 		return nil
 	}
-	if err := e.parker.Park(ctx, parkedOf(t, ev, cause, attempts)); err != nil {
+	if _, err := e.parker.Park(ctx, parkedOf(t, ev, cause, attempts)); err != nil {
 		return fmt.Errorf("parking the event: %w", err)
 	}
 	return nil
@@ -109,7 +109,7 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 // delivered now. A document that has its effect already (the event was
 // delivered again and routed since) counts as replayed.
 func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
-	id, ok, err := p.Route(ev)
+	id, ok, err := e.route(ctx, p, ev)
 	switch {
 	case err != nil:
 		return e.fail(target{p: p}, ev, permanent(err))
@@ -160,7 +160,7 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 	if len(h.away) > 0 {
 		return nil
 	}
-	err := e.parker.Park(ctx, ParkedEvent{
+	_, err := e.parker.Park(ctx, ParkedEvent{
 		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: h.from, Position: ev.Position,
 		EventID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
 		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),

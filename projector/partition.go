@@ -1,6 +1,9 @@
 package projector
 
-import "strings"
+import (
+	"context"
+	"strings"
+)
 
 // partitionKey is what a runner spreads events over its workers by. It is
 // the event's stream, so that one worker handles a stream's events in
@@ -17,11 +20,11 @@ import "strings"
 // event whose payload does not decode goes where its router sends it
 // without reading the payload), and keeps the payload in ev so that the
 // worker does not decode it again.
-func (e *Engine) partitionKey(ev *Event) string {
+func (e *Engine) partitionKey(ctx context.Context, ev *Event) string {
 	if !e.byDocument() {
 		return ev.StreamID
 	}
-	decoded, targets, _, decodeErr := e.routed(*ev)
+	decoded, targets, _, decodeErr := e.routed(ctx, *ev)
 	if len(targets) != 1 {
 		return ev.StreamID
 	}

@@ -23,6 +23,7 @@ type Projection[S any] struct {
 	hasPolicy  bool
 	onDelete   DeletionPolicy
 	strat      Strategy
+	ties       []string // stream prefixes: see TieStreams
 }
 
 type handler[S any] struct {
@@ -177,7 +178,32 @@ type Definition interface {
 	newState() any
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
+	tiedStreams() []string
 }
+
+// TieStreams ties each stream whose name starts with one of prefixes to the
+// document of its first event the router routes: an event of such a stream
+// that the router declines (it names no document, such as a card renamed,
+// where only the card's creation names its board) goes to that document.
+// The engine finds that event by reading the stream from the event store
+// ([StreamHistory], given with [WithStreamReader]; [NewEngine] refuses a
+// projection that ties streams without one), so a stream's tie is the same
+// after a restart, in every process and in a rebuild; it remembers the ties
+// of up to [WithKnownDocuments] streams. An event of a tied stream none of
+// whose events the router routes cannot be routed ([ErrUnroutable]): its
+// failure policy has it.
+//
+// It is how a document fed by many streams under [RevisionMap] gets every
+// event of its streams, as that strategy needs, when only some events say
+// their document. A router's answer always wins: a tied stream's event that
+// names another document goes there (and its document finds it routed away:
+// [ErrRoutedAway]).
+func (p *Projection[S]) TieStreams(prefixes ...string) *Projection[S] {
+	p.ties = append(p.ties, prefixes...)
+	return p
+}
+
+func (p *Projection[S]) tiedStreams() []string { return p.ties }
 
 // Idempotency sets how the engine gets exactly-once effect for this
 // projection (default [StreamRevision]).
@@ -236,6 +262,7 @@ func (p *Projection[S]) copyTo(collection string) Definition {
 	c := *p
 	c.collection = collection
 	c.indexes = slices.Clone(p.indexes)
+	c.ties = slices.Clone(p.ties)
 	return &c
 }
 

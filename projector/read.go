@@ -210,7 +210,7 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	if d.Settle != nil {
 		x.settling = true
 	}
-	it := item{d: d, key: r.engine.partitionKey(d.Event)}
+	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event)}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,3 +150,32 @@ func TestRoutedAway_an_event_of_a_revision_map_stream_routed_elsewhere_goes_thro
 }
 
 var _ projector.StreamHistory = (*subscription.Client)(nil)
+
+// An event its projection cannot route, delivered three times under park:
+// parked once, and reported parked once (then a duplicate), so that the
+// parked count of a process equals the records it made.
+func TestPark_an_unroutable_event_delivered_again_is_parked_and_counted_once(t *testing.T) {
+	s := newStore(t)
+	summary := cart.NewClientSummaryProjection()
+	e := holeEngine(t, s, nil, projector.Park, summary)
+	log := projectortest.NewLog(cart.Registry())
+	evs, err := log.AppendWithMetadata(cart.StreamID("u"), []byte(`{}`), add("u", "p", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []projector.Outcome
+	for range 3 {
+		rs, _ := e.Handle(context.Background(), evs[0])
+		for _, r := range rs {
+			got = append(got, r.Outcome)
+		}
+	}
+	want := []projector.Outcome{projector.Parked, projector.Duplicate, projector.Duplicate}
+	if !slices.Equal(got, want) {
+		t.Errorf("outcomes %v, want %v", got, want)
+	}
+	parked, err := s.Parked(context.Background(), cart.ClientSummaryName)
+	if err != nil || len(parked) != 1 {
+		t.Fatalf("parked %+v (%v), want one record", parked, err)
+	}
+}

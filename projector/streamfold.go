@@ -268,7 +268,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		if err != nil {
 			return ErrStopRead
 		}
-		if to, ok, err := p.Route(decoded); err != nil || !ok || to != id {
+		if to, ok, err := b.route(ctx, p, decoded); err != nil || !ok || to != id {
 			return ErrStopRead
 		}
 		if fd.step(decoded) != apply {

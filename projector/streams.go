@@ -174,7 +174,7 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 		if pred.StreamRevision >= ev.StreamRevision {
 			return ErrStopRead
 		}
-		a := e.routeIn(t.p, pred)
+		a := e.routeIn(ctx, t.p, pred)
 		if a.err == nil && a.to == t.id {
 			late = true
 			return ErrStopRead
@@ -194,8 +194,8 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 }
 
 // routeIn routes ev, as delivered, in projection p, as Handle would.
-func (e *Engine) routeIn(p Definition, ev Event) routedAway {
-	decoded, targets, unroutable, _ := e.routed(ev)
+func (e *Engine) routeIn(ctx context.Context, p Definition, ev Event) routedAway {
+	decoded, targets, unroutable, _ := e.routed(ctx, ev)
 	a := routedAway{ev: decoded}
 	for _, t := range targets {
 		if t.p == p {

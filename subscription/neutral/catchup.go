@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/revgate/projector/projector"
 )
@@ -51,6 +53,12 @@ func NewAllCatchUp(pkg string, s CatchUpStream, logger *slog.Logger, from *proje
 		last := *from
 		c.last = &last
 	}
+	if head != nil && head.quiet > 0 {
+		// Received on a goroutine of its own, so that Next can also wait
+		// for quiet at the head.
+		c.msgs, c.done = make(chan Message), make(chan struct{})
+		go c.receive()
+	}
 	return c
 }
 
@@ -60,14 +68,82 @@ type catchUp struct {
 	logger *slog.Logger
 	head   *Head
 	last   *projector.Checkpoint // of the last delivery, or where it started
+
+	// With a scan when quiet: the messages received, and done, closed by
+	// Close. live: the subscription is at the head.
+	msgs      chan Message
+	done      chan struct{}
+	closeOnce sync.Once
+	live      bool
+}
+
+// receive hands the stream's messages to Next until the subscription drops
+// or is closed.
+func (c *catchUp) receive() {
+	for {
+		m := c.s.Recv()
+		select {
+		case c.msgs <- m:
+		case <-c.done:
+			return
+		}
+		if m.Dropped != nil {
+			return
+		}
+	}
+}
+
+// recv returns the next message; at the head, after a quiet spell, a
+// checkpoint at the head, if the head scan moved past the last one.
+func (c *catchUp) recv(ctx context.Context) Message {
+	if c.msgs == nil {
+		stop := context.AfterFunc(ctx, func() { c.s.Close() })
+		defer stop()
+		return c.s.Recv()
+	}
+	for {
+		m, ok := c.wait(ctx)
+		switch {
+		case ok && m.CaughtUp:
+			c.live = true
+		case ok && m.Event == nil && m.EventErr == nil && m.Checkpoint == nil && m.Dropped == nil:
+			c.live = false // fell behind
+		}
+		if ok || ctx.Err() != nil {
+			return m
+		}
+		if last := c.last; c.atHead(ctx) != nil && c.last != last {
+			return Message{Checkpoint: c.last}
+		}
+	}
+}
+
+// wait waits for the next message (ok), ctx, or, at the head, a quiet
+// spell.
+func (c *catchUp) wait(ctx context.Context) (m Message, ok bool) {
+	var quiet <-chan time.Time
+	if c.live {
+		t := time.NewTimer(c.head.quiet)
+		defer t.Stop()
+		quiet = t.C
+	}
+	select {
+	case m := <-c.msgs:
+		return m, true
+	case <-ctx.Done():
+	case <-quiet:
+	}
+	return Message{}, false
 }
 
 // Next implements [projector.Subscription].
 func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
-	stop := context.AfterFunc(ctx, func() { c.s.Close() })
-	defer stop()
 	for {
-		m := c.s.Recv()
+		m := c.recv(ctx)
+		lone := m.Checkpoint != nil && m.Event == nil && m.EventErr == nil
+		if lone && c.last != nil && after(*c.last, *m.Checkpoint) {
+			continue // the node's, behind where a head scan moved: not backwards
+		}
 		if m.Checkpoint != nil {
 			c.last = m.Checkpoint
 		}
@@ -113,4 +189,9 @@ func (c *catchUp) atHead(ctx context.Context) *projector.Checkpoint {
 }
 
 // Close implements [projector.Subscription].
-func (c *catchUp) Close() error { return c.s.Close() }
+func (c *catchUp) Close() error {
+	if c.done != nil {
+		c.closeOnce.Do(func() { close(c.done) })
+	}
+	return c.s.Close()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/revgate/projector/projector"
@@ -46,14 +47,20 @@ const HeadScanLimit = 1 << 15
 // message (at most MaxSearchWindow x CheckpointInterval of them, 32 by the
 // clients' defaults) and those appended since it caught up, which it stops
 // at as soon as one is the projection's, and at most [HeadScanLimit].
+//
+// It scans again whenever the subscription, at the head, has had no message
+// for AllOptions.QuietCheckpoint: a projection whose live traffic ends with
+// records its filter leaves out gets its stored position to the head then,
+// instead of after the node's next checkpoint message, which may never come.
 type Head struct {
 	scan  ScanAll
 	keeps func(stream, eventType string) bool
+	quiet time.Duration // 0: no scan when quiet
 }
 
 // NewHead returns the head scan of a subscription to $all under o, on scan.
 func NewHead(o AllOptions, scan ScanAll) *Head {
-	return &Head{scan: scan, keeps: o.keeps()}
+	return &Head{scan: scan, keeps: o.keeps(), quiet: o.quiet()}
 }
 
 // After returns the checkpoint to store once a subscription that delivered

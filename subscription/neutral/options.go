@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"time"
 )
 
 // AllStreams names $all as the stream of a persistent subscription group.
@@ -33,10 +34,31 @@ type AllOptions struct {
 	// projection's restart does not rescan them.
 	MaxSearchWindow    int
 	CheckpointInterval int
+	// QuietCheckpoint is how long a subscription at the head waits for a
+	// message before it reads $all to the head and moves its checkpoint
+	// past the records its filter leaves out (see [Head]): the stored
+	// position of a projection whose last events are not its own then
+	// reaches the head. 0 is DefaultQuietCheckpoint; negative, never.
+	QuietCheckpoint time.Duration
 	// ResolveLinks delivers the events that link events point to.
 	ResolveLinks bool
 	// Logger logs drops and skipped deliveries (default: none).
 	Logger *slog.Logger
+}
+
+// DefaultQuietCheckpoint is how long a subscription at the head waits for a
+// message before it moves its checkpoint to the head ([AllOptions]).
+const DefaultQuietCheckpoint = 5 * time.Second
+
+// quiet is o's QuietCheckpoint, 0 for never.
+func (o AllOptions) quiet() time.Duration {
+	switch {
+	case o.QuietCheckpoint < 0:
+		return 0
+	case o.QuietCheckpoint == 0:
+		return DefaultQuietCheckpoint
+	}
+	return o.QuietCheckpoint
 }
 
 // FiltersEventTypes reports whether o leaves events out by type, so that

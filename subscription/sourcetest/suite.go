@@ -59,6 +59,7 @@ var cases = []struct {
 	{"a_catch_up_subscription_says_once_that_it_caught_up_then_follows_live", caughtUpOnce},
 	{"a_quiet_projection_stores_the_head_when_it_catches_up_without_a_checkpoint_message", quietAtHead},
 	{"a_quiet_projection_keeps_its_stored_position_within_one_checkpoint_interval_of_the_head", quietCadence},
+	{"a_live_projection_whose_traffic_ends_with_records_it_leaves_out_stores_the_head_once_quiet", quietLive},
 	{"an_event_type_filter_is_refused_for_gated_projections", eventTypeFilterRefused},
 	{"a_checkpoint_from_another_log_is_refused", foreignCheckpoint},
 	{"the_global_position_strategy_and_the_hold_policy_are_refused_with_competing_consumers", orderedOnlyRefused},
@@ -784,6 +785,41 @@ func quietAtHead(t *testing.T, f *fixture) {
 			t.Fatalf("run %d: the stored head fails its own check: %v", run, err)
 		}
 	}
+}
+
+// A projection filtered to the carts follows live traffic that ends with
+// 300 records of other streams: fewer than one checkpoint interval (32 x
+// 1,000), so the node sends no checkpoint message after them. Once no
+// message has come for QuietCheckpoint, the subscription reads $all to the
+// head, and the runner stores the head: within a bounded time, as the
+// status and the lag metric then say.
+func quietLive(t *testing.T, f *fixture) {
+	c := f.dial(t)
+	f.carts.Append(t, 5, 5, 4)
+	o := neutral.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}, MaxSearchWindow: 32, CheckpointInterval: 1000,
+		QuietCheckpoint: 100 * time.Millisecond}
+	src, err := c.All(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(t, "quiet-live", Engine(t, f.store), src, f.store, projector.WithCheckpointEvery(1, 20*time.Millisecond))
+	x := Start(t, r)
+	x.WaitFor(t, "caught up", func(st projector.RunnerStats) bool { return st.CaughtUp })
+	f.carts.Prefix = "live-"
+	f.carts.Append(t, 6, 5, 4)
+	appendOthers(t, c, 300)
+	head := f.server.Head()
+	x.WaitFor(t, "the head stored", func(projector.RunnerStats) bool {
+		cp, err := f.store.LoadCheckpoint(context.Background(), "quiet-live")
+		return err == nil && cp != nil && cp.Position == head
+	})
+	if err := x.Stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if st := r.Stats(); st.Applied != uint64(f.carts.Total) || st.Failed != 0 {
+		t.Fatalf("stats %+v, want the %d cart events applied", st, f.carts.Total)
+	}
+	f.carts.Check(t, f.store)
 }
 
 // A quiet projection over 10,000 records of other streams, then 10,000

@@ -1,0 +1,401 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
+	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/sourcetest"
+)
+
+// A kanban board, fed by its own stream and by the streams of its cards.
+// Only a card's first event names its board; the others name the card
+// alone.
+type (
+	BoardOpened struct {
+		BoardID, Name string
+	}
+	CardAdded struct {
+		CardID, BoardID, Title string
+	}
+	CardRenamed struct {
+		CardID, Title string
+	}
+	CardMoved struct {
+		CardID, Column string
+	}
+	CardArchived struct {
+		CardID string
+	}
+)
+
+type boardCard struct {
+	Title, Column string
+	Moves         int
+	Archived      bool
+}
+
+type board struct {
+	Name  string
+	Cards map[string]boardCard
+}
+
+const (
+	boardStreams = "board-"
+	cardStreams  = "card-"
+)
+
+func kanbanRegistry() *projector.Registry {
+	r := projector.NewRegistry()
+	projector.Register[BoardOpened](r, "BoardOpened")
+	projector.Register[CardAdded](r, "CardAdded")
+	projector.Register[CardRenamed](r, "CardRenamed")
+	projector.Register[CardMoved](r, "CardMoved")
+	projector.Register[CardArchived](r, "CardArchived")
+	return r
+}
+
+// boards is the board summary: one document per board, under the
+// per-stream revision map, with the card streams tied to the board their
+// first event names.
+func boards() *projector.Projection[board] {
+	p := projector.New[board]("kanban_boards", func(ev projector.Event) (string, bool) {
+		switch pl := ev.Payload.(type) {
+		case BoardOpened:
+			return pl.BoardID, true
+		case CardAdded:
+			return pl.BoardID, true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap()).TieStreams(cardStreams)
+	card := func(s board, id string, f func(*boardCard)) board {
+		if s.Cards == nil {
+			s.Cards = map[string]boardCard{}
+		}
+		c := s.Cards[id]
+		f(&c)
+		s.Cards[id] = c
+		return s
+	}
+	projector.On(p, func(s board, e BoardOpened) (board, error) { s.Name = e.Name; return s, nil })
+	projector.On(p, func(s board, e CardAdded) (board, error) {
+		return card(s, e.CardID, func(c *boardCard) { c.Title, c.Column = e.Title, "todo" }), nil
+	})
+	projector.On(p, func(s board, e CardRenamed) (board, error) {
+		return card(s, e.CardID, func(c *boardCard) { c.Title = e.Title }), nil
+	})
+	projector.On(p, func(s board, e CardMoved) (board, error) {
+		return card(s, e.CardID, func(c *boardCard) { c.Column = e.Column; c.Moves++ }), nil
+	})
+	projector.On(p, func(s board, e CardArchived) (board, error) {
+		return card(s, e.CardID, func(c *boardCard) { c.Archived = true }), nil
+	})
+	return p
+}
+
+// kanbanLog appends, interleaved at random, nBoards boards and nCards cards
+// (each on a random board, with 3 to 7 later events that name no board) to
+// server, and returns the events as $all delivers them and each board's
+// events in that order.
+func kanbanLog(t *testing.T, client *subscription.Client, seed uint64, nBoards, nCards int) (all []projector.Event, byBoard map[string][]projector.Event) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, seed))
+	lives := map[string][]any{}
+	boardOf := map[string]string{}
+	for i := range nBoards {
+		id := fmt.Sprintf("b%d", i)
+		lives[boardStreams+id] = []any{BoardOpened{BoardID: id, Name: "board " + id}}
+	}
+	columns := []string{"todo", "doing", "review", "done"}
+	for i := range nCards {
+		id := fmt.Sprintf("c%03d", i)
+		b := fmt.Sprintf("b%d", r.IntN(nBoards))
+		boardOf[cardStreams+id] = b
+		life := []any{CardAdded{CardID: id, BoardID: b, Title: "card " + id}}
+		for j := range 3 + r.IntN(5) {
+			switch r.IntN(4) {
+			case 0:
+				life = append(life, CardRenamed{CardID: id, Title: fmt.Sprintf("card %s v%d", id, j)})
+			case 3:
+				if j > 2 {
+					life = append(life, CardArchived{CardID: id})
+					continue
+				}
+				fallthrough
+			default:
+				life = append(life, CardMoved{CardID: id, Column: columns[r.IntN(len(columns))]})
+			}
+		}
+		lives[cardStreams+id] = life
+	}
+	var order []string
+	for s, life := range lives {
+		for range life {
+			order = append(order, s)
+		}
+	}
+	slices.Sort(order)
+	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	reg := kanbanRegistry()
+	next := map[string]int{}
+	ctx := context.Background()
+	for _, s := range order {
+		name, data, err := reg.Encode(lives[s][next[s]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (appender{client}).Append(ctx, s, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		next[s]++
+	}
+	src := kanbanSource(t, client)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	sub, err := src.Subscribe(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	byBoard = map[string][]projector.Event{}
+	for len(all) < len(order) {
+		d, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatalf("reading $all after %d events: %v", len(all), err)
+		}
+		if d.Event == nil {
+			continue
+		}
+		ev, err := reg.Decode(*d.Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, *d.Event)
+		b, ok := boardOf[ev.StreamID]
+		if !ok {
+			b = strings.TrimPrefix(ev.StreamID, boardStreams)
+		}
+		byBoard[b] = append(byBoard[b], ev)
+	}
+	return all, byBoard
+}
+
+func kanbanSource(t *testing.T, client *subscription.Client) *subscription.All {
+	t.Helper()
+	src, err := subscription.NewAll(client, subscription.AllOptions{StreamPrefixes: []string{boardStreams, cardStreams}, MaxSearchWindow: 8, CheckpointInterval: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func kanbanEngine(t *testing.T, store driver.Store, client *subscription.Client, policy retry.Policy) *projector.Engine {
+	t.Helper()
+	e, err := projector.NewEngine(store, kanbanRegistry(), []projector.Definition{boards()},
+		projector.WithRetry(policy), projector.WithStreamReader(client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// checkBoards asserts that every board is the fold of its events.
+func checkBoards(t *testing.T, store driver.Store, byBoard map[string][]projector.Event) {
+	t.Helper()
+	p := boards()
+	for _, id := range slices.Sorted(maps.Keys(byBoard)) {
+		want, err := p.Fold(byBoard[id]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got board
+		found, _, err := projector.ReadDocument(context.Background(), store, p, id, &got)
+		switch {
+		case err != nil || !found:
+			t.Errorf("board %s: found %v, %v", id, found, err)
+		case !reflect.DeepEqual(got, want):
+			t.Errorf("board %s differs from the fold of its %d events:\n got %+v\nwant %+v", id, len(byBoard[id]), got, want)
+		}
+	}
+}
+
+// upTo is a source that delivers nothing past position: the subscription
+// waits there, as at the head of a log that ends there.
+type upTo struct {
+	*subscription.All
+	position uint64
+}
+
+func (u *upTo) Subscribe(ctx context.Context, from *projector.Checkpoint) (projector.Subscription, error) {
+	sub, err := u.All.Subscribe(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return &upToSub{Subscription: sub, position: u.position}, nil
+}
+
+type upToSub struct {
+	projector.Subscription
+	position uint64
+}
+
+func (s *upToSub) Next(ctx context.Context) (projector.Delivery, error) {
+	d, err := s.Subscription.Next(ctx)
+	if err == nil && d.Checkpoint != nil && d.Checkpoint.Position > s.position {
+		<-ctx.Done()
+		return projector.Delivery{}, ctx.Err()
+	}
+	return d, err
+}
+
+func TestTieStreams_needs_a_stream_history(t *testing.T) {
+	_, err := projector.NewEngine(newStore(t), kanbanRegistry(), []projector.Definition{boards()})
+	if err == nil || !strings.Contains(err.Error(), "TieStreams") || !strings.Contains(err.Error(), "WithStreamReader") {
+		t.Fatalf("NewEngine without a stream reader: %v", err)
+	}
+}
+
+// A kanban board under the per-stream revision map, whose cards' later
+// events name no board: tied to the board of their card's first event,
+// they reach it. A runner of 4 workers catches up through duplicate
+// deliveries and is stopped half-way; a new engine and runner (which know
+// no tie: they read them again) go on from its checkpoint. Every event is
+// applied once, and every board is the fold of its events.
+func TestTieStreams_a_revision_map_fed_by_card_streams_through_duplicates_and_a_restart(t *testing.T) {
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	all, byBoard := kanbanLog(t, client, 71, 5, 80)
+	store := newStore(t)
+	server.DuplicateDeliveries(0.25)
+	defer server.DuplicateDeliveries(0)
+	run := func(name string, src projector.Source, until func(projector.RunnerStats) bool) projector.RunnerStats {
+		r := sourcetest.NewRunner(t, "kanban", kanbanEngine(t, store, client, patient()), src, store,
+			projector.WithBatch(8, 5*time.Millisecond), projector.WithCheckpointEvery(10, 10*time.Millisecond), projector.WithWorkers(4))
+		x := sourcetest.Start(t, r)
+		x.WaitFor(t, name, until)
+		if err := x.Stop(); err != nil {
+			t.Fatalf("%s: Run: %v", name, err)
+		}
+		return r.Stats()
+	}
+	total := uint64(len(all))
+	reached := func(pos uint64) func(projector.RunnerStats) bool {
+		return func(st projector.RunnerStats) bool { return st.Checkpoint != nil && st.Checkpoint.Position >= pos }
+	}
+	// The first run sees the first half of the log only: it stops in the
+	// middle, whatever the machine's speed.
+	mid := all[len(all)/2].Position
+	first := run("first", &upTo{All: kanbanSource(t, client), position: mid}, reached(mid))
+	second := run("second", kanbanSource(t, client), reached(all[len(all)-1].Position))
+	t.Logf("first %+v\nsecond %+v", first, second)
+	for _, st := range []projector.RunnerStats{first, second} {
+		if st.Failed != 0 || st.Skipped != 0 || st.Parked != 0 || st.Unrouted != 0 {
+			t.Fatalf("failed, skipped, parked or unrouted events: %+v", st)
+		}
+	}
+	if first.Applied == 0 || second.Applied == 0 || second.Events >= total {
+		t.Errorf("applied %d, then %d of %d events read: want the second run to go on from the first's checkpoint", first.Applied, second.Applied, second.Events)
+	}
+	if got := first.Applied + second.Applied; got != total {
+		t.Errorf("applied %d over both runs, want each of the %d events once", got, total)
+	}
+	checkBoards(t, store, byBoard)
+}
+
+// The same log delivered shuffled, each event one to three times, by 4
+// goroutines handling one event at a time on one engine, then by a second
+// engine (a restart: it knows no tie) from the middle: an event whose
+// predecessor has not come in time goes back to the end of the deliveries,
+// as a subscription would deliver it again. Every board is the fold of its
+// events.
+func TestTieStreams_shuffled_duplicate_deliveries_to_4_workers(t *testing.T) {
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	all, byBoard := kanbanLog(t, client, 72, 3, 20)
+	store := newStore(t)
+	r := rand.New(rand.NewPCG(73, 73))
+	var deliveries []projector.Event
+	for _, ev := range all {
+		for range 1 + r.IntN(3) {
+			deliveries = append(deliveries, ev)
+		}
+	}
+	r.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
+	quick := retry.Default()
+	quick.InitialDelay, quick.MaxDelay, quick.MaxRetries, quick.MaxElapsed = 2*time.Millisecond, 20*time.Millisecond, -1, 100*time.Millisecond
+	applied := 0
+	// deliver hands queue to 4 goroutines; an event whose predecessor did
+	// not come in time goes to the end of the queue, or, when final is
+	// false, to the deliveries after the restart, which it returns.
+	deliver := func(e *projector.Engine, queue []projector.Event, final bool) (later []projector.Event) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		busy := 0
+		for range 4 {
+			wg.Go(func() {
+				for {
+					mu.Lock()
+					if len(queue) == 0 {
+						if busy == 0 {
+							mu.Unlock()
+							return
+						}
+						mu.Unlock()
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					ev := queue[0]
+					queue = queue[1:]
+					busy++
+					mu.Unlock()
+					rs, _ := e.Handle(context.Background(), ev)
+					mu.Lock()
+					busy--
+					for _, res := range rs {
+						switch {
+						case res.Outcome == projector.Applied:
+							applied++
+						case res.Outcome == projector.Failed && errors.Is(res.Err, projector.ErrPredecessorMissing) && final:
+							queue = append(queue, ev) // delivered again later
+						case res.Outcome == projector.Failed && errors.Is(res.Err, projector.ErrPredecessorMissing):
+							later = append(later, ev)
+						case res.Outcome != projector.Duplicate:
+							t.Errorf("%s@%d: %v %v", ev.StreamID, ev.StreamRevision, res.Outcome, res.Err)
+						}
+					}
+					if len(rs) != 1 {
+						t.Errorf("%s@%d: %d results, want 1", ev.StreamID, ev.StreamRevision, len(rs))
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return later
+	}
+	half := len(deliveries) / 2
+	later := deliver(kanbanEngine(t, store, client, quick), deliveries[:half], false)
+	deliver(kanbanEngine(t, store, client, quick), append(later, deliveries[half:]...), true)
+	if applied != len(all) {
+		t.Errorf("applied %d, want each of the %d events once", applied, len(all))
+	}
+	checkBoards(t, store, byBoard)
+}
