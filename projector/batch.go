@@ -183,14 +183,7 @@ func (b *batchRun) decode(i int) (Event, error) {
 }
 
 // decodeAll decodes the events of d, and reports whether they all decode.
-func (b *batchRun) decodeAll(d *docEvents) bool {
-	for _, i := range d.idx {
-		if _, err := b.decode(i); err != nil {
-			return false
-		}
-	}
-	return true
-}
+func (b *batchRun) decodeAll(d *docEvents) bool { return b.firstUndecodable(d) < 0 }
 
 // docEvents are the events of a batch that feed one document, in order.
 type docEvents struct {

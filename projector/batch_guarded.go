@@ -29,12 +29,26 @@ func guardedBatches(k keeper) bool {
 // an event the strategy would not simply apply or pass over (a predecessor
 // missing, a step that fails), or whose write misses (another writer moved
 // it), has its events handled one by one instead, with their waits and
-// failure policy.
+// failure policy. An event whose payload does not decode costs its
+// document a split: its events before it are folded, it goes alone through
+// the per-event path (its failure policy), and its events after it are
+// folded in another round.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
-	docs := b.documents(ids)
-	if len(docs) == 0 {
-		return
+	for docs := b.documents(ids); len(docs) > 0; {
+		docs = b.guardedRound(ctx, p, docs)
+		if b.failed {
+			// Stopped at a failure: the rest is left alone.
+			for _, d := range docs {
+				b.slowDoc(ctx, p, d)
+			}
+			return
+		}
 	}
+}
+
+// guardedRound is one round of projectGuarded over docs; rest is, for each
+// document split at an event that does not decode, its events after it.
+func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEvents) (rest []*docEvents) {
 	start := time.Now()
 	var clock *storeClock // the batch's time in the store, for the events' spans
 	if b.tracing() {
@@ -42,10 +56,21 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	}
 	var through, keep []*docEvents
 	for _, d := range docs {
-		if !b.decodeAll(d) || b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
+		if b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
 			through = append(through, d)
-		} else {
+			continue
+		}
+		k := b.firstUndecodable(d)
+		if k < 0 {
 			keep = append(keep, d)
+			continue
+		}
+		if k > 0 {
+			keep = append(keep, &docEvents{id: d.id, idx: d.idx[:k]})
+		}
+		through = append(through, &docEvents{id: d.id, idx: d.idx[k : k+1]})
+		if k+1 < len(d.idx) {
+			rest = append(rest, &docEvents{id: d.id, idx: d.idx[k+1:]})
 		}
 	}
 	unlock := b.lockDocs(p, keep)
@@ -57,6 +82,18 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 	for _, d := range through {
 		b.slowDoc(ctx, p, d)
 	}
+	return rest
+}
+
+// firstUndecodable decodes the events of d and returns the place in d of
+// the first whose payload does not decode, -1 when they all decode.
+func (b *batchRun) firstUndecodable(d *docEvents) int {
+	for k, i := range d.idx {
+		if _, err := b.decode(i); err != nil {
+			return k
+		}
+	}
+	return -1
 }
 
 // lockDocs takes the locks of docs, in the order of their ids: what the

@@ -20,22 +20,29 @@ import (
 	"github.com/revgate/projector/mongostore"
 )
 
-// binary builds the projector once for the tests of this package.
-func binary(t *testing.T) string {
+// binary builds the projector once for the tests of this package, with
+// the race detector.
+func binary(t testing.TB) string {
 	t.Helper()
-	if bin != "" {
-		return bin
+	if bin == "" {
+		bin = build(t, "-race")
 	}
+	return bin
+}
+
+// build builds the projector into a temporary directory with flags.
+func build(t testing.TB, flags ...string) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "projector-bin-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin = filepath.Join(dir, "projector")
-	out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	out := filepath.Join(dir, "projector")
+	args := append(append([]string{"build"}, flags...), "-o", out, ".")
+	if b, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
 	}
-	return bin
+	return out
 }
 
 var bin string
@@ -48,7 +55,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func runBinary(t *testing.T, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
+func runBinary(t testing.TB, timeout time.Duration, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

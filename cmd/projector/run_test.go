@@ -62,7 +62,7 @@ type process struct {
 
 func (p *process) stderrText() string { return p.stderr.String() }
 
-func startBinary(t *testing.T, args ...string) *process {
+func startBinary(t testing.TB, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
@@ -82,7 +82,7 @@ func startBinary(t *testing.T, args ...string) *process {
 }
 
 // terminate sends SIGTERM and returns the exit code.
-func (p *process) terminate(t *testing.T) int {
+func (p *process) terminate(t testing.TB) int {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -94,14 +94,14 @@ func (p *process) terminate(t *testing.T) int {
 }
 
 // waitCheckpoint waits until the cart details' checkpoint is want.
-func waitCheckpoint(t *testing.T, p *process, s *mongostore.Store, want uint64) {
+func waitCheckpoint(t testing.TB, p *process, s *mongostore.Store, want uint64) {
 	t.Helper()
 	waitCheckpointOf(t, p, s, cart.DetailsName, want)
 }
 
 // waitCheckpointOf waits until the checkpoint name is want, failing when p
 // exits first or after two minutes.
-func waitCheckpointOf(t *testing.T, p *process, s *mongostore.Store, name string, want uint64) {
+func waitCheckpointOf(t testing.TB, p *process, s *mongostore.Store, name string, want uint64) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
