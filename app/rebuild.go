@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,7 +84,7 @@ drop it when no reader uses it.
 		return err
 	}
 	defer opened.Close()
-	if err := refuseGroups(ctx, client, name, x.cat.names()); err != nil {
+	if err := refuseGroups(ctx, client, opened.Store, name, x.cat.names(), inv.Stderr); err != nil {
 		return err
 	}
 	// One rebuild of a projection at a time.
@@ -112,16 +113,20 @@ func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, s
 		projector.WithEventSpans(c.eventSpans))
 }
 
-// refuseGroups fails when a persistent subscription group feeds projection
-// name: a group's position is the server's, and events it acknowledged into
-// the old collection after the rebuild's checkpoint would never reach the
-// new one. A group "<group>-<projection>" belongs to the projection of names
-// with the longest name that ends it.
-func refuseGroups(ctx context.Context, client eventStore, name string, names []string) error {
+// refuseGroups fails when a persistent subscription group on the event
+// store feeds projection name in this database (run --group recorded it
+// there): a group's position is the server's, and events it acknowledged
+// into the old collection after the rebuild's checkpoint would never reach
+// the new one. A group "<group>-<projection>" belongs to the projection of
+// names with the longest name that ends it; one of name's that this
+// database has no record of (another deployment's, on the same event
+// store) is only noted on stderr.
+func refuseGroups(ctx context.Context, client eventStore, store *mongostore.Store, name string, names []string, stderr io.Writer) error {
 	groups, err := client.groups(ctx)
 	if err != nil {
 		return fmt.Errorf("listing persistent subscription groups: %w", err)
 	}
+	var ours []string
 	for _, g := range groups {
 		owner := ""
 		for _, n := range names {
@@ -130,9 +135,22 @@ func refuseGroups(ctx context.Context, client eventStore, name string, names []s
 			}
 		}
 		if owner == name {
+			ours = append(ours, g)
+		}
+	}
+	if len(ours) == 0 {
+		return nil
+	}
+	rec, err := store.CollectionsOf(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, g := range ours {
+		if slices.Contains(rec.Groups, g) {
 			return fmt.Errorf("persistent subscription group %q feeds %s: a rebuild works with catch-up projectors only "+
 				"(stop the group's consumers and delete the group, rebuild, then run without --group)", g, name)
 		}
+		fmt.Fprintf(stderr, "note: persistent subscription group %q on the event store was never run with this database (another deployment's?): rebuilding %s all the same\n", g, name)
 	}
 	return nil
 }

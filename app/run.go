@@ -210,6 +210,11 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 		s.slots[i] = &slot{name: p.Definition.Name(), projection: p}
 		if s.c.group != "" {
 			s.slots[i].groupName = groupName(s.c.group, p.Definition.Name())
+			// A rebuild in this database then knows the group is this
+			// deployment's.
+			if err := s.store.RecordGroup(ctx, p.Definition.Name(), s.slots[i].groupName); err != nil {
+				return err
+			}
 		}
 		views[i] = s.slots[i]
 	}

@@ -28,6 +28,22 @@ type Collections struct {
 	// Previous is the collection Active replaced, kept until someone drops it.
 	Previous string    `bson:"previous"`
 	Switched time.Time `bson:"switchedAt,omitempty"`
+	// Groups are the persistent subscription groups that fed the
+	// projection in this database ([Store.RecordGroup]).
+	Groups []string `bson:"groups,omitempty"`
+}
+
+// RecordGroup records that persistent subscription group feeds projection
+// in this database: a rebuild of the projection refuses while the group is
+// on the event store (a group of the same name recorded in no database of
+// its own, another deployment's, does not stop it).
+func (s *Store) RecordGroup(ctx context.Context, projection, group string) error {
+	_, err := s.db.Collection(CollectionsCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: projection}},
+		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "groups", Value: group}}}}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("mongostore: record group %q of %q: %w", group, projection, err)
+	}
+	return nil
 }
 
 // CollectionsOf returns the record of projection (zero when none).

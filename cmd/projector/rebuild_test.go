@@ -117,19 +117,35 @@ func TestRebuild_interrupted_resumes_when_run_again(t *testing.T) {
 	checkCarts(t, store, c.Building, carts)
 }
 
+// A group that run --group fed the projection with, in this database,
+// stops a rebuild; in another database, which never ran with it (another
+// deployment on the same event store), the rebuild notes the group on
+// stderr and goes on.
 func TestRebuild_refuses_a_projection_fed_by_a_persistent_group(t *testing.T) {
 	srv := esdbtest.New(t)
 	client := srv.Client(t)
-	settings := esdb.SubscriptionSettingsDefault()
-	if err := client.CreatePersistentSubscriptionToAll(context.Background(), "projector-"+cart.DetailsName,
-		esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}}); err != nil {
-		t.Fatal(err)
-	}
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 3, 4, carts)
 	db := mongotest.Database(t)
-	_, errOut, code := runBinary(t, 20*time.Second, "rebuild", cart.DetailsName, "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
-	if code != 1 || !strings.Contains(errOut, "catch-up projectors only") {
-		t.Fatalf("exit %d: %s", code, errOut)
+	store := mongostore.New(db)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()}
+	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--projections", cart.DetailsName}, common...)...)
+	waitCartsAtFold(t, store, carts, p)
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("run --group: exit %d\n%s", code, p.stderrText())
 	}
+	_, errOut, code := runBinary(t, 20*time.Second, append([]string{"rebuild", cart.DetailsName}, common...)...)
+	if code != 1 || !strings.Contains(errOut, `group "projector-cart_details" feeds cart_details`) || !strings.Contains(errOut, "catch-up projectors only") {
+		t.Fatalf("rebuild of a projection run with --group in its database: exit %d: %s", code, errOut)
+	}
+
+	other := mongotest.Database(t)
+	out, errOut, code := runBinary(t, 2*time.Minute, "rebuild", cart.DetailsName, "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", other.Name())
+	m := regexp.MustCompile(`readers now use (cart_details_r\d+)`).FindStringSubmatch(out)
+	if code != 0 || m == nil || !strings.Contains(errOut, `group "projector-cart_details" on the event store was never run with this database`) {
+		t.Fatalf("rebuild in another database: exit %d\n%s\n%s", code, out, errOut)
+	}
+	checkCarts(t, mongostore.New(other), m[1], carts)
 }
 
 // rebuild takes --on-failure: a history with an event that run parked (a
