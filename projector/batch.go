@@ -52,13 +52,15 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 		b.handleEach(ctx)
 		return out
 	}
-	for i, ev := range events {
-		if isDeletionRecord(ev) {
-			// A node's record about a stream: through the gate, which
-			// applies the deletion policy.
+	if records := deletionRecords(events); len(records) > 0 {
+		if i, ok := writtenAgain(events, records); ok {
+			// A stream deleted and written again within the batch: the
+			// record between its events splits the batch.
 			e.handleAround(ctx, events, routes, i, out)
 			return out
 		}
+		e.handleRecordsAfter(ctx, events, routes, records, out)
+		return out
 	}
 	b.decoded, b.ready = slices.Clone(events), make([]bool, len(events))
 	b.ids = make([][]string, len(e.projections))
@@ -101,6 +103,69 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 		b.project(ctx, p, b.ids[k])
 	}
 	return out
+}
+
+// deletionRecords returns the places of the node's records about deleted
+// streams in events.
+func deletionRecords(events []Event) []int {
+	var records []int
+	for i, ev := range events {
+		if isDeletionRecord(ev) {
+			records = append(records, i)
+		}
+	}
+	return records
+}
+
+// writtenAgain returns the first of records whose deleted stream has events
+// after it in events (written again after a soft delete).
+func writtenAgain(events []Event, records []int) (int, bool) {
+	for _, i := range records {
+		d, ok := deletionOf(events[i])
+		if !ok {
+			continue
+		}
+		for _, ev := range events[i+1:] {
+			if ev.StreamID == d.stream && !isDeletionRecord(ev) {
+				return i, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// handleRecordsAfter handles the batch's events but its deletion records
+// (records) as a batch, then each record through the gate, which applies
+// the projections' deletion policies: a record is about its stream's
+// documents only, whose events in the batch all come before it, so the
+// rest of the batch need not wait for it. Once an event fails, the records
+// are left alone ([ErrNotHandled]), to come again.
+func (e *Engine) handleRecordsAfter(ctx context.Context, events []Event, routes []string, records []int, out [][]Result) {
+	rest := make([]Event, 0, len(events)-len(records))
+	var restRoutes []string
+	at := make([]int, 0, len(rest)) // rest[j] is events[at[j]]
+	for i, ev := range events {
+		if slices.Contains(records, i) {
+			continue
+		}
+		rest, at = append(rest, ev), append(at, i)
+		if routes != nil {
+			restRoutes = append(restRoutes, routes[i])
+		}
+	}
+	results := e.handleBatch(ctx, rest, restRoutes)
+	for j, i := range at {
+		out[i] = results[j]
+	}
+	failed := anyFailed(results...)
+	for _, i := range records {
+		if failed {
+			out[i] = []Result{{Outcome: Failed, Err: ErrNotHandled}}
+			continue
+		}
+		out[i], _ = e.Handle(ctx, events[i])
+		failed = anyFailed(out[i])
+	}
 }
 
 // handleAround handles events[i] alone, through Handle, between

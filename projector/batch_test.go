@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -557,4 +559,74 @@ func TestHandleBatch_waits_for_a_write_of_its_document_by_an_event_handled_alone
 		t.Errorf("%d events applied, want 3 (revisions 3, 4 and 5, once each)", applied)
 	}
 	assertDocument(t, base, "ov", evs[:6])
+}
+
+// writeCounting counts the bulk writes of documents.
+type writeCounting struct {
+	*mongostore.Store
+	bulk atomic.Int32
+}
+
+func (s *writeCounting) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
+	s.bulk.Add(1)
+	return s.Store.WriteMany(ctx, collection, writes)
+}
+
+// A tombstone in the middle of a batch, after its stream's events: the
+// rest of the batch is not split around it (one bulk write for the twelve
+// carts), and the deletion policy applies to its stream's document after
+// that document's events.
+func TestHandleBatch_a_deletion_record_costs_its_streams_document_only(t *testing.T) {
+	base := newStore(t)
+	store := &writeCounting{Store: base}
+	e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection().OnDelete(projector.RemoveDocument)},
+		projector.WithRetry(patient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	r := rand.New(rand.NewPCG(5, 5))
+	lives := map[string][]projector.Event{}
+	var batch []projector.Event
+	for round := range 4 {
+		for i := range 12 {
+			id := fmt.Sprint("d", i)
+			if round == 0 {
+				lives[id] = log.MustAppend(t, cart.StreamID(id), cart.RandomLife(r, id, "c", 4, t0)...)
+			}
+			if round < len(lives[id]) {
+				batch = append(batch, lives[id][round])
+			}
+		}
+		if round == 1 {
+			// d3 is deleted after its first two events; its later ones
+			// never come.
+			batch = append(batch, projector.Event{ID: "t-d3", Type: projector.TypeStreamDeleted, StreamID: cart.StreamID("d3"),
+				StreamRevision: math.MaxInt64, Position: 10_000, Created: t0})
+		}
+	}
+	batch = slices.DeleteFunc(batch, func(ev projector.Event) bool {
+		return ev.StreamID == cart.StreamID("d3") && ev.Type != projector.TypeStreamDeleted && ev.StreamRevision >= 2
+	})
+	for i, rs := range e.HandleBatch(context.Background(), batch) {
+		for _, res := range rs {
+			if res.Outcome == projector.Failed {
+				t.Fatalf("event %d: %v", i, res.Err)
+			}
+		}
+	}
+	if n := store.bulk.Load(); n != 1 {
+		t.Errorf("%d bulk writes, want 1: the batch was split around the record", n)
+	}
+	for id, evs := range lives {
+		found, _, err := projector.ReadDocument(context.Background(), base, cart.NewDetailsProjection(), id, nil)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case id == "d3" && found:
+			t.Errorf("d3 is still there after its tombstone")
+		case id != "d3":
+			assertDocument(t, base, id, evs)
+		}
+	}
 }
