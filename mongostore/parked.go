@@ -55,7 +55,8 @@ func recordID(p projector.ParkedEvent) string {
 }
 
 // Park implements [projector.Parker]. Parking an event again in the same
-// build keeps the first record. Another build (a rebuild's collection) that
+// build keeps the first record (recorded is false), unless it now fails
+// with another document or held where it was not, which replaces it. Another build (a rebuild's collection) that
 // parks it has a record of its own: each build replays its own.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error) {
 	d := parkedDoc{
@@ -69,7 +70,17 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 	var old parkedDoc
 	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Decode(&old); err == nil {
 		if old.Collection == d.Collection || d.Collection == "" || old.Collection == "" {
-			return false, nil // this build's (a record from before builds were told apart counts as one)
+			// This build's (a record from before builds were told apart
+			// counts as one): the same record, unless the event now fails
+			// in another way (with a document, or held behind one, where it
+			// had none), which replaces it.
+			if old.Replayed != nil || old.Document == d.Document && old.Held == d.Held {
+				return false, nil
+			}
+			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: old.ID}}, d); err != nil {
+				return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
+			}
+			return true, nil
 		}
 		d.ID = parkedID(p.Projection, p.Collection+"/"+p.EventID)
 		if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {

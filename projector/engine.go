@@ -41,7 +41,7 @@ type Engine struct {
 	knownSize   int
 	holds       *holds
 	known       *known // the revisions stream folds wrote documents at
-	ties        *lru.Cache[tieKey, string]
+	ties        *lru.Cache[tieKey, tie]
 	folded      atomic.Uint64
 	locks       docLocks
 
@@ -108,7 +108,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.tracer = tracerOf(e.tracerProvider)
 	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
 	e.holds = newHolds()
-	e.ties, _ = lru.New[tieKey, string](max(cmp.Or(e.knownSize, DefaultKnownDocuments), 1))
+	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, DefaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
@@ -401,6 +401,10 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 			"the stream's later events find this one missing", cause, k)
 	}
 	t := target{p: u.p}
+	if errors.Is(u.err, errTieRead) {
+		// The event store did not answer: not the event's fault.
+		return e.fail(t, ev, failure{err: u.err, wanted: -1, seen: -1, attempts: 1})
+	}
 	switch e.policyOf(u.p) {
 	case Skip:
 		r := e.fail(t, ev, permanent(cause))

@@ -182,16 +182,19 @@ type Definition interface {
 }
 
 // TieStreams ties each stream whose name starts with one of prefixes to the
-// document of its first event the router routes: an event of such a stream
-// that the router declines (it names no document, such as a card renamed,
-// where only the card's creation names its board) goes to that document.
-// The engine finds that event by reading the stream from the event store
-// ([StreamHistory], given with [WithStreamReader]; [NewEngine] refuses a
-// projection that ties streams without one), so a stream's tie is the same
-// after a restart, in every process and in a rebuild; it remembers the ties
-// of up to [WithKnownDocuments] streams. An event of a tied stream none of
-// whose events the router routes cannot be routed ([ErrUnroutable]): its
-// failure policy has it.
+// document of its first event the router routes: a later event of such a
+// stream that the router declines (it names no document, such as a card
+// renamed, where only the card's creation names its board) goes to that
+// document. The engine finds that event by reading the stream, up to the
+// declined event, from the event store ([StreamHistory], given with
+// [WithStreamReader]; [NewEngine] refuses a projection that ties streams
+// without one). Only the events before it count, so an event's tie is the
+// same whenever it is handled: live, after a restart, in every process and
+// in a rebuild (unless the stream was truncated past its first routed
+// event). The engine remembers the ties of up to [WithKnownDocuments]
+// streams. A declined event before its stream's first routed one cannot be
+// routed ([ErrUnroutable]): its failure policy has it. A stream that cannot
+// be read fails the event as a store error does, to be tried again.
 //
 // It is how a document fed by many streams under [RevisionMap] gets every
 // event of its streams, as that strategy needs, when only some events say

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // StreamReader tells the engine what its event store still holds of a
@@ -98,10 +99,7 @@ func (a routedAway) String() string {
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
-		parts := make([]string, len(h.away))
-		for i, a := range h.away {
-			parts[i] = a.String()
-		}
+		parts := awayParts(h.away)
 		if h.stray {
 			return fmt.Errorf("%w: in projection %s, revision %d of stream %q is routed to document %q, but of its earlier events %s: "+
 				"a document fed by a stream needs every event of it routed to it (route them all to one document, "+
@@ -156,6 +154,21 @@ func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool,
 	return hole{gone: true, from: from, to: n - 1, deleted: deleted}, nil
 }
 
+// awayParts says where each of away went: the first three and the last
+// two, and how many between, so that a message stays short.
+func awayParts(away []routedAway) []string {
+	var parts []string
+	for i, a := range away {
+		switch {
+		case i < 3 || i >= len(away)-2:
+			parts = append(parts, a.String())
+		case i == 3:
+			parts = append(parts, fmt.Sprintf("%d more", len(away)-5))
+		}
+	}
+	return parts
+}
+
 // routedAwayBefore reads the events of ev's stream from revision from to
 // ev's, when the engine has a [StreamHistory], and routes each in t's
 // projection: when none is routed to t's document, they are a hole that
@@ -168,23 +181,38 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 	if !ok || from >= ev.StreamRevision {
 		return hole{}, nil
 	}
+	// The read may go on calling back after it returned (a read given up
+	// on): what it finds is kept under mu, and ignored once done.
+	var mu sync.Mutex
 	var away []routedAway
-	late := false
+	late, done := false, false
+	var routeErr error
 	err := hist.ReadStream(ctx, ev.StreamID, from, func(pred Event) error {
-		if pred.StreamRevision >= ev.StreamRevision {
+		mu.Lock()
+		defer mu.Unlock()
+		if done || pred.StreamRevision >= ev.StreamRevision {
 			return ErrStopRead
 		}
 		a := e.routeIn(ctx, t.p, pred)
-		if a.err == nil && a.to == t.id {
+		switch {
+		case errors.Is(a.err, errTieRead):
+			routeErr = a.err
+			return ErrStopRead
+		case a.err == nil && a.to == t.id:
 			late = true
 			return ErrStopRead
 		}
 		away = append(away, a)
 		return nil
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
 	switch {
 	case err != nil:
 		return hole{}, fmt.Errorf("reading stream %q from revision %d: %w", ev.StreamID, from, err)
+	case routeErr != nil:
+		return hole{}, routeErr
 	case late || len(away) == 0 || away[len(away)-1].ev.StreamRevision != ev.StreamRevision-1:
 		return hole{}, nil // late (or not all read: the stream moved)
 	}

@@ -2,8 +2,10 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/revgate/projector/retry"
 )
@@ -11,15 +13,29 @@ import (
 // tieKey is a stream as a projection that ties it sees it.
 type tieKey struct{ projection, stream string }
 
+// tie is what the engine knows of a tied stream: the document of its first
+// routed event, at revision at; or, with no document, that none of its
+// events before revision scanned routes.
+type tie struct {
+	doc         string
+	at, scanned uint64
+}
+
+// errTieRead: the stream of a tied event could not be read. It is not the
+// event's fault: the event fails as a store error does (retried, never
+// skipped or parked).
+var errTieRead = errors.New("reading the stream its event is tied by")
+
 // route returns the document ev feeds in projection p: its router's
 // answer; for an event of a stream p ties ([Projection.TieStreams]) that the
-// router declines, the document of the stream's first event it routes.
+// router declines, the document of the stream's first event before it that
+// the router routes.
 func (e *Engine) route(ctx context.Context, p Definition, ev Event) (id string, ok bool, err error) {
 	id, ok, err = p.Route(ev)
 	if err != nil || ok || !ties(p, ev.StreamID) {
 		return id, ok, err
 	}
-	return e.tieOf(ctx, p, ev.StreamID)
+	return e.tieOf(ctx, p, ev)
 }
 
 // ties reports whether p ties stream.
@@ -32,36 +48,82 @@ func ties(p Definition, stream string) bool {
 	return false
 }
 
-// tieOf returns the document of the first event of stream that p's router
-// routes, read from the event store (once a process, while the engine
-// remembers it), under the engine's retry policy. An error wraps
-// [ErrUnroutable]: no event of the stream names a document, or the stream
-// could not be read.
-func (e *Engine) tieOf(ctx context.Context, p Definition, stream string) (string, bool, error) {
-	k := tieKey{p.Name(), stream}
-	if id, ok := e.ties.Get(k); ok {
-		return id, true, nil
+// tieOf returns the document of the first event of ev's stream, before ev,
+// that p's router routes, read from the event store under the engine's
+// retry policy (once a process for a stream, while the engine remembers
+// it). Only the events before ev count, so the answer is the same whenever
+// ev is handled: live, after a restart, in a rebuild. When none routes, ev
+// cannot be routed ([ErrUnroutable]); when the stream cannot be read, the
+// error wraps errTieRead.
+func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, bool, error) {
+	k := tieKey{p.Name(), ev.StreamID}
+	known, _ := e.ties.Get(k)
+	if known.doc == "" && known.scanned < ev.StreamRevision {
+		found, err := retry.DoValue(ctx, e.policy, func(ctx context.Context) (tie, error) {
+			return e.readTie(ctx, p, ev.StreamID, known.scanned, ev.StreamRevision)
+		}, e.retryOptions(ctx)...)
+		if err != nil {
+			return "", true, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
+		}
+		known = found
+		e.ties.Add(k, known)
 	}
-	var id string
-	err := retry.Do(ctx, e.policy, func(ctx context.Context) error {
-		return e.history.ReadStream(ctx, stream, 0, func(ev Event) error {
-			decoded, err := e.registry.Decode(ev)
-			if err != nil {
-				decoded = ev // routed without its payload, as its router can
-			}
-			if to, ok, err := p.Route(decoded); err == nil && ok {
-				id = to
-				return ErrStopRead
-			}
-			return nil
-		})
-	}, e.retryOpts...)
-	switch {
-	case err != nil:
-		return "", true, fmt.Errorf("%w: reading stream %q for the document its events are tied to: %w", ErrUnroutable, stream, err)
-	case id == "":
-		return "", true, fmt.Errorf("%w: the projection ties the events of stream %q to the document of its first event the router routes, and it routes none", ErrUnroutable, stream)
+	if known.doc == "" || known.at > ev.StreamRevision {
+		return "", true, fmt.Errorf("%w: the projection ties the events of stream %q to the document of its first event the router routes, "+
+			"and none before revision %d does", ErrUnroutable, ev.StreamID, ev.StreamRevision)
 	}
-	e.ties.Add(k, id)
-	return id, true, nil
+	return known.doc, true, nil
+}
+
+// readTie reads stream from revision from up to before, for the first
+// event p's router routes (an event whose payload does not decode counts
+// where the engine would route it without its payload).
+func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from, before uint64) (tie, error) {
+	// The read may go on calling back after it returned (a read given up
+	// on): what it finds is kept under mu, and ignored once done.
+	var mu sync.Mutex
+	found, done := tie{scanned: from}, false
+	err := e.history.ReadStream(ctx, stream, from, func(ev Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done || ev.StreamRevision >= before {
+			return ErrStopRead
+		}
+		if to, ok := e.routeInStream(p, ev); ok {
+			found = tie{doc: to, at: ev.StreamRevision}
+			return ErrStopRead
+		}
+		found.scanned = ev.StreamRevision + 1
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	done = true
+	if err != nil {
+		return tie{}, err
+	}
+	if found.doc == "" {
+		found.scanned = max(found.scanned, before)
+	}
+	return found, nil
+}
+
+// routeInStream routes ev, read from its stream, in p by its router alone,
+// as the engine routes a delivered event: an event whose payload does not
+// decode goes where the router sends it both without a payload and with the
+// zero one.
+func (e *Engine) routeInStream(p Definition, ev Event) (string, bool) {
+	decoded, err := e.registry.Decode(ev)
+	if err == nil {
+		id, ok, err := p.Route(decoded)
+		return id, ok && err == nil
+	}
+	zero := ev
+	zero.Payload, _ = e.registry.zero(ev.Type)
+	id, ok, err := p.Route(zero)
+	bare, bareOK, bareErr := p.Route(ev)
+	if err != nil || bareErr != nil || ok != bareOK || id != bare {
+		return "", false
+	}
+	return id, ok
 }

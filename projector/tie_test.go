@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
 	"github.com/revgate/projector/subscription/sourcetest"
@@ -398,4 +400,63 @@ func TestTieStreams_shuffled_duplicate_deliveries_to_4_workers(t *testing.T) {
 		t.Errorf("applied %d, want each of the %d events once", applied, len(all))
 	}
 	checkBoards(t, store, byBoard)
+}
+
+// failingHistory is a stream history whose reads fail while failing is set.
+type failingHistory struct {
+	*streams
+	failing atomic.Bool
+}
+
+func (f *failingHistory) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	if f.failing.Load() {
+		return errors.New("connection refused")
+	}
+	return f.streams.ReadStream(ctx, stream, from, each)
+}
+
+// A tied event whose stream cannot be read fails as a store error does,
+// retryable, under park too: not parked, not skipped. Once the stream reads
+// again, the same event goes to its stream's document. An event before its
+// stream's first routed one is unroutable: the same verdict whenever it
+// comes.
+func TestTieStreams_a_stream_that_cannot_be_read_is_not_the_events_fault(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(kanbanRegistry())
+	early := log.MustAppend(t, cardStreams+"z", CardRenamed{CardID: "z", Title: "draft"})
+	evs := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "zed"}, CardMoved{CardID: "z", Column: "doing"})
+	board := log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+	h := &failingHistory{streams: newStreams(append(append(early, evs...), board...)...)}
+	quick := retry.Default()
+	quick.InitialDelay, quick.MaxRetries = time.Millisecond, 2
+	e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boards()}, projector.WithRetry(quick),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ev := range append(board, evs[0]) {
+		if rs, err := e.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
+		}
+	}
+	h.failing.Store(true)
+	rs, _ := e.Handle(ctx, evs[1])
+	var fe *projector.Error
+	if len(rs) != 1 || rs[0].Outcome != projector.Failed || !errors.As(rs[0].Err, &fe) || !fe.Retryable() {
+		t.Fatalf("with the stream unreadable: %+v, want a retryable failure", rs)
+	}
+	h.failing.Store(false)
+	if rs, err := e.Handle(ctx, evs[1]); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied || rs[0].Document != "b1" {
+		t.Fatalf("once the stream reads: %+v %v", rs, err)
+	}
+	// Revision 0 came before the card named its board.
+	rs, _ = e.Handle(ctx, early[0])
+	if len(rs) != 1 || rs[0].Outcome != projector.Parked || !errors.Is(rs[0].Err, projector.ErrUnroutable) {
+		t.Fatalf("an event before the stream's first routed one: %+v", rs)
+	}
+	parked, err := s.Parked(ctx, "kanban_boards")
+	if err != nil || len(parked) != 1 || parked[0].EventID != early[0].ID {
+		t.Fatalf("parked %+v (%v), want the early event only", parked, err)
+	}
 }
