@@ -397,8 +397,15 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 		cause = fmt.Errorf("%w (and %w)", cause, undecodable)
 	}
 	if k := e.keeperOf(u.p); k.everyRevision() {
-		cause = fmt.Errorf("%w; under the %s a document fed by a stream needs every event of it routed to it: "+
-			"the stream's later events find this one missing", cause, k)
+		feeds := ""
+		if e.history != nil {
+			// The document the stream feeds, by its earlier events.
+			if t, err := e.readTie(ctx, u.p, ev.StreamID, 0, ev.StreamRevision); err == nil && t.doc != "" {
+				feeds = fmt.Sprintf(" (stream %q feeds document %q)", ev.StreamID, t.doc)
+			}
+		}
+		cause = fmt.Errorf("%w; under the %s a document fed by a stream needs every event of it routed to it%s: "+
+			"the stream's later events find this one missing", cause, k, feeds)
 	}
 	t := target{p: u.p}
 	if errors.Is(u.err, errTieRead) {

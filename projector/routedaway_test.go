@@ -45,7 +45,7 @@ func TestRoutedAway_an_event_of_a_revision_map_stream_routed_elsewhere_goes_thro
 		// The router says it cannot route the event: it fails (under
 		// block), or is parked or skipped with no document, when it comes.
 		{name: "unknown type, no client", typ: "ShoppingCartTagged", metadata: `{}`, is: projector.ErrUnroutable,
-			want: `no client in the cart event's metadata`},
+			want: `no client in the cart event's metadata; under the per-stream revision map a document fed by a stream needs every event of it routed to it (stream "shopping_cart-`},
 		// It routes to another document, which never had the cart: a
 		// stray there, refused by the policy.
 		{name: "client id with invalid UTF-8", typ: "ProductItemAddedToShoppingCart", metadata: "{\"clientId\":\"x\xff\xfe\"}",
@@ -113,7 +113,7 @@ func TestRoutedAway_an_event_of_a_revision_map_stream_routed_elsewhere_goes_thro
 						t.Fatalf("under block, want one failure of %v: %+v", c.is, failed)
 					}
 					msg := failed[0].Err.Error()
-					for _, w := range []string{c.want, `stream "` + stream + `"`, "revision 2", "needs every event of it routed to it", cart.ClientSummaryName} {
+					for _, w := range []string{c.want, `stream "` + stream + `"`, "revision 2", "needs every event of it routed to it", cart.ClientSummaryName, `document "x"`} {
 						if !strings.Contains(msg, w) {
 							t.Errorf("message %q does not say %q", msg, w)
 						}
