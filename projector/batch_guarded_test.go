@@ -3,10 +3,13 @@ package projector_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/mongostore"
@@ -119,4 +122,71 @@ func TestHandleBatch_folds_summaries_fed_by_many_streams_as_the_per_event_path_d
 		t.Fatalf("%d versioned writes batched, %d one by one: want the batches to write each summary about once per batch", batchedPuts, eachPuts)
 	}
 	t.Logf("versioned writes: %d batched, %d one by one, for %d events", batchedPuts, eachPuts, len(all))
+}
+
+// putCounting counts the one-document writes of versioned documents.
+type putCounting struct {
+	*mongostore.Store
+	puts atomic.Int32
+}
+
+func (s *putCounting) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	s.puts.Add(1)
+	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
+}
+
+// In a runner of client summaries (spread by document), an event whose
+// payload does not decode among its client's 30 others goes alone through
+// the per-event path, under park: one write of one document, the client's
+// other events folded around it in batches; every summary is the fold of
+// its other events.
+func TestRunner_an_undecodable_event_splits_its_document_only(t *testing.T) {
+	base := newStore(t)
+	store := &putCounting{Store: base}
+	summary := cart.NewClientSummaryProjection()
+	e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{summary}, projector.WithRetry(patient()),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	r := rand.New(rand.NewPCG(8, 8))
+	byClient := map[string][]projector.Event{}
+	var all []projector.Event
+	for i := range 6 {
+		id, who := fmt.Sprint("u", i), []string{"x", "y"}[i%2]
+		life := cart.RandomLife(r, id, who, 10, t0)
+		evs, err := log.AppendWithMetadata(cart.StreamID(id), []byte(`{"clientId":"`+who+`"}`), life...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byClient[who] = append(byClient[who], evs...)
+		all = append(all, evs...)
+	}
+	// The third event of u2 (client x), its payload broken.
+	bad := slices.IndexFunc(all, func(ev projector.Event) bool { return ev.StreamID == cart.StreamID("u2") && ev.StreamRevision == 2 })
+	all[bad].Data = []byte(`{"productItem": 12`)
+	byClient["x"] = slices.DeleteFunc(byClient["x"], func(ev projector.Event) bool { return ev.ID == all[bad].ID })
+	for i := range all {
+		all[i].Payload = nil // delivered encoded
+	}
+	runner, err := projector.NewRunner("split", e, &scripted{events: all}, base, projector.WithWorkers(1), projector.WithBatch(100, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := all[len(all)-1].Position
+	if err := runUntil(t, runner, func(st projector.RunnerStats) bool { return st.Checkpoint != nil && st.Checkpoint.Position == last }); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if n := store.puts.Load(); n != 1 {
+		t.Errorf("%d one-document writes, want 1 (the undecodable event's)", n)
+	}
+	for who, evs := range byClient {
+		if err := projectortest.CheckDocument(context.Background(), base, summary, who, evs); err != nil {
+			t.Error(err)
+		}
+	}
+	if st := runner.Stats(); st.Parked != 1 || st.Failed != 0 {
+		t.Errorf("stats %+v, want 1 parked", st)
+	}
 }
