@@ -3,7 +3,6 @@ package projector
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -402,16 +401,6 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 		held[d.id] = tk
 	}
 	return held, slow
-}
-
-// lowest is the lowest stream revision of d's events in the batch: its
-// place in the document's queue.
-func (b *batchRun) lowest(d *docEvents) uint64 {
-	rev := uint64(math.MaxUint64)
-	for _, i := range d.idx {
-		rev = min(rev, b.events[i].StreamRevision)
-	}
-	return rev
 }
 
 // documents groups the batch's events of a projection by document, in

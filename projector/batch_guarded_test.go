@@ -124,17 +124,6 @@ func TestHandleBatch_folds_summaries_fed_by_many_streams_as_the_per_event_path_d
 	t.Logf("versioned writes: %d batched, %d one by one, for %d events", batchedPuts, eachPuts, len(all))
 }
 
-// putCounting counts the one-document writes of versioned documents.
-type putCounting struct {
-	*mongostore.Store
-	puts atomic.Int32
-}
-
-func (s *putCounting) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
-	s.puts.Add(1)
-	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
-}
-
 // In a runner of client summaries (spread by document), an event whose
 // payload does not decode among its client's 30 others goes alone through
 // the per-event path, under park: one write of one document, the client's
@@ -142,7 +131,7 @@ func (s *putCounting) PutGuarded(ctx context.Context, collection, id string, exp
 // its other events.
 func TestRunner_an_undecodable_event_splits_its_document_only(t *testing.T) {
 	base := newStore(t)
-	store := &putCounting{Store: base}
+	store := &puttingStore{Store: base}
 	summary := cart.NewClientSummaryProjection()
 	e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{summary}, projector.WithRetry(patient()),
 		projector.WithFailurePolicy(projector.Park), projector.WithParker(base))

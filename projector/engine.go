@@ -363,9 +363,7 @@ func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unrou
 // event's type, and the event is not its concern.
 func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
-		id, ok, err := e.route(ctx, p, zero)
-		bare, bareOK, bareErr := e.route(ctx, p, ev)
-		trusted := err == nil && bareErr == nil && ok == bareOK && id == bare
+		id, ok, trusted, err := routeUndecoded(func(ev Event) (string, bool, error) { return e.route(ctx, p, ev) }, ev, zero)
 		switch {
 		case trusted && ok:
 			targets = append(targets, target{p, id})
@@ -378,6 +376,16 @@ func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets 
 		}
 	}
 	return targets, unroutable
+}
+
+// routeUndecoded routes ev, whose payload does not decode, by route: with
+// no payload and with zero (ev with the zero value of its type). The answer
+// is trusted when both say the same without an error; err is the router's
+// with the zero payload.
+func routeUndecoded(route func(Event) (string, bool, error), ev, zero Event) (id string, ok, trusted bool, err error) {
+	id, ok, err = route(zero)
+	bare, bareOK, bareErr := route(ev)
+	return id, ok, err == nil && bareErr == nil && ok == bareOK && id == bare, err
 }
 
 // unrouted is a projection that wants an event but cannot route it.

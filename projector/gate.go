@@ -448,15 +448,7 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	}
 	gone := h.err(t, ev.StreamID, ev.StreamRevision)
 	if h.stray {
-		if e.policyOf(t.p) == Hold {
-			// A stray holds no document (it never had the stream): parked,
-			// and passed over.
-			if err := e.park(ctx, t, ev, gone, attempts); err != nil {
-				return step{}, rev, true, err
-			}
-			return step{outcome: Applied, skipped: gone}, rev, true, nil
-		}
-		out, err := e.refused(ctx, t, ev, gone, attempts)
+		out, err := e.refuseStray(ctx, t, ev, gone, attempts)
 		return out, rev, true, err
 	}
 	if !e.movesPastHole(t.p) {

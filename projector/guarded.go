@@ -139,15 +139,7 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 	}
 	gone := h.err(t, ev.StreamID, ev.StreamRevision)
 	if h.stray {
-		if e.policyOf(t.p) == Hold {
-			// A stray holds no document (it never had the stream): parked,
-			// and passed over.
-			if err := e.park(ctx, t, ev, gone, 1); err != nil {
-				return step{}, true, err
-			}
-			return step{outcome: Applied, skipped: gone}, true, nil
-		}
-		out, err := e.refused(ctx, t, ev, gone, 1)
+		out, err := e.refuseStray(ctx, t, ev, gone, 1)
 		return out, true, err
 	}
 	if !e.movesPastHole(t.p) {

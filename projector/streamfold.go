@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -226,6 +227,16 @@ func (b *batchRun) highest(d *docEvents) uint64 {
 	var rev uint64
 	for _, i := range d.idx {
 		rev = max(rev, b.events[i].StreamRevision)
+	}
+	return rev
+}
+
+// lowest is the lowest stream revision of d's events in the batch: its
+// place in the document's queue.
+func (b *batchRun) lowest(d *docEvents) uint64 {
+	rev := uint64(math.MaxUint64)
+	for _, i := range d.idx {
+		rev = min(rev, b.events[i].StreamRevision)
 	}
 	return rev
 }

@@ -177,20 +177,14 @@ func awayParts(away []routedAway) []string {
 // t's document never had the stream (not found) and its earlier events
 // feed another document, ev is the one routed away (stray).
 func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found bool, from uint64) (hole, error) {
-	hist, ok := e.streams.(StreamHistory)
-	if !ok || from >= ev.StreamRevision {
+	if e.history == nil || from >= ev.StreamRevision {
 		return hole{}, nil
 	}
-	// The read may go on calling back after it returned (a read given up
-	// on): what it finds is kept under mu, and ignored once done.
-	var mu sync.Mutex
 	var away []routedAway
-	late, done := false, false
+	late := false
 	var routeErr error
-	err := hist.ReadStream(ctx, ev.StreamID, from, func(pred Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if done || pred.StreamRevision >= ev.StreamRevision {
+	err := e.readStream(ctx, ev.StreamID, from, func(pred Event) error {
+		if pred.StreamRevision >= ev.StreamRevision {
 			return ErrStopRead
 		}
 		a := e.routeIn(ctx, t.p, pred)
@@ -205,9 +199,6 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 		away = append(away, a)
 		return nil
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	done = true
 	switch {
 	case err != nil:
 		return hole{}, fmt.Errorf("reading stream %q from revision %d: %w", ev.StreamID, from, err)
@@ -219,6 +210,40 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 	h := hole{gone: true, from: away[0].ev.StreamRevision, to: ev.StreamRevision - 1, away: away}
 	h.stray = !found && slices.ContainsFunc(away, func(a routedAway) bool { return a.to != "" })
 	return h, nil
+}
+
+// readStream reads stream from revision from, as [StreamHistory.ReadStream]
+// does, but calls each no more once it has returned: a read given up on
+// (its context done, or its server hung) may go on calling back, and each
+// may then keep what it found in plain variables.
+func (e *Engine) readStream(ctx context.Context, stream string, from uint64, each func(Event) error) error {
+	var mu sync.Mutex
+	done := false
+	err := e.history.ReadStream(ctx, stream, from, func(ev Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return ErrStopRead
+		}
+		return each(ev)
+	})
+	mu.Lock()
+	done = true
+	mu.Unlock()
+	return err
+}
+
+// refuseStray is what becomes of a stray event (see hole): refused by the
+// policy in its document, nothing written; under [Hold] parked and passed
+// over, since it holds no document (the document never had its stream).
+func (e *Engine) refuseStray(ctx context.Context, t target, ev Event, why error, attempts int) (step, error) {
+	if e.policyOf(t.p) == Hold {
+		if err := e.park(ctx, t, ev, why, attempts); err != nil {
+			return step{}, err
+		}
+		return step{outcome: Applied, skipped: why}, nil
+	}
+	return e.refused(ctx, t, ev, why, attempts)
 }
 
 // routeIn routes ev, as delivered, in projection p, as Handle would.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/revgate/projector/retry"
 )
@@ -79,14 +78,9 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 // event p's router routes (an event whose payload does not decode counts
 // where the engine would route it without its payload).
 func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from, before uint64) (tie, error) {
-	// The read may go on calling back after it returned (a read given up
-	// on): what it finds is kept under mu, and ignored once done.
-	var mu sync.Mutex
-	found, done := tie{scanned: from}, false
-	err := e.history.ReadStream(ctx, stream, from, func(ev Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if done || ev.StreamRevision >= before {
+	found := tie{scanned: from}
+	err := e.readStream(ctx, stream, from, func(ev Event) error {
+		if ev.StreamRevision >= before {
 			return ErrStopRead
 		}
 		if to, ok := e.routeInStream(p, ev); ok {
@@ -96,9 +90,6 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 		found.scanned = ev.StreamRevision + 1
 		return nil
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	done = true
 	if err != nil {
 		return tie{}, err
 	}
@@ -120,10 +111,6 @@ func (e *Engine) routeInStream(p Definition, ev Event) (string, bool) {
 	}
 	zero := ev
 	zero.Payload, _ = e.registry.zero(ev.Type)
-	id, ok, err := p.Route(zero)
-	bare, bareOK, bareErr := p.Route(ev)
-	if err != nil || bareErr != nil || ok != bareOK || id != bare {
-		return "", false
-	}
-	return id, ok
+	id, ok, trusted, _ := routeUndecoded(p.Route, ev, zero)
+	return id, ok && trusted
 }
