@@ -71,7 +71,7 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 // stopped with, kept beside its checkpoint for "projector status".
 func (s *Store) RecordError(ctx context.Context, name, message string) error {
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: "lastError", Value: message}, {Key: "lastErrorAt", Value: time.Now().UTC()}}}}
-	if _, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: name}}, update, options.UpdateOne().SetUpsert(true)); err != nil {
+	if err := upsert(ctx, s.db.Collection(CheckpointCollection), name, update); err != nil {
 		return fmt.Errorf("mongostore: record error of %q: %w", name, err)
 	}
 	return nil

@@ -38,8 +38,8 @@ type Collections struct {
 // on the event store (a group of the same name recorded in no database of
 // its own, another deployment's, does not stop it).
 func (s *Store) RecordGroup(ctx context.Context, projection, group string) error {
-	_, err := s.db.Collection(CollectionsCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: projection}},
-		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "groups", Value: group}}}}, options.UpdateOne().SetUpsert(true))
+	err := upsert(ctx, s.db.Collection(CollectionsCollection), projection,
+		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "groups", Value: group}}}})
 	if err != nil {
 		return fmt.Errorf("mongostore: record group %q of %q: %w", group, projection, err)
 	}
@@ -109,4 +109,17 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 		return Collections{}, fmt.Errorf("mongostore: the rebuild of %q changed while it was switched", projection)
 	}
 	return next, nil
+}
+
+// upsert applies update to the record id of coll, inserting it when there is
+// none. Two writers that find no record both insert it, and the server
+// refuses the second with a duplicate key error: that one's update, done
+// again, finds the record the other inserted.
+func upsert(ctx context.Context, coll *mongo.Collection, id string, update bson.D) error {
+	filter := bson.D{{Key: FieldID, Value: id}}
+	_, err := coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		_, err = coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	}
+	return err
 }

@@ -3,8 +3,11 @@ package mongostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,6 +267,41 @@ func TestHosts_names_the_hosts_without_credentials(t *testing.T) {
 	} {
 		if got := mongostore.Hosts(uri); got != want {
 			t.Errorf("Hosts(%q) = %q, want %q", uri, got, want)
+		}
+	}
+}
+
+// The processes of a group that start together record their group at
+// once: each record lands (two upserts of one missing record both insert,
+// and the one that loses must update what the other inserted), and so does
+// each error. (They record the same group: FerretDB applies updates of one
+// document that run at once without isolation, and may lose one of two
+// different groups recorded at the same instant.)
+func TestRecordGroup_and_RecordError_from_processes_starting_together(t *testing.T) {
+	s := mongostore.New(mongotest.Database(t))
+	ctx := context.Background()
+	const processes = 6
+	for round := range 5 {
+		projection := fmt.Sprint("p", round)
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*processes)
+		for i := range processes {
+			wg.Go(func() { errs <- s.RecordGroup(ctx, projection, "g") })
+			wg.Go(func() { errs <- s.RecordError(ctx, projection, fmt.Sprint("stopped ", i)) })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		c, err := s.CollectionsOf(ctx, projection)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Groups, []string{"g"}) {
+			t.Fatalf("round %d: groups %v, want [g]", round, c.Groups)
 		}
 	}
 }
