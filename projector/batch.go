@@ -295,8 +295,14 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	held, slow := b.enter(ctx, p, docs)
 	var through []*docEvents // to go through the gate once the batch has let go
 	defer func() {
-		for _, tk := range held {
-			b.queue.leave(tk, true, nil)
+		for id, tk := range held {
+			if slices.ContainsFunc(through, func(d *docEvents) bool { return d.id == id }) {
+				// Its events go through the gate, each with a ticket of
+				// its own: the batch's says nothing of the document.
+				b.queue.leave(tk, false, errPassedOn)
+			} else {
+				b.queue.leave(tk, true, nil)
+			}
 		}
 		for _, d := range append(slow, through...) {
 			b.slowDoc(ctx, p, d)
@@ -394,7 +400,7 @@ func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (
 	for _, d := range sorted {
 		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.lowest(d))
 		if err := b.queue.wait(ctx, tk); err != nil {
-			b.queue.leave(tk, true, nil)
+			b.queue.leave(tk, false, err) // what is behind it learns of the failure too
 			slow = append(slow, d)
 			continue
 		}

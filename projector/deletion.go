@@ -115,10 +115,11 @@ func (e *Engine) handleRecord(ctx context.Context, ev Event) []Result {
 // document's queue (after its events in flight).
 func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result {
 	tk := e.queue.enter(t.key(), math.MaxUint64)
-	defer func() { e.queue.leave(tk, true, nil) }()
 	if err := e.queue.wait(ctx, tk); err != nil {
+		e.queue.leave(tk, false, err)
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
+	defer func() { e.queue.leave(tk, true, nil) }()
 	unlock := e.locks.lock(t.key())
 	defer unlock()
 	state := t.p.newState()

@@ -422,9 +422,7 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 	}
 	switch e.policyOf(u.p) {
 	case Skip:
-		r := e.fail(t, ev, permanent(cause))
-		r.Outcome = Skipped
-		return r
+		return e.report(t, ev, permanent(cause), Skipped)
 	case Park, Hold: // no document to hold
 		recorded, err := e.parker.Park(ctx, parkedOf(t, ev, cause, 1))
 		switch {
@@ -434,9 +432,7 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 			// Delivered again: parked once, and counted once.
 			return Result{Projection: u.p.Name(), Outcome: Duplicate}
 		}
-		r := e.fail(t, ev, permanent(cause))
-		r.Outcome = Parked
-		return r
+		return e.report(t, ev, permanent(cause), Parked)
 	}
 	return e.fail(t, ev, permanent(cause))
 }

@@ -338,13 +338,13 @@ func TestGate_a_projection_that_panics_fails_the_event_not_the_process(t *testin
 	}
 	// Logged, the error is its first line, and the stack an attribute of
 	// its own.
-	var rec struct{ Msg, Err, Stack string }
+	var rec struct{ Level, Msg, Err, Stack string }
 	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
 		t.Fatalf("%v: %s", err, logged.String())
 	}
-	if rec.Msg != "event failed" || strings.Contains(rec.Err, "\n") || !strings.Contains(rec.Err, "assignment to entry in nil map") ||
+	if rec.Level != "ERROR" || rec.Msg != "event failed" || strings.Contains(rec.Err, "\n") || !strings.Contains(rec.Err, "assignment to entry in nil map") ||
 		!strings.Contains(rec.Stack, "goroutine") {
-		t.Fatalf("logged: msg %q, err %q, stack %.80q", rec.Msg, rec.Err, rec.Stack)
+		t.Fatalf("logged: level %s, msg %q, err %q, stack %.80q", rec.Level, rec.Msg, rec.Err, rec.Stack)
 	}
 }
 

@@ -210,9 +210,7 @@ func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
 		// Delivered again: held once.
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	r := e.fail(t, ev, permanent(ErrHeld))
-	r.Outcome = Held
-	return r
+	return e.report(t, ev, permanent(ErrHeld), Held)
 }
 
 // hasApplied reports whether document t has ev's effect, by its strategy's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/revgate/projector/retry"
@@ -159,8 +160,17 @@ func permanent(err error) failure {
 	return failure{err: retry.Permanent(err), wanted: -1, seen: -1}
 }
 
-// fail builds the failed result of ev in document t, and logs it.
+// fail builds the failed result of ev in document t, and logs it at Error:
+// under the block policy, its runner stops there.
 func (e *Engine) fail(t target, ev Event, f failure) Result {
+	return e.report(t, ev, f, Failed)
+}
+
+// report builds the result of ev in document t that failed with f, as
+// outcome (Failed; Skipped or Parked: the document moved past it; Held:
+// recorded behind the event that holds its document), and logs it: a failure
+// at Error, the others at Warn.
+func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 	err := &Error{
 		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID,
 		EventID: ev.ID, EventType: ev.Type, Revision: ev.StreamRevision,
@@ -174,20 +184,30 @@ func (e *Engine) fail(t target, ev Event, f failure) Result {
 		if first, stack, ok := strings.Cut(f.err.Error(), "\n"); ok && errors.Is(f.err, ErrPanic) {
 			attrs = append(attrs[:len(attrs)-1], first, "stack", stack)
 		}
-		e.logger.Warn("event failed", attrs...)
+		level, msg := slog.LevelError, "event failed"
+		switch outcome {
+		case Skipped:
+			level, msg = slog.LevelWarn, "event skipped"
+		case Parked:
+			level, msg = slog.LevelWarn, "event parked"
+		case Held:
+			level, msg = slog.LevelWarn, "event held"
+		}
+		e.logger.Log(context.Background(), level, msg, attrs...)
 	}
-	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Failed, Err: err}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: outcome, Err: err}
 }
 
 // result is the outcome of a pass: skipped turns Applied into Skipped, or
 // Parked under the [Park] policy.
 func (e *Engine) result(t target, ev Event, outcome Outcome, waits int, skipped error) Result {
 	if outcome == Applied && skipped != nil {
-		r := e.fail(t, ev, permanent(skipped))
-		r.Outcome, r.Waits = Skipped, waits
+		outcome = Skipped
 		if e.policyOf(t.p) == Park {
-			r.Outcome = Parked
+			outcome = Parked
 		}
+		r := e.report(t, ev, permanent(skipped), outcome)
+		r.Waits = waits
 		return r
 	}
 	return Result{Projection: t.p.Name(), Document: t.id, Outcome: outcome, Waits: waits}

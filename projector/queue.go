@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/revgate/projector/retry"
 )
@@ -20,6 +21,8 @@ type queue struct {
 	mu   sync.Mutex
 	seq  uint64
 	docs map[docKey][]*ticket
+	// waiting counts the waits blocked on a predecessor now.
+	waiting atomic.Int64
 }
 
 type docKey struct{ collection, id string }
@@ -75,16 +78,19 @@ func (q *queue) wait(ctx context.Context, t *ticket) error {
 		if pred == nil {
 			break
 		}
+		q.waiting.Add(1)
 		select {
 		case <-pred.done:
 		case <-ctx.Done():
+			q.waiting.Add(-1)
 			return ctx.Err()
 		}
+		q.waiting.Add(-1)
 		switch {
-		case errors.Is(pred.err, retry.ErrStopped):
-			// Its runner stopped its wait: neither reached nor failed. The
-			// document is where it was; t waits for it itself, under its own
-			// runner's stop.
+		case errors.Is(pred.err, retry.ErrStopped), errors.Is(pred.err, errPassedOn):
+			// Its runner stopped its wait, or its events went on through
+			// the gate: neither reached nor failed. The document is where
+			// it was; t waits for it itself, under its own runner's stop.
 		case pred.advanced:
 			if !anyReached || pred.rev > reached {
 				reached, anyReached = pred.rev, true
@@ -99,7 +105,13 @@ func (q *queue) wait(ctx context.Context, t *ticket) error {
 	return nil
 }
 
-// leave finishes t and wakes those queued behind it.
+// errPassedOn is how a batch leaves a document's queue when it passes the
+// document's events on to the gate, each to be queued on its own.
+var errPassedOn = errors.New("events passed on to the gate")
+
+// leave finishes t and wakes those queued behind it: advanced when the
+// document reached t's revision; err when t failed (an event behind it then
+// fails too, unless another reached that revision).
 func (q *queue) leave(t *ticket, advanced bool, err error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
