@@ -351,7 +351,9 @@ func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
 }
 
 // serve serves /metrics, /healthz and /readyz on listener until the
-// returned func is called.
+// returned func is called, which shuts the server down: requests in
+// progress finish (up to httpShutdown). A server that stops serving before
+// then says why at Error.
 func (s *session) serve(listener net.Listener, views []runnerView, head *headSampler) (stop func()) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -359,10 +361,28 @@ func (s *session) serve(listener net.Listener, views []runnerView, head *headSam
 	mux := healthHandler(views, s.c.group != "")
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(listener)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(listener); !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("http stopped serving /metrics, /healthz and /readyz", "addr", listener.Addr().String(), "err", err)
+		}
+	}()
 	s.logger.Info("http", "addr", listener.Addr().String(), "paths", "/metrics /healthz /readyz")
-	return func() { srv.Close() }
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), httpShutdown)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			s.logger.Warn("http shutdown", "err", err)
+			srv.Close()
+		}
+		<-served
+	}
 }
+
+// httpShutdown bounds how long the HTTP server's shutdown waits for the
+// requests in progress.
+const httpShutdown = 5 * time.Second
 
 // runSlots runs every slot until ctx is done, each on its own: a projection
 // that stops at an event does not stop the others ([session.keepRunning]).

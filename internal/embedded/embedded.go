@@ -135,7 +135,12 @@ func Start(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.f, s.cancel, s.done = f, cancel, make(chan struct{})
-	go func() { defer close(s.done); _ = f.Run(ctx) }()
+	go func() {
+		defer close(s.done)
+		if err := f.Run(ctx); err != nil {
+			cfg.Logger.Error("embedded FerretDB stopped", "err", err)
+		}
+	}()
 	s.uri = f.MongoDBURI() // waits for the listener
 	return s, nil
 }
