@@ -39,7 +39,7 @@ test-compose:
 		$(GO) test -race -count=1 -run Docker -v $(PKGS); status=$$?; $(COMPOSE) down -v; exit $$status
 
 demo:
-	$(GO) run ./cmd/projector demo
+	$(GO) run ./cmd/projector-lab demo
 
 # Catch-up three ways on the same events (the projector, the seed's per-event
 # code, the bulk-write floor), with ratios to the floor F (reading the events
@@ -63,7 +63,7 @@ BENCH_WORKLOADS ?= 200:shuffled 200:clustered 2000:shuffled 2000:clustered \
 	2000:shuffled:client 2000:clustered:client 2000:shuffled:shop 2000:clustered:shop
 BENCH_SQLITE ?=
 bench:
-	$(GO) build -o bin/projector-bench ./cmd/projector
+	$(GO) build -o bin/projector-bench ./cmd/projector-lab
 	scripts/with-postgres sh -c 'pg="$${PROJECTOR_TEST_POSTGRES:+$$PROJECTOR_TEST_POSTGRES?pool_max_conns=200}"; \
 	  [ -z "$(BENCH_SQLITE)" ] || pg=""; \
 	  for w in $(BENCH_WORKLOADS); do \
@@ -80,7 +80,7 @@ bench:
 # in a rebuild, against the same log without it, on the embedded default
 # (FerretDB on SQLite): the ratios, slowed/clean, over 3 rounds in turns.
 bench-undecodable:
-	PROJECTOR_TEST_POSTGRES= $(GO) test ./cmd/projector -run '^$$' -bench OneUndecodableEvent -benchtime 3x -count=1
+	PROJECTOR_TEST_POSTGRES= $(GO) test ./cmd/projector-lab -run '^$$' -bench OneUndecodableEvent -benchtime 3x -count=1
 
 bench-large:
 	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered 20000:shuffled:client 20000:shuffled:shop" BENCH_TRACE=0
@@ -89,11 +89,12 @@ build:
 	$(GO) build -o bin/projector ./cmd/projector
 
 fuzz:
-	$(GO) test ./cart -run '^$$' -fuzz FuzzMerge -fuzztime 60s
+	$(GO) test ./internal/cart -run '^$$' -fuzz FuzzMerge -fuzztime 60s
 	$(GO) test ./projector -run '^$$' -fuzz FuzzMetadataContext -fuzztime 60s
 
 # staticcheck, pinned; fetched from the module proxy on first use.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
@@ -101,3 +102,6 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 	for m in $(EXAMPLES); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+	@echo "what a maintainer carries (the bounds: 650 exported names, 80 lines a function, complexity 20 outside esdbtest; printed, not yet enforced):"
+	-@$(GO) run ./scripts/codesize
+	-@$(GO) run $(GOCYCLO) -over 20 -ignore '_test\.go$$|^esdbtest/' .

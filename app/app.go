@@ -31,7 +31,7 @@ type Config struct {
 	// is then required.
 	Embedded EmbeddedMongo
 	// Commands are more subcommands, listed after the built-in ones
-	// (cmd/projector adds demo and bench).
+	// (cmd/projector-lab adds demo and bench).
 	Commands []Command
 	// Version is what the version command prints (default: the main
 	// module's version from the build information).

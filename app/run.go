@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
@@ -415,7 +416,7 @@ var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 
 // again from its checkpoint after a wait. A failure that is no event's ends
 // the slot with it.
 func (s *session) keepRunning(ctx context.Context, sl *slot) error {
-	pace := retry.NewPacer(restarts)
+	pacer := pace.New(restarts)
 	for {
 		held := s.lead(ctx, sl)
 		if ctx.Err() != nil {
@@ -446,7 +447,7 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			}
 		}
 		if time.Since(began) > restarts.MaxDelay {
-			pace.Reset() // it ran a while: a new run of failures
+			pacer.Reset() // it ran a while: a new run of failures
 		}
 		var failed *projector.Error
 		switch {
@@ -469,10 +470,10 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			return err
 		}
 		sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
-		pace.Failed()
+		pacer.Failed()
 		s.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoint",
 			errAttrs(err, "projection", sl.name)...)
-		if werr := pace.Wait(ctx); werr != nil {
+		if werr := pacer.Wait(ctx); werr != nil {
 			return err // stopped while waiting: it did not end well
 		}
 		sl.setDown("")

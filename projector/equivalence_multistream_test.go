@@ -20,10 +20,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // streamsLedger records, in a document fed by many carts, the revisions of

@@ -27,14 +27,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // ledgerName is the collection of the ledger projection.

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"time"
 
+	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/retry"
 )
 
@@ -17,9 +18,9 @@ import (
 // (the policy's schedule), for up to the policy's MaxElapsed.
 func (x *run) read(ctx context.Context) error {
 	r := x.r
-	pace := retry.NewPacer(r.reconnect)
+	pacer := pace.New(r.reconnect)
 	for {
-		if err := pace.Wait(ctx); errors.Is(err, retry.ErrPaceExhausted) {
+		if err := pacer.Wait(ctx); errors.Is(err, pace.ErrExhausted) {
 			return fmt.Errorf("every subscription for %v dropped before delivering anything", r.reconnect.MaxElapsed)
 		} else if err != nil {
 			return nil // ctx is done
@@ -41,9 +42,9 @@ func (x *run) read(ctx context.Context) error {
 		case stopped:
 			return nil
 		case n == 0:
-			pace.Failed()
+			pacer.Failed()
 		default:
-			pace.Reset()
+			pacer.Reset()
 		}
 	}
 }

@@ -14,12 +14,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // A cart whose third event (revision 2) its client summary cannot have:

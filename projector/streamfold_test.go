@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"

@@ -17,12 +17,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // A kanban board, fed by its own stream and by the streams of its cards.

@@ -27,21 +27,15 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// Timer is what a retry loop waits on. The default is a real timer; tests pass
-// one that fires at once.
-type Timer = backoff.Timer
-
-// Clock tells the time to MaxElapsed. The default is the wall clock.
-type Clock = backoff.Clock
-
 // Option changes how one [Do] call waits.
 type Option func(*loop)
 
-// WithTimer makes the loop wait on t instead of a real timer.
-func WithTimer(t Timer) Option { return func(l *loop) { l.timer = t } }
+// withTimer makes the loop wait on t instead of a real timer (tests pass one
+// that fires at once).
+func withTimer(t backoff.Timer) Option { return func(l *loop) { l.timer = t } }
 
-// WithClock makes MaxElapsed count on c instead of the wall clock.
-func WithClock(c Clock) Option { return func(l *loop) { l.clock = c } }
+// withClock makes MaxElapsed count on c instead of the wall clock.
+func withClock(c backoff.Clock) Option { return func(l *loop) { l.clock = c } }
 
 // WithStop ends the loop once stop is done, more gently than its context
 // would: an attempt in progress runs to its end (under the loop's context),
@@ -57,8 +51,8 @@ func WithStop(stop context.Context) Option { return func(l *loop) { l.stop = sto
 var ErrStopped = errors.New("retry: stopped before the next attempt")
 
 type loop struct {
-	timer Timer
-	clock Clock
+	timer backoff.Timer
+	clock backoff.Clock
 	stop  context.Context
 }
 

@@ -262,43 +262,6 @@ func TestPolicy_jittered_waits_stay_in_their_windows(t *testing.T) {
 	}
 }
 
-func TestIfNotFound_waits_for_a_document_to_appear(t *testing.T) {
-	vt := newVirtualTime()
-	n := 0
-	v, err := retry.IfNotFound(context.Background(), retry.Default(), func(context.Context) (string, bool, error) {
-		n++
-		return "doc", n >= 3, nil
-	}, vt.opts()...)
-	if err != nil || v != "doc" || n != 3 {
-		t.Fatalf("v=%q err=%v n=%d", v, err, n)
-	}
-	_, err = retry.IfNotFound(context.Background(), retry.Default(), func(context.Context) (string, bool, error) {
-		return "", false, nil
-	}, vt.opts()...)
-	if !errors.Is(err, retry.ErrNotFound) {
-		t.Fatalf("err = %v, want ErrNotFound", err)
-	}
-}
-
-func TestIfNotUpdated_counts_matched_not_modified(t *testing.T) {
-	vt := newVirtualTime()
-	matched := []int64{0, 0, 1}
-	n := 0
-	err := retry.IfNotUpdated(context.Background(), retry.Default(), func(context.Context) (int64, error) {
-		n++
-		return matched[n-1], nil
-	}, vt.opts()...)
-	if err != nil || n != 3 {
-		t.Fatalf("err=%v n=%d", err, n)
-	}
-	err = retry.IfNotUpdated(context.Background(), retry.Default(), func(context.Context) (int64, error) {
-		return 0, nil
-	}, vt.opts()...)
-	if !errors.Is(err, retry.ErrNotUpdated) {
-		t.Fatalf("err = %v, want ErrNotUpdated", err)
-	}
-}
-
 // A stop ends the wait in progress at once and starts no further attempt;
 // the error says it stopped and carries the last attempt's error, and is not
 // a cancellation of the loop's context.

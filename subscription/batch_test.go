@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // The batched catch-up and the per-event path, each on a database of its

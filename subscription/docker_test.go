@@ -15,13 +15,13 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 // EventStoreImage is the EventStoreDB image of the Docker tier, and

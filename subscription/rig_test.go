@@ -8,12 +8,12 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 	"github.com/revgate/projector/subscription/neutral"
-	"github.com/revgate/projector/subscription/sourcetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }

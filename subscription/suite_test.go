@@ -3,7 +3,7 @@ package subscription_test
 import (
 	"testing"
 
-	"github.com/revgate/projector/subscription/sourcetest"
+	"github.com/revgate/projector/internal/sourcetest"
 )
 
 // The acceptance suite of the sources, on EventStore-Client-Go v4 against

@@ -20,7 +20,7 @@ import (
 // projector's spans for them continue the trace (see
 // [projector.MetadataContext]).
 
-const tracerName = "github.com/revgate/projector/cart"
+const tracerName = "github.com/revgate/projector/internal/cart"
 
 // Attributes of the cart.command span.
 const (

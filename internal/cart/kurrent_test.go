@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 )
 
 // kurrentClient returns a KurrentDB client on s, addressed with the

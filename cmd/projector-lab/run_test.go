@@ -20,8 +20,8 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -558,7 +558,7 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 		t.Fatalf("exit %d, want 1\n%s", code, q.stderrText())
 	}
 	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
-		if !strings.Contains(q.stderrText(), "(to rebuild it: projector rebuild "+name+")") {
+		if !strings.Contains(q.stderrText(), "(to rebuild it: projector-lab rebuild "+name+")") {
 			t.Errorf("no error for %s saying how to recover:\n%s", name, q.stderrText())
 		}
 	}
@@ -575,7 +575,7 @@ func TestRun_a_checkpoint_from_another_event_store_stops_the_projections_without
 	out, errOut, code := runBinary(t, 20*time.Second, "status", "--esdb", second.URI(), "--mongo", mongotest.URI(t), "--database", db.Name())
 	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName, cart.ShopSummaryName} {
 		if code != 3 || !strings.Contains(errOut, "projection "+name+": its checkpoint") ||
-			!strings.Contains(errOut, "is past the head of $all") || !strings.Contains(errOut, "to rebuild it: projector rebuild "+name) {
+			!strings.Contains(errOut, "is past the head of $all") || !strings.Contains(errOut, "to rebuild it: projector-lab rebuild "+name) {
 			t.Fatalf("status against the other store: exit %d, no word that %s's checkpoint is past its head:\n%s%s", code, name, out, errOut)
 		}
 	}

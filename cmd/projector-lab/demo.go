@@ -14,8 +14,8 @@ import (
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/app/embedmongo"
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"

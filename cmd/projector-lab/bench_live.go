@@ -9,8 +9,8 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 )
 
 func handler(t *testing.T) (*cart.Handler, cart.EventStore) {

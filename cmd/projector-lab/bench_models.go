@@ -12,7 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )

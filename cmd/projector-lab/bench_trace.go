@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 )
 
 // benchTracer is A's tracer provider: with traced, the SDK sampling every

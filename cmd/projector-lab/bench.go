@@ -23,8 +23,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/app"
-	"github.com/revgate/projector/cart"
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"

@@ -1,14 +1,18 @@
-package retry
+// Package pace spaces out a run of failures that are not the attempts of
+// one call, under a retry policy.
+package pace
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/revgate/projector/retry"
 )
 
-// ErrPaceExhausted: a run of failures paced by a [Pacer] has lasted longer
+// ErrExhausted: a run of failures paced by a [Pacer] has lasted longer
 // than its policy's MaxElapsed.
-var ErrPaceExhausted = errors.New("failures went on for longer than the policy allows")
+var ErrExhausted = errors.New("failures went on for longer than the policy allows")
 
 // Pacer spaces out a run of failures that are not the attempts of one call,
 // such as a subscription that keeps dropping before it delivers anything:
@@ -18,7 +22,7 @@ var ErrPaceExhausted = errors.New("failures went on for longer than the policy a
 // its first failure; MaxRetries, ShouldRetry and OnRetry do not apply. It is
 // for one goroutine.
 type Pacer struct {
-	p     Policy
+	p     retry.Policy
 	n     int // failures in the run, at most maxPaced
 	since time.Time
 }
@@ -27,8 +31,8 @@ type Pacer struct {
 // policy's longest.
 const maxPaced = 30
 
-// NewPacer returns a pacer on p.
-func NewPacer(p Policy) *Pacer { return &Pacer{p: p} }
+// New returns a pacer on p.
+func New(p retry.Policy) *Pacer { return &Pacer{p: p} }
 
 // Failed records a failure; the first of a run starts its clock.
 func (c *Pacer) Failed() {
@@ -42,14 +46,14 @@ func (c *Pacer) Failed() {
 func (c *Pacer) Reset() { c.n = 0 }
 
 // Wait returns at once outside a run; in one, it sleeps the wait for its
-// latest failure. It returns [ErrPaceExhausted] when the run has lasted
+// latest failure. It returns [ErrExhausted] when the run has lasted
 // longer than MaxElapsed, or ctx's error.
 func (c *Pacer) Wait(ctx context.Context) error {
 	if c.n == 0 {
 		return nil
 	}
 	if c.p.MaxElapsed > 0 && time.Since(c.since) > c.p.MaxElapsed {
-		return ErrPaceExhausted
+		return ErrExhausted
 	}
 	t := time.NewTimer(c.p.Schedule(c.n)[c.n-1].Nominal)
 	defer t.Stop()

@@ -1,4 +1,4 @@
-package retry_test
+package pace_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/retry"
 )
 
 func TestPacer_waits_the_schedule_of_a_run_and_ends_it_after_MaxElapsed(t *testing.T) {
 	p := retry.Policy{InitialDelay: 10 * time.Millisecond, Multiplier: 2, MaxDelay: 40 * time.Millisecond, MaxRetries: -1, MaxElapsed: 150 * time.Millisecond}
-	c := retry.NewPacer(p)
+	c := pace.New(p)
 	ctx := context.Background()
 	start := time.Now()
 	if err := c.Wait(ctx); err != nil || time.Since(start) > 5*time.Millisecond {
@@ -29,8 +30,8 @@ func TestPacer_waits_the_schedule_of_a_run_and_ends_it_after_MaxElapsed(t *testi
 	}
 	time.Sleep(p.MaxElapsed)
 	c.Failed()
-	if err := c.Wait(ctx); !errors.Is(err, retry.ErrPaceExhausted) {
-		t.Fatalf("a run longer than MaxElapsed: %v, want ErrPaceExhausted", err)
+	if err := c.Wait(ctx); !errors.Is(err, pace.ErrExhausted) {
+		t.Fatalf("a run longer than MaxElapsed: %v, want ErrExhausted", err)
 	}
 	c.Reset()
 	if err := c.Wait(ctx); err != nil {

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/revgate/projector/cart"
+	"github.com/revgate/projector/internal/cart"
 )
 
 func item(id string, q int) cart.ProductItem { return cart.ProductItem{ProductID: id, Quantity: q} }
