@@ -219,7 +219,20 @@ type batchRun struct {
 	ids     [][]string // per projection, the document of each event ("": none)
 	out     [][]Result
 	failed  bool
+	clock   *storeClock // of the round of a projection's documents in progress, when traced
 }
+
+// startClock starts the store clock of a round of a projection's documents
+// (nil when not tracing): the batch's store calls add their time to it.
+func (b *batchRun) startClock() *storeClock {
+	if b.tracing() {
+		b.clock = &storeClock{}
+	}
+	return b.clock
+}
+
+// stopClock ends the round's store clock.
+func (b *batchRun) stopClock() { b.clock = nil }
 
 // heldHere reports whether d's document may be held ([Hold]): its events
 // then go through the gate. A failed look counts as held: the gate looks
@@ -279,10 +292,8 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 		return
 	}
 	start := time.Now()
-	var clock *storeClock // the batch's time in the store, for the events' spans
-	if b.tracing() {
-		ctx, clock = withStoreClock(ctx)
-	}
+	clock := b.startClock() // the batch's time in the store, for the events' spans
+	defer b.stopClock()
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document with a lower revision in flight elsewhere in
@@ -582,7 +593,7 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 			if err != nil && !handlesType(p, ev.Payload) {
 				err = nil // not read here: passed over, as in Handle
 			}
-			res = b.traced(ctx, t, ev, func(ctx context.Context) Result { return b.handleOne(ctx, t, ev, err) })
+			res = b.traced(ctx, t, ev, func(ctx context.Context, e *Engine) Result { return e.handleOne(ctx, t, ev, err) })
 			b.note(res)
 		}
 		b.out[i] = append(b.out[i], res)

@@ -50,10 +50,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 // document split at an event that does not decode, its events after it.
 func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEvents) (rest []*docEvents) {
 	start := time.Now()
-	var clock *storeClock // the batch's time in the store, for the events' spans
-	if b.tracing() {
-		ctx, clock = withStoreClock(ctx)
-	}
+	clock := b.startClock() // the batch's time in the store, for the events' spans
 	var through, keep []*docEvents
 	for _, d := range docs {
 		if b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
@@ -77,6 +74,7 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 	through = append(through, b.foldGuarded(ctx, p, keep)...)
 	unlock()
 	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() }, nil)
+	b.stopClock()
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {

@@ -26,11 +26,21 @@ import (
 // exact even on a store whose conditional writes are not atomic (the
 // embedded server).
 type Engine struct {
+	*core
+	// stop, when set, ends the gate's waits for predecessors: a stopping
+	// runner's view of the engine (see waitsEndAt).
+	stop context.Context
+	// clock, when set, sums the time of the store calls made through this
+	// view: those of one traced event, for its span (see traced).
+	clock *storeClock
+}
+
+// core is an engine's state, shared by its views.
+type core struct {
 	store       driver.Store
 	registry    *Registry
 	projections []Definition
 	policy      retry.Policy
-	retryOpts   []retry.Option
 	logger      *slog.Logger
 	queue       *queue
 	onFailure   FailurePolicy
@@ -69,18 +79,12 @@ type Option func(*Engine)
 func WithRetry(p retry.Policy) Option { return func(e *Engine) { e.policy = p } }
 
 // WithLogger sets the logger (default: none). Waits are logged at debug level,
-// failures at warn level.
+// events skipped, parked or held at warn level, failures at error level.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.logger = l } }
 
 // WithFailurePolicy sets what the gate does with an event that fails
 // permanently (default [Block]).
 func WithFailurePolicy(p FailurePolicy) Option { return func(e *Engine) { e.onFailure = p } }
-
-// WithRetryOptions passes options to every retry loop: a timer or clock for
-// tests and simulations.
-func WithRetryOptions(opts ...retry.Option) Option {
-	return func(e *Engine) { e.retryOpts = append(e.retryOpts, opts...) }
-}
 
 // NewEngine returns an engine that keeps projections in store, decoding
 // payloads with registry. It checks, without I/O, everything that can be
@@ -92,7 +96,7 @@ func WithRetryOptions(opts ...retry.Option) Option {
 // The engine takes each projection's strategy and failure policy as they
 // are then: set them before.
 func NewEngine(store driver.Store, registry *Registry, projections []Definition, opts ...Option) (*Engine, error) {
-	e := &Engine{
+	e := &Engine{core: &core{
 		store:       store,
 		registry:    registry,
 		projections: projections,
@@ -100,7 +104,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		logger:      slog.New(slog.DiscardHandler),
 		queue:       newQueue(),
 		eventSpans:  DefaultEventSpans,
-	}
+	}}
 	for _, o := range opts {
 		o(e)
 	}
@@ -290,7 +294,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		// says whether it is a creation event.
 	}
 	handle := func(t target) Result {
-		return e.traced(ctx, t, decoded, func(ctx context.Context) Result {
+		return e.traced(ctx, t, decoded, func(ctx context.Context, e *Engine) Result {
 			return e.handleOne(ctx, t, decoded, undecodable(t))
 		})
 	}
@@ -468,27 +472,29 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 	return state, err, nil
 }
 
-// waitStopKey keys the context whose end stops the gate's waits ([stopWaitsOn]).
-type waitStopKey struct{}
-
-// stopWaitsOn returns ctx carrying stop: once stop is done, the gate's waits
-// for the events handled under ctx end, and those events fail with
-// [retry.ErrStopped] (see [stoppedWaiting]); the store calls in progress go
-// on under ctx. A runner stops its workers' waits so when it starts stopping:
-// what they write finishes, and an event waiting for a predecessor that may
-// never come is left for the next run.
-func stopWaitsOn(ctx, stop context.Context) context.Context {
-	return context.WithValue(ctx, waitStopKey{}, stop)
+// waitsEndAt returns a view of e whose gate waits for predecessors end once
+// stop is done: the events waiting then fail with [retry.ErrStopped] (see
+// [stoppedWaiting]), while the store calls in progress go on under their
+// own context. A runner handles its events through such a view and stops
+// its workers' waits when it starts stopping: what they write finishes, and
+// an event waiting for a predecessor that may never come is left for the
+// next run.
+func (e *Engine) waitsEndAt(stop context.Context) *Engine {
+	return &Engine{core: e.core, stop: stop, clock: e.clock}
 }
 
-// retryOptions are the options of the gate's waits under ctx: the engine's,
-// and the stop of [stopWaitsOn].
-func (e *Engine) retryOptions(ctx context.Context) []retry.Option {
-	stop, _ := ctx.Value(waitStopKey{}).(context.Context)
-	if stop == nil {
-		return e.retryOpts
+// timedBy returns a view of e whose store calls add their time to clock.
+func (e *Engine) timedBy(clock *storeClock) *Engine {
+	return &Engine{core: e.core, stop: e.stop, clock: clock}
+}
+
+// retryOptions are the options of the gate's waits: the stop of
+// [Engine.waitsEndAt].
+func (e *Engine) retryOptions() []retry.Option {
+	if e.stop == nil {
+		return nil
 	}
-	return append(e.retryOpts[:len(e.retryOpts):len(e.retryOpts)], retry.WithStop(stop))
+	return []retry.Option{retry.WithStop(e.stop)}
 }
 
 // policyCounting is the engine's policy with a hook that counts the waits of

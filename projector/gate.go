@@ -53,23 +53,11 @@ func (gated) read(ctx context.Context, store driver.Store, collection, id string
 func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe ParkedEvent, wrote *string) (bool, error) {
 	state := t.p.newState()
 	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
-	switch {
-	case err != nil:
+	if err != nil {
 		return false, err
-	case found && *wrote != "" && head.Write == *wrote:
-		return false, nil // an earlier attempt's write took, and its answer was lost
-	case found && *wrote == "" && pe.Claim != nil && head.Write == pe.Claim.After:
-		return true, nil // a replay cut short after its write
-	case found && *wrote == "" && pe.Claim != nil && head.Write != pe.Claim.Before:
-		return false, retry.Permanent(ErrReplayUncertain) // written since by something else
-	case !found:
-		return false, retry.Permanent(fmt.Errorf("document %q is gone", t.id))
-	case head.Stream != "" && head.Stream != ev.StreamID:
-		return false, retry.Permanent(fmt.Errorf("%w: document %q is fed by stream %q, not %q", ErrOtherStream, t.id, head.Stream, ev.StreamID))
-	case decide(ev.StreamRevision, false, found, head.Revision) != duplicate:
-		// The gate does not count the event as applied: it has not moved
-		// the document past it.
-		return false, retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, head.Revision, ev.StreamRevision))
+	}
+	if settled, done, err := replaySettled(t, ev, pe, head, found, *wrote); settled {
+		return done, err
 	}
 	var from any = state
 	if t.p.creates(ev) && ev.StreamRevision == head.Revision {
@@ -80,18 +68,9 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return false, retry.Permanent(err)
 	}
 	head.Stream = ev.StreamID
-	c := e.claimer()
-	var claimed *ReplayClaim // this attempt's
-	if c == nil || head.Write == "" {
-		head.Write = "" // a token of its own, not the one read
-	} else {
-		// Recorded first: a replay cut short after its write is known by
-		// the token the write gives the document.
-		claim := ReplayClaim{Before: head.Write, After: newToken()}
-		if err := c.ClaimReplay(ctx, pe, claim); err != nil {
-			return false, retry.Permanent(err)
-		}
-		head.Write, *wrote, claimed = claim.After, claim.After, &claim
+	claimed, err := e.claimReplay(ctx, pe, &head, wrote)
+	if err != nil {
+		return false, err
 	}
 	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, head, next)
 	switch {
@@ -100,7 +79,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	case !matched && claimed != nil:
 		// Moved meanwhile: nothing was written, and the claim goes, so that
 		// a replay run again after this one gives up does not doubt it.
-		if err := c.ReleaseReplay(ctx, pe, *claimed); err != nil {
+		if err := e.claimer().ReleaseReplay(ctx, pe, *claimed); err != nil {
 			return false, err
 		}
 		return false, errMoved
@@ -108,6 +87,51 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return false, errMoved
 	}
 	return false, nil
+}
+
+// replaySettled says, from the document as read (head; found: it exists),
+// whether a replay of parked event ev into it is settled without a write
+// (settled), and how: done, an earlier replay of it wrote it (cut short
+// after its write); err, it cannot apply (a permanent error), or nil when
+// this replay's earlier attempt wrote it (wrote: the token it gave the
+// document) and its answer was lost.
+func replaySettled(t target, ev Event, pe ParkedEvent, head driver.Head, found bool, wrote string) (settled, done bool, err error) {
+	switch {
+	case found && wrote != "" && head.Write == wrote:
+		return true, false, nil // an earlier attempt's write took, and its answer was lost
+	case found && wrote == "" && pe.Claim != nil && head.Write == pe.Claim.After:
+		return true, true, nil // a replay cut short after its write
+	case found && wrote == "" && pe.Claim != nil && head.Write != pe.Claim.Before:
+		return true, false, retry.Permanent(ErrReplayUncertain) // written since by something else
+	case !found:
+		return true, false, retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+	case head.Stream != "" && head.Stream != ev.StreamID:
+		return true, false, retry.Permanent(fmt.Errorf("%w: document %q is fed by stream %q, not %q", ErrOtherStream, t.id, head.Stream, ev.StreamID))
+	case decide(ev.StreamRevision, false, found, head.Revision) != duplicate:
+		// The gate does not count the event as applied: it has not moved
+		// the document past it.
+		return true, false, retry.Permanent(fmt.Errorf("document %q is at revision %d, before the parked event's %d", t.id, head.Revision, ev.StreamRevision))
+	}
+	return false, false, nil
+}
+
+// claimReplay gives head the write token of a replay of pe: one of its own
+// when the parker keeps no claims or the document has none (claimed nil);
+// else a token recorded first as pe's claim (claimed, and in *wrote), so
+// that a replay cut short after its write is known by the token the write
+// gives the document.
+func (e *Engine) claimReplay(ctx context.Context, pe ParkedEvent, head *driver.Head, wrote *string) (claimed *ReplayClaim, err error) {
+	c := e.claimer()
+	if c == nil || head.Write == "" {
+		head.Write = "" // a token of its own, not the one read
+		return nil, nil
+	}
+	claim := ReplayClaim{Before: head.Write, After: newToken()}
+	if err := c.ClaimReplay(ctx, pe, claim); err != nil {
+		return nil, retry.Permanent(err)
+	}
+	head.Write, *wrote = claim.After, claim.After
+	return &claim, nil
 }
 
 // newToken returns a write token no other write has: 96 random bits.
@@ -173,7 +197,7 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		})
 		refused = out.skipped
 		return out.outcome, err
-	}, e.retryOptions(ctx)...)
+	}, e.retryOptions()...)
 	var again *recreated
 	if errors.As(err, &again) {
 		over, serr := e.startsOver(ctx, ev.StreamID, again.rev)
@@ -306,7 +330,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 			skipped = out.skipped
 			return out.outcome, err
 		}
-	}, e.retryOptions(ctx)...)
+	}, e.retryOptions()...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
 	}
@@ -390,28 +414,31 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 		return step{}, rev, err
 	}
 	if skipped != nil {
-		// The projection may have changed the state in place before it
-		// failed: write the document back as it is stored.
-		fresh := t.p.newState()
-		if now, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, n-1, fresh); err != nil {
-			return step{}, rev, err
-		} else if !found || now.Revision != head.Revision {
-			return step{}, rev, errMoved
-		}
-		next = fresh
-		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+		if next, err = e.passOver(ctx, t, ev, head.Revision, skipped, attempts); err != nil {
 			return step{}, rev, err
 		}
 	}
-	to := k.record(read, ev)
-	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, driver.Head{Revision: to.rev, Stream: to.stream}, next)
-	switch {
-	case err != nil:
+	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
 		return step{}, rev, err
-	case !matched:
-		return step{}, rev, errMoved
 	}
 	return step{outcome: Applied, skipped: skipped}, rev, nil
+}
+
+// passOver is the state of document t, at revision rev, to move past ev
+// whose step failed (skipped says why) under a policy that moves past it:
+// the document as it is stored (the projection may have changed the state
+// in place before it failed), read again; ev is parked first.
+func (e *Engine) passOver(ctx context.Context, t target, ev Event, rev uint64, skipped error, attempts int) (any, error) {
+	fresh := t.p.newState()
+	if now, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, ev.StreamRevision-1, fresh); err != nil {
+		return nil, err
+	} else if !found || now.Revision != rev {
+		return nil, errMoved
+	}
+	if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+		return nil, err
+	}
+	return fresh, nil
 }
 
 // passHole handles an event whose predecessor its document has not reached
@@ -454,13 +481,22 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	if !e.movesPastHole(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
+	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	out, err = e.stepOverHole(ctx, k, t, ev, apply, attempts, h, gone, read, state)
+	return out, rev, true, err
+}
+
+// stepOverHole applies ev to document t as read (state its state, when
+// found), moving it past hole h: a step of ev that fails is parked under
+// the policy, and the hole is recorded (gone says why) before the write.
+func (e *Engine) stepOverHole(ctx context.Context, k keeper, t target, ev Event, apply applyStep, attempts int, h hole, gone error, read stored, state any) (step, error) {
 	var from any
-	if found {
+	if read.found {
 		from = state
 	}
 	next, skipped, err := e.step(t.p, from, apply)
 	if err != nil {
-		return step{}, rev, true, err
+		return step{}, err
 	}
 	if skipped != nil {
 		next = from // the event failed too, and the policy moves past it
@@ -468,29 +504,35 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 			next = t.p.newState()
 		}
 		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
-			return step{}, rev, true, err
+			return step{}, err
 		}
 	}
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
-		return step{}, rev, true, err
+		return step{}, err
 	}
-	to := k.record(stored{found: found, rev: head.Revision, stream: head.Stream}, ev)
-	newHead := driver.Head{Revision: to.rev, Stream: to.stream}
-	if !found {
-		err = e.docs().Insert(ctx, t.p.Collection(), t.id, newHead, next)
+	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
+		return step{}, err
+	}
+	return step{outcome: Applied, skipped: skipped}, nil
+}
+
+// putGated writes document t with state next at head to: inserted when read
+// found none, else updated from the revision read; errMoved when another
+// write came first.
+func (e *Engine) putGated(ctx context.Context, t target, read, to stored, next any) error {
+	head := driver.Head{Revision: to.rev, Stream: to.stream}
+	if !read.found {
+		err := e.docs().Insert(ctx, t.p.Collection(), t.id, head, next)
 		if errors.Is(err, driver.ErrDuplicate) {
-			return step{}, rev, true, errMoved
+			return errMoved
 		}
-		return step{outcome: Applied, skipped: skipped}, rev, true, err
+		return err
 	}
-	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, head.Revision, newHead, next)
-	switch {
-	case err != nil:
-		return step{}, rev, true, err
-	case !matched:
-		return step{}, rev, true, errMoved
+	matched, err := e.docs().Update(ctx, t.p.Collection(), t.id, read.rev, head, next)
+	if err == nil && !matched {
+		return errMoved
 	}
-	return step{outcome: Applied, skipped: skipped}, rev, true, nil
+	return err
 }
 
 // headNow reads the document's head, for the error of an event that gave up

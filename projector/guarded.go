@@ -103,7 +103,7 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 		})
 		skipped = out.skipped
 		return out.outcome, err
-	}, e.retryOptions(ctx)...)
+	}, e.retryOptions()...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
 	}
@@ -184,29 +184,47 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 		return step{}, err
 	}
 	if skipped != nil {
-		if found { // as stored: the step may have changed it in place
-			fresh := t.p.newState()
-			if _, _, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, fresh); err != nil {
-				return step{}, err
-			}
-			next = fresh
-		}
-		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+		if next, err = e.passOverGuarded(ctx, t, ev, found, next, skipped, attempts); err != nil {
 			return step{}, err
 		}
 	}
-	expected := int64(-1)
-	if found {
-		expected = meta.Version
-	}
-	written := k.record(read, ev)
-	written.meta.Version = meta.Version + 1
-	ok, err := e.docs().PutGuarded(ctx, t.p.Collection(), t.id, expected, written.meta, next)
-	switch {
-	case err != nil:
+	if err := e.putVersioned(ctx, k, t, read, ev, next); err != nil {
 		return step{}, err
-	case !ok:
-		return step{}, errMoved
 	}
 	return step{outcome: Applied, skipped: skipped}, nil
+}
+
+// passOverGuarded is the state of versioned document t to move past ev,
+// whose step failed (skipped says why) under a policy that moves past it:
+// the document as it is stored (the step may have changed it in place),
+// read again when found, else next; ev is parked first.
+func (e *Engine) passOverGuarded(ctx context.Context, t target, ev Event, found bool, next any, skipped error, attempts int) (any, error) {
+	if found {
+		fresh := t.p.newState()
+		if _, _, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, fresh); err != nil {
+			return nil, err
+		}
+		next = fresh
+	}
+	if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// putVersioned writes versioned document t with state next and the meta that
+// records ev, conditional on the version read (none: the document must not
+// exist); errMoved when another write came first.
+func (e *Engine) putVersioned(ctx context.Context, k keeper, t target, read stored, ev Event, next any) error {
+	expected := int64(-1)
+	if read.found {
+		expected = read.meta.Version
+	}
+	written := k.record(read, ev)
+	written.meta.Version = read.meta.Version + 1
+	ok, err := e.docs().PutGuarded(ctx, t.p.Collection(), t.id, expected, written.meta, next)
+	if err == nil && !ok {
+		return errMoved
+	}
+	return err
 }

@@ -128,7 +128,7 @@ func joinFailures(results []Result) error {
 }
 
 // stoppedWaiting reports whether results failed only because their waits
-// were stopped ([stopWaitsOn]): the event is not handled, and is no failure
+// were stopped ([Engine.waitsEndAt]): the event is not handled, and is no failure
 // of its own. A failure of another kind beside one stopped is a failure.
 func stoppedWaiting(results []Result) bool {
 	stopped := false

@@ -233,7 +233,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		var err error
 		before, err = e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
 		return err
-	}, e.retryOpts...)
+	})
 	switch {
 	case err != nil:
 		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})

@@ -15,7 +15,7 @@ import (
 func TestBatchEnter_behind_a_failure_passes_the_failure_on(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e := &Engine{queue: newQueue()}
+	e := &Engine{core: &core{queue: newQueue()}}
 	key := docKey{"docs", "x"}
 	failing := e.queue.enter(key, 3) // an event at revision 3, handled alone, about to fail
 	b := &batchRun{Engine: e, events: []Event{{StreamRevision: 4}, {StreamRevision: 5}}}

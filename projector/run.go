@@ -17,7 +17,9 @@ type run struct {
 	heads    []chan struct{} // a worker's batch is written now: the source reached its head
 	halt     atomic.Bool     // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
-	// stopWaits ends the workers' waits for predecessors (the run stops).
+	// engine is the runner's engine as the workers handle events with it:
+	// its waits for predecessors end at stopWaits (the run stops).
+	engine    *Engine
 	stopWaits context.CancelFunc
 	saveNow   chan struct{}
 	open      Subscription // the subscription open when reading stopped
@@ -63,7 +65,7 @@ func (x *run) execute(ctx context.Context) error {
 	waitStop, stopWaits := context.WithCancel(context.Background())
 	defer stopWaits()
 	x.stopWaits = stopWaits
-	workCtx = stopWaitsOn(workCtx, waitStop)
+	x.engine = r.engine.waitsEndAt(waitStop)
 
 	var workers sync.WaitGroup
 	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)

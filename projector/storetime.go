@@ -11,23 +11,9 @@ import (
 // storeClock sums the time spent in the document store on behalf of one
 // traced event (the gate's reads and writes of it) or one batch's documents
 // of a projection: the attribute projector.store.time_ms of an event's span.
-// The engine puts one in the context only when it records a span, so that
-// tracing off costs nothing but a context lookup per store call.
+// The engine makes one only when it records a span (nil otherwise: tracing
+// off costs a nil check per store call).
 type storeClock struct{ ns atomic.Int64 }
-
-type storeClockKey struct{}
-
-// withStoreClock returns ctx with a new store clock.
-func withStoreClock(ctx context.Context) (context.Context, *storeClock) {
-	c := &storeClock{}
-	return context.WithValue(ctx, storeClockKey{}, c), c
-}
-
-// clockOf returns ctx's store clock, nil when it has none.
-func clockOf(ctx context.Context) *storeClock {
-	c, _ := ctx.Value(storeClockKey{}).(*storeClock)
-	return c
-}
 
 // start is when a store call begins; zero on a nil clock.
 func (c *storeClock) start() time.Time {
@@ -53,73 +39,65 @@ func (c *storeClock) elapsed() time.Duration {
 }
 
 // docStore is every call the engine makes to the document store for
-// documents, each timed into the store clock of its context when there is
-// one. The store's optional abilities are the engine's (nil when absent).
-type docStore struct{ e *Engine }
+// documents, each timed into clock when there is one. The store's optional
+// abilities are the engine's (nil when absent).
+type docStore struct {
+	e     *core
+	clock *storeClock
+}
 
 func (s docStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.store.Load(ctx, collection, id, minRevision, state)
 }
 
 func (s docStore) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.store.Insert(ctx, collection, id, head, state)
 }
 
 func (s docStore) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.store.Update(ctx, collection, id, from, head, state)
 }
 
 func (s docStore) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.store.Delete(ctx, collection, id, from)
 }
 
 func (s docStore) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.guardedStore.LoadGuarded(ctx, collection, id, state)
 }
 
 func (s docStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
 }
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.batchStore.LoadMany(ctx, collection, ids, newState)
 }
 
 func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.batchStore.WriteMany(ctx, collection, writes)
 }
 
 func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
 }
 
 func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.guardedBatch.PutGuardedMany(ctx, collection, puts)
 }
 
 func (s docStore) Receive(ctx context.Context, projection, eventID string) error {
-	c := clockOf(ctx)
-	defer c.stop(c.start())
+	defer s.clock.stop(s.clock.start())
 	return s.e.inboxStore.Receive(ctx, projection, eventID)
 }
 
@@ -127,7 +105,7 @@ func (s docStore) Receive(ctx context.Context, projection, eventID string) error
 // but not fn, whose store calls are timed on their own and whose fold is
 // not the store's time.
 func (s docStore) InTransaction(ctx context.Context, fn func(ctx context.Context) error) error {
-	c := clockOf(ctx)
+	c := s.clock
 	if c == nil {
 		return s.e.inboxStore.InTransaction(ctx, fn)
 	}
@@ -142,5 +120,10 @@ func (s docStore) InTransaction(ctx context.Context, fn func(ctx context.Context
 	return err
 }
 
-// docs is the engine's document store, its calls timed for the spans.
-func (e *Engine) docs() docStore { return docStore{e} }
+// docs is the engine's document store, its calls timed into the view's
+// clock (a traced event's).
+func (e *Engine) docs() docStore { return docStore{e.core, e.clock} }
+
+// docs is the batch's document store, its calls timed into the clock of its
+// round of a projection's documents, when traced.
+func (b *batchRun) docs() docStore { return docStore{b.core, b.clock} }

@@ -60,7 +60,7 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 	if known.doc == "" && known.scanned < ev.StreamRevision {
 		found, err := retry.DoValue(ctx, e.policy, func(ctx context.Context) (tie, error) {
 			return e.readTie(ctx, p, ev.StreamID, known.scanned, ev.StreamRevision)
-		}, e.retryOptions(ctx)...)
+		}, e.retryOptions()...)
 		if err != nil {
 			return "", true, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
 		}

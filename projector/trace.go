@@ -359,11 +359,7 @@ func (e *Engine) startEvent(ctx context.Context, t target, ev Event, start time.
 	if !e.tracing() {
 		return ctx, off
 	}
-	ctx, span := e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
-	if span.IsRecording() {
-		ctx, _ = withStoreClock(ctx) // the store's time for this event, on its span
-	}
-	return ctx, span
+	return e.startEventIn(ctx, t, ev, start, MetadataContext(ev.Metadata))
 }
 
 // startEventIn is startEvent with the trace context of ev's metadata read
@@ -431,18 +427,24 @@ func endEventOf(span trace.Span, ev Event, r Result, store time.Duration, events
 	span.End()
 }
 
-// traced handles ev in document t within its span.
-func (e *Engine) traced(ctx context.Context, t target, ev Event, handle func(context.Context) Result) Result {
+// traced handles ev in document t within its span: handle gets the span's
+// context and the engine to handle it with, whose store calls are timed for
+// the span when it records.
+func (e *Engine) traced(ctx context.Context, t target, ev Event, handle func(context.Context, *Engine) Result) Result {
 	ctx, span := e.startEvent(ctx, t, ev, time.Time{})
-	r := handle(ctx)
-	endEvent(span, ev, r, clockOf(ctx).elapsed())
+	var clock *storeClock
+	if span.IsRecording() {
+		clock = &storeClock{} // the store's time for this event, on its span
+	}
+	r := handle(ctx, e.timedBy(clock))
+	endEvent(span, ev, r, clock.elapsed())
 	return r
 }
 
 // tracedResult records the span of a result found without handling (a
 // payload that does not decode, an event that cannot be routed).
 func (e *Engine) tracedResult(ctx context.Context, t target, ev Event, r Result) Result {
-	return e.traced(ctx, t, ev, func(context.Context) Result { return r })
+	return e.traced(ctx, t, ev, func(context.Context, *Engine) Result { return r })
 }
 
 // traceWait notes a wait of the gate on the span of ctx.
@@ -661,6 +663,29 @@ func (b *batchRun) resultOf(i int, p Definition) (Result, bool) {
 	return Result{}, false
 }
 
+// eventLinks are the links of a document's span to its traced events other
+// than the span's own (remotes[last]), the latest first, at most
+// maxEventLinks, with room for one more (the batch's). Each says its event's
+// revision, and its stream where it is not the span's (stream): the
+// attributes of all in one allocation.
+func eventLinks(remotes []trace.SpanContext, last int, eventOf func(int) Event, stream string) []trace.Link {
+	n := min(len(remotes)-1, maxEventLinks)
+	links := make([]trace.Link, 0, n+1)
+	attrs := make([]attribute.KeyValue, 0, 2*n)
+	for j := len(remotes) - 1; j >= 0 && len(links) < maxEventLinks; j-- {
+		if j == last {
+			continue
+		}
+		e, from := eventOf(j), len(attrs)
+		if e.StreamID != stream {
+			attrs = append(attrs, attrStream.String(e.StreamID))
+		}
+		attrs = append(attrs, attrRevision.Int64(int64(e.StreamRevision)))
+		links = append(links, trace.Link{SpanContext: remotes[j], Attributes: attrs[from:len(attrs):len(attrs)]})
+	}
+	return links
+}
+
 // traceDocument records the spans of the batch's events idx (from events,
 // in log order) of document id in projection p, and of those its stream
 // fold applied ahead (ahead: the traced ones; extended: how many), when the
@@ -727,22 +752,7 @@ func (b *batchRun) traceDocument(ctx context.Context, p Definition, id string, i
 		}
 		return ahead[j-len(traced)].ev
 	}
-	// Each link says its event's revision, and its stream where it is not
-	// the span's: the attributes of all in one allocation.
-	n := min(len(remotes)-1, maxEventLinks)
-	links := make([]trace.Link, 0, n+1)
-	attrs := make([]attribute.KeyValue, 0, 2*n)
-	for j := len(remotes) - 1; j >= 0 && len(links) < maxEventLinks; j-- {
-		if j == last {
-			continue
-		}
-		e, from := eventOf(j), len(attrs)
-		if e.StreamID != ev.StreamID {
-			attrs = append(attrs, attrStream.String(e.StreamID))
-		}
-		attrs = append(attrs, attrRevision.Int64(int64(e.StreamRevision)))
-		links = append(links, trace.Link{SpanContext: remotes[j], Attributes: attrs[from:len(attrs):len(attrs)]})
-	}
+	links := eventLinks(remotes, last, eventOf, ev.StreamID)
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if caller := trace.SpanContextFromContext(ctx); caller.IsValid() {
 		links = append(links, trace.Link{SpanContext: caller})

@@ -146,7 +146,7 @@ func (x *run) handle(ctx context.Context, it item) {
 		x.r.counts.abandoned.Add(1)
 		return // left for the next run: the checkpoint stays before it
 	}
-	results, err := x.r.engine.Handle(ctx, *it.d.Event)
+	results, err := x.engine.Handle(ctx, *it.d.Event)
 	x.settle(ctx, it, results, err)
 }
 
@@ -170,7 +170,7 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	}
 	x.r.counts.batches.Add(1)
 	x.r.counts.batched.Add(uint64(len(batch)))
-	all := x.r.engine.handleBatch(ctx, events, routes)
+	all := x.engine.handleBatch(ctx, events, routes)
 	for i, it := range batch {
 		results, left := handledOnly(all[i])
 		if err := joinFailures(results); err != nil || !left {
