@@ -36,320 +36,560 @@ import (
 // other in one process: A the projector, B the seed article's per-event code,
 // L the least work that yields the same read model. It reports ratios.
 func runBench(ctx context.Context, inv app.Invocation) error {
-	stdout, stderr := inv.Stdout, inv.Stderr
-	var carts, events, liveEvents int
-	var mongoURI, postgres string
-	var liveRate float64
+	c := &benchCommand{stdout: inv.Stdout, stderr: inv.Stderr}
+	if err := c.parseFlags(inv); err != nil {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// benchCommand is the bench command: its flags, and the servers and
+// expected documents a run sets up on them.
+type benchCommand struct {
+	stdout, stderr io.Writer
+
+	// The flags.
+	carts, events               int
+	mongoURI                    string // --mongo; the embedded server's URI once it has started
+	postgres                    string
+	interleave                  string
+	liveEvents                  int
+	liveRate                    float64
+	skipB, warmup, tracedEvents bool
+	memoryScale, documentsScale int
+	bSample, rounds             int
+	traceRounds                 int
+	cpuProfile                  string // of this process, during A's first round
+	cpuProfileA, memProfileA    string // of A's process, in its first round
+	tune                        catchUpSettings
+
+	// model is the read model --projection names.
+	model benchModel
+
+	// What run sets up, and close stops.
+	dir    string           // the embedded server's data, in a temporary directory
+	server *embedded.Server // the embedded server (none with --mongo)
+	where  string           // where the documents are, for the report
+	client *mongo.Client
+	elog   *eventLog
+	// want is what A's documents must be; details, for a read model other
+	// than the details, what D's must be.
+	want    benchExpected
+	details *benchExpected
+}
+
+// parseFlags parses the command's arguments into c and checks them.
+func (c *benchCommand) parseFlags(inv app.Invocation) error {
 	fs := inv.FlagSet("[flags]")
-	fs.IntVar(&carts, "carts", 200, "carts")
-	fs.IntVar(&events, "events", 20, "events per cart")
-	fs.StringVar(&mongoURI, "mongo", "", "MongoDB URI (default: the embedded Mongo-wire server, in a temporary directory)")
-	fs.StringVar(&postgres, "postgres", "", "PostgreSQL URL for the embedded server's PostgreSQL backend (default: its SQLite backend)")
-	fs.IntVar(&liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
-	fs.Float64Var(&liveRate, "live-rate", 50, "events per second of the live latency run")
-	var skipB, warmup bool
-	var scale, docScale, bSample, rounds int
-	interleave := "shuffled"
-	fs.StringVar(&interleave, "interleave", interleave, "how the carts' events interleave in the log: shuffled (over the whole log) or clustered (each cart active over a short window, as real carts are)")
-	fs.IntVar(&bSample, "b-sample", 0, "run B on the first this many cart events of the log only, and report its rate (0: all)")
-	var cpuProfile, cpuProfileA, memProfileA string
-	fs.BoolVar(&skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
-	fs.IntVar(&rounds, "rounds", 3, "time A, L and R this many times, in turns, and report the medians (A's peak memory is the highest of its rounds)")
-	fs.IntVar(&scale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory and time (0: skip)")
-	fs.IntVar(&docScale, "documents-scale", 0, "run A again on this many times the carts (and clients), each of as many events, for its time (0: skip)")
-	var traceRounds int
-	var tracedEvents bool
-	fs.BoolVar(&tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
-	fs.IntVar(&traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
-	fs.BoolVar(&warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
-	tune := defaultCatchUp
-	tune.register(fs)
-	fs.BoolVar(&tune.traced, "trace", false, "run A with tracing on (every span sampled, exported to a discarding exporter), as the tracing rounds do: with --cpuprofile-a, to see what tracing costs")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
-	fs.StringVar(&cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
-	fs.StringVar(&memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
+	c.register(fs)
 	if err := app.ParseFlags(fs, inv.Args); err != nil {
 		return err
 	}
-	if carts < 1 || events < 1 || liveEvents < 0 || !(liveRate > 0) || tune.workers < 1 || tune.batch < 1 || tune.window < 0 || scale < 0 || docScale < 0 || bSample < 0 || traceRounds < 0 || rounds < 1 {
-		fmt.Fprintln(stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds and --batch-window >= 0")
+	return c.check()
+}
+
+// register makes the command's flags of fs, into c.
+func (c *benchCommand) register(fs *flag.FlagSet) {
+	fs.IntVar(&c.carts, "carts", 200, "carts")
+	fs.IntVar(&c.events, "events", 20, "events per cart")
+	fs.StringVar(&c.mongoURI, "mongo", "", "MongoDB URI (default: the embedded Mongo-wire server, in a temporary directory)")
+	fs.StringVar(&c.postgres, "postgres", "", "PostgreSQL URL for the embedded server's PostgreSQL backend (default: its SQLite backend)")
+	fs.IntVar(&c.liveEvents, "live-events", 200, "events appended at a steady rate for the live latency (0: skip)")
+	fs.Float64Var(&c.liveRate, "live-rate", 50, "events per second of the live latency run")
+	fs.StringVar(&c.interleave, "interleave", "shuffled", "how the carts' events interleave in the log: shuffled (over the whole log) or clustered (each cart active over a short window, as real carts are)")
+	fs.IntVar(&c.bSample, "b-sample", 0, "run B on the first this many cart events of the log only, and report its rate (0: all)")
+	fs.BoolVar(&c.skipB, "skip-b", false, "leave out B, the per-event way (slow on large runs)")
+	fs.IntVar(&c.rounds, "rounds", 3, "time A, L and R this many times, in turns, and report the medians (A's peak memory is the highest of its rounds)")
+	fs.IntVar(&c.memoryScale, "memory-scale", 10, "run A again on this many times the events over the same carts, for its peak memory and time (0: skip)")
+	fs.IntVar(&c.documentsScale, "documents-scale", 0, "run A again on this many times the carts (and clients), each of as many events, for its time (0: skip)")
+	fs.BoolVar(&c.tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
+	fs.IntVar(&c.traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
+	fs.BoolVar(&c.warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
+	c.tune = defaultCatchUp
+	c.tune.register(fs)
+	fs.BoolVar(&c.tune.traced, "trace", false, "run A with tracing on (every span sampled, exported to a discarding exporter), as the tracing rounds do: with --cpuprofile-a, to see what tracing costs")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the servers' side) during A to this file")
+	fs.StringVar(&c.cpuProfileA, "cpuprofile-a", "", "write a CPU profile of A's process (the projector) to this file")
+	fs.StringVar(&c.memProfileA, "memprofile-a", "", "write a heap profile of A's process at its peak to this file")
+}
+
+// check checks the flags, and finds the read model --projection names. A
+// bad flag is one line on stderr, and ErrUsage.
+func (c *benchCommand) check() error {
+	if c.outOfRange() {
+		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds and --batch-window >= 0")
 		return app.ErrUsage
 	}
-	if interleave != "shuffled" && interleave != "clustered" {
-		fmt.Fprintf(stderr, "--interleave: want shuffled or clustered, got %q\n", interleave)
+	if c.interleave != "shuffled" && c.interleave != "clustered" {
+		fmt.Fprintf(c.stderr, "--interleave: want shuffled or clustered, got %q\n", c.interleave)
 		return app.ErrUsage
 	}
-	model, ok := benchModels[tune.projection]
+	model, ok := benchModels[c.tune.projection]
 	if !ok {
-		fmt.Fprintf(stderr, "--projection: want details, client or shop, got %q\n", tune.projection)
+		fmt.Fprintf(c.stderr, "--projection: want details, client or shop, got %q\n", c.tune.projection)
 		return app.ErrUsage
 	}
-	if mongoURI != "" {
-		if err := mongostore.CheckURI(mongoURI); err != nil {
-			fmt.Fprintf(stderr, "--mongo: %v\n", err)
+	c.model = model
+	if c.mongoURI != "" {
+		if err := mongostore.CheckURI(c.mongoURI); err != nil {
+			fmt.Fprintf(c.stderr, "--mongo: %v\n", err)
 			return app.ErrUsage
 		}
 	}
-	where := "MongoDB at --mongo"
-	if mongoURI == "" {
-		dir, err := os.MkdirTemp("", "projector-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		cfg := embedded.Config{Dir: dir}
-		if postgres != "" {
-			cfg.PostgresURL = postgres
-		}
-		srv, err := embedded.Start(cfg)
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		mongoURI, where = srv.URI(), srv.String()
+	return nil
+}
+
+// outOfRange reports whether a number flag is out of its range.
+func (c *benchCommand) outOfRange() bool {
+	t := c.tune
+	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.window < 0 ||
+		c.memoryScale < 0 || c.documentsScale < 0 || c.bSample < 0 || c.traceRounds < 0 || c.rounds < 1
+}
+
+// run sets up the servers and the events, times A, L and R (and D) in
+// rounds, then B, reports, and runs A again on more events, and live.
+func (c *benchCommand) run(ctx context.Context) error {
+	defer c.close()
+	if err := c.startDocuments(ctx); err != nil {
+		return err
 	}
-	client, err := mongostore.Connect(ctx, mongoURI, 10*time.Second)
+	if err := c.startEvents(ctx); err != nil {
+		return err
+	}
+	c.printHeader()
+	if err := c.expectDetails(); err != nil {
+		return err
+	}
+	if err := c.warmUp(ctx); err != nil {
+		return err
+	}
+	rs, err := c.runRounds(ctx)
 	if err != nil {
 		return err
 	}
-	defer client.Disconnect(context.Background())
-	// The events, through the official client, and the fold of every cart.
+	resA := rs.breakdownOfA()
+	if err := c.traceOverhead(ctx); err != nil {
+		return err
+	}
+	b, err := c.runB(ctx)
+	if err != nil {
+		return err
+	}
+	c.report(rs, b, resA)
+	if err := c.runScaled(ctx, resA); err != nil {
+		return err
+	}
+	if err := c.runLive(ctx); err != nil {
+		return err
+	}
+	if rs.wrong > 0 {
+		return fmt.Errorf("%d of %d documents of A differ from the fold", rs.wrong, len(c.want.docs))
+	}
+	return nil
+}
+
+// close stops what run started, the last first.
+func (c *benchCommand) close() {
+	if c.elog != nil {
+		c.elog.Close()
+	}
+	if c.client != nil {
+		c.client.Disconnect(context.Background())
+	}
+	if c.server != nil {
+		c.server.Close()
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// startDocuments starts the embedded Mongo-wire server, unless --mongo
+// names a MongoDB, and connects to the one the documents go to.
+func (c *benchCommand) startDocuments(ctx context.Context) error {
+	c.where = "MongoDB at --mongo"
+	if c.mongoURI == "" {
+		if err := c.startEmbedded(); err != nil {
+			return err
+		}
+	}
+	client, err := mongostore.Connect(ctx, c.mongoURI, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	c.client = client
+	return nil
+}
+
+// startEmbedded starts the embedded Mongo-wire server in a temporary
+// directory, on its PostgreSQL backend with --postgres.
+func (c *benchCommand) startEmbedded() error {
+	dir, err := os.MkdirTemp("", "projector-bench-")
+	if err != nil {
+		return err
+	}
+	c.dir = dir
+	cfg := embedded.Config{Dir: dir}
+	if c.postgres != "" {
+		cfg.PostgresURL = c.postgres
+	}
+	srv, err := embedded.Start(cfg)
+	if err != nil {
+		return err
+	}
+	c.server = srv
+	c.mongoURI, c.where = srv.URI(), srv.String()
+	return nil
+}
+
+// startEvents starts the event server with the carts' events, appended
+// through the official client, and folds every cart into the documents A
+// must make.
+func (c *benchCommand) startEvents(ctx context.Context) error {
 	appended := time.Now()
-	elog, err := startEventLog(ctx, carts, events, interleave, tracedEvents)
+	elog, err := startEventLog(ctx, c.carts, c.events, c.interleave, c.tracedEvents)
 	if err != nil {
 		return err
 	}
-	defer elog.Close()
-	es, sub, cl, lives, total := elog.server, elog.client, elog.esdb, elog.lives, elog.total
-	fmt.Fprintf(stderr, "  appended %d events: %v\n", total, time.Since(appended).Round(time.Millisecond))
-	want, err := expectedOf(model, lives)
+	c.elog = elog
+	fmt.Fprintf(c.stderr, "  appended %d events: %v\n", elog.total, time.Since(appended).Round(time.Millisecond))
+	c.want, err = expectedOf(c.model, elog.lives)
+	return err
+}
+
+// printHeader prints what the run is on: the events, the documents' server
+// and the read model.
+func (c *benchCommand) printHeader() {
+	fmt.Fprintf(c.stdout, "projector bench: %d events over %d carts (%d per cart, %s) of %d clients; documents on %s; events on the in-process EventStoreDB-protocol server\n",
+		c.elog.total, c.carts, c.events, c.interleave, clientsOf(c.carts), c.where)
+	fmt.Fprintf(c.stdout, "  read model: %s (%s): %d documents\n", c.model.def().Name(), c.model.shape, len(c.want.docs))
+}
+
+// expectDetails folds every cart into the details projection's documents
+// too, for a read model other than the details: that model is compared
+// with the details projection on the same events, in the same rounds (D).
+// B, the seed's per-event code of the details, is then left out.
+func (c *benchCommand) expectDetails() error {
+	if c.model.name == "details" {
+		return nil
+	}
+	d, err := expectedOf(benchModels["details"], c.elog.lives)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "projector bench: %d events over %d carts (%d per cart, %s) of %d clients; documents on %s; events on the in-process EventStoreDB-protocol server\n",
-		total, carts, events, interleave, clientsOf(carts), where)
-	fmt.Fprintf(stdout, "  read model: %s (%s): %d documents\n", model.def().Name(), model.shape, len(want.docs))
-	// A read model other than the details is compared with the details
-	// projection on the same events, in the same rounds (D).
-	var details *benchExpected
-	if model.name != "details" {
-		d, err := expectedOf(benchModels["details"], lives)
+	c.details = &d
+	c.skipB = true
+	return nil
+}
+
+// benchPhase is what one way measured.
+type benchPhase struct {
+	name     string
+	took     time.Duration
+	peakHeap uint64 // the bench's heap in use at its peak, above what it was before
+	events   int    // how many events the way handled (B may take a sample)
+}
+
+// rate is the way's events per second.
+func (p benchPhase) rate() float64 { return float64(p.events) / p.took.Seconds() }
+
+// measure runs one way on a database of its own, and returns its phase and
+// the database. fn may return how long the way took by its own measure (A,
+// measured in its process from its start to caught up); otherwise the call
+// is timed.
+func (c *benchCommand) measure(ctx context.Context, name string, fn func(db *mongo.Database) (time.Duration, error)) (benchPhase, *mongo.Database, error) {
+	db := c.client.Database("bench_" + strings.ToLower(name))
+	if err := db.Drop(ctx); err != nil {
+		return benchPhase{}, nil, err
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peak, stop := heapPeak()
+	began := time.Now()
+	own, err := fn(db)
+	took := time.Since(began)
+	if own > 0 {
+		took = own
+	}
+	stop()
+	if err != nil {
+		return benchPhase{}, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	extra := uint64(0)
+	if p := peak.Load(); p > before.HeapInuse {
+		extra = p - before.HeapInuse
+	}
+	fmt.Fprintf(c.stderr, "  %s: %v\n", name, took.Round(time.Millisecond))
+	return benchPhase{name, took, extra, c.elog.total}, db, nil
+}
+
+// warmUp runs A once, untimed, on a database of its own, with --warmup.
+func (c *benchCommand) warmUp(ctx context.Context) error {
+	if !c.warmup {
+		return nil
+	}
+	if err := c.client.Database("bench_warmup").Drop(ctx); err != nil {
+		return err
+	}
+	w, err := benchChild(ctx, c.elog.server.URI(), c.mongoURI, "bench_warmup", c.tune, "", "")
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	fmt.Fprintf(c.stderr, "  warm-up (A, untimed): %v\n", w.took.Round(time.Millisecond))
+	return nil
+}
+
+// benchRounds is what the rounds of A, D, L and R measured.
+type benchRounds struct {
+	a, d, l, r   []time.Duration // each way's time, round by round
+	aReps        []childReport   // A's reports, round by round
+	heapA, heapL uint64          // the highest peak heap of A's and L's rounds
+	maxRSS       int64           // the highest peak resident set of A's rounds
+	wrong        int             // the most documents of A that differ from the fold in a round
+}
+
+// runRounds runs A, L and R (and D), in turns, --rounds times: the medians
+// are reported, so that one slow run of one way on a shared machine does
+// not decide a ratio.
+func (c *benchCommand) runRounds(ctx context.Context) (*benchRounds, error) {
+	rs := &benchRounds{}
+	for round := range c.rounds {
+		if err := c.runRound(ctx, round, rs); err != nil {
+			return nil, err
+		}
+	}
+	return rs, nil
+}
+
+// runRound runs A, D (for a read model other than the details), L and R
+// once each, and adds what they measured to rs. Every round's documents
+// are checked, not only the last's.
+func (c *benchCommand) runRound(ctx context.Context, round int, rs *benchRounds) error {
+	a, rep, dbA, err := c.runA(ctx, round)
+	if err != nil {
+		return err
+	}
+	rs.wrong = max(rs.wrong, c.want.wrong(ctx, dbA))
+	rs.maxRSS = max(rs.maxRSS, rep.maxRSS)
+	rs.a, rs.aReps, rs.heapA = append(rs.a, a.took), append(rs.aReps, rep), max(rs.heapA, a.peakHeap)
+	if c.details != nil {
+		d, err := c.runD(ctx)
 		if err != nil {
 			return err
 		}
-		details = &d
-		skipB = true // B is the seed's per-event code of the details
+		rs.d = append(rs.d, d)
 	}
+	l, _, err := c.measure(ctx, "L", func(db *mongo.Database) (time.Duration, error) { return 0, c.want.floor(ctx, db) })
+	if err != nil {
+		return err
+	}
+	rs.l, rs.heapL = append(rs.l, l.took), max(rs.heapL, l.peakHeap)
+	r, _, err := c.measure(ctx, "R", func(*mongo.Database) (time.Duration, error) { return benchRead(ctx, c.elog.client, c.elog.total) })
+	if err != nil {
+		return err
+	}
+	rs.r = append(rs.r, r.took)
+	return nil
+}
 
-	type phase struct {
-		name     string
-		took     time.Duration
-		peakHeap uint64
-		events   int // how many events the way handled (B may take a sample)
-	}
-	var phases []phase
-	// run runs one way on a database of its own, and returns its phase. fn
-	// may return how long the way took by its own measure (A, measured in
-	// its process from its start to caught up); otherwise the call is timed.
-	run := func(name string, fn func(db *mongo.Database) (time.Duration, error)) (phase, *mongo.Database, error) {
-		db := client.Database("bench_" + strings.ToLower(name))
-		if err := db.Drop(ctx); err != nil {
-			return phase{}, nil, err
-		}
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		peak, stop := heapPeak()
-		began := time.Now()
-		own, err := fn(db)
-		took := time.Since(began)
-		if own > 0 {
-			took = own
-		}
-		stop()
-		if err != nil {
-			return phase{}, nil, fmt.Errorf("%s: %w", name, err)
-		}
-		extra := uint64(0)
-		if p := peak.Load(); p > before.HeapInuse {
-			extra = p - before.HeapInuse
-		}
-		fmt.Fprintf(stderr, "  %s: %v\n", name, took.Round(time.Millisecond))
-		return phase{name, took, extra, total}, db, nil
-	}
-
-	// A runs in a process of its own, so that its peak memory is the
-	// projector's alone, not the harness's events.
-	if warmup {
-		if err := client.Database("bench_warmup").Drop(ctx); err != nil {
-			return err
-		}
-		w, err := benchChild(ctx, es.URI(), mongoURI, "bench_warmup", tune, "", "")
-		if err != nil {
-			return fmt.Errorf("warm-up: %w", err)
-		}
-		fmt.Fprintf(stderr, "  warm-up (A, untimed): %v\n", w.took.Round(time.Millisecond))
-	}
-	// A, L and R, in turns, rounds times: the medians are reported, so that
-	// one slow run of one way on a shared machine does not decide a ratio.
-	var resA childReport
-	var aRuns, lRuns, rRuns, dRuns []time.Duration
-	var aReps []childReport
-	var maxRSS int64
-	var heapA, heapL uint64
-	wrong := 0
-	for round := range rounds {
-		var rep childReport
-		a, dbA, err := run("A", func(db *mongo.Database) (time.Duration, error) {
-			if cpuProfile != "" && round == 0 {
-				f, err := os.Create(cpuProfile)
+// runA runs A in a process of its own, so that its peak memory is the
+// projector's alone, not the harness's events. The profiles asked for are
+// of the first round.
+func (c *benchCommand) runA(ctx context.Context, round int) (benchPhase, childReport, *mongo.Database, error) {
+	var rep childReport
+	a, db, err := c.measure(ctx, "A", func(db *mongo.Database) (time.Duration, error) {
+		profA, memA := "", ""
+		if round == 0 {
+			if c.cpuProfile != "" {
+				stop, err := startCPUProfile(c.cpuProfile)
 				if err != nil {
 					return 0, err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return 0, err
-				}
-				defer pprof.StopCPUProfile()
+				defer stop()
 			}
-			profA, memA := "", ""
-			if round == 0 {
-				profA, memA = cpuProfileA, memProfileA
-			}
-			var err error
-			rep, err = benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, profA, memA)
-			return rep.took, err
-		})
-		if err != nil {
-			return err
+			profA, memA = c.cpuProfileA, c.memProfileA
 		}
-		// Every round's documents are checked, not only the last's.
-		wrong = max(wrong, want.wrong(ctx, dbA))
-		maxRSS = max(maxRSS, rep.maxRSS)
-		aRuns, aReps, heapA = append(aRuns, a.took), append(aReps, rep), max(heapA, a.peakHeap)
-		if details != nil {
-			d, dbD, err := run("D", func(db *mongo.Database) (time.Duration, error) {
-				t := tune
-				t.projection = "details"
-				rep, err := benchChild(ctx, es.URI(), mongoURI, db.Name(), t, "", "")
-				return rep.took, err
-			})
-			if err != nil {
-				return err
-			}
-			if n := details.wrong(ctx, dbD); n > 0 {
-				return fmt.Errorf("%d of %d documents of the details projection (D) differ from the fold", n, len(details.docs))
-			}
-			dRuns = append(dRuns, d.took)
-		}
-		l, _, err := run("L", func(db *mongo.Database) (time.Duration, error) { return 0, want.floor(ctx, db) })
-		if err != nil {
-			return err
-		}
-		lRuns, heapL = append(lRuns, l.took), max(heapL, l.peakHeap)
-		r, _, err := run("R", func(*mongo.Database) (time.Duration, error) { return benchRead(ctx, sub, total) })
-		if err != nil {
-			return err
-		}
-		rRuns = append(rRuns, r.took)
+		var err error
+		rep, err = benchChild(ctx, c.elog.server.URI(), c.mongoURI, db.Name(), c.tune, profA, memA)
+		return rep.took, err
+	})
+	return a, rep, db, err
+}
+
+// runD runs D, the details projection on A's events, as A runs, and
+// checks its documents.
+func (c *benchCommand) runD(ctx context.Context) (time.Duration, error) {
+	d, db, err := c.measure(ctx, "D", func(db *mongo.Database) (time.Duration, error) {
+		t := c.tune
+		t.projection = "details"
+		rep, err := benchChild(ctx, c.elog.server.URI(), c.mongoURI, db.Name(), t, "", "")
+		return rep.took, err
+	})
+	if err != nil {
+		return 0, err
 	}
-	// A's breakdown is the round whose time is nearest the median's.
-	mid := median(aRuns)
-	resA = slices.MinFunc(aReps, func(x, y childReport) int {
+	if n := c.details.wrong(ctx, db); n > 0 {
+		return 0, fmt.Errorf("%d of %d documents of the details projection (D) differ from the fold", n, len(c.details.docs))
+	}
+	return d.took, nil
+}
+
+// breakdownOfA is the report of A's round whose time is nearest the
+// median's, with the highest peak resident set of the rounds.
+func (rs *benchRounds) breakdownOfA() childReport {
+	mid := median(rs.a)
+	resA := slices.MinFunc(rs.aReps, func(x, y childReport) int {
 		return cmp.Compare((x.took - mid).Abs(), (y.took - mid).Abs())
 	})
-	resA.maxRSS = maxRSS
-	phases = append(phases, phase{"A", median(aRuns), heapA, total})
-	if traceRounds > 0 {
-		if err := benchTraceOverhead(ctx, stdout, stderr, es.URI(), mongoURI, client, tune, traceRounds); err != nil {
-			return err
-		}
-	}
-	if !skipB {
-		sample := total
-		if bSample > 0 && bSample < total {
-			sample = bSample
-		}
-		b, _, err := run("B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, cl, db, sample) })
-		if err != nil {
-			return err
-		}
-		b.events = sample
-		phases = append(phases, b)
-	}
-	phases = append(phases, phase{"L", median(lRuns), heapL, total})
-	readOnly := median(rRuns)
+	resA.maxRSS = rs.maxRSS
+	return resA
+}
 
-	rate := func(p phase) float64 { return float64(p.events) / p.took.Seconds() }
-	a, l := phases[0], phases[len(phases)-1]
+// ratiosAF is each round's A/F: its R and L against its A.
+func (rs *benchRounds) ratiosAF() string {
+	each := make([]string, len(rs.a))
+	for i := range rs.a {
+		each[i] = fmt.Sprintf("%.2f", (rs.r[i]+rs.l[i]).Seconds()/rs.a[i].Seconds())
+	}
+	return strings.Join(each, ", ")
+}
+
+// traceOverhead runs A with tracing on and off, in turns, --trace-rounds
+// times, and prints what tracing costs.
+func (c *benchCommand) traceOverhead(ctx context.Context) error {
+	if c.traceRounds <= 0 {
+		return nil
+	}
+	return benchTraceOverhead(ctx, c.stdout, c.stderr, c.elog.server.URI(), c.mongoURI, c.client, c.tune, c.traceRounds)
+}
+
+// runB runs B, the seed's per-event code, on the first --b-sample cart
+// events of the log (all with 0); it returns nil when B is left out.
+func (c *benchCommand) runB(ctx context.Context) (*benchPhase, error) {
+	if c.skipB {
+		return nil, nil
+	}
+	sample := c.elog.total
+	if c.bSample > 0 && c.bSample < sample {
+		sample = c.bSample
+	}
+	b, _, err := c.measure(ctx, "B", func(db *mongo.Database) (time.Duration, error) { return 0, benchPerEvent(ctx, c.elog.esdb, db, sample) })
+	if err != nil {
+		return nil, err
+	}
+	b.events = sample
+	return &b, nil
+}
+
+// report prints the table of the ways (A, B when it ran, and L, from the
+// medians of their rounds), A's ratios to the others, and what A's time
+// went to (resA).
+func (c *benchCommand) report(rs *benchRounds, b *benchPhase, resA childReport) {
+	total := c.elog.total
+	a := benchPhase{"A", median(rs.a), rs.heapA, total}
+	l := benchPhase{"L", median(rs.l), rs.heapL, total}
+	phases := []benchPhase{a}
+	if b != nil {
+		phases = append(phases, *b)
+	}
+	phases = append(phases, l)
+	c.printTable(phases, rs)
+	c.printRatios(a, b, l, rs)
+	c.printBreakdown(resA, median(rs.r))
+}
+
+// printTable prints a row for each of phases, the last of which is L, then
+// for R and for F, the floor.
+func (c *benchCommand) printTable(phases []benchPhase, rs *benchRounds) {
+	total := c.elog.total
 	settings := "default settings"
-	if tune != defaultCatchUp {
-		settings = tune.String()
+	if c.tune != defaultCatchUp {
+		settings = c.tune.String()
 	}
-	runs := map[string][]time.Duration{"A": aRuns, "L": lRuns}
-	spread := func(ds []time.Duration) string {
-		if len(ds) < 2 {
-			return ""
-		}
-		return fmt.Sprintf("%v-%v", slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
-	}
-	fmt.Fprintf(stdout, "\n  %-44s %12s %10s %14s %18s\n", "way", "events/s", "time", "bench heap", "rounds: min-max")
+	runs := map[string][]time.Duration{"A": rs.a, "L": rs.l}
+	fmt.Fprintf(c.stdout, "\n  %-44s %12s %10s %14s %18s\n", "way", "events/s", "time", "bench heap", "rounds: min-max")
 	for _, p := range phases {
 		label := map[string]string{
 			"A": "A  projector catch-up (" + settings + ")",
 			"B": "B  seed per-event (find revision>=n-1, update)" + map[bool]string{true: fmt.Sprintf(", %d sampled", p.events)}[p.events < total],
 			"L": "L  floor: one bulk write of the folded docs",
 		}[p.name]
-		fmt.Fprintf(stdout, "  %-44s %12.0f %10v %10.1f MiB %18s\n", label, rate(p), p.took.Round(time.Millisecond), float64(p.peakHeap)/(1<<20), spread(runs[p.name]))
+		fmt.Fprintf(c.stdout, "  %-44s %12.0f %10v %10.1f MiB %18s\n", label, p.rate(), p.took.Round(time.Millisecond), float64(p.peakHeap)/(1<<20), spread(runs[p.name]))
 	}
-	fmt.Fprintf(stdout, "  %-44s %12.0f %10v %14s %18s\n", "R  reading the events alone", float64(total)/readOnly.Seconds(), readOnly.Round(time.Millisecond), "", spread(rRuns))
+	readOnly := median(rs.r)
+	fmt.Fprintf(c.stdout, "  %-44s %12.0f %10v %14s %18s\n", "R  reading the events alone", float64(total)/readOnly.Seconds(), readOnly.Round(time.Millisecond), "", spread(rs.r))
 	// F, the floor: reading the events once (R) and writing each final
 	// document once (L).
-	floor := readOnly + l.took
-	fmt.Fprintf(stdout, "  %-44s %12.0f %10v\n", "F  floor: R (read the events) + L", float64(total)/floor.Seconds(), floor.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "\n  A/F = %.2f", floor.Seconds()/a.took.Seconds())
-	if rounds > 1 {
-		each := make([]string, rounds)
-		for i := range rounds {
-			each[i] = fmt.Sprintf("%.2f", (rRuns[i]+lRuns[i]).Seconds()/aRuns[i].Seconds())
-		}
-		fmt.Fprintf(stdout, " (medians of %d rounds; each round's: %s)", rounds, strings.Join(each, ", "))
-	}
-	if !skipB {
-		fmt.Fprintf(stdout, "   A/B = %.2f", rate(a)/rate(phases[1]))
-	}
-	fmt.Fprintf(stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", rate(a)/rate(l), len(want.docs)-wrong, len(want.docs))
-	if details != nil {
-		d := median(dRuns)
-		fmt.Fprintf(stdout, "  D  the details projection on the same events: %.0f events/s, %v (rounds %s); A's throughput / D's = %.2f\n",
-			float64(total)/d.Seconds(), d.Round(time.Millisecond), spread(dRuns), d.Seconds()/a.took.Seconds())
-	}
+	floor := readOnly + phases[len(phases)-1].took
+	fmt.Fprintf(c.stdout, "  %-44s %12.0f %10v\n", "F  floor: R (read the events) + L", float64(total)/floor.Seconds(), floor.Round(time.Millisecond))
+}
 
+// printRatios prints A's time against F's, B's (when it ran) and L's,
+// whether A's documents equal the fold, and, for a read model other than
+// the details, D's time against A's.
+func (c *benchCommand) printRatios(a benchPhase, b *benchPhase, l benchPhase, rs *benchRounds) {
+	floor := median(rs.r) + l.took
+	fmt.Fprintf(c.stdout, "\n  A/F = %.2f", floor.Seconds()/a.took.Seconds())
+	if c.rounds > 1 {
+		fmt.Fprintf(c.stdout, " (medians of %d rounds; each round's: %s)", c.rounds, rs.ratiosAF())
+	}
+	if b != nil {
+		fmt.Fprintf(c.stdout, "   A/B = %.2f", a.rate()/b.rate())
+	}
+	fmt.Fprintf(c.stdout, "   A/L = %.2f   A's documents equal the fold (and L's): %d of %d\n", a.rate()/l.rate(), len(c.want.docs)-rs.wrong, len(c.want.docs))
+	if c.details != nil {
+		d := median(rs.d)
+		fmt.Fprintf(c.stdout, "  D  the details projection on the same events: %.0f events/s, %v (rounds %s); A's throughput / D's = %.2f\n",
+			float64(c.elog.total)/d.Seconds(), d.Round(time.Millisecond), spread(rs.d), d.Seconds()/a.took.Seconds())
+	}
+}
+
+// printBreakdown prints A's peak resident set and what its time went to;
+// readOnly is R's time.
+func (c *benchCommand) printBreakdown(resA childReport, readOnly time.Duration) {
 	if resA.maxRSS > 0 {
-		fmt.Fprintf(stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(resA.maxRSS)/1024)
+		fmt.Fprintf(c.stdout, "  A's process peaked at %.1f MiB resident (the projector alone: runtime, clients, buffers, batches)\n", float64(resA.maxRSS)/1024)
 	}
-	fmt.Fprintf(stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v; %d documents folded from their streams, which gave %d events\n",
+	fmt.Fprintf(c.stdout, "  A's time: %d batches of %.0f events; %d reads of their documents %v, %d bulk writes %v (summed over workers); reading the events alone takes %v; %d documents folded from their streams, which gave %d events\n",
 		resA.batches, float64(resA.batched)/float64(max(1, resA.batches)), resA.reads, resA.readTime.Round(time.Millisecond), resA.writes, resA.writeTime.Round(time.Millisecond), readOnly.Round(time.Millisecond), resA.folded, resA.streamRead)
-	if scale > 1 {
-		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts, events*scale, tune, resA); err != nil {
-			return fmt.Errorf("%dx: %w", scale, err)
+}
+
+// spread is the least and the most of ds, or nothing for fewer than two.
+func spread(ds []time.Duration) string {
+	if len(ds) < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%v-%v", slices.Min(ds).Round(time.Millisecond), slices.Max(ds).Round(time.Millisecond))
+}
+
+// runScaled runs A again on --memory-scale times the events of each cart,
+// and on --documents-scale times the carts, and compares each with base.
+func (c *benchCommand) runScaled(ctx context.Context, base childReport) error {
+	if c.memoryScale > 1 {
+		if err := benchScaled(ctx, c.stdout, c.stderr, c.mongoURI, c.client, c.model, c.carts, c.events*c.memoryScale, c.tune, base); err != nil {
+			return fmt.Errorf("%dx: %w", c.memoryScale, err)
 		}
 	}
-	if docScale > 1 {
-		if err := benchScaled(ctx, stdout, stderr, mongoURI, client, model, carts*docScale, events, tune, resA); err != nil {
-			return fmt.Errorf("%dx the carts: %w", docScale, err)
+	if c.documentsScale > 1 {
+		if err := benchScaled(ctx, c.stdout, c.stderr, c.mongoURI, c.client, c.model, c.carts*c.documentsScale, c.events, c.tune, base); err != nil {
+			return fmt.Errorf("%dx the carts: %w", c.documentsScale, err)
 		}
 	}
-	if liveEvents > 0 {
-		p50, p99, err := benchLive(ctx, es, client.Database("bench_live"), model.name, liveEvents, liveRate)
-		if err != nil {
-			return fmt.Errorf("live: %w", err)
-		}
-		fmt.Fprintf(stdout, "  live (%s), %d events at %.0f/s: append to visible document p50 %v, p99 %v\n", model.name, liveEvents, liveRate, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
+	return nil
+}
+
+// runLive measures the live latency of --live-events events, and prints
+// it.
+func (c *benchCommand) runLive(ctx context.Context) error {
+	if c.liveEvents <= 0 {
+		return nil
 	}
-	if wrong > 0 {
-		return fmt.Errorf("%d of %d documents of A differ from the fold", wrong, len(want.docs))
+	p50, p99, err := benchLive(ctx, c.elog.server, c.client.Database("bench_live"), c.model.name, c.liveEvents, c.liveRate)
+	if err != nil {
+		return fmt.Errorf("live: %w", err)
 	}
+	fmt.Fprintf(c.stdout, "  live (%s), %d events at %.0f/s: append to visible document p50 %v, p99 %v\n", c.model.name, c.liveEvents, c.liveRate, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 	return nil
 }
 
@@ -598,15 +838,11 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	}
 	defer client.Disconnect(context.Background())
 	if profile != "" {
-		f, err := os.Create(profile)
+		stop, err := startCPUProfile(profile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	var stopSampling func()
 	if memProfile != "" {
@@ -622,6 +858,23 @@ func runBenchCatchUp(ctx context.Context, inv app.Invocation) error {
 	_, err = fmt.Fprintf(stdout, "caught up in %d ns: %d batches, %d events; %d reads %d ns; %d writes %d ns; peak resident %d KiB; %d folded, %d read by stream; %d spans\n",
 		int64(rep.took), rep.batches, rep.batched, rep.reads, int64(rep.readTime), rep.writes, int64(rep.writeTime), peakResident(), rep.folded, rep.streamRead, rep.spans)
 	return err
+}
+
+// startCPUProfile writes a CPU profile of this process to path until
+// stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // peakResident returns this process's peak resident set in KiB: VmHWM, the

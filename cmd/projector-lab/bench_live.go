@@ -72,75 +72,132 @@ func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, mod
 		return 0, 0, err
 	}
 	defer c.Close()
-	cl, err := c.ESDB()
+	l, err := newLiveRun(ctx, es, c, store, model)
 	if err != nil {
 		return 0, 0, err
 	}
-	// Live only: from the head on.
+	stop := l.start(ctx)
+	defer func() {
+		if runErr := stop(); err == nil && runErr != nil {
+			err = fmt.Errorf("the live runner: %w", runErr)
+		}
+	}()
+	lat, err := l.measure(ctx, n, rate)
+	if err != nil {
+		return 0, 0, err
+	}
+	slices.Sort(lat)
+	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+}
+
+// liveRun is bench's live run: a runner of a read model of the live run's
+// carts, from the head of the event server on, and the client that appends
+// their events.
+type liveRun struct {
+	model  string // the read model's shape: details, client or shop
+	live   projector.Definition
+	store  *mongostore.Store
+	esdb   *esdb.Client
+	runner *projector.Runner
+	taken  map[string]int // events each document should have taken
+}
+
+// newLiveRun makes the live run's runner of a read model shaped as model's,
+// on store, with a checkpoint at the head of es: live only, from the head
+// on.
+func newLiveRun(ctx context.Context, es *esdbtest.Server, c *subscription.Client, store *mongostore.Store, model string) (*liveRun, error) {
+	cl, err := c.ESDB()
+	if err != nil {
+		return nil, err
+	}
 	head := es.Head()
 	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{liveStreams}})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	if err := store.SaveCheckpoint(ctx, "live", projector.Checkpoint{Position: head, Prepare: head}); err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	live := liveProjection(model)
 	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{live})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	r, err := projector.NewRunner("live", eng, src, store)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	rctx, stop := context.WithCancel(ctx)
+	return &liveRun{model: model, live: live, store: store, esdb: cl, runner: r, taken: map[string]int{}}, nil
+}
+
+// start runs the runner until stop, which returns what it ended with.
+func (l *liveRun) start(ctx context.Context) (stop func() error) {
+	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	defer func() {
-		stop()
-		if runErr := <-done; err == nil && runErr != nil {
-			err = fmt.Errorf("the live runner: %w", runErr)
-		}
-	}()
+	go func() { done <- l.runner.Run(rctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
+}
+
+// measure appends n events at rate a second, each once the one before is
+// visible, and returns each one's time from append to visible in its
+// document.
+func (l *liveRun) measure(ctx context.Context, n int, rate float64) ([]time.Duration, error) {
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	var lat []time.Duration
 	carts := max(1, n/10)
-	taken := map[string]int{} // events each document should have taken
 	for i := range n {
 		<-tick.C
-		k := i % carts
-		id, client := fmt.Sprint(k), fmt.Sprintf("live-client-%d", k%liveClients)
-		var payload any = cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}}
-		if i < carts {
-			payload = cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: client}
+		doc, began, err := l.appendEvent(ctx, i, carts)
+		if err != nil {
+			return nil, err
 		}
-		doc := map[string]string{"details": id, "client": client, "shop": cart.ShopSummaryID}[model]
-		taken[doc]++
-		name, data, _ := cart.Registry().Encode(payload)
-		began := time.Now()
-		if _, err := cl.AppendToStream(ctx, liveStreams+id, esdb.AppendToStreamOptions{}, esdb.EventData{
-			EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: []byte(`{"clientId":"` + client + `"}`),
-		}); err != nil {
-			return 0, 0, err
-		}
-		for {
-			var got liveTally
-			found, _, err := projector.ReadDocument(ctx, store, live, doc, &got)
-			if err != nil {
-				return 0, 0, err
-			}
-			if found && got.Events >= taken[doc] {
-				break
-			}
-			if time.Since(began) > 30*time.Second {
-				return 0, 0, fmt.Errorf("event %d not visible after 30s", i)
-			}
-			time.Sleep(time.Millisecond)
+		if err := l.waitVisible(ctx, i, doc, began); err != nil {
+			return nil, err
 		}
 		lat = append(lat, time.Since(began))
 	}
-	slices.Sort(lat)
-	return lat[len(lat)/2], lat[len(lat)*99/100], nil
+	return lat, nil
+}
+
+// appendEvent appends the i-th event of the run to its cart, one of carts
+// (the first event of each opens it), and returns the document it goes to
+// and when it was appended.
+func (l *liveRun) appendEvent(ctx context.Context, i, carts int) (doc string, began time.Time, err error) {
+	k := i % carts
+	id, client := fmt.Sprint(k), fmt.Sprintf("live-client-%d", k%liveClients)
+	var payload any = cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}}
+	if i < carts {
+		payload = cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: client}
+	}
+	doc = map[string]string{"details": id, "client": client, "shop": cart.ShopSummaryID}[l.model]
+	l.taken[doc]++
+	name, data, _ := cart.Registry().Encode(payload)
+	began = time.Now()
+	_, err = l.esdb.AppendToStream(ctx, liveStreams+id, esdb.AppendToStreamOptions{}, esdb.EventData{
+		EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: []byte(`{"clientId":"` + client + `"}`),
+	})
+	return doc, began, err
+}
+
+// waitVisible waits until doc has taken every event appended to it, the
+// i-th, appended at began, the last; for 30 seconds at most.
+func (l *liveRun) waitVisible(ctx context.Context, i int, doc string, began time.Time) error {
+	for {
+		var got liveTally
+		found, _, err := projector.ReadDocument(ctx, l.store, l.live, doc, &got)
+		if err != nil {
+			return err
+		}
+		if found && got.Events >= l.taken[doc] {
+			return nil
+		}
+		if time.Since(began) > 30*time.Second {
+			return fmt.Errorf("event %d not visible after 30s", i)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -24,6 +25,7 @@ import (
 	"github.com/revgate/projector/subscription"
 )
 
+// demoConfig is the demo's flags.
 type demoConfig struct {
 	carts, events, consumers, drops int
 	rate, duplicates                float64
@@ -87,10 +89,44 @@ func (p *demoPath) stats() projector.RunnerStats {
 	return s
 }
 
+// runDemo runs the engine on embedded parts with injected faults, two ways
+// at once, and checks every document against the fold of its events.
 func runDemo(ctx context.Context, inv app.Invocation) error {
-	stdout, stderr := inv.Stdout, inv.Stderr
-	var c demoConfig
+	c := &demoCommand{stdout: inv.Stdout, stderr: inv.Stderr}
+	if err := c.parseFlags(inv); err != nil {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// demoCommand is the demo command: its flags, and the servers and paths a
+// run sets up.
+type demoCommand struct {
+	demoConfig
+	stdout, stderr io.Writer
+
+	// What run sets up, and close stops.
+	opened *app.Store // the read models' store, on the embedded server unless --mongo
+	es     *esdbtest.Server
+	paths  []*demoPath
+}
+
+// parseFlags parses the command's arguments into c and checks them.
+func (c *demoCommand) parseFlags(inv app.Invocation) error {
 	fs := inv.FlagSet("[flags]")
+	c.register(fs)
+	if err := app.ParseFlags(fs, inv.Args); err != nil {
+		return err
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(c.stderr, err)
+		return app.ErrUsage
+	}
+	return nil
+}
+
+// register makes the demo's flags of fs, into c.
+func (c *demoConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.carts, "carts", 50, "shopping carts to simulate")
 	fs.IntVar(&c.events, "events", 10, "events per cart")
 	fs.Float64Var(&c.rate, "rate", 0, "events appended per second (0: as fast as the server takes them)")
@@ -104,128 +140,212 @@ func runDemo(ctx context.Context, inv app.Invocation) error {
 	fs.DurationVar(&c.connectTimeout, "connect-timeout", 10*time.Second, "how long to wait for MongoDB to answer")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "give up if the read models are not complete by then")
 	fs.BoolVar(&c.hold, "hold", false, "after the report, keep the servers up (until Ctrl-C) to look at the data")
-	if err := app.ParseFlags(fs, inv.Args); err != nil {
+}
+
+// run starts the servers and the paths, sends the traffic, waits until
+// each path has applied every event, checks the documents, and reports;
+// with --hold it then keeps the servers up until ctx is done.
+func (c *demoCommand) run(ctx context.Context) error {
+	defer c.close()
+	if err := c.startServers(ctx); err != nil {
 		return err
 	}
-	if err := c.validate(); err != nil {
-		fmt.Fprintln(stderr, err)
-		return app.ErrUsage
+	c.printHeader()
+	if err := c.buildPaths(ctx); err != nil {
+		return err
 	}
+	traffic, took, err := c.project(ctx)
+	if err != nil {
+		return err
+	}
+	streams, err := traffic.lives(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "  %d events in %d carts, appended through the write side (%d commands retried, appended once) and projected in %v\n",
+		c.total(), c.carts, traffic.retried.Load(), took.Round(time.Millisecond))
+	if err := c.checkPaths(ctx, streams); err != nil {
+		return err
+	}
+	c.printWhere()
+	if c.hold {
+		c.holdServers(ctx)
+	}
+	return nil
+}
 
+// total is how many events the traffic appends.
+func (c *demoCommand) total() int { return c.carts * c.events }
+
+// close stops what run started, the last first.
+func (c *demoCommand) close() {
+	if c.es != nil {
+		c.es.Close()
+	}
+	if c.opened != nil {
+		c.opened.Close()
+	}
+}
+
+// startServers opens the read models' store (on the embedded server,
+// unless --mongo), empties the demo's database, and starts the event
+// server with the demo's seed.
+func (c *demoCommand) startServers(ctx context.Context) error {
 	opened, err := app.OpenStore(ctx, app.StoreOptions{MongoURI: c.mongoURI, DataDir: c.dataDir, Database: c.database,
 		Timeout: c.connectTimeout, Embedded: embedmongo.Start})
 	if err != nil {
 		return err
 	}
-	defer opened.Close()
-	store, mongoURI, where := opened.Store, opened.URI, opened.Where()
-	if err := store.Database().Drop(ctx); err != nil {
+	c.opened = opened
+	if err := opened.Store.Database().Drop(ctx); err != nil {
 		return fmt.Errorf("empty database %s: %w", c.database, err)
 	}
 	es, err := esdbtest.Start(esdbtest.Options{Seed: int64(c.seed)})
 	if err != nil {
 		return err
 	}
-	defer es.Close()
-	fmt.Fprintf(stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
-		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
-	fmt.Fprintf(stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", es.Addr(), where, subscription.Redact(mongoURI), c.database)
+	c.es = es
+	return nil
+}
 
-	caps, err := store.Capabilities(ctx)
+// printHeader prints what the demo runs and where its servers are.
+func (c *demoCommand) printHeader() {
+	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
+		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
+	fmt.Fprintf(c.stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", c.es.Addr(), c.opened.Where(), subscription.Redact(c.opened.URI), c.database)
+}
+
+// buildPaths builds the two paths the demo projects the carts on; the
+// consumers of the group share one engine on a server without atomic
+// conditional writes, and it says so.
+func (c *demoCommand) buildPaths(ctx context.Context) error {
+	caps, err := c.opened.Store.Capabilities(ctx)
 	if err != nil {
 		return err
 	}
-	paths, err := demoPaths(ctx, c, es, store, caps.AtomicConditionalWrites)
-	if err != nil {
+	if c.paths, err = demoPaths(ctx, c.demoConfig, c.es, c.opened.Store, caps.AtomicConditionalWrites); err != nil {
 		return err
 	}
 	if !caps.AtomicConditionalWrites {
-		fmt.Fprintf(stdout, "  %s has no atomic conditional writes: the %d consumers share one engine\n", caps.Server, c.consumers)
+		fmt.Fprintf(c.stdout, "  %s has no atomic conditional writes: the %d consumers share one engine\n", caps.Server, c.consumers)
 	}
+	return nil
+}
 
+// project runs the paths' runners while the traffic runs, until each path
+// has applied every event, printing the progress every second, and stops
+// them. It returns the traffic, and how long it took from the first append.
+func (c *demoCommand) project(ctx context.Context) (*demoTraffic, time.Duration, error) {
 	runCtx, stopRunners := context.WithCancel(ctx)
 	var running sync.WaitGroup
 	defer func() {
 		stopRunners()
 		running.Wait()
 	}()
-	runErrs := make(chan error, 16)
-	for _, p := range paths {
+	runErrs := c.startRunners(runCtx, &running)
+	began := time.Now()
+	traffic := startTraffic(runCtx, c.demoConfig, c.es)
+	stopProgress := progress(c.stderr, func() string { return c.progressLine(traffic) })
+	err := waitDemo(runCtx, c.demoConfig, began, c.paths, &traffic.appended, c.total(), traffic.errc, runErrs)
+	took := time.Since(began)
+	stopProgress()
+	return traffic, took, err
+}
+
+// startRunners runs every runner of the paths until ctx is done, on
+// running; the errors they end with go to the channel returned.
+func (c *demoCommand) startRunners(ctx context.Context, running *sync.WaitGroup) chan error {
+	n := 0
+	for _, p := range c.paths {
+		n += len(p.runners)
+	}
+	runErrs := make(chan error, n) // each runner's, so that none waits to end
+	for _, p := range c.paths {
 		for _, r := range p.runners {
 			running.Go(func() {
-				if err := r.Run(runCtx); err != nil {
+				if err := r.Run(ctx); err != nil {
 					runErrs <- err
 				}
 			})
 		}
 	}
+	return runErrs
+}
 
-	began := time.Now()
-	lives, appended, retried, trafficErr := startTraffic(runCtx, c, es)
-	total := c.carts * c.events
-	stopProgress := progress(stderr, func() string {
-		line := fmt.Sprintf("appended %d/%d", appended.Load(), total)
-		for _, p := range paths {
-			st := p.stats()
-			line += fmt.Sprintf(" | %s: %d applied, %d duplicates, %d waits", p.name, st.Applied, st.Duplicates, st.Waits)
-		}
-		return line
-	})
-	err = waitDemo(runCtx, c, began, paths, appended, total, trafficErr, runErrs)
-	took := time.Since(began)
-	stopProgress()
-	if err != nil {
-		return err
+// progressLine is a line of the progress: the events appended so far, and
+// what each path has done with them.
+func (c *demoCommand) progressLine(traffic *demoTraffic) string {
+	line := fmt.Sprintf("appended %d/%d", traffic.appended.Load(), c.total())
+	for _, p := range c.paths {
+		st := p.stats()
+		line += fmt.Sprintf(" | %s: %d applied, %d duplicates, %d waits", p.name, st.Applied, st.Duplicates, st.Waits)
 	}
-	stopRunners()
-	running.Wait()
+	return line
+}
 
+// checkPaths checks every document of each path against the fold of its
+// cart's events in streams, and prints what each path did.
+func (c *demoCommand) checkPaths(ctx context.Context, streams map[string][]projector.Event) error {
 	failed := false
-	streams, err := lives(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "  %d events in %d carts, appended through the write side (%d commands retried, appended once) and projected in %v\n",
-		total, c.carts, retried.Load(), took.Round(time.Millisecond))
-	for _, p := range paths {
-		right, wrong, err := checkDemo(ctx, store, p.projection, streams)
+	for _, p := range c.paths {
+		right, err := c.checkPath(ctx, p, streams)
 		if err != nil {
 			return err
 		}
-		st := p.stats()
-		failures := fmt.Sprint("failed ", st.Failed)
-		if p.handedBack && st.Failed > 0 {
-			failures += " (waited for a predecessor queued behind them: handed back to the group, delivered again)"
-		}
-		fmt.Fprintf(stdout, "  %-12s applied %d, duplicates skipped %d, %s, gate waits %d, drops %d, all applied %v after the first append; documents %d of %d equal to the pure fold\n",
-			p.name, st.Applied, st.Duplicates, failures, st.Waits, st.Drops, p.took.Round(time.Millisecond), right, c.carts)
-		if len(wrong) > 0 || st.Applied != uint64(total) {
-			failed = true
-			fmt.Fprintf(stdout, "  %s: wrong documents %v\n", p.name, wrong)
-		}
+		failed = failed || !right
 	}
 	if failed {
 		return errors.New("some documents are not the fold of their events")
 	}
-	fmt.Fprintf(stdout, "every document is right. Look at them: collections %s (catch-up) and %s (group) in database %s",
-		paths[0].projection.Collection(), paths[1].projection.Collection(), c.database)
-	if c.mongoURI == "" && !c.hold {
-		fmt.Fprintf(stdout, "; the data stays in %s (run the demo with --hold to keep the server up, and point mongosh at the URI it prints)", c.dataDir)
-	}
-	fmt.Fprintln(stdout)
-	if c.hold {
-		// The faults were the demo's: what runs against the servers now
-		// gets each event once.
-		es.DuplicateDeliveries(0)
-		esdbURI, mongo := subscription.Redact(es.URI()), subscription.Redact(mongoURI)
-		fmt.Fprintf(stdout, "holding the servers up, without the demo's faults; Ctrl-C to stop. Point projector commands, or your own binary, at them\n"+
-			"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names):\n"+
-			"  projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+
-			"  projector status --esdb '%[1]s' --mongo '%[2]s' --database mine\n"+
-			"  mongosh '%[2]s'   (the demo's read models are in database %s)\n", esdbURI, mongo, c.database)
-		<-ctx.Done()
-	}
 	return nil
+}
+
+// checkPath checks every document of p against the fold of its cart's
+// events in streams, and prints what p did. It reports whether every
+// document is right and p applied every event.
+func (c *demoCommand) checkPath(ctx context.Context, p *demoPath, streams map[string][]projector.Event) (bool, error) {
+	right, wrong, err := checkDemo(ctx, c.opened.Store, p.projection, streams)
+	if err != nil {
+		return false, err
+	}
+	st := p.stats()
+	failures := fmt.Sprint("failed ", st.Failed)
+	if p.handedBack && st.Failed > 0 {
+		failures += " (waited for a predecessor queued behind them: handed back to the group, delivered again)"
+	}
+	fmt.Fprintf(c.stdout, "  %-12s applied %d, duplicates skipped %d, %s, gate waits %d, drops %d, all applied %v after the first append; documents %d of %d equal to the pure fold\n",
+		p.name, st.Applied, st.Duplicates, failures, st.Waits, st.Drops, p.took.Round(time.Millisecond), right, c.carts)
+	if len(wrong) > 0 || st.Applied != uint64(c.total()) {
+		fmt.Fprintf(c.stdout, "  %s: wrong documents %v\n", p.name, wrong)
+		return false, nil
+	}
+	return true, nil
+}
+
+// printWhere says that every document is right, and where to look at
+// them.
+func (c *demoCommand) printWhere() {
+	fmt.Fprintf(c.stdout, "every document is right. Look at them: collections %s (catch-up) and %s (group) in database %s",
+		c.paths[0].projection.Collection(), c.paths[1].projection.Collection(), c.database)
+	if c.mongoURI == "" && !c.hold {
+		fmt.Fprintf(c.stdout, "; the data stays in %s (run the demo with --hold to keep the server up, and point mongosh at the URI it prints)", c.dataDir)
+	}
+	fmt.Fprintln(c.stdout)
+}
+
+// holdServers keeps the servers up, without the demo's faults, until ctx
+// is done, and says how to point projector commands at them.
+func (c *demoCommand) holdServers(ctx context.Context) {
+	// The faults were the demo's: what runs against the servers now
+	// gets each event once.
+	c.es.DuplicateDeliveries(0)
+	esdbURI, mongo := subscription.Redact(c.es.URI()), subscription.Redact(c.opened.URI)
+	fmt.Fprintf(c.stdout, "holding the servers up, without the demo's faults; Ctrl-C to stop. Point projector commands, or your own binary, at them\n"+
+		"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names):\n"+
+		"  projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+
+		"  projector status --esdb '%[1]s' --mongo '%[2]s' --database mine\n"+
+		"  mongosh '%[2]s'   (the demo's read models are in database %s)\n", esdbURI, mongo, c.database)
+	<-ctx.Done()
 }
 
 // demoPaths builds the two ways the demo projects the carts.
@@ -233,27 +353,40 @@ func demoPaths(ctx context.Context, c demoConfig, es *esdbtest.Server, store *mo
 	policy := retry.Default()
 	policy.InitialDelay, policy.MaxDelay = 10*time.Millisecond, time.Second
 	policy.MaxRetries, policy.MaxElapsed = -1, 2*time.Minute
-	// A consumer of the group waits less for a predecessor: the server gives
-	// one stream's events to any consumer (round robin) and hands a
-	// redelivered event out of order, so the predecessor may sit in a
-	// consumer's queue behind the event that waits for it (the same
-	// consumer's, or one whose own wait is for this one's queue). Handed
-	// back after a few seconds, the event comes again once the
-	// predecessor is applied.
-	groupPolicy := policy
-	groupPolicy.MaxElapsed = 5 * time.Second
-	newEngine := func(p projector.Definition, policy retry.Policy) (*projector.Engine, error) {
+	b := demoBuilder{es: es, store: store, policy: policy}
+	b.newEngine = func(p projector.Definition, policy retry.Policy) (*projector.Engine, error) {
 		e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{p}, projector.WithRetry(policy))
 		if err == nil {
 			err = e.Prepare(ctx)
 		}
 		return e, err
 	}
-	reconnect := projector.DefaultReconnect()
-	reconnect.InitialDelay, reconnect.MaxDelay = 20*time.Millisecond, 500*time.Millisecond
+	b.reconnect = projector.DefaultReconnect()
+	b.reconnect.InitialDelay, b.reconnect.MaxDelay = 20*time.Millisecond, 500*time.Millisecond
+	catchUp, err := b.catchUpPath()
+	if err != nil {
+		return nil, err
+	}
+	group, err := b.groupPath(c.consumers, atomicWrites)
+	if err != nil {
+		return nil, err
+	}
+	return []*demoPath{catchUp, group}, nil
+}
 
+// demoBuilder builds the demo's paths on its servers.
+type demoBuilder struct {
+	es        *esdbtest.Server
+	store     *mongostore.Store
+	policy    retry.Policy // the engines' waits
+	reconnect retry.Policy // the runners'
+	newEngine func(projector.Definition, retry.Policy) (*projector.Engine, error)
+}
+
+// catchUpPath is a catch-up subscription to $all with a checkpoint.
+func (b demoBuilder) catchUpPath() (*demoPath, error) {
 	catchUp := &demoPath{name: "catch-up", projection: cart.NewDetailsProjection()}
-	client, err := subscription.Dial(es.URI(), nil)
+	client, err := subscription.Dial(b.es.URI(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -261,23 +394,40 @@ func demoPaths(ctx context.Context, c demoConfig, es *esdbtest.Server, store *mo
 	if err != nil {
 		return nil, err
 	}
-	eng, err := newEngine(catchUp.projection, policy)
+	eng, err := b.newEngine(catchUp.projection, b.policy)
 	if err != nil {
 		return nil, err
 	}
-	r, err := projector.NewRunner("demo-catch-up", eng, src, store, projector.WithReconnect(reconnect))
+	r, err := projector.NewRunner("demo-catch-up", eng, src, b.store, projector.WithReconnect(b.reconnect))
 	if err != nil {
 		return nil, err
 	}
 	catchUp.runners = append(catchUp.runners, r)
+	return catchUp, nil
+}
 
+// groupPath is consumers competing consumers of a persistent subscription
+// group (round robin: one stream's events go to any of them). Without
+// atomic conditional writes (the embedded server) they share one engine,
+// which writes a document's events one at a time; on MongoDB each has its
+// own, as separate processes would.
+//
+// A consumer of the group waits less for a predecessor: the server hands a
+// redelivered event out of order, so the predecessor may sit in a
+// consumer's queue behind the event that waits for it (the same
+// consumer's, or one whose own wait is for this one's queue). Handed back
+// after a few seconds, the event comes again once the predecessor is
+// applied.
+func (b demoBuilder) groupPath(consumers int, atomicWrites bool) (*demoPath, error) {
 	group := &demoPath{name: "group", projection: cart.NewDetailsProjection().InCollection(cart.DetailsName + "_group"), handedBack: true}
+	groupPolicy := b.policy
+	groupPolicy.MaxElapsed = 5 * time.Second
 	settings := esdb.SubscriptionSettingsDefault()
 	settings.StartFrom = esdb.Start{}
 	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
 	var shared *projector.Engine
-	for i := range c.consumers {
-		cl, err := subscription.Dial(es.URI(), nil)
+	for i := range consumers {
+		cl, err := subscription.Dial(b.es.URI(), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -291,132 +441,172 @@ func demoPaths(ctx context.Context, c demoConfig, es *esdbtest.Server, store *mo
 		if err != nil {
 			return nil, err
 		}
-		// Without atomic conditional writes (the embedded server) the
-		// consumers share one engine, which writes a document's events one at
-		// a time; on MongoDB each has its own, as separate processes would.
 		eng := shared
 		if eng == nil || atomicWrites {
-			if eng, err = newEngine(group.projection, groupPolicy); err != nil {
+			if eng, err = b.newEngine(group.projection, groupPolicy); err != nil {
 				return nil, err
 			}
 			shared = eng
 		}
-		r, err := projector.NewRunner(fmt.Sprintf("demo-consumer-%d", i), eng, src, nil, projector.WithReconnect(reconnect))
+		r, err := projector.NewRunner(fmt.Sprintf("demo-consumer-%d", i), eng, src, nil, projector.WithReconnect(b.reconnect))
 		if err != nil {
 			return nil, err
 		}
 		group.runners = append(group.runners, r)
 	}
-	return []*demoPath{catchUp, group}, nil
+	return group, nil
+}
+
+// demoTraffic is the demo's traffic: the carts' lives sent as commands
+// through the write side (cart.Handler, on the official client).
+type demoTraffic struct {
+	c      demoConfig
+	es     *esdbtest.Server
+	client *subscription.Client
+	r      *rand.Rand // the traffic's randomness, from the seed
+	ids    []string   // the carts
+	plans  map[string][]any
+	order  []string // the carts' events, interleaved: which cart each command goes to
+	// appended counts the events appended; retried the commands sent twice.
+	appended, retried atomic.Int64
+	// errc gets what the traffic ended with.
+	errc chan error
 }
 
 // startTraffic sends the carts' lives as commands through the write side
 // (cart.Handler, on the official client), interleaved, at the configured rate;
 // one command in ten is sent twice, as a client retrying after a lost answer
 // would, and must append nothing the second time. It drops every subscription
-// c.drops times along the way. lives reads back what the streams hold, per
-// cart, once the traffic is done.
-func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) (lives func(context.Context) (map[string][]projector.Event, error), appended, retried *atomic.Int64, errc chan error) {
-	appended, retried = new(atomic.Int64), new(atomic.Int64)
-	errc = make(chan error, 1)
+// c.drops times along the way. Its lives reads back what the streams hold,
+// per cart, once the traffic is done.
+func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) *demoTraffic {
+	t := &demoTraffic{c: c, es: es, errc: make(chan error, 1)}
 	client, err := subscription.Dial(es.URI(), nil)
 	if err != nil {
-		errc <- err
-		return nil, appended, retried, errc
+		t.errc <- err
+		return t
 	}
-	var ids []string
-	lives = func(ctx context.Context) (map[string][]projector.Event, error) {
-		defer client.Close()
-		cl, err := client.ESDB()
+	t.client = client
+	t.plan()
+	go func() { t.errc <- t.send(ctx) }()
+	return t
+}
+
+// plan draws each cart's life from the seed, and interleaves their events
+// at random.
+func (t *demoTraffic) plan() {
+	t.r = rand.New(rand.NewPCG(t.c.seed, t.c.seed^0x5eed))
+	start := time.Now().UTC()
+	t.plans = map[string][]any{}
+	for i := range t.c.carts {
+		id := fmt.Sprintf("cart-%04d", i)
+		t.ids = append(t.ids, id)
+		t.plans[id] = cart.RandomLife(t.r, id, fmt.Sprintf("client-%d", t.r.IntN(10)), t.c.events, start)
+		for range t.plans[id] {
+			t.order = append(t.order, id)
+		}
+	}
+	t.r.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
+}
+
+// send sends the commands in their order, at the configured rate, with
+// the server duplicating deliveries and dropping every subscription at
+// points drawn at random.
+func (t *demoTraffic) send(ctx context.Context) error {
+	cl, err := t.client.ESDB()
+	if err != nil {
+		return err
+	}
+	h := cart.NewHandler(cart.NewESDBStore(cl), nil)
+	t.es.DuplicateDeliveries(t.c.duplicates)
+	dropAt := t.dropPoints()
+	var tick *time.Ticker
+	if t.c.rate > 0 {
+		tick = time.NewTicker(time.Duration(float64(time.Second) / t.c.rate))
+		defer tick.Stop()
+	}
+	next := map[string]int{}
+	for i, id := range t.order {
+		if tick != nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		n := next[id]
+		next[id]++
+		if err := t.sendCommand(ctx, h, id, n); err != nil {
+			return err
+		}
+		if dropAt[i] {
+			t.es.DropSubscriptions()
+		}
+	}
+	return nil
+}
+
+// dropPoints are the commands after which the server drops every
+// subscription: c.drops of them, in the middle eight tenths of the traffic.
+func (t *demoTraffic) dropPoints() map[int]bool {
+	total := len(t.order)
+	dropAt := map[int]bool{}
+	for range t.c.drops {
+		dropAt[total/10+t.r.IntN(max(1, total*8/10))] = true
+	}
+	return dropAt
+}
+
+// sendCommand sends the command of the n-th event of cart id; one in ten
+// goes twice, and must append nothing the second time.
+func (t *demoTraffic) sendCommand(ctx context.Context, h *cart.Handler, id string, n int) error {
+	cmd, err := cart.CommandOf(fmt.Sprintf("%s/%d", id, n), t.plans[id][n])
+	if err != nil {
+		return err
+	}
+	res, err := h.Handle(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("command %T on %s: %w", cmd, id, err)
+	}
+	t.appended.Add(int64(res.Appended))
+	if t.r.IntN(10) != 0 {
+		return nil
+	}
+	again, err := h.Handle(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("retried command %T on %s: %w", cmd, id, err)
+	}
+	if !again.Duplicate || again.Appended != 0 {
+		return fmt.Errorf("retried command %T on %s appended %d events", cmd, id, again.Appended)
+	}
+	t.retried.Add(1)
+	return nil
+}
+
+// lives reads back what the carts' streams hold, per cart, once the
+// traffic is done, and closes the traffic's client.
+func (t *demoTraffic) lives(ctx context.Context) (map[string][]projector.Event, error) {
+	defer t.client.Close()
+	cl, err := t.client.ESDB()
+	if err != nil {
+		return nil, err
+	}
+	store := cart.NewESDBStore(cl)
+	out := map[string][]projector.Event{}
+	for _, id := range t.ids {
+		recorded, _, err := store.Read(ctx, cart.StreamID(id))
 		if err != nil {
 			return nil, err
 		}
-		store := cart.NewESDBStore(cl)
-		out := map[string][]projector.Event{}
-		for _, id := range ids {
-			recorded, _, err := store.Read(ctx, cart.StreamID(id))
+		for rev, r := range recorded {
+			ev, err := cart.Registry().Decode(projector.Event{Type: r.Type, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Data: r.Data})
 			if err != nil {
 				return nil, err
 			}
-			for rev, r := range recorded {
-				ev, err := cart.Registry().Decode(projector.Event{Type: r.Type, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Data: r.Data})
-				if err != nil {
-					return nil, err
-				}
-				out[id] = append(out[id], ev)
-			}
-		}
-		return out, nil
-	}
-	r := rand.New(rand.NewPCG(c.seed, c.seed^0x5eed))
-	start := time.Now().UTC()
-	plans := map[string][]any{}
-	var order []string
-	for i := range c.carts {
-		id := fmt.Sprintf("cart-%04d", i)
-		ids = append(ids, id)
-		plans[id] = cart.RandomLife(r, id, fmt.Sprintf("client-%d", r.IntN(10)), c.events, start)
-		for range plans[id] {
-			order = append(order, id)
+			out[id] = append(out[id], ev)
 		}
 	}
-	r.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	go func() {
-		errc <- func() error {
-			cl, err := client.ESDB()
-			if err != nil {
-				return err
-			}
-			h := cart.NewHandler(cart.NewESDBStore(cl), nil)
-			es.DuplicateDeliveries(c.duplicates)
-			total := len(order)
-			dropAt := map[int]bool{}
-			for range c.drops {
-				dropAt[total/10+r.IntN(max(1, total*8/10))] = true
-			}
-			var tick *time.Ticker
-			if c.rate > 0 {
-				tick = time.NewTicker(time.Duration(float64(time.Second) / c.rate))
-				defer tick.Stop()
-			}
-			next := map[string]int{}
-			for i, id := range order {
-				if tick != nil {
-					select {
-					case <-tick.C:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				n := next[id]
-				next[id]++
-				cmd, err := cart.CommandOf(fmt.Sprintf("%s/%d", id, n), plans[id][n])
-				if err != nil {
-					return err
-				}
-				res, err := h.Handle(ctx, cmd)
-				if err != nil {
-					return fmt.Errorf("command %T on %s: %w", cmd, id, err)
-				}
-				appended.Add(int64(res.Appended))
-				if r.IntN(10) == 0 {
-					again, err := h.Handle(ctx, cmd)
-					if err != nil {
-						return fmt.Errorf("retried command %T on %s: %w", cmd, id, err)
-					}
-					if !again.Duplicate || again.Appended != 0 {
-						return fmt.Errorf("retried command %T on %s appended %d events", cmd, id, again.Appended)
-					}
-					retried.Add(1)
-				}
-				if dropAt[i] {
-					es.DropSubscriptions()
-				}
-			}
-			return nil
-		}()
-	}()
-	return lives, appended, retried, errc
+	return out, nil
 }
 
 // waitDemo waits until every event is appended and each path has applied
