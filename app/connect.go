@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // servers are the connection flags every built-in command shares.

@@ -11,10 +11,10 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // eventStore is the event store the commands read, through one of the two

@@ -8,8 +8,8 @@ import (
 
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
-	"github.com/revgate/projector/subscription/neutral"
-	_ "github.com/revgate/projector/subscription/neutral/coexist" // both clients in one binary
+	"github.com/revgate/projector/internal/neutral"
+	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
 )
 
 // Client is a connection to KurrentDB (or EventStoreDB) that outlives an

@@ -8,7 +8,7 @@
 // envelopes, and one acceptance suite
 // ([github.com/revgate/projector/subscription/sourcetest]) run against
 // both. What depends on neither client lives once in
-// [github.com/revgate/projector/subscription/neutral]: [AllOptions],
+// [github.com/revgate/projector/internal/neutral]: [AllOptions],
 // [StreamOptions] and [PersistentStats] are its types under the names both
 // packages give them, so one value configures either, and this package does
 // not link the archived client.

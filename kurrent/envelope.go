@@ -6,8 +6,8 @@ import (
 
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // ErrUnresolvedLink: a link event whose target no longer exists (a deleted or

@@ -10,10 +10,10 @@ import (
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }

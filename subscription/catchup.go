@@ -8,8 +8,8 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // AllOptions configure a catch-up subscription to $all. It is the same type

@@ -8,8 +8,8 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
-	"github.com/revgate/projector/subscription/neutral"
-	_ "github.com/revgate/projector/subscription/neutral/coexist" // both clients in one binary
+	"github.com/revgate/projector/internal/neutral"
+	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
 )
 
 // Client is a connection to EventStoreDB that outlives an outage. The

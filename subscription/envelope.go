@@ -6,7 +6,7 @@
 // KurrentDB client; what does not depend on the client (options, the
 // settling of persistent deliveries, the connection that outlives an outage)
 // is shared with it through package
-// [github.com/revgate/projector/subscription/neutral].
+// [github.com/revgate/projector/internal/neutral].
 //
 // The engine gates on the stream an event was appended to, so an event read
 // through a link (from a $ce- or $et- projection stream, or a filtered
@@ -22,8 +22,8 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // ErrUnresolvedLink: a link event whose target no longer exists (a deleted or

@@ -8,7 +8,7 @@ import (
 
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
-	_ "github.com/revgate/projector/subscription/neutral/coexist" // both clients in one binary
+	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
 )
 
 // kurrentStore is the write side's [EventStore] on the KurrentDB client.

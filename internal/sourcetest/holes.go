@@ -14,11 +14,11 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // The holes a real node presents in a stream, each met through the client

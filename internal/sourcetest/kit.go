@@ -18,8 +18,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // Kit is what the suite needs of one client.

@@ -20,9 +20,9 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // Run runs the suite, one subtest per behaviour, each on a server and a

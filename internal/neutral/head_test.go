@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/neutral"
 )
 
 // log is $all as a scan reads it.
