@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,17 +15,22 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
-func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
-	stdout, stderr := inv.Stdout, inv.Stderr
-	var c servers
-	var lease time.Duration
-	var group string
+// replayConfig is the command line of replay-parked.
+type replayConfig struct {
+	servers
+	lease time.Duration
+	group string
+}
+
+// replayFlags returns the flag set of replay-parked, which fills c, with its
+// usage.
+func (x *cli) replayFlags(c *replayConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (with --group)")
-	fs.DurationVar(&lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
-	fs.StringVar(&group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
+	fs.DurationVar(&c.lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
+	fs.StringVar(&c.group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s replay-parked NAME [flags]
+		fmt.Fprintf(inv.Stderr, `usage: %s replay-parked NAME [flags]
 
 Applies the events parked for projection NAME (--on-failure park) with this
 binary's projection, meant to run once its bug is fixed, to each document as
@@ -48,39 +54,79 @@ again to the consumers of the group, which apply them through the gate.
 `, inv.Name)
 		fs.PrintDefaults()
 	}
+	return fs
+}
+
+func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
+	var c replayConfig
+	fs := x.replayFlags(&c, inv)
 	name, err := inv.ParseNamed(fs)
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		return usageError(stderr, "replay-parked needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
-	}
-	p, ok := x.cat.get(name)
-	if !ok {
-		return usageError(stderr, "%v", x.cat.unknown(name))
-	}
-	if err := c.check(inv, group != "", x.Embedded != nil); err != nil {
+	p, err := x.checkReplay(&c, name, inv)
+	if err != nil {
 		return err
 	}
-	if group != "" {
-		return replayGroup(ctx, c, groupName(group, name), stdout)
+	if c.group != "" {
+		return replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout)
 	}
-	opened, err := x.openStore(ctx, c, nil)
+	opened, err := x.openStore(ctx, c.servers, nil)
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
-	store := opened.Store
-	if lease > 0 {
-		held, l, err := holdLease(ctx, store, name, holderID("replay-parked"), lease, slog.New(slog.DiscardHandler))
-		if errors.Is(err, mongostore.ErrLeaseHeld) {
-			return fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
-		}
+	if c.lease > 0 {
+		held, err := holdReplayLease(ctx, opened.Store, name, c.lease)
 		if err != nil {
 			return err
 		}
 		defer held.release()
 	}
+	return x.replayParked(ctx, p, opened.Store, inv.Stdout)
+}
+
+// checkReplay returns the projection called name, once it has checked the
+// command line, before any I/O.
+func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Projection, error) {
+	if name == "" {
+		return Projection{}, usageError(inv.Stderr, "replay-parked needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
+	}
+	p, ok := x.cat.get(name)
+	if !ok {
+		return Projection{}, usageError(inv.Stderr, "%v", x.cat.unknown(name))
+	}
+	return p, c.servers.check(inv, c.group != "", x.Embedded != nil)
+}
+
+// holdReplayLease takes the lease of projection name (see run --lease) for
+// a replay, or fails, naming the process that runs the projection.
+func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, ttl time.Duration) (*heldLease, error) {
+	held, l, err := holdLease(ctx, store, name, holderID("replay-parked"), ttl, slog.New(slog.DiscardHandler))
+	if errors.Is(err, mongostore.ErrLeaseHeld) {
+		return nil, fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return held, nil
+}
+
+// replay is one replay of a projection's parked events: the engine that
+// applies them, where it reports, and how many events still fail.
+type replay struct {
+	name   string
+	store  *mongostore.Store
+	eng    *projector.Engine
+	stdout io.Writer
+	failed int
+}
+
+// replayParked replays the events parked for p into the collection readers
+// use, the held documents first, and prints what became of them; the error
+// says how many still fail.
+func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.Store, stdout io.Writer) error {
+	name := p.Definition.Name()
 	coll, err := store.ActiveCollection(ctx, name, p.Definition.Collection())
 	if err != nil {
 		return err
@@ -93,69 +139,102 @@ again to the consumers of the group, which apply them through the gate.
 	if err != nil {
 		return err
 	}
-	failed := 0
-	var plain []projector.ParkedEvent
-	held := map[string][]projector.ParkedEvent{}
-	var holding []string
-	others := 0
+	sets := sortParked(parked, coll)
+	r := &replay{name: name, store: store, eng: eng, stdout: stdout}
+	for _, doc := range sets.holding {
+		if err := r.document(ctx, doc, sets.held[doc]); err != nil {
+			return err
+		}
+	}
+	for _, pe := range sets.plain {
+		if err := r.event(ctx, pe); err != nil {
+			return err
+		}
+	}
+	if sets.others > 0 {
+		fmt.Fprintf(stdout, "  left: %d events parked in another build of %s (a rebuild's collection, or the one it replaced)\n", sets.others, name)
+	}
+	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll)
+	return stillFailing(r.failed)
+}
+
+// parkedSets are a projection's parked events as a replay into one
+// collection takes them.
+type parkedSets struct {
+	plain   []projector.ParkedEvent            // parked, in the order the store lists them
+	held    map[string][]projector.ParkedEvent // held, by document
+	holding []string                           // the held documents, in the order of their first events
+	others  int                                // parked in another build: they stay for that build
+}
+
+// sortParked sorts parked, a projection's parked events, for a replay into
+// collection coll.
+func sortParked(parked []projector.ParkedEvent, coll string) parkedSets {
+	s := parkedSets{held: map[string][]projector.ParkedEvent{}}
 	for _, pe := range parked {
 		switch {
 		case pe.Collection != "" && pe.Collection != coll:
-			others++ // another build's: it stays for that build
+			s.others++ // another build's: it stays for that build
 		case !pe.Held:
-			plain = append(plain, pe)
-		case held[pe.Document] == nil:
-			holding = append(holding, pe.Document)
+			s.plain = append(s.plain, pe)
+		case s.held[pe.Document] == nil:
+			s.holding = append(s.holding, pe.Document)
 			fallthrough
 		default:
-			held[pe.Document] = append(held[pe.Document], pe)
+			s.held[pe.Document] = append(s.held[pe.Document], pe)
 		}
 	}
-	// A held document's events apply in order through the gate: those it
-	// has already (a replay cut short) are duplicates, and are marked.
-	for _, doc := range holding {
-		rep := eng.ReplayHeld(ctx, name, held[doc])
-		for _, pe := range rep.Applied {
-			if err := store.Replayed(ctx, pe, nil); err != nil {
-				return err
-			}
-		}
-		if len(rep.Left) == 0 {
-			fmt.Fprintf(stdout, "  document %s: its %d held events applied; it is free\n", doc, len(rep.Applied))
-			continue
-		}
-		failed += len(rep.Left)
-		first := rep.Left[0]
-		fmt.Fprintf(stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
-		if err := store.Replayed(ctx, first, rep.Err); err != nil {
+	return s
+}
+
+// document replays events, those held for document doc, in order through
+// the gate: those it has already (a replay cut short) are duplicates, and
+// are marked. The first that still fails stays held with its new error, and
+// the events behind it with it.
+func (r *replay) document(ctx context.Context, doc string, events []projector.ParkedEvent) error {
+	rep := r.eng.ReplayHeld(ctx, r.name, events)
+	for _, pe := range rep.Applied {
+		if err := r.store.Replayed(ctx, pe, nil); err != nil {
 			return err
 		}
 	}
-	for _, pe := range plain {
-		r := eng.Replay(ctx, pe)
-		var why error
-		if r.Outcome == projector.Duplicate {
-			fmt.Fprintf(stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.Stream, pe.Revision, pe.Type)
-		}
-		if r.Outcome != projector.Applied && r.Outcome != projector.Duplicate {
-			why, failed = r.Err, failed+1
-			fmt.Fprintf(stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, firstLine(fmt.Sprint(r.Err), "its record in "+mongostore.ParkedCollection))
-		}
-		if err := store.Replayed(ctx, pe, why); err != nil {
-			return err
-		}
+	if len(rep.Left) == 0 {
+		fmt.Fprintf(r.stdout, "  document %s: its %d held events applied; it is free\n", doc, len(rep.Applied))
+		return nil
 	}
-	if others > 0 {
-		fmt.Fprintf(stdout, "  left: %d events parked in another build of %s (a rebuild's collection, or the one it replaced)\n", others, name)
+	r.failed += len(rep.Left)
+	first := rep.Left[0]
+	fmt.Fprintf(r.stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
+	return r.store.Replayed(ctx, first, rep.Err)
+}
+
+// event replays parked event pe and marks it replayed: applied, already
+// applied, or failing again with its new error.
+func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
+	res := r.eng.Replay(ctx, pe)
+	var why error
+	switch res.Outcome {
+	case projector.Applied:
+	case projector.Duplicate:
+		fmt.Fprintf(r.stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.Stream, pe.Revision, pe.Type)
+	default:
+		why = res.Err
+		r.failed++
+		fmt.Fprintf(r.stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, firstLine(fmt.Sprint(res.Err), "its record in "+mongostore.ParkedCollection))
 	}
-	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-others-failed, len(parked)-others, name, coll)
-	if failed > 0 {
-		if failed == 1 {
-			return errors.New("1 event still fails; it stays parked")
-		}
-		return fmt.Errorf("%d events still fail; they stay parked", failed)
+	return r.store.Replayed(ctx, pe, why)
+}
+
+// stillFailing is the error of a replay after which failed events still
+// fail, and stay parked; nil when none does.
+func stillFailing(failed int) error {
+	switch {
+	case failed == 0:
+		return nil
+	case failed == 1:
+		return errors.New("1 event still fails; it stays parked")
 	}
-	return nil
+	return fmt.Errorf("%d events still fail; they stay parked", failed)
 }
 
 // replayGroup asks EventStoreDB to deliver the events parked in group (on

@@ -73,50 +73,79 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	if err := c.retry.Validate(); err != nil {
 		return usageError(inv.Stderr, "--retry-*: %v", err)
 	}
-	// The flags' own values first, in their names (a projection's own
-	// settings are checked below, in its name).
-	switch {
-	case c.workers < 1:
-		return usageError(inv.Stderr, "--workers %d: want at least 1", c.workers)
-	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
-		return usageError(inv.Stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
-	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
-		return usageError(inv.Stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
-	case c.drainTimeout <= 0:
-		return usageError(inv.Stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
-	}
-	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
+	if err := c.checkFlags(inv.Stderr); err != nil {
 		return err
 	}
-	if c.httpAddr != "" {
-		if _, port, err := net.SplitHostPort(c.httpAddr); err != nil {
-			return usageError(inv.Stderr, "--http %q: want host:port or :port (%v)", c.httpAddr, err)
-		} else if _, err := net.LookupPort("tcp", port); err != nil {
-			return usageError(inv.Stderr, "--http %q: %v", c.httpAddr, err)
-		}
-	}
-	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
-		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
-	}
 	for _, p := range c.selected {
-		if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
-			return usageError(inv.Stderr, "projection %q: %v", p.Definition.Name(), err)
-		}
-		if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
-			if c.policy == projector.Hold && len(c.selected) > 1 && projector.CheckFailurePolicy(p.Definition, projector.Block) == nil {
-				return usageError(inv.Stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
-					"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
-			}
-			return usageError(inv.Stderr, "%v", err)
-		}
-		if err := projector.CheckSource(p.Definition, c.policy, c.group == "", p.workers(c.workers)); err != nil {
-			if c.group != "" {
-				return usageError(inv.Stderr, "--group %s: %v", c.group, err)
-			}
-			return usageError(inv.Stderr, "%v", err)
+		if err := c.checkProjection(p, inv.Stderr); err != nil {
+			return err
 		}
 	}
 	return c.servers.check(inv, true, x.Embedded != nil)
+}
+
+// checkFlags reports the flags' own values that cannot work, in their names
+// (a projection's own settings are checked by checkProjection, in its
+// name).
+func (c *runConfig) checkFlags(stderr io.Writer) error {
+	switch {
+	case c.workers < 1:
+		return usageError(stderr, "--workers %d: want at least 1", c.workers)
+	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
+		return usageError(stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
+	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
+		return usageError(stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
+	case c.drainTimeout <= 0:
+		return usageError(stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
+	}
+	if err := checkEventSpans(stderr, c.eventSpans); err != nil {
+		return err
+	}
+	if err := c.checkHTTP(stderr); err != nil {
+		return err
+	}
+	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
+		return usageError(stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
+	}
+	return nil
+}
+
+// checkHTTP refuses an --http that is not an address to listen on (empty:
+// no HTTP server).
+func (c *runConfig) checkHTTP(stderr io.Writer) error {
+	if c.httpAddr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(c.httpAddr)
+	if err != nil {
+		return usageError(stderr, "--http %q: want host:port or :port (%v)", c.httpAddr, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usageError(stderr, "--http %q: %v", c.httpAddr, err)
+	}
+	return nil
+}
+
+// checkProjection reports the settings of projection p that cannot work:
+// its runner's, the failure policy, and its subscription's.
+func (c *runConfig) checkProjection(p Projection, stderr io.Writer) error {
+	if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
+		return usageError(stderr, "projection %q: %v", p.Definition.Name(), err)
+	}
+	if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
+		if c.policy == projector.Hold && len(c.selected) > 1 && projector.CheckFailurePolicy(p.Definition, projector.Block) == nil {
+			return usageError(stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
+				"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
+		}
+		return usageError(stderr, "%v", err)
+	}
+	if err := projector.CheckSource(p.Definition, c.policy, c.group == "", p.workers(c.workers)); err != nil {
+		if c.group != "" {
+			return usageError(stderr, "--group %s: %v", c.group, err)
+		}
+		return usageError(stderr, "%v", err)
+	}
+	return nil
 }
 
 // runnerOptions are the settings of p's runner: its own, else the flags'.

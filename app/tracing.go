@@ -70,44 +70,15 @@ func (c tracingConfig) on() bool { return len(c.exporters) > 0 }
 func parseTracing(env func(string) (string, bool), service string) (tracingConfig, error) {
 	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
 	c := tracingConfig{service: service}
-	switch d := strings.ToLower(get("OTEL_SDK_DISABLED")); d {
-	case "true":
-		return c, nil
-	case "", "false":
-	default:
-		return c, fmt.Errorf("OTEL_SDK_DISABLED %q: want true or false", get("OTEL_SDK_DISABLED"))
+	if off, err := sdkDisabled(get); off || err != nil {
+		return c, err
 	}
-	exporters := strings.ToLower(get("OTEL_TRACES_EXPORTER"))
-	if exporters == "" && (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
-		exporters = "otlp"
+	var err error
+	if c.exporters, err = parseExporters(get); err != nil {
+		return c, err
 	}
-	none := false
-	for e := range strings.SplitSeq(exporters, ",") {
-		switch e = strings.TrimSpace(e); e {
-		case "":
-		case "none":
-			none = true
-		case "otlp", "console":
-			c.exporters = append(c.exporters, e)
-		default:
-			return c, fmt.Errorf("OTEL_TRACES_EXPORTER %q: unknown exporter %q (want otlp, console or none)", exporters, e)
-		}
-	}
-	if none && len(c.exporters) > 0 {
-		return c, fmt.Errorf("OTEL_TRACES_EXPORTER %q: none with another exporter", exporters)
-	}
-	protoVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	if get(protoVar) == "" {
-		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
-	}
-	switch c.protocol = strings.ToLower(get(protoVar)); c.protocol {
-	case "":
-		c.protocol = "http/protobuf"
-	case "grpc", "http/protobuf":
-	case "http/json":
-		return c, fmt.Errorf("%s %q: not supported by the Go SDK (want grpc or http/protobuf)", protoVar, c.protocol)
-	default:
-		return c, fmt.Errorf("%s %q: want grpc or http/protobuf", protoVar, c.protocol)
+	if c.protocol, err = parseProtocol(get); err != nil {
+		return c, err
 	}
 	if slices.Contains(c.exporters, "otlp") {
 		// The traces' own endpoint, when set, is the one the SDK uses.
@@ -119,7 +90,6 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 			return c, err
 		}
 	}
-	var err error
 	if c.sampler, err = parseSampler(strings.ToLower(get("OTEL_TRACES_SAMPLER")), get("OTEL_TRACES_SAMPLER_ARG")); err != nil {
 		return c, err
 	}
@@ -127,6 +97,65 @@ func parseTracing(env func(string) (string, bool), service string) (tracingConfi
 		c.service = name
 	}
 	return c, nil
+}
+
+// sdkDisabled reports whether OTEL_SDK_DISABLED (read by get) turns tracing
+// off, whatever else is set.
+func sdkDisabled(get func(string) string) (bool, error) {
+	switch strings.ToLower(get("OTEL_SDK_DISABLED")) {
+	case "true":
+		return true, nil
+	case "", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("OTEL_SDK_DISABLED %q: want true or false", get("OTEL_SDK_DISABLED"))
+}
+
+// parseExporters returns the exporters that OTEL_TRACES_EXPORTER (read by
+// get) names, otlp when it is unset and an OTLP endpoint is set; none when
+// it says none (tracing is off).
+func parseExporters(get func(string) string) ([]string, error) {
+	exporters := strings.ToLower(get("OTEL_TRACES_EXPORTER"))
+	if exporters == "" && (get("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "") {
+		exporters = "otlp"
+	}
+	var out []string
+	none := false
+	for e := range strings.SplitSeq(exporters, ",") {
+		switch e = strings.TrimSpace(e); e {
+		case "":
+		case "none":
+			none = true
+		case "otlp", "console":
+			out = append(out, e)
+		default:
+			return nil, fmt.Errorf("OTEL_TRACES_EXPORTER %q: unknown exporter %q (want otlp, console or none)", exporters, e)
+		}
+	}
+	if none && len(out) > 0 {
+		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER %q: none with another exporter", exporters)
+	}
+	return out, nil
+}
+
+// parseProtocol returns the protocol of the OTLP exporter that
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL (read
+// by get), names: grpc or http/protobuf (the default).
+func parseProtocol(get func(string) string) (string, error) {
+	v := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	if get(v) == "" {
+		v = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	}
+	protocol := strings.ToLower(get(v))
+	switch protocol {
+	case "":
+		return "http/protobuf", nil
+	case "grpc", "http/protobuf":
+		return protocol, nil
+	case "http/json":
+		return "", fmt.Errorf("%s %q: not supported by the Go SDK (want grpc or http/protobuf)", v, protocol)
+	}
+	return "", fmt.Errorf("%s %q: want grpc or http/protobuf", v, protocol)
 }
 
 // checkEndpoint refuses an OTLP endpoint (the value of variable v) that the

@@ -73,17 +73,8 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
-	if d.MaxTimes < 1 {
-		d.MaxTimes = 3
-	}
-	if d.Workers < 1 {
-		d.Workers = 8
-	}
-	policy := retry.Default()
-	policy.InitialDelay, policy.MaxDelay, policy.MaxRetries, policy.MaxElapsed = 5*time.Millisecond, 100*time.Millisecond, -1, 500*time.Millisecond
-	if d.Retry != nil {
-		policy = *d.Retry
-	}
+	d = withDefaults(d)
+	policy := gatePolicy(d)
 	newEngine := func() (*projector.Engine, error) {
 		e, err := projector.NewEngine(store, registry, []projector.Definition{p}, append([]projector.Option{projector.WithRetry(policy)}, d.Options...)...)
 		if err == nil {
@@ -91,52 +82,14 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		}
 		return e, err
 	}
-
-	// Append in a fixed order, interleaving the streams as a global log does.
 	r := rand.New(rand.NewPCG(d.Seed, d.Seed^0x9e3779b97f4a7c15))
-	names := make([]string, 0, len(streams))
-	for s := range streams {
-		names = append(names, s)
+	events, err := appendStreams(r, registry, streams, d.Metadata)
+	if err != nil {
+		return Report{}, err
 	}
-	sort.Strings(names)
-	log := NewLog(registry)
-	next := map[string]int{}
-	var events []projector.Event
-	for left := len(names); left > 0; {
-		s := names[r.IntN(len(names))]
-		if next[s] == len(streams[s]) {
-			continue
-		}
-		var meta []byte
-		if d.Metadata != nil {
-			meta = d.Metadata(s)
-		}
-		evs, err := log.AppendWithMetadata(s, meta, streams[s][next[s]])
-		if err != nil {
-			return Report{}, err
-		}
-		events = append(events, evs...)
-		if next[s]++; next[s] == len(streams[s]) {
-			left--
-		}
-	}
-	byDoc := map[string][]projector.Event{}
-	for _, ev := range events {
-		if id, ok := p.DocumentID(ev); ok {
-			byDoc[id] = append(byDoc[id], ev)
-		}
-	}
-
-	// The documents must not exist yet: on a store that has them already,
-	// every delivery would be a duplicate and prove nothing.
-	for id := range byDoc {
-		found, _, err := projector.ReadDocument(ctx, store, p, id, nil)
-		if err != nil {
-			return Report{}, err
-		}
-		if found {
-			return Report{}, fmt.Errorf("projectortest: %s/%s exists already: Prove needs an empty collection", p.Collection(), id)
-		}
+	byDoc := byDocument(p, events)
+	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
+		return Report{}, err
 	}
 	// Delivered as a subscription delivers: undecoded, so that the engine
 	// routes and decodes them as it does in production.
@@ -148,101 +101,244 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		deliveries = Shuffled(r, deliveries)
 	}
 	rep := Report{Events: len(events), Deliveries: len(deliveries), Documents: len(byDoc)}
-	var mu sync.Mutex
-	var firstErr error
-	queue := deliveries
-	requeued := 0
-	take := func() (projector.Event, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(queue) == 0 || firstErr != nil {
-			return projector.Event{}, false
-		}
-		ev := queue[0]
-		queue = queue[1:]
-		return ev, true
+	if err := deliver(ctx, &rep, deliveries, d, newEngine); err != nil {
+		return rep, err
 	}
-	var wg sync.WaitGroup
-	var shared *projector.Engine
-	busy := 0
-	idle := sync.NewCond(&mu)
-	for range d.Workers {
-		e := shared
-		if e == nil || d.SeparateEngines {
-			var err error
-			if e, err = newEngine(); err != nil {
-				return rep, err
-			}
-			shared = e
-		}
-		wg.Go(func() {
-			for {
-				ev, ok := take()
-				if !ok {
-					// Others may still put events back: wait for them.
-					mu.Lock()
-					for len(queue) == 0 && busy > 0 && firstErr == nil {
-						idle.Wait()
-					}
-					done := len(queue) == 0 || firstErr != nil
-					mu.Unlock()
-					if done {
-						return
-					}
-					continue
-				}
-				mu.Lock()
-				busy++
-				mu.Unlock()
-				rs, err := e.Handle(ctx, ev)
-				mu.Lock()
-				busy--
-				for _, res := range rs {
-					rep.Waits += res.Waits
-					switch {
-					case res.Outcome == projector.Failed && res.Err != nil && requeued < 100*len(deliveries) &&
-						(errors.Is(res.Err, projector.ErrPredecessorMissing) || errors.Is(res.Err, projector.ErrPredecessorFailed)):
-						queue = append(queue, ev) // redelivered later, as a subscription would
-						requeued++
-						err = nil
-					case res.Outcome == projector.Applied, res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
-						rep.Applied++
-					case res.Outcome == projector.Duplicate:
-						rep.Duplicates++
-					case res.Outcome == projector.Failed:
-						rep.Failed++
-					}
-				}
-				if err != nil && firstErr == nil && ctx.Err() == nil {
-					firstErr = err
-				}
-				if ctx.Err() != nil && firstErr == nil {
-					firstErr = ctx.Err()
-				}
-				idle.Broadcast()
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	rep.Deliveries += requeued
-	rep.Requeued = requeued
-	if firstErr != nil {
-		return rep, fmt.Errorf("projectortest: an event failed: %w", firstErr)
-	}
+	return rep, checkFolds(ctx, store, p, byDoc)
+}
 
+// withDefaults is d with the defaults of the settings it leaves at zero.
+func withDefaults(d Delivery) Delivery {
+	if d.MaxTimes < 1 {
+		d.MaxTimes = 3
+	}
+	if d.Workers < 1 {
+		d.Workers = 8
+	}
+	return d
+}
+
+// gatePolicy is the gate's retry policy under d: its own, else 5 ms
+// doubling to 100 ms, for up to half a second.
+func gatePolicy(d Delivery) retry.Policy {
+	if d.Retry != nil {
+		return *d.Retry
+	}
+	policy := retry.Default()
+	policy.InitialDelay, policy.MaxDelay, policy.MaxRetries, policy.MaxElapsed = 5*time.Millisecond, 100*time.Millisecond, -1, 500*time.Millisecond
+	return policy
+}
+
+// appendStreams appends streams to a new [Log] in an order r draws,
+// interleaving the streams as a global log does (each stream's events in
+// order), with the metadata that metadata gives (nil: none), and returns
+// the events appended, in log order.
+func appendStreams(r *rand.Rand, registry *projector.Registry, streams map[string][]any, metadata func(stream string) []byte) ([]projector.Event, error) {
+	names := make([]string, 0, len(streams))
+	for s, payloads := range streams {
+		if len(payloads) > 0 { // a stream of no events appends nothing
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	log := NewLog(registry)
+	next := map[string]int{}
+	var events []projector.Event
+	for left := len(names); left > 0; {
+		s := names[r.IntN(len(names))]
+		if next[s] == len(streams[s]) {
+			continue
+		}
+		var meta []byte
+		if metadata != nil {
+			meta = metadata(s)
+		}
+		evs, err := log.AppendWithMetadata(s, meta, streams[s][next[s]])
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, evs...)
+		if next[s]++; next[s] == len(streams[s]) {
+			left--
+		}
+	}
+	return events, nil
+}
+
+// byDocument is the events of p's documents, by document, each document's
+// in log order.
+func byDocument[S any](p *projector.Projection[S], events []projector.Event) map[string][]projector.Event {
+	byDoc := map[string][]projector.Event{}
+	for _, ev := range events {
+		if id, ok := p.DocumentID(ev); ok {
+			byDoc[id] = append(byDoc[id], ev)
+		}
+	}
+	return byDoc
+}
+
+// checkNoDocuments fails when a document of byDoc exists already: on a
+// store that has them, every delivery would be a duplicate and prove
+// nothing.
+func checkNoDocuments[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], byDoc map[string][]projector.Event) error {
+	for id := range byDoc {
+		found, _, err := projector.ReadDocument(ctx, store, p, id, nil)
+		if err != nil {
+			return err
+		}
+		if found {
+			return fmt.Errorf("projectortest: %s/%s exists already: Prove needs an empty collection", p.Collection(), id)
+		}
+	}
+	return nil
+}
+
+// checkFolds compares every document of byDoc with the fold of its events;
+// the error wraps [ErrNotExactlyOnce] and names those that differ.
+func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], byDoc map[string][]projector.Event) error {
 	var wrong []string
 	for id, evs := range byDoc {
 		if err := CheckDocument(ctx, store, p, id, evs); err != nil {
 			if !errors.Is(err, ErrMismatch) {
-				return rep, err
+				return err
 			}
 			wrong = append(wrong, err.Error())
 		}
 	}
 	if len(wrong) > 0 {
 		sort.Strings(wrong)
-		return rep, fmt.Errorf("%w: %d of %d documents differ from the fold:\n%s", ErrNotExactlyOnce, len(wrong), len(byDoc), strings.Join(wrong, "\n"))
+		return fmt.Errorf("%w: %d of %d documents differ from the fold:\n%s", ErrNotExactlyOnce, len(wrong), len(byDoc), strings.Join(wrong, "\n"))
 	}
-	return rep, nil
+	return nil
+}
+
+// deliver hands deliveries to d.Workers concurrent workers, each with an
+// engine from newEngine (one shared by all, or each its own under
+// d.SeparateEngines), until every one is handled or an event fails, and
+// counts their outcomes in rep. An event whose predecessor is not there in
+// time goes back to the end of the queue, as a subscription would deliver
+// it again.
+func deliver(ctx context.Context, rep *Report, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
+	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep}
+	q.idle = sync.NewCond(&q.mu)
+	var wg sync.WaitGroup
+	var shared *projector.Engine
+	for range d.Workers {
+		e := shared
+		if e == nil || d.SeparateEngines {
+			var err error
+			if e, err = newEngine(); err != nil {
+				return err
+			}
+			shared = e
+		}
+		wg.Go(func() { q.work(ctx, e) })
+	}
+	wg.Wait()
+	rep.Deliveries += q.requeued
+	rep.Requeued = q.requeued
+	if q.firstErr != nil {
+		return fmt.Errorf("projectortest: an event failed: %w", q.firstErr)
+	}
+	return nil
+}
+
+// deliveryQueue is the deliveries that [Prove]'s workers take, one at a
+// time, and put back.
+type deliveryQueue struct {
+	mu   sync.Mutex
+	idle *sync.Cond // on mu: a worker has handled a delivery
+	// queue is the deliveries not taken yet.
+	queue []projector.Event
+	// busy counts the workers handling a delivery, which may put it back.
+	busy int
+	// requeued counts the deliveries put back, up to maxRequeued.
+	requeued, maxRequeued int
+	// firstErr is the first error of a delivery; the workers stop at it.
+	firstErr error
+	// rep counts the outcomes.
+	rep *Report
+}
+
+// work handles the deliveries it takes with engine e until none is left or
+// one failed.
+func (q *deliveryQueue) work(ctx context.Context, e *projector.Engine) {
+	for {
+		ev, ok := q.take()
+		if !ok {
+			if q.drained() {
+				return
+			}
+			continue
+		}
+		q.mu.Lock()
+		q.busy++
+		q.mu.Unlock()
+		rs, err := e.Handle(ctx, ev)
+		q.handled(ctx, ev, rs, err)
+	}
+}
+
+// take returns the next delivery; none when the queue is empty or a
+// delivery failed.
+func (q *deliveryQueue) take() (projector.Event, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 || q.firstErr != nil {
+		return projector.Event{}, false
+	}
+	ev := q.queue[0]
+	q.queue = q.queue[1:]
+	return ev, true
+}
+
+// drained waits, with the queue empty, while other workers may still put
+// deliveries back, and reports whether the work is over: the queue is still
+// empty, or a delivery failed.
+func (q *deliveryQueue) drained() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.queue) == 0 && q.busy > 0 && q.firstErr == nil {
+		q.idle.Wait()
+	}
+	return len(q.queue) == 0 || q.firstErr != nil
+}
+
+// handled records the results rs and the error err of handling delivery ev:
+// it counts their outcomes, puts ev back when its predecessor did not come
+// in time, keeps the first error, and wakes the workers waiting.
+func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []projector.Result, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.busy--
+	for _, res := range rs {
+		q.rep.Waits += res.Waits
+		switch {
+		case q.mayRequeue(res):
+			q.queue = append(q.queue, ev) // redelivered later, as a subscription would
+			q.requeued++
+			err = nil
+		case res.Outcome == projector.Applied, res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
+			q.rep.Applied++
+		case res.Outcome == projector.Duplicate:
+			q.rep.Duplicates++
+		case res.Outcome == projector.Failed:
+			q.rep.Failed++
+		}
+	}
+	if err != nil && q.firstErr == nil && ctx.Err() == nil {
+		q.firstErr = err
+	}
+	if ctx.Err() != nil && q.firstErr == nil {
+		q.firstErr = ctx.Err()
+	}
+	q.idle.Broadcast()
+}
+
+// mayRequeue reports whether res is a delivery to put back: it failed
+// because its predecessor did not come in time (is missing, or failed), and
+// the queue has not put back too many already.
+func (q *deliveryQueue) mayRequeue(res projector.Result) bool {
+	return res.Outcome == projector.Failed && res.Err != nil && q.requeued < q.maxRequeued &&
+		(errors.Is(res.Err, projector.ErrPredecessorMissing) || errors.Is(res.Err, projector.ErrPredecessorFailed))
 }

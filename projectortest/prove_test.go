@@ -47,6 +47,30 @@ func TestProve_passes_the_cart_details_projection(t *testing.T) {
 	}
 }
 
+// A stream given with no events appends nothing, and the others are proven.
+func TestProve_a_stream_of_no_events_is_left_out(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	streams := lives(3, 4, 2)
+	streams[cart.StreamID("empty")] = nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	var rep projectortest.Report
+	var err error
+	go func() {
+		defer close(done)
+		rep, err = projectortest.Prove(ctx, store, cart.Registry(), cart.NewDetailsProjection(), streams, projectortest.Delivery{Seed: 2})
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Prove did not return within a minute")
+	}
+	if err != nil || rep.Documents != 3 || rep.Applied != rep.Events {
+		t.Fatalf("report %v, err %v: want the 3 carts proven", rep, err)
+	}
+}
+
 // clientCarts counts a client's carts in one document per client, but uses
 // the single-stream revision gate although many streams feed the document:
 // the revisions of different carts collide, and events are lost or refused.
