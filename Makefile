@@ -96,12 +96,14 @@ fuzz:
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
+# lint also checks what a maintainer carries: no function over 80 lines,
+# none of complexity over 20 outside esdbtest; the exported names of the
+# public packages are counted (their bound, 650, is not yet met).
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 	for m in $(EXAMPLES); do (cd $$m && $(GO) mod tidy -diff && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
-	@echo "what a maintainer carries (the bounds: 650 exported names, 80 lines a function, complexity 20 outside esdbtest; printed, not yet enforced):"
-	-@$(GO) run ./scripts/codesize
-	-@$(GO) run $(GOCYCLO) -over 20 -ignore '_test\.go$$|^esdbtest/' .
+	$(GO) run ./scripts/codesize -names-reported
+	$(GO) run $(GOCYCLO) -over 20 -ignore '_test\.go$$|^esdbtest/' .
