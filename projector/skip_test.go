@@ -1,8 +1,11 @@
 package projector_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"testing"
 
 	"github.com/revgate/projector/internal/cart"
@@ -232,5 +235,31 @@ func TestSkip_a_second_creation_goes_through_the_failure_policy(t *testing.T) {
 				t.Fatalf("parked %v (%v) under %v", parked, err, policy)
 			}
 		})
+	}
+}
+
+// An event the skip policy passes over is logged at Warn, as "event
+// skipped"; a failure at Error (TestGate_a_projection_that_panics_fails_the_event_not_the_process).
+func TestSkip_a_skipped_event_is_logged_at_warn(t *testing.T) {
+	s := newStore(t)
+	var logged bytes.Buffer
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithRetry(retry.Default()), projector.WithFailurePolicy(projector.Skip),
+		projector.WithLogger(slog.New(slog.NewJSONHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	stream := cart.StreamID("s9")
+	handle(t, e, log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "s9", ClientID: "x", OpenedAt: t0})[0])
+	if r := handle(t, e, log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`)))[0]; r.Outcome != projector.Skipped {
+		t.Fatalf("outcome %v, want skipped", r.Outcome)
+	}
+	var rec struct{ Level, Msg string }
+	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, logged.String())
+	}
+	if rec.Level != "WARN" || rec.Msg != "event skipped" {
+		t.Fatalf("logged %s %q, want WARN \"event skipped\"", rec.Level, rec.Msg)
 	}
 }
