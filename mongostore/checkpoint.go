@@ -120,9 +120,17 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
 		bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
 	}}}
-	_, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
+	coll := s.db.Collection(CheckpointCollection)
+	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
-		return nil // a later checkpoint is stored: the upsert found no match and collided with it
+		// The upsert found no match and collided with the record: a later
+		// checkpoint, or a record another writer inserted meanwhile (an
+		// error recorded, with no position yet), which the update, done
+		// again, matches.
+		_, err = coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			return nil // a later checkpoint is stored
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)

@@ -266,6 +266,9 @@ func (b *batchRun) decodeAll(d *docEvents) bool { return b.firstUndecodable(d) <
 type docEvents struct {
 	id  string
 	idx []int // into the batch's events
+	// behind is the failure of an event of the document in flight before
+	// the batch's (enter): its first event fails with it.
+	behind error
 }
 
 // folded is a document's events folded in memory: the write that stores
@@ -293,7 +296,6 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	}
 	start := time.Now()
 	clock := b.startClock() // the batch's time in the store, for the events' spans
-	defer b.stopClock()
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document with a lower revision in flight elsewhere in
@@ -306,8 +308,12 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	held, slow := b.enter(ctx, p, docs)
 	var through []*docEvents // to go through the gate once the batch has let go
 	defer func() {
+		passedOn := make(map[string]bool, len(through))
+		for _, d := range through {
+			passedOn[d.id] = true
+		}
 		for id, tk := range held {
-			if slices.ContainsFunc(through, func(d *docEvents) bool { return d.id == id }) {
+			if passedOn[id] {
 				// Its events go through the gate, each with a ticket of
 				// its own: the batch's says nothing of the document.
 				b.queue.leave(tk, false, errPassedOn)
@@ -319,6 +325,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 			b.slowDoc(ctx, p, d)
 		}
 	}()
+	defer b.stopClock() // before the gate takes the documents passed on
 	holding := b.policyOf(p) == Hold
 	keep := docs[:0]
 	for _, d := range docs {
@@ -402,17 +409,17 @@ func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvent
 
 // enter takes the batch's place in the queue of each document, in the order
 // of their ids, waiting for what is in flight before it. A document behind
-// an event that failed in flight is not held: it goes through the gate
-// (slow), which says so.
+// an event that failed in flight is not held: it is slow, with the failure
+// (behind), which its first event fails with (slowDoc).
 func (b *batchRun) enter(ctx context.Context, p Definition, docs []*docEvents) (held map[string]*ticket, slow []*docEvents) {
 	sorted := slices.Clone(docs)
 	slices.SortFunc(sorted, func(x, y *docEvents) int { return strings.Compare(x.id, y.id) })
 	held = make(map[string]*ticket, len(docs))
 	for _, d := range sorted {
 		tk := b.queue.enter(docKey{p.Collection(), d.id}, b.lowest(d))
-		if err := b.queue.wait(ctx, tk); err != nil {
+		if err := b.queue.wait(ctx, b.stop, tk); err != nil {
 			b.queue.leave(tk, false, err) // what is behind it learns of the failure too
-			slow = append(slow, d)
+			slow = append(slow, &docEvents{id: d.id, idx: d.idx, behind: err})
 			continue
 		}
 		held[d.id] = tk
@@ -586,9 +593,15 @@ func (b *batchRun) handleEach(ctx context.Context) {
 // gate, or its strategy's read-decide-write), in order, until an event fails.
 func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 	t := target{p, d.id}
-	for _, i := range d.idx {
+	for k, i := range d.idx {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
-		if !b.failed {
+		switch {
+		case b.failed:
+		case k == 0 && d.behind != nil:
+			ev, _ := b.decode(i)
+			res = b.tracedResult(ctx, t, ev, b.fail(t, ev, failure{err: d.behind, wanted: -1, seen: -1}))
+			b.note(res)
+		default:
 			ev, err := b.decode(i)
 			if err != nil && !handlesType(p, ev.Payload) {
 				err = nil // not read here: passed over, as in Handle

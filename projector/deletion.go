@@ -113,13 +113,12 @@ func (e *Engine) handleRecord(ctx context.Context, ev Event) []Result {
 
 // deleteDocument applies t's deletion policy to its document, in the
 // document's queue (after its events in flight).
-func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) Result {
+func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Result) {
 	tk := e.queue.enter(t.key(), math.MaxUint64)
-	if err := e.queue.wait(ctx, tk); err != nil {
-		e.queue.leave(tk, false, err)
+	defer func() { e.queue.leave(tk, res.Outcome != Failed, res.Err) }()
+	if err := e.queue.wait(ctx, e.stop, tk); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
-	defer func() { e.queue.leave(tk, true, nil) }()
 	unlock := e.locks.lock(t.key())
 	defer unlock()
 	state := t.p.newState()

@@ -78,8 +78,10 @@ type Option func(*Engine)
 // WithRetry sets the policy the gate waits with (default [retry.Default]).
 func WithRetry(p retry.Policy) Option { return func(e *Engine) { e.policy = p } }
 
-// WithLogger sets the logger (default: none). Waits are logged at debug level,
-// events skipped, parked or held at warn level, failures at error level.
+// WithLogger sets the logger (default: none). Waits are logged at debug level;
+// an event that fails at error level (under [Hold], the one that holds its
+// document); events skipped, parked or held behind another, and those that
+// fail because an earlier event of their document failed, at warn level.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.logger = l } }
 
 // WithFailurePolicy sets what the gate does with an event that fails

@@ -155,7 +155,7 @@ func (e *Engine) gateHolding(ctx context.Context, t target, ev Event, undecodabl
 	tk := e.queue.enter(t.key(), ev.StreamRevision)
 	var res Result
 	e.traceQueued(ctx, tk)
-	if err := e.queue.wait(ctx, tk); err != nil {
+	if err := e.queue.wait(ctx, e.stop, tk); err != nil {
 		res = e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	} else if hold {
 		res = e.holdTurn(ctx, t, ev, func() Result { return e.gateTurn(ctx, tk, t, ev, undecodable) })
@@ -319,7 +319,7 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 				// An earlier event of this document arrived here while this
 				// one waited: queue behind it rather than poll, then read
 				// again.
-				if queued = e.queue.wait(ctx, tk); queued != nil {
+				if queued = e.queue.wait(ctx, e.stop, tk); queued != nil {
 					return 0, retry.Permanent(queued)
 				}
 				continue

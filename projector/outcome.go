@@ -185,6 +185,9 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 			attrs = append(attrs[:len(attrs)-1], first, "stack", stack)
 		}
 		level, msg := slog.LevelError, "event failed"
+		if outcome == Failed && errors.Is(f.err, ErrPredecessorFailed) {
+			level = slog.LevelWarn // the earlier event's failure is the one logged at Error
+		}
 		switch outcome {
 		case Skipped:
 			level, msg = slog.LevelWarn, "event skipped"

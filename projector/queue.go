@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,9 @@ type queue struct {
 	mu   sync.Mutex
 	seq  uint64
 	docs map[docKey][]*ticket
-	// waiting counts the waits blocked on a predecessor now.
-	waiting atomic.Int64
+	// blocked counts the times a wait has blocked on a predecessor (for
+	// tests).
+	blocked atomic.Int64
 }
 
 type docKey struct{ collection, id string }
@@ -68,8 +70,14 @@ func (q *queue) predecessor(t *ticket) *ticket {
 
 // wait blocks until no event before t is in flight. It returns an error
 // wrapping ErrPredecessorFailed when one with a lower revision failed and none
-// reached that revision after it, or the context's error.
-func (q *queue) wait(ctx context.Context, t *ticket) error {
+// reached that revision after it, the context's error, or, once stop (when
+// not nil) is done, an error wrapping [retry.ErrStopped] (a stopping
+// runner's: see [Engine.waitsEndAt]).
+func (q *queue) wait(ctx, stop context.Context, t *ticket) error {
+	var stopped <-chan struct{}
+	if stop != nil {
+		stopped = stop.Done()
+	}
 	var failed *ticket
 	var reached uint64
 	anyReached := false
@@ -78,14 +86,14 @@ func (q *queue) wait(ctx context.Context, t *ticket) error {
 		if pred == nil {
 			break
 		}
-		q.waiting.Add(1)
+		q.blocked.Add(1)
 		select {
 		case <-pred.done:
 		case <-ctx.Done():
-			q.waiting.Add(-1)
 			return ctx.Err()
+		case <-stopped:
+			return fmt.Errorf("waiting for an earlier event of the document: %w", retry.ErrStopped)
 		}
-		q.waiting.Add(-1)
 		switch {
 		case errors.Is(pred.err, retry.ErrStopped), errors.Is(pred.err, errPassedOn):
 			// Its runner stopped its wait, or its events went on through

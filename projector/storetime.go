@@ -42,63 +42,63 @@ func (c *storeClock) elapsed() time.Duration {
 // documents, each timed into clock when there is one. The store's optional
 // abilities are the engine's (nil when absent).
 type docStore struct {
-	e     *core
+	c     *core
 	clock *storeClock
 }
 
 func (s docStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.store.Load(ctx, collection, id, minRevision, state)
+	return s.c.store.Load(ctx, collection, id, minRevision, state)
 }
 
 func (s docStore) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
 	defer s.clock.stop(s.clock.start())
-	return s.e.store.Insert(ctx, collection, id, head, state)
+	return s.c.store.Insert(ctx, collection, id, head, state)
 }
 
 func (s docStore) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.store.Update(ctx, collection, id, from, head, state)
+	return s.c.store.Update(ctx, collection, id, from, head, state)
 }
 
 func (s docStore) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.store.Delete(ctx, collection, id, from)
+	return s.c.store.Delete(ctx, collection, id, from)
 }
 
 func (s docStore) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.guardedStore.LoadGuarded(ctx, collection, id, state)
+	return s.c.guardedStore.LoadGuarded(ctx, collection, id, state)
 }
 
 func (s docStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
+	return s.c.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
 }
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.batchStore.LoadMany(ctx, collection, ids, newState)
+	return s.c.batchStore.LoadMany(ctx, collection, ids, newState)
 }
 
 func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.batchStore.WriteMany(ctx, collection, writes)
+	return s.c.batchStore.WriteMany(ctx, collection, writes)
 }
 
 func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+	return s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
 }
 
 func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.e.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	return s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
 }
 
 func (s docStore) Receive(ctx context.Context, projection, eventID string) error {
 	defer s.clock.stop(s.clock.start())
-	return s.e.inboxStore.Receive(ctx, projection, eventID)
+	return s.c.inboxStore.Receive(ctx, projection, eventID)
 }
 
 // InTransaction times the transaction (its start, its commit, its retries)
@@ -107,11 +107,11 @@ func (s docStore) Receive(ctx context.Context, projection, eventID string) error
 func (s docStore) InTransaction(ctx context.Context, fn func(ctx context.Context) error) error {
 	c := s.clock
 	if c == nil {
-		return s.e.inboxStore.InTransaction(ctx, fn)
+		return s.c.inboxStore.InTransaction(ctx, fn)
 	}
 	t0 := c.start()
 	var inner time.Duration
-	err := s.e.inboxStore.InTransaction(ctx, func(ctx context.Context) error {
+	err := s.c.inboxStore.InTransaction(ctx, func(ctx context.Context) error {
 		t1 := time.Now()
 		defer func() { inner += time.Since(t1) }()
 		return fn(ctx)

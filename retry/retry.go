@@ -6,8 +6,8 @@
 // moved the document, a server that did not answer. The waiting itself is
 // github.com/cenkalti/backoff/v4; this package adds a policy that flags and
 // files can fill ([Policy]), a way to say an error will not go away
-// ([Permanent]), a predicate and a hook, and the two helpers of the seed
-// article: [IfNotFound] and [IfNotUpdated].
+// ([Permanent]), a predicate and a hook, and a stop that ends the waiting
+// more gently than the context ([WithStop]).
 //
 // A typical use:
 //
