@@ -210,6 +210,8 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	r.counts.events.Add(1)
 	if d.Settle != nil {
 		x.settling = true
+		x.handleApart(item{d: d})
+		return true
 	}
 	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event)}
 	if d.Checkpoint != nil {
@@ -224,4 +226,21 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		r.inFlight.Add(-1)
 		return false
 	}
+}
+
+// handleApart handles a delivery its source settles (a persistent group's)
+// on a goroutine of its own rather than in a worker's queue: the server
+// hands one stream's events out of order (a redelivery, a retry after a
+// drop), and an event waiting for its predecessor there would hold the
+// predecessor, queued behind it, until its wait ran out. The server's
+// buffer of unsettled events bounds how many are handled at once; the
+// engine's queue of each document keeps their order.
+func (x *run) handleApart(it item) {
+	r := x.r
+	r.inFlight.Add(1)
+	x.apart.Go(func() {
+		x.handle(x.workCtx, it)
+		r.inFlight.Add(-1)
+		r.settled()
+	})
 }

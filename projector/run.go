@@ -21,6 +21,8 @@ type run struct {
 	// its waits for predecessors end at stopWaits (the run stops).
 	engine    *Engine
 	stopWaits context.CancelFunc
+	workCtx   context.Context // what the workers handle events under
+	apart     sync.WaitGroup  // the deliveries handled apart (handleApart)
 	saveNow   chan struct{}
 	open      Subscription // the subscription open when reading stopped
 	cleared   bool         // the saver has cleared the recorded error
@@ -66,6 +68,7 @@ func (x *run) execute(ctx context.Context) error {
 	defer stopWaits()
 	x.stopWaits = stopWaits
 	x.engine = r.engine.waitsEndAt(waitStop)
+	x.workCtx = workCtx
 
 	var workers sync.WaitGroup
 	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)
@@ -98,7 +101,7 @@ func (x *run) execute(ctx context.Context) error {
 		close(p)
 	}
 	drained := make(chan struct{})
-	go func() { workers.Wait(); close(drained) }()
+	go func() { workers.Wait(); x.apart.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(r.drain):

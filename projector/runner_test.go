@@ -486,3 +486,49 @@ func TestRunner_stopping_at_a_failed_event_names_the_others_that_failed_as_it_st
 		t.Fatalf("recorded error %q, want both failures", rec)
 	}
 }
+
+// A persistent group hands a stream's events out of order (a redelivery, a
+// retry): an event delivered before its predecessor waits for it, and the
+// predecessor, delivered next, is not held behind that wait. With one worker
+// and a wait of up to an hour, both apply at once.
+func TestRunner_a_settled_event_waiting_for_its_predecessor_does_not_hold_it_back(t *testing.T) {
+	store := newStore(t)
+	p := patient()
+	p.InitialDelay, p.MaxDelay, p.MaxElapsed = 5*time.Millisecond, 50*time.Millisecond, time.Hour
+	var waits atomic.Int64
+	p.OnRetry = func(retry.Attempt) { waits.Add(1) }
+	e := newEngine(t, store, p)
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("o"), cart.ShoppingCartOpened{ShoppingCartID: "o", ClientID: "x", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "o", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
+	var settled sync.Map // revision -> outcome
+	deliver := func(ev projector.Event) projector.Delivery {
+		return projector.Delivery{Event: &ev, Settle: func(rs []projector.Result) error {
+			settled.Store(ev.StreamRevision, rs[0].Outcome)
+			return nil
+		}}
+	}
+	src := &live{ch: make(chan projector.Delivery)}
+	r, err := projector.NewRunner("apart", e, src, nil, projector.WithWorkers(1), projector.WithDrainTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	src.ch <- deliver(evs[1]) // before its predecessor: waits
+	waitFor(t, "the event waiting for its predecessor", func() bool { return waits.Load() > 0 })
+	src.ch <- deliver(evs[0])
+	waitFor(t, "both events settled", func() bool {
+		_, first := settled.Load(uint64(0))
+		_, second := settled.Load(uint64(1))
+		return first && second
+	})
+	for rev := range uint64(2) {
+		if o, _ := settled.Load(rev); o != projector.Applied {
+			t.Errorf("revision %d: %v, want applied", rev, o)
+		}
+	}
+	assertDocument(t, store, "o", evs)
+}

@@ -137,7 +137,7 @@ func TestRun_one_undecodable_event_is_parked_and_costs_its_document_only(t *test
 // not decode and on the same log without it, in turns, each on a database
 // of its own; it reports each pair's ratio (slowed/clean, summed over the
 // iterations). On the embedded default: PROJECTOR_TEST_POSTGRES= go test
-// ./cmd/projector -run '^$' -bench OneUndecodableEvent -benchtime 3x
+// ./cmd/projector-lab -run '^$' -bench OneUndecodableEvent -benchtime 3x
 // (make bench-undecodable).
 func BenchmarkOneUndecodableEvent(b *testing.B) {
 	if bin == "" {
