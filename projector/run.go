@@ -57,6 +57,8 @@ func (x *run) queue() int {
 	return x.r.buffer
 }
 
+// execute is one Run: the workers, the saver and the reader until ctx ends
+// or the run fails, then the drain, the last checkpoint and the outcome.
 func (x *run) execute(ctx context.Context) error {
 	r := x.r
 	readCtx, stopRead := context.WithCancel(ctx)
@@ -70,17 +72,8 @@ func (x *run) execute(ctx context.Context) error {
 	x.engine = r.engine.waitsEndAt(waitStop)
 	x.workCtx = workCtx
 
-	var workers sync.WaitGroup
-	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)
-	r.busy.Store(&busy)
+	workers := x.startWorkers(workCtx)
 	defer r.busy.Store(nil)
-	x.parts = make([]chan item, r.workers)
-	x.heads = make([]chan struct{}, r.workers)
-	for i := range x.parts {
-		x.parts[i] = make(chan item, x.queue())
-		x.heads[i] = make(chan struct{}, 1)
-		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i], &busy[i]) })
-	}
 	saverDone := make(chan struct{})
 	stopSaver := make(chan struct{})
 	go func() {
@@ -97,6 +90,39 @@ func (x *run) execute(ctx context.Context) error {
 		}
 		r.connected.Store(false)
 	}()
+	x.drain(workers, stopWork)
+	close(stopSaver)
+	stopWork() // the saver's store call, if one is stuck
+	<-saverDone
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	defer cancel()
+	saveErr := x.save(saveCtx)
+	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	return x.outcome(saveCtx, readErr, saveErr)
+}
+
+// startWorkers starts the run's workers, one a partition, handling events
+// under workCtx; they end once their partitions are closed (drain).
+func (x *run) startWorkers(workCtx context.Context) *sync.WaitGroup {
+	r := x.r
+	var workers sync.WaitGroup
+	busy := make([]atomic.Int64, r.workers) // when each worker took what it handles (Unix ns; 0: idle)
+	r.busy.Store(&busy)
+	x.parts = make([]chan item, r.workers)
+	x.heads = make([]chan struct{}, r.workers)
+	for i := range x.parts {
+		x.parts[i] = make(chan item, x.queue())
+		x.heads[i] = make(chan struct{}, 1)
+		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i], &busy[i]) })
+	}
+	return &workers
+}
+
+// drain closes the workers' partitions and waits for them and for the
+// deliveries handled apart, up to the drain timeout; past it, stopWork
+// abandons what they handle.
+func (x *run) drain(workers *sync.WaitGroup, stopWork context.CancelFunc) {
+	r := x.r
 	for _, p := range x.parts {
 		close(p)
 	}
@@ -109,13 +135,13 @@ func (x *run) execute(ctx context.Context) error {
 		stopWork()
 		<-drained
 	}
-	close(stopSaver)
-	stopWork() // the saver's store call, if one is stuck
-	<-saverDone
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
-	defer cancel()
-	saveErr := x.save(saveCtx)
-	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+}
+
+// outcome is what Run returns once the run has stopped: its first failure,
+// else the reader's error, else the last checkpoint's store error; a
+// failure or a reader's error is recorded beside the checkpoint.
+func (x *run) outcome(ctx context.Context, readErr, saveErr error) error {
+	r := x.r
 	x.nameAlsoFailed()
 	if x.failure != nil || readErr != nil {
 		if rec, ok := r.checkpoints.(ErrorRecorder); ok {
@@ -123,7 +149,7 @@ func (x *run) execute(ctx context.Context) error {
 			if x.failure == nil {
 				msg = readErr.Error()
 			}
-			if err := rec.RecordError(saveCtx, r.name, msg); err != nil {
+			if err := rec.RecordError(ctx, r.name, msg); err != nil {
 				r.logger.Warn("recording the error", "err", err)
 			}
 		}
