@@ -4,66 +4,48 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"io"
+	"math"
 
 	"github.com/revgate/projector/internal/neutral"
-	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
+	"github.com/revgate/projector/projector"
 )
 
-// Client is a connection to EventStoreDB that outlives an outage. The
-// official client closes itself for good once its discovery attempts fail
-// (about a second of an unreachable server with the defaults); Client then
-// builds a new one on the next call, so a projector that loses its server
-// picks up again when it is back.
+// Client is a connection to EventStoreDB or KurrentDB that outlives an
+// outage. The official clients close themselves for good once their
+// discovery attempts fail (about a second of an unreachable server with the
+// defaults); Client then builds a new one on the next call, so a projector
+// that loses its server picks up again when it is back. An adapter
+// package's Dial returns one: package [github.com/revgate/projector/kurrent]
+// on KurrentDB-Client-Go, package
+// [github.com/revgate/projector/subscription/esdbv4] on EventStore-Client-Go
+// v4.
 type Client struct {
-	config *esdb.Configuration
-	uri    string // for messages, without credentials
-	conn   *neutral.Conn[*esdb.Client]
+	driver      neutral.Driver
+	pkg, server string
+	uri         string // for messages, without credentials
+	conn        *neutral.Conn[neutral.Session]
+}
+
+// NewClient is the adapters' door: it returns a client of the server at
+// uri through d, an official client's driver. It does not connect. A
+// projector's user calls an adapter's Dial instead.
+func NewClient(uri string, d neutral.Driver) *Client {
+	pkg, server := d.Names()
+	c := &Client{driver: d, pkg: pkg, server: server, uri: Redact(uri)}
+	c.conn = neutral.NewConn(neutral.ConnConfig[neutral.Session]{
+		Package: pkg, Server: server, URI: c.uri,
+		New:           d.Open,
+		Close:         neutral.Session.Close,
+		ClosedForGood: func(err error) bool { return d.Kind(err) == neutral.ErrClosed },
+		Denied:        func(err error) bool { return d.Kind(err) == neutral.ErrDenied },
+	})
+	return c
 }
 
 // Rebuilt returns how many times the official client was replaced after it
 // closed itself or stopped answering.
 func (c *Client) Rebuilt() int { return c.conn.Rebuilt() }
-
-// Dial parses an EventStoreDB connection string (esdb://host:port?tls=false,
-// esdb+discover://..., as the official client documents) and returns a
-// client. It does not connect: the first subscription does, and an
-// unreachable server shows there, under the runner's reconnect policy. The
-// official client's own log goes to logger (nil: discarded): its errors and
-// warnings at warn level, the rest at debug.
-func Dial(uri string, logger *slog.Logger) (*Client, error) {
-	cfg, err := esdb.ParseConnectionString(uri)
-	if err != nil {
-		return nil, fmt.Errorf("subscription: EventStoreDB connection string %q: %s", Redact(uri), neutral.Scrub(err.Error(), uri))
-	}
-	cfg.Logger = neutral.ClientLog(neutral.OrDiscard(logger).With("component", "esdb-client"))
-	c := &Client{config: cfg, uri: Redact(uri)}
-	c.conn = neutral.NewConn(neutral.ConnConfig[*esdb.Client]{
-		Package: "subscription", Server: "EventStoreDB", URI: c.uri,
-		New:           func() (*esdb.Client, error) { return esdb.NewClient(cfg) },
-		Close:         (*esdb.Client).Close,
-		ClosedForGood: connectionClosed,
-		Denied:        denied,
-	})
-	return c, nil
-}
-
-// connectionClosed reports whether err says that the official client has
-// closed itself.
-func connectionClosed(err error) bool {
-	var e *esdb.Error
-	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeConnectionClosed
-}
-
-// denied reports whether err says that the server's ACLs refused the
-// caller. (ErrorCodeUnauthenticated is retried: a node answers it while it
-// starts or elects a leader as well as for wrong credentials.)
-func denied(err error) bool {
-	var e *esdb.Error
-	return errors.As(err, &e) && e.Code() == esdb.ErrorCodeAccessDenied
-}
 
 // Redact returns uri with its password replaced by "xxxxx" (any scheme; see
 // [neutral.Redact]).
@@ -73,32 +55,203 @@ func (c *Client) String() string { return c.uri }
 
 // Address returns the host:port of a single-node connection string, and
 // false for a cluster (gossip seeds, DNS discovery).
-func (c *Client) Address() (string, bool) {
-	if c.config.DnsDiscover || len(c.config.GossipSeeds) > 0 || c.config.Address == "" {
-		return "", false
-	}
-	return c.config.Address, true
-}
+func (c *Client) Address() (string, bool) { return c.driver.Address() }
 
 // TLS reports whether the client connects with TLS (tls=false turns it off).
-func (c *Client) TLS() bool { return !c.config.DisableTLS }
-
-// ESDB returns the official client, building it if there is none or the last
-// one closed itself.
-func (c *Client) ESDB() (*esdb.Client, error) { return c.conn.Client() }
+func (c *Client) TLS() bool { return c.driver.TLS() }
 
 // Close closes the official client.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Do runs fn with the official client, bounded by ctx and by a hang limit
+// do runs fn with the official client, bounded by ctx and by a hang limit
 // (the client can block for ever after its discovery gave up; see
 // [neutral.Call]).
-func (c *Client) Do(ctx context.Context, fn func(*esdb.Client) error) error {
+func (c *Client) do(ctx context.Context, fn func(neutral.Session) error) error {
 	return c.conn.Do(ctx, fn)
 }
 
 // call runs fn with the current official client, bounded by ctx and the hang
 // limit.
-func call[T any](ctx context.Context, c *Client, fn func(*esdb.Client) (T, error)) (T, error) {
+func call[T any](ctx context.Context, c *Client, fn func(neutral.Session) (T, error)) (T, error) {
 	return neutral.Call(ctx, c.conn, fn)
+}
+
+// is reports whether err, from the official client, is of kind k.
+func (c *Client) is(err error, k neutral.ErrorKind) bool { return err != nil && c.driver.Kind(err) == k }
+
+// NewEvent is an event to append, with JSON data.
+type NewEvent = neutral.NewEvent
+
+// Expected revisions of [Client.Append] besides a revision.
+const (
+	NoStream    = neutral.NoStream    // the stream must not exist
+	AnyRevision = neutral.AnyRevision // no check
+)
+
+// ErrWrongRevision: an append's expected revision was not the stream's.
+var ErrWrongRevision = errors.New("wrong expected revision")
+
+// Append appends events to stream if its last revision is expected
+// ([NoStream], [AnyRevision], or a revision), and returns the commit
+// position of the write. A stream at another revision is an error wrapping
+// [ErrWrongRevision].
+func (c *Client) Append(ctx context.Context, stream string, expected int64, events ...NewEvent) (uint64, error) {
+	if expected < AnyRevision {
+		return 0, fmt.Errorf("%s: append: bad expected revision %d", c.pkg, expected)
+	}
+	pos, err := call(ctx, c, func(s neutral.Session) (uint64, error) { return s.Append(ctx, stream, expected, events) })
+	if c.is(err, neutral.ErrWrongRevision) {
+		return 0, fmt.Errorf("%w: %w", ErrWrongRevision, err)
+	}
+	return pos, err
+}
+
+var _ projector.StreamReader = (*Client)(nil)
+
+// FirstRevision implements [projector.StreamReader]: the revision of the
+// first event a forward read of stream returns now (above 0 once the node
+// truncated its start, by the stream's $maxCount, $maxAge or $tb, or after
+// it was deleted and written again), or [projector.ErrStreamDeleted] when
+// the read finds no event (deleted, tombstoned, truncated entirely).
+func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, error) {
+	var first uint64
+	err := c.do(ctx, func(s neutral.Session) error {
+		rs, err := s.ReadStream(ctx, stream, 0, 1)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		ev, err := rs.Recv()
+		if err != nil {
+			return err
+		}
+		first = ev.Original().Revision
+		return nil
+	})
+	if errors.Is(err, io.EOF) || c.is(err, neutral.ErrNotFound) || c.is(err, neutral.ErrDeleted) {
+		return 0, projector.ErrStreamDeleted
+	}
+	return first, err
+}
+
+var _ projector.StreamHistory = (*Client)(nil)
+
+// ReadStream implements [projector.StreamHistory]: it reads stream forwards
+// from revision from, handing each event to each.
+func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	stop := errors.New("stopped")
+	err := c.do(ctx, func(s neutral.Session) error {
+		rs, err := s.ReadStream(ctx, stream, from, math.MaxInt64)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for {
+			re, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			ev, err := c.envelope(re)
+			if err != nil {
+				return err
+			}
+			if err := each(ev); errors.Is(err, projector.ErrStopRead) {
+				return stop
+			} else if err != nil {
+				return err
+			}
+		}
+	})
+	if errors.Is(err, stop) {
+		return nil
+	}
+	return err
+}
+
+// envelope returns the event the engine handles for one delivery.
+func (c *Client) envelope(re *neutral.Resolved) (projector.Event, error) {
+	if re == nil {
+		return projector.Event{}, fmt.Errorf("%s: nil event", c.pkg)
+	}
+	ev, err := neutral.Envelope(re.Event, re.Link, re.Commit)
+	if err != nil {
+		return projector.Event{}, fmt.Errorf("%s: %w", c.pkg, err)
+	}
+	return ev, nil
+}
+
+// ScanAll implements [neutral.ScanAll]: it reads $all forwards from after
+// (the start when nil), at most max records, handing each to each until it
+// returns false.
+func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
+	return c.do(ctx, func(s neutral.Session) error {
+		rs, err := s.ReadAll(ctx, after, false, uint64(max))
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for {
+			re, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			ev := re.Original()
+			cp := projector.Checkpoint{Position: ev.Commit, Prepare: ev.Prepare, EventID: ev.ID.String()}
+			if !each(neutral.Record{Checkpoint: cp, Stream: ev.Stream, Type: ev.Type}) {
+				return nil
+			}
+		}
+	})
+}
+
+// Head returns the commit position of the last event in $all (0: none).
+func (c *Client) Head(ctx context.Context) (uint64, error) {
+	var pos uint64
+	err := c.do(ctx, func(s neutral.Session) error {
+		var err error
+		pos, err = lastPosition(ctx, s)
+		return err
+	})
+	return pos, err
+}
+
+// ErrNoGroup: the persistent subscription group does not exist.
+var ErrNoGroup = errors.New("no such group")
+
+// Parked returns the name of persistent subscription group on $all, as the
+// server gives it, and how many events it has parked; a group that does not
+// exist is [ErrNoGroup].
+func (c *Client) Parked(ctx context.Context, group string) (string, int64, error) {
+	var name string
+	var n int64
+	err := c.do(ctx, func(s neutral.Session) error {
+		var err error
+		name, n, err = s.GroupInfo(ctx, group)
+		return err
+	})
+	if c.is(err, neutral.ErrNotFound) {
+		return "", 0, ErrNoGroup
+	}
+	return name, n, err
+}
+
+// Groups lists the persistent subscription groups on $all.
+func (c *Client) Groups(ctx context.Context) ([]string, error) {
+	names, err := call(ctx, c, func(s neutral.Session) ([]string, error) { return s.ListGroups(ctx) })
+	if c.is(err, neutral.ErrNotFound) {
+		return nil, nil // no groups at all
+	}
+	return names, err
+}
+
+// ReplayParked has persistent subscription group on $all deliver its
+// parked events again.
+func (c *Client) ReplayParked(ctx context.Context, group string) error {
+	return c.do(ctx, func(s neutral.Session) error { return s.ReplayParked(ctx, group) })
 }

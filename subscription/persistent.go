@@ -6,14 +6,40 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
 )
 
 // AllStreams names $all as the stream of a persistent subscription group.
 const AllStreams = neutral.AllStreams
+
+// NackAction is what a consumer asks the server to do with an event it
+// declines: [NackPark], [NackRetry] or [NackSkip].
+type NackAction = neutral.Action
+
+// The nack actions of [PersistentOptions.OnPermanentFailure].
+const (
+	NackPark  = neutral.ActionPark
+	NackRetry = neutral.ActionRetry
+	NackSkip  = neutral.ActionSkip
+)
+
+// GroupSettings are the settings [Persistent.EnsureGroup] creates a group
+// with: its consumer strategy ([RoundRobin], [DispatchToSingle] or
+// [Pinned]), MaxRetryCount, ResolveLinks, FromStart, and for a group on
+// $all the server-side Filter (the stream or event-type fields of an
+// [AllOptions]); see [neutral.GroupSettings].
+type GroupSettings = neutral.GroupSettings
+
+// ConsumerStrategy is how a group shares its events among its consumers.
+type ConsumerStrategy = neutral.ConsumerStrategy
+
+// The consumer strategies a group can be created with.
+const (
+	RoundRobin       = neutral.RoundRobin
+	DispatchToSingle = neutral.DispatchToSingle
+	Pinned           = neutral.Pinned
+)
 
 // PersistentOptions configure a consumer of a persistent subscription group.
 type PersistentOptions struct {
@@ -27,32 +53,30 @@ type PersistentOptions struct {
 	BufferSize int
 	// OnPermanentFailure is what the consumer tells the server about an event
 	// that failed permanently (a payload that does not decode, a domain error,
-	// a panic): [esdb.NackActionPark] (the default) moves it to the group's
-	// parked stream, with the reason; [esdb.NackActionRetry] has it
-	// redelivered, up to MaxDeliveries, after which the consumer parks it.
+	// a panic): [NackPark] (the default) moves it to the group's parked
+	// stream, with the reason; [NackRetry] has it redelivered, up to
+	// MaxDeliveries, after which the consumer parks it; [NackSkip] drops it.
 	// Under the engine's [projector.Skip] policy the document has moved past
 	// the event, so the rest of its stream flows either way.
 	// Transient failures (a predecessor not there in time) are retried:
 	// another consumer may apply it meanwhile.
-	OnPermanentFailure esdb.NackAction
+	OnPermanentFailure NackAction
 	// MaxDeliveries bounds how many times a failing event is delivered
 	// (default 10): once it has failed that many times, whether for good
-	// under [esdb.NackActionRetry] or because its predecessor never came, the
-	// consumer parks it in the group's parked stream, logs it, and counts it
-	// in [PersistentStats.Parked], instead of retrying it for ever. Keep the
+	// under [NackRetry] or because its predecessor never came, the consumer
+	// parks it in the group's parked stream, logs it, and counts it in
+	// [PersistentStats.Parked], instead of retrying it for ever. Keep the
 	// group's own MaxRetryCount at least this high (the server parks on its
 	// own, without a word to the consumer, past it).
 	MaxDeliveries int
-	// Create, when set, creates the group with these settings if it does not
-	// exist (for $all, StartFrom and Filter are taken from CreateAll).
-	Create    *esdb.PersistentStreamSubscriptionOptions
-	CreateAll *esdb.PersistentAllSubscriptionOptions
-	Logger    *slog.Logger
+	// Create, when set, creates the group with these settings if it does
+	// not exist.
+	Create *GroupSettings
+	Logger *slog.Logger
 }
 
 // PersistentStats counts what a consumer told the server about the events it
-// was given (the same type as kurrent.PersistentStats; see
-// [neutral.PersistentStats]).
+// was given (see [neutral.PersistentStats]).
 type PersistentStats = neutral.PersistentStats
 
 // Persistent is a consumer of a persistent subscription group, as a
@@ -64,8 +88,8 @@ type PersistentStats = neutral.PersistentStats
 // OnPermanentFailure.
 //
 // The group must exist (see Create). Its consumer strategy may be RoundRobin,
-// DispatchToSingle or Pinned; the official Go client cannot create
-// PinnedByCorrelation groups.
+// DispatchToSingle or Pinned (or one the client cannot create, made by other
+// means: PinnedByCorrelation).
 type Persistent struct {
 	client   *Client
 	opts     PersistentOptions
@@ -89,7 +113,7 @@ var _ projector.Source = (*Persistent)(nil)
 func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) {
 	co := neutral.ConsumerOptions{
 		Stream: opts.Stream, Group: opts.Group, BufferSize: opts.BufferSize,
-		OnPermanentFailure: neutral.Action(opts.OnPermanentFailure), MaxDeliveries: opts.MaxDeliveries, Logger: opts.Logger,
+		OnPermanentFailure: opts.OnPermanentFailure, MaxDeliveries: opts.MaxDeliveries, Logger: opts.Logger,
 	}
 	if err := co.Validate(); err != nil || client == nil {
 		if err == nil {
@@ -97,39 +121,32 @@ func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) 
 		}
 		return nil, fmt.Errorf("subscription: %w", err)
 	}
+	if opts.Create != nil {
+		if _, err := opts.Create.Filter.ServerFilter(); err != nil {
+			return nil, fmt.Errorf("%s: %w", client.pkg, err)
+		}
+	}
 	opts.OnPermanentFailure, opts.BufferSize, opts.MaxDeliveries, opts.Logger =
-		esdb.NackAction(co.OnPermanentFailure), co.BufferSize, co.MaxDeliveries, co.Logger
+		co.OnPermanentFailure, co.BufferSize, co.MaxDeliveries, co.Logger
 	return &Persistent{client: client, opts: opts, consumer: co}, nil
 }
 
-func (p *Persistent) toAll() bool { return p.opts.Stream == AllStreams }
-
-// EnsureGroup creates the group if it does not exist, with opts.Create (or
-// CreateAll); it does nothing when neither is set.
+// EnsureGroup creates the group if it does not exist, with opts.Create; it
+// does nothing when that is not set.
 func (p *Persistent) EnsureGroup(ctx context.Context) error {
-	if p.opts.Create == nil && p.opts.CreateAll == nil {
+	if p.opts.Create == nil {
 		return nil
 	}
-	_, err := call(ctx, p.client, func(cl *esdb.Client) (struct{}, error) {
-		if p.toAll() {
-			o := esdb.PersistentAllSubscriptionOptions{}
-			if p.opts.CreateAll != nil {
-				o = *p.opts.CreateAll
-			}
-			return struct{}{}, cl.CreatePersistentSubscriptionToAll(ctx, p.opts.Group, o)
-		}
-		o := esdb.PersistentStreamSubscriptionOptions{}
-		if p.opts.Create != nil {
-			o = *p.opts.Create
-		}
-		return struct{}{}, cl.CreatePersistentSubscription(ctx, p.opts.Stream, p.opts.Group, o)
-	})
-	var e *esdb.Error
-	if errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceAlreadyExists {
-		return nil
-	}
+	s := *p.opts.Create
+	filter, err := s.Filter.ServerFilter()
 	if err != nil {
-		return fmt.Errorf("subscription: creating group %q on %s: %w", p.opts.Group, p.opts.Stream, err)
+		return fmt.Errorf("%s: %w", p.client.pkg, err)
+	}
+	err = p.client.do(ctx, func(ss neutral.Session) error {
+		return ss.CreateGroup(ctx, p.opts.Stream, p.opts.Group, s, filter)
+	})
+	if err != nil && !p.client.is(err, neutral.ErrExists) {
+		return fmt.Errorf("%s: creating group %q on %s: %w", p.client.pkg, p.opts.Group, p.opts.Stream, err)
 	}
 	return nil
 }
@@ -143,39 +160,23 @@ func (p *Persistent) Subscribe(ctx context.Context, _ *projector.Checkpoint) (pr
 	// The stream lives until Close cancels streamCtx, not until ctx ends: a
 	// stopping runner still acknowledges the events it finishes.
 	streamCtx, cancel := context.WithCancel(context.Background())
-	o := esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: uint32(p.opts.BufferSize)}
-	sub, err := call(ctx, p.client, func(cl *esdb.Client) (*esdb.PersistentSubscription, error) {
-		if p.toAll() {
-			return cl.SubscribeToPersistentSubscriptionToAll(streamCtx, p.opts.Group, o)
-		}
-		return cl.SubscribeToPersistentSubscription(streamCtx, p.opts.Stream, p.opts.Group, o)
+	sub, err := call(ctx, p.client, func(s neutral.Session) (neutral.GroupFeed, error) {
+		return s.SubscribeGroup(streamCtx, p.opts.Stream, p.opts.Group, p.opts.BufferSize)
 	})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("subscription: group %q on %s (%s): %w", p.opts.Group, p.opts.Stream, p.client, err)
+		return nil, fmt.Errorf("%s: group %q on %s (%s): %w", p.client.pkg, p.opts.Group, p.opts.Stream, p.client, err)
 	}
-	return neutral.NewConsumer("subscription", groupStream{sub}, &p.consumer, &p.ledger, cancel), nil
+	return neutral.NewConsumer(p.client.pkg, groupStream{sub, p.client}, &p.consumer, &p.ledger, cancel), nil
 }
 
-// groupStream is the official client's connection to a group, for
+// groupStream is a driver's connection to a group, for
 // [neutral.NewConsumer].
-type groupStream struct{ sub *esdb.PersistentSubscription }
-
-func (g groupStream) Recv() (*esdb.ResolvedEvent, int, error) {
-	m := g.sub.Recv()
-	switch {
-	case m.SubscriptionDropped != nil:
-		return nil, 0, m.SubscriptionDropped.Error
-	case m.EventAppeared == nil:
-		return nil, 0, errors.New("empty message from the server")
-	}
-	return m.EventAppeared.Event, 1 + max(m.EventAppeared.RetryCount, 0), nil
+type groupStream struct {
+	neutral.GroupFeed
+	client *Client
 }
 
-func (g groupStream) Ack(re *esdb.ResolvedEvent) error { return g.sub.Ack(re) }
-
-func (g groupStream) Nack(reason string, a neutral.Action, re *esdb.ResolvedEvent) error {
-	return g.sub.Nack(reason, esdb.NackAction(a), re)
+func (g groupStream) Envelope(re *neutral.Resolved) (projector.Event, error) {
+	return g.client.envelope(re)
 }
-
-func (g groupStream) Envelope(re *esdb.ResolvedEvent) (projector.Event, error) { return Envelope(re) }

@@ -24,6 +24,7 @@ type Recorded struct {
 	// Commit is the event's commit position in $all (0 when the server did
 	// not send it with the event).
 	Commit   uint64
+	Prepare  uint64
 	Created  time.Time
 	Data     []byte
 	Metadata []byte

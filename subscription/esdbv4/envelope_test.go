@@ -1,4 +1,4 @@
-package subscription_test
+package esdbv4
 
 import (
 	"errors"
@@ -9,10 +9,22 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
 
+	"github.com/revgate/projector/internal/neutral"
+	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )
 
-func recorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
+// envelope is the event the sources hand the engine for re, as this
+// adapter translates it.
+func envelope(re *esdb.ResolvedEvent) (projector.Event, error) {
+	r := resolved(re)
+	if r == nil {
+		return projector.Event{}, errors.New("nil event")
+	}
+	return neutral.Envelope(r.Event, r.Link, r.Commit)
+}
+
+func testRecorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
 	return &esdb.RecordedEvent{
 		EventID:      uuid.MustParse("6f9619ff-8b86-d011-b42d-00c04fc964ff"),
 		EventType:    "ShoppingCartOpened",
@@ -27,7 +39,7 @@ func recorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
 }
 
 func TestEnvelope_of_a_plain_event(t *testing.T) {
-	e, err := subscription.Envelope(&esdb.ResolvedEvent{Event: recorded("shopping_cart-c1", 4, 1234)})
+	e, err := envelope(&esdb.ResolvedEvent{Event: testRecorded("shopping_cart-c1", 4, 1234)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +51,8 @@ func TestEnvelope_of_a_plain_event(t *testing.T) {
 }
 
 func TestEnvelope_of_a_link_is_its_original_event(t *testing.T) {
-	link := recorded("$ce-shopping_cart", 99, 5000)
-	e, err := subscription.Envelope(&esdb.ResolvedEvent{Link: link, Event: recorded("shopping_cart-c1", 4, 1234)})
+	link := testRecorded("$ce-shopping_cart", 99, 5000)
+	e, err := envelope(&esdb.ResolvedEvent{Link: link, Event: testRecorded("shopping_cart-c1", 4, 1234)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +62,11 @@ func TestEnvelope_of_a_link_is_its_original_event(t *testing.T) {
 }
 
 func TestEnvelope_of_a_dangling_link_is_an_error(t *testing.T) {
-	_, err := subscription.Envelope(&esdb.ResolvedEvent{Link: recorded("$ce-shopping_cart", 99, 5000)})
+	_, err := envelope(&esdb.ResolvedEvent{Link: testRecorded("$ce-shopping_cart", 99, 5000)})
 	if !errors.Is(err, subscription.ErrUnresolvedLink) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := subscription.Envelope(nil); err == nil {
+	if _, err := envelope(nil); err == nil {
 		t.Fatal("nil event accepted")
 	}
 }
