@@ -2,19 +2,16 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
-
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // eventStore is the event store the commands read, through one of the two
@@ -54,173 +51,80 @@ type groupSource interface {
 	Stats() neutral.PersistentStats
 }
 
+// adapter is an official client's package: its name and its Dial.
+type adapter struct {
+	name string
+	dial func(uri string, logger *slog.Logger) (*subscription.Client, error)
+}
+
 // kurrentSchemes are the schemes KurrentDB-Client-Go reads (each also with
 // "+discover"); esdb:// stays on EventStore-Client-Go v4.
 var kurrentSchemes = []string{"kurrentdb", "kurrent", "kdb"}
 
-// openEventStore returns a client of the event store at uri: on
-// KurrentDB-Client-Go for kurrentdb://, kurrent:// and kdb://, on
-// EventStore-Client-Go v4 for esdb://. It does not connect.
-func openEventStore(uri string, logger *slog.Logger) (eventStore, error) {
+// adapterFor returns the adapter of the connection string's scheme:
+// KurrentDB-Client-Go for kurrentdb://, kurrent:// and kdb://,
+// EventStore-Client-Go v4 for esdb://.
+func adapterFor(uri string) (adapter, error) {
 	scheme, _, ok := strings.Cut(uri, "://")
 	scheme = strings.TrimSuffix(strings.ToLower(scheme), "+discover")
 	switch {
 	case ok && scheme == "esdb":
-		c, err := subscription.Dial(uri, logger)
-		if err != nil {
-			return nil, err
-		}
-		return esdbStore{c}, nil
+		return adapter{"esdb", esdbv4.Dial}, nil
 	case ok && slices.Contains(kurrentSchemes, scheme):
-		c, err := kurrent.Dial(uri, logger)
-		if err != nil {
-			return nil, err
-		}
-		return kurrentStore{c}, nil
+		return adapter{"kurrent", kurrent.Dial}, nil
 	}
-	return nil, fmt.Errorf("event store connection string %q: want esdb://host:port (EventStore-Client-Go) or kurrentdb://host:port (KurrentDB-Client-Go; also kurrent://, kdb://)", neutral.Redact(uri))
+	return adapter{}, fmt.Errorf("event store connection string %q: want esdb://host:port (EventStore-Client-Go) or kurrentdb://host:port (KurrentDB-Client-Go; also kurrent://, kdb://)", neutral.Redact(uri))
 }
 
-// esdbStore is an event store on EventStore-Client-Go v4. The groups it
-// creates (as kurrentStore's) read from the start of $all, pinned (the
-// server gives each stream's events to one consumer, by a hash of the
-// stream's name, so that consumers do not wait for each other's events of
-// one stream), and park after groupMaxDeliveries deliveries (the consumer
-// parks first, and says so).
-type esdbStore struct{ *subscription.Client }
-
-func (s esdbStore) all(opts neutral.AllOptions) (projector.Source, error) {
-	return subscription.NewAll(s.Client, opts)
-}
-
-func (s esdbStore) group(name string, opts neutral.AllOptions, block bool, logger *slog.Logger) (groupSource, error) {
-	filter, err := subscription.ServerFilter(opts)
+// openEventStore returns a client of the event store at uri, on the
+// adapter its scheme picks. It does not connect.
+func openEventStore(uri string, logger *slog.Logger) (eventStore, error) {
+	a, err := adapterFor(uri)
 	if err != nil {
 		return nil, err
 	}
-	settings := esdb.SubscriptionSettingsDefault()
-	settings.StartFrom = esdb.Start{}
-	settings.ConsumerStrategyName = esdb.ConsumerStrategyPinned
-	settings.MaxRetryCount = groupMaxDeliveries
-	onFailure := esdb.NackActionPark
+	c, err := a.dial(uri, logger)
+	if err != nil {
+		return nil, err
+	}
+	return store{c}, nil
+}
+
+// store is an event store on either official client. The groups it
+// creates read from the start of $all, pinned (the server gives each
+// stream's events to one consumer, by a hash of the stream's name, so that
+// consumers do not wait for each other's events of one stream), and park
+// after groupMaxDeliveries deliveries (the consumer parks first, and says
+// so).
+type store struct{ *subscription.Client }
+
+func (s store) all(opts neutral.AllOptions) (projector.Source, error) {
+	return subscription.NewAll(s.Client, opts)
+}
+
+func (s store) group(name string, opts neutral.AllOptions, block bool, logger *slog.Logger) (groupSource, error) {
+	onFailure := subscription.NackPark
 	if block {
-		onFailure = esdb.NackActionRetry
+		onFailure = subscription.NackRetry
 	}
 	return subscription.NewPersistent(s.Client, subscription.PersistentOptions{
 		Stream: subscription.AllStreams, Group: name, Logger: logger,
 		OnPermanentFailure: onFailure, MaxDeliveries: groupMaxDeliveries,
-		CreateAll: &esdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: esdb.Start{}, Filter: filter},
+		Create: &subscription.GroupSettings{
+			Strategy: subscription.Pinned, MaxRetryCount: groupMaxDeliveries, FromStart: true, Filter: opts,
+		},
 	})
 }
 
 // errNoGroup: the persistent subscription group does not exist.
-var errNoGroup = errors.New("no such group")
+var errNoGroup = subscription.ErrNoGroup
 
-func (s esdbStore) parked(ctx context.Context, group string) (string, int64, error) {
-	var name string
-	var n int64
-	err := s.Do(ctx, func(cl *esdb.Client) error {
-		info, err := cl.GetPersistentSubscriptionInfoToAll(ctx, group, esdb.GetPersistentSubscriptionOptions{})
-		if err == nil {
-			name = info.GroupName
-			if info.Stats != nil {
-				n = info.Stats.ParkedMessagesCount
-			}
-		}
-		if e := (*esdb.Error)(nil); errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound {
-			return errNoGroup
-		}
-		return err
-	})
-	return name, n, err
+func (s store) parked(ctx context.Context, group string) (string, int64, error) {
+	return s.Parked(ctx, group)
 }
 
-func (s esdbStore) groups(ctx context.Context) ([]string, error) {
-	var names []string
-	err := s.Do(ctx, func(cl *esdb.Client) error {
-		gs, err := cl.ListPersistentSubscriptionsToAll(ctx, esdb.ListPersistentSubscriptionsOptions{})
-		var e *esdb.Error
-		if errors.As(err, &e) && e.Code() == esdb.ErrorCodeResourceNotFound {
-			return nil // no groups at all
-		}
-		for _, g := range gs {
-			names = append(names, g.GroupName)
-		}
-		return err
-	})
-	return names, err
-}
+func (s store) groups(ctx context.Context) ([]string, error) { return s.Groups(ctx) }
 
-func (s esdbStore) replayParked(ctx context.Context, group string) error {
-	return s.Do(ctx, func(cl *esdb.Client) error {
-		return cl.ReplayParkedMessagesToAll(ctx, group, esdb.ReplayParkedMessagesOptions{})
-	})
-}
-
-// kurrentStore is an event store on KurrentDB-Client-Go.
-type kurrentStore struct{ *kurrent.Client }
-
-func (s kurrentStore) all(opts neutral.AllOptions) (projector.Source, error) {
-	return kurrent.NewAll(s.Client, opts)
-}
-
-func (s kurrentStore) group(name string, opts neutral.AllOptions, block bool, logger *slog.Logger) (groupSource, error) {
-	filter, err := kurrent.ServerFilter(opts)
-	if err != nil {
-		return nil, err
-	}
-	settings := kurrentdb.SubscriptionSettingsDefault()
-	settings.StartFrom = kurrentdb.Start{}
-	settings.ConsumerStrategyName = kurrentdb.ConsumerStrategyPinned
-	settings.MaxRetryCount = groupMaxDeliveries
-	onFailure := kurrentdb.NackActionPark
-	if block {
-		onFailure = kurrentdb.NackActionRetry
-	}
-	return kurrent.NewPersistent(s.Client, kurrent.PersistentOptions{
-		Stream: kurrent.AllStreams, Group: name, Logger: logger,
-		OnPermanentFailure: onFailure, MaxDeliveries: groupMaxDeliveries,
-		CreateAll: &kurrentdb.PersistentAllSubscriptionOptions{Settings: &settings, StartFrom: kurrentdb.Start{}, Filter: filter},
-	})
-}
-
-func (s kurrentStore) parked(ctx context.Context, group string) (string, int64, error) {
-	var name string
-	var n int64
-	err := s.Do(ctx, func(cl *kurrentdb.Client) error {
-		info, err := cl.GetPersistentSubscriptionInfoToAll(ctx, group, kurrentdb.GetPersistentSubscriptionOptions{})
-		if err == nil {
-			name = info.GroupName
-			if info.Stats != nil {
-				n = info.Stats.ParkedMessagesCount
-			}
-		}
-		if e := (*kurrentdb.Error)(nil); errors.As(err, &e) && e.Code() == kurrentdb.ErrorCodeResourceNotFound {
-			return errNoGroup
-		}
-		return err
-	})
-	return name, n, err
-}
-
-func (s kurrentStore) groups(ctx context.Context) ([]string, error) {
-	var names []string
-	err := s.Do(ctx, func(cl *kurrentdb.Client) error {
-		gs, err := cl.ListPersistentSubscriptionsToAll(ctx, kurrentdb.ListPersistentSubscriptionsOptions{})
-		var e *kurrentdb.Error
-		if errors.As(err, &e) && e.Code() == kurrentdb.ErrorCodeResourceNotFound {
-			return nil // no groups at all
-		}
-		for _, g := range gs {
-			names = append(names, g.GroupName)
-		}
-		return err
-	})
-	return names, err
-}
-
-func (s kurrentStore) replayParked(ctx context.Context, group string) error {
-	return s.Do(ctx, func(cl *kurrentdb.Client) error {
-		return cl.ReplayParkedMessagesToAll(ctx, group, kurrentdb.ReplayParkedMessagesOptions{})
-	})
+func (s store) replayParked(ctx context.Context, group string) error {
+	return s.ReplayParked(ctx, group)
 }

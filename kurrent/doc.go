@@ -1,17 +1,14 @@
-// Package kurrent feeds the projector from KurrentDB (or EventStoreDB)
-// through the maintained official client,
-// github.com/kurrent-io/KurrentDB-Client-Go (package kurrentdb). It is the
-// twin of package [github.com/revgate/projector/subscription], which does
-// the same on the archived EventStore-Client-Go v4: the same sources (a
-// catch-up subscription to $all or to one stream, a consumer of a
-// persistent subscription group), the same resilient [Client], the same
-// envelopes, and one acceptance suite
-// ([github.com/revgate/projector/subscription/sourcetest]) run against
-// both. What depends on neither client lives once in
-// [github.com/revgate/projector/internal/neutral]: [AllOptions],
-// [StreamOptions] and [PersistentStats] are its types under the names both
-// packages give them, so one value configures either, and this package does
-// not link the archived client.
+// Package kurrent is the adapter of the event-store sources to KurrentDB
+// (or EventStoreDB) through the maintained official client,
+// github.com/kurrent-io/KurrentDB-Client-Go (package kurrentdb): [Dial]
+// returns a [subscription.Client] that reads, subscribes and appends
+// through it. The sources (a catch-up subscription to $all or to one
+// stream, a consumer of a persistent subscription group) live once in
+// package [github.com/revgate/projector/subscription], over a narrow driver
+// that this package and [github.com/revgate/projector/subscription/esdbv4]
+// (on the archived EventStore-Client-Go v4) implement; one acceptance suite
+// (internal/sourcetest) runs against both. This package does not link the
+// archived client.
 //
 // Both clients speak the same v1 gRPC protocol and share most of their code
 // (the kurrentdb client is v4 renamed and carried on), so a projector
@@ -26,7 +23,7 @@
 //     ErrorCodeStreamTombstoned and the append size codes, which the client
 //     reads from rich gRPC error details (a conflict may come back under
 //     either ErrorCodeWrongExpectedVersion or ErrorCodeStreamRevisionConflict;
-//     cart.NewKurrentStore treats both as a conflict).
+//     the adapter reads both as a conflict).
 //   - Caught up: the client reports CaughtUp and FellBehind with the
 //     server's timestamp and position. From a server that sends no
 //     timestamp (older ones, and the esdbtest double) it delivers a message
@@ -38,7 +35,7 @@
 //     from its checkpoint. A closed subscription's Recv answers "subscription
 //     has been dropped" at once. Once the client has closed itself, every
 //     call fails with ErrorCodeConnectionClosed, even an error that came
-//     back from the server (kurrentdb checks first), and [Client] builds a
+//     back from the server (kurrentdb checks first), and the Client builds a
 //     new one; the first error after discovery gave up carries the last
 //     discovery error's code (often Unavailable), as in v4.
 //   - Persistent groups: the client sends the consumer strategy by name to a
@@ -47,7 +44,7 @@
 //     likewise. Persistent Recv still panics on any message but an event
 //     after the confirmation, and Close still half-closes the stream, racing
 //     with an acknowledgement: the consumer here cancels the stream instead,
-//     as package subscription does.
+//     on either client.
 //   - Extras this package does not use: MultiStreamAppend (the v2 protocol's
 //     AppendSession, on servers that advertise it), Gossip, and version
 //     checks (ServerVersion.IsAtLeast).

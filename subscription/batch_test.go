@@ -22,7 +22,7 @@ import (
 // and the fold.
 func TestAll_batched_and_per_event_runners_write_the_same_documents_under_duplicates_drops_and_restarts(t *testing.T) {
 	server := esdbtest.New(t)
-	g := sourcetest.NewCarts(client{dial(t, server.URI())})
+	g := sourcetest.NewCarts(sourcetest.Sources(dial(t, server.URI())))
 	g.Append(t, 11, 12, 40)
 	server.DuplicateDeliveries(0.2)
 	ctx := context.Background()

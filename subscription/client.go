@@ -77,7 +77,9 @@ func call[T any](ctx context.Context, c *Client, fn func(neutral.Session) (T, er
 }
 
 // is reports whether err, from the official client, is of kind k.
-func (c *Client) is(err error, k neutral.ErrorKind) bool { return err != nil && c.driver.Kind(err) == k }
+func (c *Client) is(err error, k neutral.ErrorKind) bool {
+	return err != nil && c.driver.Kind(err) == k
+}
 
 // NewEvent is an event to append, with JSON data.
 type NewEvent = neutral.NewEvent

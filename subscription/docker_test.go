@@ -103,12 +103,9 @@ func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_an
 	uri, db := realServers(t)
 	ctx := context.Background()
 	c := dial(t, uri)
-	cl, err := c.ESDB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := rawClient(t, uri)
 	store := mongostore.New(db)
-	g := sourcetest.NewCarts(client{c})
+	g := sourcetest.NewCarts(sourcetest.Sources(c))
 	g.Prefix = uuid.NewString()[:8] + "-"
 	g.Append(t, 21, 50, 10)
 	prefix := cart.StreamPrefix + g.Prefix
@@ -180,12 +177,9 @@ func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
 	uri, db := realServers(t)
 	ctx := context.Background()
 	c := dial(t, uri)
-	cl, err := c.ESDB()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := rawClient(t, uri)
 	store := mongostore.New(db)
-	g := sourcetest.NewCarts(client{c})
+	g := sourcetest.NewCarts(sourcetest.Sources(c))
 	g.Prefix = uuid.NewString()[:8] + "-"
 	engine := func(defs ...projector.Definition) *projector.Engine {
 		e, err := projector.NewEngine(store, cart.Registry(), defs, projector.WithRetry(sourcetest.Patient()),
@@ -273,4 +267,20 @@ func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// rawClient returns an official client on uri, for what the sources do not
+// do (creating groups, deleting streams), closed when the test ends.
+func rawClient(t *testing.T, uri string) *esdb.Client {
+	t.Helper()
+	cfg, err := esdb.ParseConnectionString(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := esdb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }

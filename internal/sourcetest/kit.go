@@ -3,8 +3,9 @@
 // catch-up subscription to $all or to a stream, a consumer of a persistent
 // subscription group), against the in-process EventStoreDB-protocol double
 // of package esdbtest, through the client a [Kit] names. Package
-// subscription runs it on EventStore-Client-Go v4, package kurrent on
-// KurrentDB-Client-Go.
+// subscription runs it on EventStore-Client-Go v4 (its adapter, package
+// esdbv4), package kurrent on KurrentDB-Client-Go; both hand [Sources] the
+// client their Dial returned.
 //
 // The read models go to a fresh database of internal/mongotest per
 // subtest: a package running the suite calls mongotest.Main from its
@@ -16,10 +17,9 @@ package sourcetest
 import (
 	"context"
 
-	"github.com/google/uuid"
-
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
 )
 
 // Kit is what the suite needs of one client.
@@ -62,17 +62,12 @@ type Appender interface {
 
 // Expected revisions of an append besides a revision.
 const (
-	NoStream    int64 = -1 // the stream must not exist
-	AnyRevision int64 = -2 // no check
+	NoStream    = neutral.NoStream    // the stream must not exist
+	AnyRevision = neutral.AnyRevision // no check
 )
 
 // Event is an event to append, with JSON data.
-type Event struct {
-	ID       uuid.UUID
-	Type     string
-	Data     []byte
-	Metadata []byte
-}
+type Event = neutral.NewEvent
 
 // AllSource is what a catch-up source on $all is: ordered, able to say
 // whether it filters by event type, and anchored to its log.
@@ -99,4 +94,45 @@ type Group struct {
 	ResolveLinks bool
 	// BufferSize is the consumer's (0: the source's default).
 	BufferSize int
+}
+
+// Sources returns c, a client an adapter's Dial returned, as the suite uses
+// it: its sources are package subscription's, its appends the client's.
+func Sources(c *subscription.Client) Client { return sources{c} }
+
+// sources is a [subscription.Client] as the suite uses it.
+type sources struct{ *subscription.Client }
+
+func (c sources) All(o neutral.AllOptions) (AllSource, error) {
+	src, err := subscription.NewAll(c.Client, o)
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+func (c sources) Stream(stream string, o neutral.StreamOptions) (projector.OrderedSource, error) {
+	src, err := subscription.NewStream(c.Client, stream, o)
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+func (c sources) Persistent(g Group) (PersistentSource, error) {
+	src, err := subscription.NewPersistent(c.Client, subscription.PersistentOptions{
+		Stream: subscription.AllStreams, Group: g.Name, BufferSize: g.BufferSize,
+		Create: &subscription.GroupSettings{
+			Strategy: subscription.RoundRobin, ResolveLinks: g.ResolveLinks, FromStart: true,
+			Filter: subscription.AllOptions{StreamPrefixes: g.StreamPrefixes},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+func (c sources) Append(ctx context.Context, stream string, expected int64, events ...Event) (uint64, error) {
+	return c.Client.Append(ctx, stream, expected, events...)
 }

@@ -34,7 +34,7 @@ import (
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // Servers are what an end-to-end test of a projection runs against, inside
@@ -157,7 +157,7 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 		if err != nil {
 			tb.Fatalf("e2e: read back %s: %v", stream, err)
 		}
-		ev, err := subscription.Envelope(re)
+		ev, err := esdbv4.Envelope(re)
 		if err == nil {
 			ev, err = registry.Decode(ev)
 		}

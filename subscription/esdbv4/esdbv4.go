@@ -305,3 +305,19 @@ func recorded(e *esdb.RecordedEvent) *neutral.Recorded {
 		Commit: e.Position.Commit, Prepare: e.Position.Prepare, Created: e.CreatedDate, Data: e.Data, Metadata: e.UserMetadata,
 	}
 }
+
+// Envelope returns the event the engine handles for re, a delivery the
+// official client read: the event, or the original of a link (see package
+// [github.com/revgate/projector/subscription]); a link to an event that no
+// longer exists is an error wrapping [subscription.ErrUnresolvedLink].
+func Envelope(re *esdb.ResolvedEvent) (projector.Event, error) {
+	r := resolved(re)
+	if r == nil {
+		return projector.Event{}, errors.New("subscription: nil event")
+	}
+	ev, err := neutral.Envelope(r.Event, r.Link, r.Commit)
+	if err != nil {
+		return projector.Event{}, fmt.Errorf("subscription: %w", err)
+	}
+	return ev, nil
+}
