@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -35,6 +34,7 @@ import (
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // ledgerName is the collection of the ledger projection.
@@ -96,33 +96,12 @@ type esdbLog struct {
 type appender struct{ c *subscription.Client }
 
 func (a appender) Append(ctx context.Context, stream string, expected int64, events ...sourcetest.Event) (uint64, error) {
-	var want esdb.ExpectedRevision
-	switch expected {
-	case sourcetest.NoStream:
-		want = esdb.NoStream{}
-	case sourcetest.AnyRevision:
-		want = esdb.Any{}
-	default:
-		want = esdb.Revision(uint64(expected))
-	}
-	data := make([]esdb.EventData, len(events))
-	for i, e := range events {
-		data[i] = esdb.EventData{EventID: e.ID, EventType: e.Type, ContentType: esdb.ContentTypeJson, Data: e.Data, Metadata: e.Metadata}
-	}
-	var position uint64
-	err := a.c.Do(ctx, func(cl *esdb.Client) error {
-		r, err := cl.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{ExpectedRevision: want}, data...)
-		if err == nil {
-			position = r.CommitPosition
-		}
-		return err
-	})
-	return position, err
+	return a.c.Append(ctx, stream, expected, events...)
 }
 
 func dialESDB(t *testing.T, s *esdbtest.Server) *subscription.Client {
 	t.Helper()
-	c, err := subscription.Dial(s.URI(), nil)
+	c, err := esdbv4.Dial(s.URI(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

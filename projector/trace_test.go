@@ -26,6 +26,7 @@ import (
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // recording returns a tracer provider that keeps every span in memory.
@@ -150,7 +151,7 @@ func readStream(t *testing.T, cl *esdb.Client, stream string) []projector.Event 
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev, err := subscription.Envelope(re)
+		ev, err := esdbv4.Envelope(re)
 		if err == nil {
 			ev, err = cart.Registry().Decode(ev)
 		}
@@ -198,7 +199,7 @@ func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_
 	tp, rec := recording(t)
 	es := esdbtest.New(t)
 	cl := es.Client(t)
-	h := cart.NewHandler(cart.NewESDBStore(cl), nil, cart.WithTracerProvider(tp))
+	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil, cart.WithTracerProvider(tp))
 	ctx, request := tp.Tracer("test").Start(context.Background(), "request")
 	for _, cmd := range []cart.Command{
 		cart.OpenCart{RequestID: "t1", CartID: "tr1", ClientID: "x"},
@@ -220,7 +221,7 @@ func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_
 	if err := e.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := subscription.Dial(es.URI(), nil)
+	c, err := esdbv4.Dial(es.URI(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +277,7 @@ func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
 	tp, rec := recording(t)
 	es := esdbtest.New(t)
 	cl := es.Client(t)
-	h := cart.NewHandler(cart.NewESDBStore(cl), nil, cart.WithTracerProvider(tp))
+	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil, cart.WithTracerProvider(tp))
 	var traces []trace.TraceID
 	for _, cmd := range []cart.Command{
 		cart.OpenCart{RequestID: "w1", CartID: "tw1", ClientID: "x"},
@@ -351,7 +352,7 @@ func TestTracing_off_by_default_records_nothing_and_changes_nothing(t *testing.T
 	_, rec := recording(t) // never given to anything
 	es := esdbtest.New(t)
 	cl := es.Client(t)
-	h := cart.NewHandler(cart.NewESDBStore(cl), nil)
+	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil)
 	for _, cmd := range []cart.Command{
 		cart.OpenCart{RequestID: "o1", CartID: "off1", ClientID: "x"},
 		cart.AddItem{RequestID: "o2", CartID: "off1", Item: cart.ProductItem{ProductID: "p", Quantity: 2}},

@@ -30,6 +30,7 @@ import (
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // runBench measures catch-up three ways on the same events, one after the
@@ -648,11 +649,11 @@ func startEventLog(ctx context.Context, carts, events int, interleave string, tr
 		return nil, err
 	}
 	l := &eventLog{server: es}
-	if l.client, err = subscription.Dial(es.URI(), nil); err != nil {
+	if l.client, err = esdbv4.Dial(es.URI(), nil); err != nil {
 		l.Close()
 		return nil, err
 	}
-	if l.esdb, err = l.client.ESDB(); err == nil {
+	if l.esdb, err = rawESDB(es.URI()); err == nil {
 		l.lives, l.total, err = benchEvents(ctx, l.esdb, carts, events, interleave == "clustered", traced)
 	}
 	if err != nil {
@@ -666,7 +667,21 @@ func (l *eventLog) Close() {
 	if l.client != nil {
 		l.client.Close()
 	}
+	if l.esdb != nil {
+		l.esdb.Close()
+	}
 	l.server.Close()
+}
+
+// rawESDB returns an official EventStore-Client-Go v4 client on uri, for
+// the appends of the setup and for B, which reads through it as the seed
+// article's code does.
+func rawESDB(uri string) (*esdb.Client, error) {
+	cfg, err := esdb.ParseConnectionString(uri)
+	if err != nil {
+		return nil, err
+	}
+	return esdb.NewClient(cfg)
 }
 
 // benchEvents appends the lives of carts carts of events events each (with
@@ -956,7 +971,7 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	var rep childReport
 	began := time.Now()
 	store := &countingStore{Store: mongostore.New(db)}
-	c, err := subscription.Dial(esdbURI, nil)
+	c, err := esdbv4.Dial(esdbURI, nil)
 	if err != nil {
 		return rep, err
 	}
@@ -1101,7 +1116,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sam
 		if err != nil {
 			return err
 		}
-		ev, err := subscription.Envelope(re)
+		ev, err := esdbv4.Envelope(re)
 		if err != nil || !strings.HasPrefix(ev.StreamID, cart.StreamPrefix) {
 			handled-- // not a cart event: not in the sample
 			continue

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/esdbtest"
@@ -14,6 +14,7 @@ import (
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // liveTally is the state of bench's live read models: how many events a
@@ -67,7 +68,7 @@ func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, mod
 		return 0, 0, err
 	}
 	store := mongostore.New(db)
-	c, err := subscription.Dial(es.URI(), nil)
+	c, err := esdbv4.Dial(es.URI(), nil)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -97,7 +98,7 @@ type liveRun struct {
 	model  string // the read model's shape: details, client or shop
 	live   projector.Definition
 	store  *mongostore.Store
-	esdb   *esdb.Client
+	client *subscription.Client
 	runner *projector.Runner
 	taken  map[string]int // events each document should have taken
 }
@@ -106,10 +107,6 @@ type liveRun struct {
 // on store, with a checkpoint at the head of es: live only, from the head
 // on.
 func newLiveRun(ctx context.Context, es *esdbtest.Server, c *subscription.Client, store *mongostore.Store, model string) (*liveRun, error) {
-	cl, err := c.ESDB()
-	if err != nil {
-		return nil, err
-	}
 	head := es.Head()
 	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{liveStreams}})
 	if err != nil {
@@ -127,7 +124,7 @@ func newLiveRun(ctx context.Context, es *esdbtest.Server, c *subscription.Client
 	if err != nil {
 		return nil, err
 	}
-	return &liveRun{model: model, live: live, store: store, esdb: cl, runner: r, taken: map[string]int{}}, nil
+	return &liveRun{model: model, live: live, store: store, client: c, runner: r, taken: map[string]int{}}, nil
 }
 
 // start runs the runner until stop, which returns what it ended with.
@@ -177,8 +174,8 @@ func (l *liveRun) appendEvent(ctx context.Context, i, carts int) (doc string, be
 	l.taken[doc]++
 	name, data, _ := cart.Registry().Encode(payload)
 	began = time.Now()
-	_, err = l.esdb.AppendToStream(ctx, liveStreams+id, esdb.AppendToStreamOptions{}, esdb.EventData{
-		EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: []byte(`{"clientId":"` + client + `"}`),
+	_, err = l.client.Append(ctx, liveStreams+id, subscription.AnyRevision, subscription.NewEvent{
+		ID: uuid.New(), Type: name, Data: data, Metadata: []byte(`{"clientId":"` + client + `"}`),
 	})
 	return doc, began, err
 }

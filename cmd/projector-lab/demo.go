@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/app/embedmongo"
 	"github.com/revgate/projector/esdbtest"
@@ -23,6 +21,7 @@ import (
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // demoConfig is the demo's flags.
@@ -386,7 +385,7 @@ type demoBuilder struct {
 // catchUpPath is a catch-up subscription to $all with a checkpoint.
 func (b demoBuilder) catchUpPath() (*demoPath, error) {
 	catchUp := &demoPath{name: "catch-up", projection: cart.NewDetailsProjection()}
-	client, err := subscription.Dial(b.es.URI(), nil)
+	client, err := esdbv4.Dial(b.es.URI(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -422,20 +421,17 @@ func (b demoBuilder) groupPath(consumers int, atomicWrites bool) (*demoPath, err
 	group := &demoPath{name: "group", projection: cart.NewDetailsProjection().InCollection(cart.DetailsName + "_group"), handedBack: true}
 	groupPolicy := b.policy
 	groupPolicy.MaxElapsed = 5 * time.Second
-	settings := esdb.SubscriptionSettingsDefault()
-	settings.StartFrom = esdb.Start{}
-	settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
 	var shared *projector.Engine
 	for i := range consumers {
-		cl, err := subscription.Dial(b.es.URI(), nil)
+		cl, err := esdbv4.Dial(b.es.URI(), nil)
 		if err != nil {
 			return nil, err
 		}
 		src, err := subscription.NewPersistent(cl, subscription.PersistentOptions{
 			Stream: subscription.AllStreams, Group: "demo", BufferSize: 16,
-			CreateAll: &esdb.PersistentAllSubscriptionOptions{
-				Settings: &settings, StartFrom: esdb.Start{},
-				Filter: &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{cart.StreamPrefix}},
+			Create: &subscription.GroupSettings{
+				Strategy: subscription.RoundRobin, FromStart: true,
+				Filter: subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}},
 			},
 		})
 		if err != nil {
@@ -481,7 +477,7 @@ type demoTraffic struct {
 // per cart, once the traffic is done.
 func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) *demoTraffic {
 	t := &demoTraffic{c: c, es: es, errc: make(chan error, 1)}
-	client, err := subscription.Dial(es.URI(), nil)
+	client, err := esdbv4.Dial(es.URI(), nil)
 	if err != nil {
 		t.errc <- err
 		return t
@@ -513,11 +509,7 @@ func (t *demoTraffic) plan() {
 // the server duplicating deliveries and dropping every subscription at
 // points drawn at random.
 func (t *demoTraffic) send(ctx context.Context) error {
-	cl, err := t.client.ESDB()
-	if err != nil {
-		return err
-	}
-	h := cart.NewHandler(cart.NewESDBStore(cl), nil)
+	h := cart.NewHandler(cart.NewStore(t.client), nil)
 	t.es.DuplicateDeliveries(t.c.duplicates)
 	dropAt := t.dropPoints()
 	var tick *time.Ticker
@@ -587,11 +579,7 @@ func (t *demoTraffic) sendCommand(ctx context.Context, h *cart.Handler, id strin
 // traffic is done, and closes the traffic's client.
 func (t *demoTraffic) lives(ctx context.Context) (map[string][]projector.Event, error) {
 	defer t.client.Close()
-	cl, err := t.client.ESDB()
-	if err != nil {
-		return nil, err
-	}
-	store := cart.NewESDBStore(cl)
+	store := cart.NewStore(t.client)
 	out := map[string][]projector.Event{}
 	for _, id := range t.ids {
 		recorded, _, err := store.Read(ctx, cart.StreamID(id))

@@ -178,8 +178,8 @@ type NewEvent struct {
 	Metadata []byte
 }
 
-// EventStore is what the write side needs of EventStoreDB ([NewESDBStore]
-// adapts the official client).
+// EventStore is what the write side needs of EventStoreDB ([NewStore]
+// adapts a client of either official client).
 type EventStore interface {
 	// Read returns the events of stream in order, and the revision of the
 	// last one (-1 for a stream with none).

@@ -10,22 +10,31 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/kurrent"
+	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 )
 
-// kurrentClient returns a KurrentDB client on s, addressed with the
-// kurrentdb:// scheme, closed when the test ends.
-func kurrentClient(t *testing.T, s *esdbtest.Server) *kurrentdb.Client {
+// kurrentClient returns a client of the KurrentDB adapter on s, addressed
+// with the kurrentdb:// scheme, closed when the test ends.
+func kurrentClient(t *testing.T, s *esdbtest.Server) *subscription.Client {
 	t.Helper()
-	cfg, err := kurrentdb.ParseConnectionString(strings.Replace(s.URI(), "esdb://", "kurrentdb://", 1))
+	c, err := kurrent.Dial(strings.Replace(s.URI(), "esdb://", "kurrentdb://", 1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = kurrentdb.NoopLogging()
-	c, err := kurrentdb.NewClient(cfg)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// esdbClient returns a client of the EventStore-Client-Go v4 adapter on s,
+// closed when the test ends.
+func esdbClient(t *testing.T, s *esdbtest.Server) *subscription.Client {
+	t.Helper()
+	c, err := esdbv4.Dial(s.URI(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +48,8 @@ var stores = []struct {
 	name string
 	new  func(t *testing.T) cart.EventStore
 }{
-	{"esdb", func(t *testing.T) cart.EventStore { return cart.NewESDBStore(esdbtest.New(t).Client(t)) }},
-	{"kurrentdb", func(t *testing.T) cart.EventStore { return cart.NewKurrentStore(kurrentClient(t, esdbtest.New(t))) }},
+	{"esdb", func(t *testing.T) cart.EventStore { return cart.NewStore(esdbClient(t, esdbtest.New(t))) }},
+	{"kurrentdb", func(t *testing.T) cart.EventStore { return cart.NewStore(kurrentClient(t, esdbtest.New(t))) }},
 }
 
 func TestEventStore_reads_and_appends_with_expected_revisions_on_both_clients(t *testing.T) {
@@ -84,7 +93,7 @@ func TestEventStore_reads_and_appends_with_expected_revisions_on_both_clients(t 
 }
 
 func TestHandle_on_the_KurrentDB_client_a_cart_life_and_concurrent_commands(t *testing.T) {
-	store := cart.NewKurrentStore(kurrentClient(t, esdbtest.New(t)))
+	store := cart.NewStore(kurrentClient(t, esdbtest.New(t)))
 	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	h := cart.NewHandler(store, func() time.Time { return at })
 	must(t, h, cart.OpenCart{RequestID: "r1", CartID: "c1", ClientID: "x"})

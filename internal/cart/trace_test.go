@@ -48,9 +48,9 @@ func TestHandle_puts_the_command_s_trace_context_into_the_events_metadata_on_bot
 	for _, kind := range []string{"esdb", "kurrentdb"} {
 		t.Run(kind, func(t *testing.T) {
 			server := esdbtest.New(t)
-			store := cart.NewESDBStore(server.Client(t))
+			store := cart.NewStore(esdbClient(t, server))
 			if kind == "kurrentdb" {
-				store = cart.NewKurrentStore(kurrentClient(t, server))
+				store = cart.NewStore(kurrentClient(t, server))
 			}
 			rec := tracetest.NewSpanRecorder()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
