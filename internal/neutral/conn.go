@@ -15,7 +15,7 @@ import (
 const DefaultHangLimit = 30 * time.Second
 
 // ConnConfig says how a [Conn] builds, recognises and closes the clients of
-// one kind (C: *esdb.Client or *kurrentdb.Client).
+// one kind (C: a driver's [Session]).
 type ConnConfig[C comparable] struct {
 	// Package and Server name the source package and the server in errors
 	// ("subscription", "EventStoreDB").

@@ -69,7 +69,7 @@ func (o AllOptions) FiltersEventTypes() bool {
 }
 
 // Filter is the server-side filter of a subscription to $all, in neither
-// client's types; each source package turns it into its client's
+// client's types; each adapter turns it into its client's
 // SubscriptionFilter.
 type Filter struct {
 	// ExcludeSystemEvents: no filter is set, and the subscription leaves out

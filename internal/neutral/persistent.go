@@ -46,8 +46,8 @@ func (a Action) String() string {
 }
 
 // ConsumerOptions are the client-neutral settings of a consumer of a
-// persistent subscription group; each source package's PersistentOptions
-// carry them beside its client's own types, and document them.
+// persistent subscription group; package subscription's PersistentOptions
+// carry them, and document them.
 type ConsumerOptions struct {
 	// Stream the group reads: a stream name, or [AllStreams]; Group its name.
 	Stream, Group string

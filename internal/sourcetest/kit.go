@@ -10,7 +10,7 @@
 // The read models go to a fresh database of internal/mongotest per
 // subtest: a package running the suite calls mongotest.Main from its
 // TestMain. The helpers that build the suite ([Carts], [Engine],
-// [NewRunner], [Start]) are exported for the tests of each source package
+// [NewRunner], [Start]) are exported for the tests of each adapter
 // that the suite does not hold (its Docker tier, say).
 package sourcetest
 

@@ -15,6 +15,7 @@ import (
 	"github.com/revgate/projector/projectortest/e2e"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
+	"github.com/revgate/projector/subscription/esdbv4"
 
 	"example.com/library/lending"
 )
@@ -22,7 +23,7 @@ import (
 // project runs the loans projection until ctx is done: the library path, for
 // a program that wires the parts itself instead of using package app.
 func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *slog.Logger) error {
-	client, err := subscription.Dial(esdbURI, logger)
+	client, err := esdbv4.Dial(esdbURI, logger)
 	if err != nil {
 		return err
 	}

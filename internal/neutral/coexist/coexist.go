@@ -6,11 +6,12 @@
 // in the protobuf runtime's global registry. Under the runtime's default
 // policy the second registration panics while the program initializes,
 // before main or TestMain can do anything: a binary that links both clients
-// (one that imports package cart, which has a store on each; the tests of
+// (one that imports package app, which dials either by the connection
+// string's scheme; the tests of
 // package kurrent, which run the KurrentDB client against the esdbtest
 // double built on v4's protocol code) would not start.
 //
-// Importing this package (the source packages and cart do) sets
+// Importing this package (the adapter packages do) sets
 // GOLANG_PROTOBUF_REGISTRATION_CONFLICT=ignore, unless the environment
 // already sets it, before any protobuf file registers: Go initializes
 // packages in import-path order among those ready, this package needs only
