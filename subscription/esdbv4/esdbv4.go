@@ -39,6 +39,9 @@ func Dial(uri string, logger *slog.Logger) (*subscription.Client, error) {
 // driver is [neutral.Driver] on EventStore-Client-Go v4.
 type driver struct{ cfg *esdb.Configuration }
 
+// Names keeps the prefix of the messages of the sources on this client,
+// "subscription:", as it was before the adapter moved out of package
+// subscription.
 func (d driver) Names() (string, string) { return "subscription", "EventStoreDB" }
 
 func (d driver) Address() (string, bool) {
