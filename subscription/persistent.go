@@ -115,11 +115,11 @@ func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) 
 		Stream: opts.Stream, Group: opts.Group, BufferSize: opts.BufferSize,
 		OnPermanentFailure: opts.OnPermanentFailure, MaxDeliveries: opts.MaxDeliveries, Logger: opts.Logger,
 	}
-	if err := co.Validate(); err != nil || client == nil {
-		if err == nil {
-			err = errors.New("a persistent subscription needs a client, a stream (or $all) and a group")
-		}
-		return nil, fmt.Errorf("subscription: %w", err)
+	if client == nil {
+		return nil, errors.New("subscription: a persistent subscription needs a client, a stream (or $all) and a group")
+	}
+	if err := co.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", client.pkg, err)
 	}
 	if opts.Create != nil {
 		if _, err := opts.Create.Filter.ServerFilter(); err != nil {
