@@ -39,9 +39,10 @@
 //     new one; the first error after discovery gave up carries the last
 //     discovery error's code (often Unavailable), as in v4.
 //   - Persistent groups: the client sends the consumer strategy by name to a
-//     server of 21.10.1 or later, so PinnedByCorrelation groups can be
-//     created (v4 panics on that strategy); on an older server it panics
-//     likewise. Persistent Recv still panics on any message but an event
+//     server of 21.10.1 or later, so it could create PinnedByCorrelation
+//     groups (v4 panics on that strategy; on an older server this client
+//     does likewise); subscription.NewPersistent takes the three strategies
+//     both clients create, and refuses others with an error. Persistent Recv still panics on any message but an event
 //     after the confirmation, and Close still half-closes the stream, racing
 //     with an acknowledgement: the consumer here cancels the stream instead,
 //     on either client.

@@ -139,7 +139,8 @@ func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, erro
 var _ projector.StreamHistory = (*Client)(nil)
 
 // ReadStream implements [projector.StreamHistory]: it reads stream forwards
-// from revision from, handing each event to each.
+// from revision from, handing each event to each. A stream that was never
+// written is the client's not-found error.
 func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
 	stop := errors.New("stopped")
 	err := c.do(ctx, func(s neutral.Session) error {
@@ -169,6 +170,9 @@ func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, eac
 	})
 	if errors.Is(err, stop) {
 		return nil
+	}
+	if c.is(err, neutral.ErrNotFound) {
+		return fmt.Errorf("%w: %w", neutral.ErrStreamNotFound, err)
 	}
 	return err
 }

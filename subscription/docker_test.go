@@ -277,6 +277,7 @@ func rawClient(t *testing.T, uri string) *esdb.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Logger = esdb.NoopLogging()
 	cl, err := esdb.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)

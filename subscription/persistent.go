@@ -87,9 +87,9 @@ type PersistentStats = neutral.PersistentStats
 // the engine has handled it, and declines (nacks) failed ones per
 // OnPermanentFailure.
 //
-// The group must exist (see Create). Its consumer strategy may be RoundRobin,
-// DispatchToSingle or Pinned (or one the client cannot create, made by other
-// means: PinnedByCorrelation).
+// The group must exist (see Create). Create makes it RoundRobin,
+// DispatchToSingle or Pinned; a group made by other means may be
+// PinnedByCorrelation too.
 type Persistent struct {
 	client   *Client
 	opts     PersistentOptions
@@ -122,6 +122,13 @@ func NewPersistent(client *Client, opts PersistentOptions) (*Persistent, error) 
 		return nil, fmt.Errorf("%s: %w", client.pkg, err)
 	}
 	if opts.Create != nil {
+		switch opts.Create.Strategy {
+		case "", RoundRobin, DispatchToSingle, Pinned:
+		default:
+			// Either client panics on a name it does not know.
+			return nil, fmt.Errorf("%s: group %q: consumer strategy %q: want %s, %s or %s", client.pkg, opts.Group,
+				opts.Create.Strategy, RoundRobin, DispatchToSingle, Pinned)
+		}
 		if _, err := opts.Create.Filter.ServerFilter(); err != nil {
 			return nil, fmt.Errorf("%s: %w", client.pkg, err)
 		}

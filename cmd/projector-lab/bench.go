@@ -681,6 +681,7 @@ func rawESDB(uri string) (*esdb.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Logger = esdb.NoopLogging() // the bench's output is its report
 	return esdb.NewClient(cfg)
 }
 

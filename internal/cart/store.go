@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )
@@ -25,12 +26,10 @@ func (s store) Read(ctx context.Context, stream string) ([]RecordedEvent, int64,
 		rev = int64(ev.StreamRevision)
 		return nil
 	})
-	if err != nil {
-		// A stream with no events is no error; the read does not say which
-		// it was, the stream's start does.
-		if _, ferr := s.client.FirstRevision(ctx, stream); errors.Is(ferr, projector.ErrStreamDeleted) {
-			return nil, -1, nil
-		}
+	switch {
+	case errors.Is(err, neutral.ErrStreamNotFound):
+		return nil, -1, nil // a new cart (a deleted one's read fails)
+	case err != nil:
 		return nil, 0, err
 	}
 	return out, rev, nil

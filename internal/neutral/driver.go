@@ -2,6 +2,7 @@ package neutral
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 
@@ -27,6 +28,11 @@ type Driver interface {
 	// Kind says what an error a client returned means.
 	Kind(err error) ErrorKind
 }
+
+// ErrStreamNotFound wraps the error of a read of a stream that was never
+// written ([ErrNotFound]), for the module's own callers (the cart's write
+// side reads it as a new stream).
+var ErrStreamNotFound = errors.New("stream not found")
 
 // ErrorKind is what an error of an official client means to the sources.
 type ErrorKind int
