@@ -10,8 +10,8 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
-// AllOptions configure a catch-up subscription to $all. Its fields (go doc
-// shows them under [neutral.AllOptions]): StreamPrefixes or StreamRegex
+// AllOptions configure a catch-up subscription to $all. Its fields:
+// StreamPrefixes or StreamRegex
 // (which streams, filtered on the server), EventTypePrefixes or
 // EventTypeRegex (which event types), MaxSearchWindow and
 // CheckpointInterval (how often the server sends checkpoints),
@@ -155,8 +155,8 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 	return neutral.NewAllCatchUp(a.client.pkg, feed, a.opts.Logger, from, neutral.NewHead(a.opts, a.client.ScanAll)), nil
 }
 
-// StreamOptions configure a catch-up subscription to one stream (see
-// [neutral.StreamOptions]).
+// StreamOptions configure a catch-up subscription to one stream: its fields
+// are ResolveLinks and Logger.
 type StreamOptions = neutral.StreamOptions
 
 // Stream is a catch-up subscription to one stream, as a [projector.Source].

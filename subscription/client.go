@@ -81,7 +81,8 @@ func (c *Client) is(err error, k neutral.ErrorKind) bool {
 	return err != nil && c.driver.Kind(err) == k
 }
 
-// NewEvent is an event to append, with JSON data.
+// NewEvent is an event to append ([Client.Append]), with JSON data: its
+// fields are ID (uuid.Nil: the client makes one), Type, Data and Metadata.
 type NewEvent = neutral.NewEvent
 
 // Expected revisions of [Client.Append] besides a revision.

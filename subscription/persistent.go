@@ -25,10 +25,13 @@ const (
 )
 
 // GroupSettings are the settings [Persistent.EnsureGroup] creates a group
-// with: its consumer strategy ([RoundRobin], [DispatchToSingle] or
-// [Pinned]), MaxRetryCount, ResolveLinks, FromStart, and for a group on
-// $all the server-side Filter (the stream or event-type fields of an
-// [AllOptions]); see [neutral.GroupSettings].
+// with. Its fields: Strategy, how the group shares its events among its
+// consumers ([RoundRobin], the default, [DispatchToSingle] or [Pinned]);
+// MaxRetryCount, how many times the server delivers an event before it
+// parks it on its own (0: the client's default, 10); ResolveLinks; FromStart
+// (else the group starts at the end of its stream); and, for a group on
+// $all, Filter, whose stream or event-type fields are the server-side filter
+// (its other fields do not apply to a group).
 type GroupSettings = neutral.GroupSettings
 
 // ConsumerStrategy is how a group shares its events among its consumers.
@@ -76,7 +79,9 @@ type PersistentOptions struct {
 }
 
 // PersistentStats counts what a consumer told the server about the events it
-// was given (see [neutral.PersistentStats]).
+// was given: Acked (handled), Parked (moved to the group's parked stream
+// with their reason), Retried (handed back to be delivered again) and
+// Skipped (dropped).
 type PersistentStats = neutral.PersistentStats
 
 // Persistent is a consumer of a persistent subscription group, as a
