@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
@@ -94,19 +93,11 @@ func firstOfAll(ctx context.Context, s neutral.Session) (string, error) {
 // none unless it is at position at (its commit and, when set, its prepare
 // position: the events of one append share their commit position).
 func eventAt(ctx context.Context, s neutral.Session, at *projector.Checkpoint) (string, uint64, error) {
-	rs, err := s.ReadAll(ctx, at, false, 1)
-	if err != nil {
+	first, err := firstRecord(s.ReadAll(ctx, at, false, 1))
+	if err != nil || first == nil {
 		return "", 0, err
 	}
-	defer rs.Close()
-	ev, err := rs.Recv()
-	switch {
-	case errors.Is(err, io.EOF):
-		return "", 0, nil
-	case err != nil:
-		return "", 0, err
-	}
-	if r := ev.Original(); at == nil || r.Commit == at.Position && (at.Prepare == 0 || r.Prepare == at.Prepare) {
+	if r := first.Original(); at == nil || r.Commit == at.Position && (at.Prepare == 0 || r.Prepare == at.Prepare) {
 		return r.ID.String(), r.Commit, nil
 	}
 	return "", 0, nil
@@ -115,19 +106,11 @@ func eventAt(ctx context.Context, s neutral.Session, at *projector.Checkpoint) (
 // lastPosition returns the commit position of the last event in $all (0:
 // none).
 func lastPosition(ctx context.Context, s neutral.Session) (uint64, error) {
-	rs, err := s.ReadAll(ctx, nil, true, 1)
-	if err != nil {
+	last, err := firstRecord(s.ReadAll(ctx, nil, true, 1))
+	if err != nil || last == nil {
 		return 0, err
 	}
-	defer rs.Close()
-	ev, err := rs.Recv()
-	if errors.Is(err, io.EOF) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return ev.Original().Commit, nil
+	return last.Original().Commit, nil
 }
 
 // Ordered reports that the subscription delivers $all in log order.

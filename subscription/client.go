@@ -117,23 +117,50 @@ var _ projector.StreamReader = (*Client)(nil)
 // it was deleted and written again), or [projector.ErrStreamDeleted] when
 // the read finds no event (deleted, tombstoned, truncated entirely).
 func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, error) {
-	var first uint64
+	var first *neutral.Resolved
 	err := c.do(ctx, func(s neutral.Session) error {
-		rs, err := s.ReadStream(ctx, stream, 0, 1)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		ev, err := rs.Recv()
-		if err != nil {
-			return err
-		}
-		first = ev.Original().Revision
-		return nil
+		var err error
+		first, err = firstRecord(s.ReadStream(ctx, stream, 0, 1))
+		return err
 	})
-	if errors.Is(err, io.EOF) || c.is(err, neutral.ErrNotFound) || c.is(err, neutral.ErrDeleted) {
+	if (err == nil && first == nil) || c.is(err, neutral.ErrNotFound) || c.is(err, neutral.ErrDeleted) {
 		return 0, projector.ErrStreamDeleted
 	}
+	if err != nil {
+		return 0, err
+	}
+	return first.Original().Revision, nil
+}
+
+// readRecords hands each record of read rs (opened with err) to each, until
+// the read ends or each says there is no more to read (more false), and
+// closes it.
+func readRecords(rs neutral.Reader, err error, each func(*neutral.Resolved) (more bool, err error)) error {
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for {
+		re, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if more, err := each(re); !more || err != nil {
+			return err
+		}
+	}
+}
+
+// firstRecord returns the first record of read rs (opened with err), nil
+// when it has none, and closes it.
+func firstRecord(rs neutral.Reader, err error) (first *neutral.Resolved, _ error) {
+	err = readRecords(rs, err, func(re *neutral.Resolved) (bool, error) {
+		first = re
+		return false, nil
+	})
 	return first, err
 }
 
@@ -143,35 +170,21 @@ var _ projector.StreamHistory = (*Client)(nil)
 // from revision from, handing each event to each. A stream that was never
 // written is the client's not-found error.
 func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
-	stop := errors.New("stopped")
 	err := c.do(ctx, func(s neutral.Session) error {
 		rs, err := s.ReadStream(ctx, stream, from, math.MaxInt64)
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for {
-			re, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		return readRecords(rs, err, func(re *neutral.Resolved) (bool, error) {
 			ev, err := c.envelope(re)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if err := each(ev); errors.Is(err, projector.ErrStopRead) {
-				return stop
+				return false, nil
 			} else if err != nil {
-				return err
+				return false, err
 			}
-		}
+			return true, nil
+		})
 	})
-	if errors.Is(err, stop) {
-		return nil
-	}
 	if c.is(err, neutral.ErrNotFound) {
 		return fmt.Errorf("%w: %w", neutral.ErrStreamNotFound, err)
 	}
@@ -196,24 +209,11 @@ func (c *Client) envelope(re *neutral.Resolved) (projector.Event, error) {
 func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
 	return c.do(ctx, func(s neutral.Session) error {
 		rs, err := s.ReadAll(ctx, after, false, uint64(max))
-		if err != nil {
-			return err
-		}
-		defer rs.Close()
-		for {
-			re, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		return readRecords(rs, err, func(re *neutral.Resolved) (bool, error) {
 			ev := re.Original()
 			cp := projector.Checkpoint{Position: ev.Commit, Prepare: ev.Prepare, EventID: ev.ID.String()}
-			if !each(neutral.Record{Checkpoint: cp, Stream: ev.Stream, Type: ev.Type}) {
-				return nil
-			}
-		}
+			return each(neutral.Record{Checkpoint: cp, Stream: ev.Stream, Type: ev.Type}), nil
+		})
 	})
 }
 
