@@ -93,7 +93,7 @@ type Invocation struct {
 // FlagSet returns a flag set for the command, with the usage line
 // "usage: NAME COMMAND synopsis".
 func (inv Invocation) FlagSet(synopsis string) *flag.FlagSet {
-	return NewFlagSet(inv.Name+" "+inv.Command, inv.Name+" "+inv.Command+" "+synopsis, inv.Stderr)
+	return newFlagSet(inv.Name+" "+inv.Command, inv.Name+" "+inv.Command+" "+synopsis, inv.Stderr)
 }
 
 // Parse parses the arguments, which must all be flags, into fs, then sets the

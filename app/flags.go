@@ -13,9 +13,9 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
-// NewFlagSet returns a flag set named name ("projector demo") that reports
+// newFlagSet returns a flag set named name ("projector demo") that reports
 // errors instead of exiting, with the usage line "usage: synopsis".
-func NewFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {

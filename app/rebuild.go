@@ -68,10 +68,7 @@ drop it when no reader uses it.
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)
 	}
-	if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
-		return usageError(inv.Stderr, "projection %q: %v", name, err)
-	}
-	if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
+	if err := projector.Check(p.Definition, c.policy, true, c.runnerOptions(p)...); err != nil {
 		return usageError(inv.Stderr, "%v", err)
 	}
 	client, err := dial(ctx, c.servers, nil)
@@ -208,7 +205,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		if pol, _ := eng.FailurePolicy(name); errors.As(err, &fe) && !fe.Retryable() && pol == projector.Block {
 			// The rebuild's own failure policy, not the one run was given.
 			past := "park or skip"
-			if projector.CheckFailurePolicy(p.Definition, projector.Hold) == nil {
+			if projector.Check(p.Definition, projector.Hold, true) == nil {
 				past = "hold, park or skip"
 			}
 			return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure %s goes on past it, and run again it resumes)", err, past)

@@ -204,7 +204,7 @@ func (r *replay) document(ctx context.Context, doc string, events []projector.Pa
 	}
 	r.failed += len(rep.Left)
 	first := rep.Left[0]
-	fmt.Fprintf(r.stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.Stream, first.Revision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
+	fmt.Fprintf(r.stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.StreamID, first.StreamRevision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
 	return r.store.Replayed(ctx, first, rep.Err)
 }
 
@@ -216,11 +216,11 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 	switch res.Outcome {
 	case projector.Applied:
 	case projector.Duplicate:
-		fmt.Fprintf(r.stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.Stream, pe.Revision, pe.Type)
+		fmt.Fprintf(r.stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.StreamID, pe.StreamRevision, pe.Type)
 	default:
 		why = res.Err
 		r.failed++
-		fmt.Fprintf(r.stdout, "  still failing: %s@%d (%s): %v\n", pe.Stream, pe.Revision, pe.Type, firstLine(fmt.Sprint(res.Err), "its record in "+mongostore.ParkedCollection))
+		fmt.Fprintf(r.stdout, "  still failing: %s@%d (%s): %v\n", pe.StreamID, pe.StreamRevision, pe.Type, firstLine(fmt.Sprint(res.Err), "its record in "+mongostore.ParkedCollection))
 	}
 	return r.store.Replayed(ctx, pe, why)
 }

@@ -129,21 +129,16 @@ func (c *runConfig) checkHTTP(stderr io.Writer) error {
 // checkProjection reports the settings of projection p that cannot work:
 // its runner's, the failure policy, and its subscription's.
 func (c *runConfig) checkProjection(p Projection, stderr io.Writer) error {
-	if err := projector.CheckRunnerOptions(c.runnerOptions(p)...); err != nil {
-		return usageError(stderr, "projection %q: %v", p.Definition.Name(), err)
-	}
-	if err := projector.CheckFailurePolicy(p.Definition, c.policy); err != nil {
-		if c.policy == projector.Hold && len(c.selected) > 1 && projector.CheckFailurePolicy(p.Definition, projector.Block) == nil {
+	opts := c.runnerOptions(p)
+	if err := projector.Check(p.Definition, c.policy, true, opts...); err != nil {
+		if c.policy == projector.Hold && len(c.selected) > 1 && projector.Check(p.Definition, projector.Block, true, opts...) == nil {
 			return usageError(stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
 				"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
 		}
 		return usageError(stderr, "%v", err)
 	}
-	if err := projector.CheckSource(p.Definition, c.policy, c.group == "", p.workers(c.workers)); err != nil {
-		if c.group != "" {
-			return usageError(stderr, "--group %s: %v", c.group, err)
-		}
-		return usageError(stderr, "%v", err)
+	if err := projector.Check(p.Definition, c.policy, c.group == "", opts...); err != nil {
+		return usageError(stderr, "--group %s: %v", c.group, err)
 	}
 	return nil
 }

@@ -375,8 +375,8 @@ func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, 
 			return err
 		}
 		for _, pe := range parked {
-			j := parkedJSON{Projection: pe.Projection, Collection: pe.Collection, Document: pe.Document, Held: pe.Held, Stream: pe.Stream,
-				Revision: pe.Revision, Position: pe.Position, EventID: pe.EventID, Type: pe.Type, ParkedAt: pe.ParkedAt, Attempts: pe.Attempts, Error: pe.Error}
+			j := parkedJSON{Projection: pe.Projection, Collection: pe.Collection, Document: pe.Document, Held: pe.Held, Stream: pe.StreamID,
+				Revision: pe.StreamRevision, Position: pe.Position, EventID: pe.ID, Type: pe.Type, ParkedAt: pe.ParkedAt, Attempts: pe.Attempts, Error: pe.Error}
 			if json.Valid(pe.Data) {
 				j.Data = pe.Data
 			}
@@ -423,7 +423,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
 			}
 			n++
-			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.Stream, p.Revision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, strings.ReplaceAll(firstLine(p.Error, "its record in "+mongostore.ParkedCollection), "\t", " "))
+			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.StreamID, p.StreamRevision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, strings.ReplaceAll(firstLine(p.Error, "its record in "+mongostore.ParkedCollection), "\t", " "))
 		}
 	}
 	if n == 0 {
@@ -462,7 +462,7 @@ func orderParked(parked []projector.ParkedEvent) {
 		// gate) or by position (a document fed by several streams): by
 		// position, then revision, is both (positions unknown: 0).
 		return cmp.Or(cmp.Compare(a.Collection, b.Collection), cmp.Compare(a.Document, b.Document),
-			cmp.Compare(a.Position, b.Position), cmp.Compare(a.Revision, b.Revision))
+			cmp.Compare(a.Position, b.Position), cmp.Compare(a.StreamRevision, b.StreamRevision))
 	})
 }
 

@@ -19,16 +19,16 @@ import (
 // two held documents' events were parked interleaved.
 func TestOrderParked_keeps_parked_events_in_their_order_and_groups_each_held_document(t *testing.T) {
 	held := func(doc string, rev uint64) projector.ParkedEvent {
-		return projector.ParkedEvent{Held: true, Document: doc, Stream: "s-" + doc, Revision: rev}
+		return projector.ParkedEvent{Held: true, Document: doc, Event: projector.Event{StreamID: "s-" + doc, StreamRevision: rev}}
 	}
 	parkedOne := func(stream string, rev uint64) projector.ParkedEvent {
-		return projector.ParkedEvent{Stream: stream, Revision: rev}
+		return projector.ParkedEvent{Event: projector.Event{StreamID: stream, StreamRevision: rev}}
 	}
 	in := []projector.ParkedEvent{held("b", 2), parkedOne("z", 9), held("a", 5), held("b", 3), parkedOne("c", 1), held("a", 6), held("b", 4)}
 	orderParked(in)
 	var got []string
 	for _, p := range in {
-		got = append(got, fmt.Sprintf("%v %s@%d", p.Held, p.Stream, p.Revision))
+		got = append(got, fmt.Sprintf("%v %s@%d", p.Held, p.StreamID, p.StreamRevision))
 	}
 	want := []string{"false z@9", "false c@1", "true s-a@5", "true s-a@6", "true s-b@2", "true s-b@3", "true s-b@4"}
 	if !slices.Equal(got, want) {
@@ -37,14 +37,14 @@ func TestOrderParked_keeps_parked_events_in_their_order_and_groups_each_held_doc
 
 	// A document fed by several streams is replayed in the order of $all.
 	multi := []projector.ParkedEvent{
-		{Held: true, Document: "sum", Stream: "x", Revision: 7, Position: 300},
-		{Held: true, Document: "sum", Stream: "y", Revision: 1, Position: 200},
-		{Held: true, Document: "sum", Stream: "x", Revision: 6, Position: 100},
+		{Held: true, Document: "sum", Event: projector.Event{StreamID: "x", StreamRevision: 7, Position: 300}},
+		{Held: true, Document: "sum", Event: projector.Event{StreamID: "y", StreamRevision: 1, Position: 200}},
+		{Held: true, Document: "sum", Event: projector.Event{StreamID: "x", StreamRevision: 6, Position: 100}},
 	}
 	orderParked(multi)
 	got = got[:0]
 	for _, p := range multi {
-		got = append(got, fmt.Sprintf("%s@%d", p.Stream, p.Revision))
+		got = append(got, fmt.Sprintf("%s@%d", p.StreamID, p.StreamRevision))
 	}
 	if want := []string{"x@6", "y@1", "x@7"}; !slices.Equal(got, want) {
 		t.Fatalf("order of a multi-stream document %q, want %q (by position)", got, want)
@@ -65,8 +65,8 @@ func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *
 		t.Fatal(err)
 	}
 	for i, coll := range []string{"tix_r1", "tix_r2"} {
-		pe := projector.ParkedEvent{Projection: "tix", Document: "7", Stream: "t-7", Revision: uint64(i), EventID: fmt.Sprint("e", i),
-			Type: "noted", Error: "bad", Attempts: 1, ParkedAt: time.Now().UTC(), Collection: coll}
+		pe := projector.ParkedEvent{Projection: "tix", Document: "7", Event: projector.Event{StreamID: "t-7", StreamRevision: uint64(i),
+			ID: fmt.Sprint("e", i), Type: "noted"}, Error: "bad", Attempts: 1, ParkedAt: time.Now().UTC(), Collection: coll}
 		if recorded, err := store.Park(ctx, pe); err != nil || !recorded {
 			t.Fatalf("recorded %v: %v", recorded, err)
 		}

@@ -145,7 +145,7 @@ type bulk struct {
 
 // tokenOf returns the write token of an encoded document.
 func tokenOf(doc bson.Raw) string {
-	s, _ := doc.Lookup(FieldWrite).StringValueOK()
+	s, _ := doc.Lookup(fieldWrite).StringValueOK()
 	return s
 }
 

@@ -9,15 +9,15 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-// DefaultDocumentCache is how many documents a store keeps for batched
+// defaultDocumentCache is how many documents a store keeps for batched
 // catch-up unless [WithDocumentCache] says otherwise.
-const DefaultDocumentCache = 4096
+const defaultDocumentCache = 4096
 
 // Option configures a [Store].
 type Option func(*Store)
 
 // WithDocumentCache keeps the last n documents the store read or wrote in
-// bulk (default [DefaultDocumentCache]; 0 keeps none), so that batched
+// bulk (default 4,096; 0 keeps none), so that batched
 // catch-up reads a document from the server only the first time a batch
 // needs it. The per-event path (at the head, and the gate) never reads the
 // cache, and its writes drop the document from it.

@@ -14,9 +14,9 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
-// CheckpointCollection holds one document per subscription: where the
+// checkpointCollection holds one document per subscription: where the
 // projector resumes.
-const CheckpointCollection = "projector_checkpoints"
+const checkpointCollection = "projector_checkpoints"
 
 type checkpointDoc struct {
 	ID       string    `bson:"_id"`
@@ -41,7 +41,7 @@ type CheckpointStatus struct {
 // Checkpoints returns the status of every subscription with a stored
 // checkpoint or error, by name.
 func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, error) {
-	cur, err := s.db.Collection(CheckpointCollection).Find(ctx, bson.D{})
+	cur, err := s.db.Collection(checkpointCollection).Find(ctx, bson.D{})
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
@@ -71,7 +71,7 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 // stopped with, kept beside its checkpoint for "projector status".
 func (s *Store) RecordError(ctx context.Context, name, message string) error {
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: "lastError", Value: message}, {Key: "lastErrorAt", Value: time.Now().UTC()}}}}
-	if err := upsert(ctx, s.db.Collection(CheckpointCollection), name, update); err != nil {
+	if err := upsert(ctx, s.db.Collection(checkpointCollection), name, update); err != nil {
 		return fmt.Errorf("mongostore: record error of %q: %w", name, err)
 	}
 	return nil
@@ -80,9 +80,9 @@ func (s *Store) RecordError(ctx context.Context, name, message string) error {
 // ClearError implements the runner's error record: the subscription has
 // recovered from the error it last stopped with.
 func (s *Store) ClearError(ctx context.Context, name string) error {
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "lastError", Value: bson.D{{Key: "$exists", Value: true}}}}
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "lastError", Value: bson.D{{Key: "$exists", Value: true}}}}
 	update := bson.D{{Key: "$unset", Value: bson.D{{Key: "lastError", Value: ""}, {Key: "lastErrorAt", Value: ""}}}}
-	if _, err := s.db.Collection(CheckpointCollection).UpdateOne(ctx, filter, update); err != nil {
+	if _, err := s.db.Collection(checkpointCollection).UpdateOne(ctx, filter, update); err != nil {
 		return fmt.Errorf("mongostore: clear the error of %q: %w", name, err)
 	}
 	return nil
@@ -91,8 +91,8 @@ func (s *Store) ClearError(ctx context.Context, name string) error {
 // LoadCheckpoint implements [projector.CheckpointStore].
 func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
 	var d checkpointDoc
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "position", Value: bson.D{{Key: "$exists", Value: true}}}}
-	err := s.db.Collection(CheckpointCollection).FindOne(ctx, filter).Decode(&d)
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "position", Value: bson.D{{Key: "$exists", Value: true}}}}
+	err := s.db.Collection(checkpointCollection).FindOne(ctx, filter).Decode(&d)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, nil
 	}
@@ -116,11 +116,11 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 	}
 	set := checkpointSet(c)
 	// A missing position (a record holding only an error) counts as behind.
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$or", Value: bson.A{
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
 		bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
 	}}}
-	coll := s.db.Collection(CheckpointCollection)
+	coll := s.db.Collection(checkpointCollection)
 	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
 		// The upsert found no match and collided with the record: a later
@@ -147,7 +147,7 @@ func checkpointSet(c projector.Checkpoint) bson.D {
 // DeleteCheckpoint removes the checkpoint of name, so that its subscription
 // starts again from the beginning (a rebuild).
 func (s *Store) DeleteCheckpoint(ctx context.Context, name string) error {
-	if _, err := s.db.Collection(CheckpointCollection).DeleteOne(ctx, bson.D{{Key: FieldID, Value: name}}); err != nil {
+	if _, err := s.db.Collection(checkpointCollection).DeleteOne(ctx, bson.D{{Key: fieldID, Value: name}}); err != nil {
 		return fmt.Errorf("mongostore: delete checkpoint %q: %w", name, err)
 	}
 	return nil

@@ -11,13 +11,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// CollectionsCollection records, per projection, the collection readers use
+// collectionsCollection records, per projection, the collection readers use
 // and the one a rebuild is filling. A rebuild writes a new collection while
 // the live one keeps serving, then switches this record; readers that resolve
 // the collection with [Store.ActiveCollection] follow. (FerretDB has no
 // renameCollection with dropTarget, so the switch is this record, not a
 // rename; on MongoDB a reader may equally be pointed at the new name.)
-const CollectionsCollection = "projector_collections"
+const collectionsCollection = "projector_collections"
 
 // Collections is a projection's record.
 type Collections struct {
@@ -38,7 +38,7 @@ type Collections struct {
 // on the event store (a group of the same name recorded in no database of
 // its own, another deployment's, does not stop it).
 func (s *Store) RecordGroup(ctx context.Context, projection, group string) error {
-	err := upsert(ctx, s.db.Collection(CollectionsCollection), projection,
+	err := upsert(ctx, s.db.Collection(collectionsCollection), projection,
 		bson.D{{Key: "$addToSet", Value: bson.D{{Key: "groups", Value: group}}}})
 	if err != nil {
 		return fmt.Errorf("mongostore: record group %q of %q: %w", group, projection, err)
@@ -49,7 +49,7 @@ func (s *Store) RecordGroup(ctx context.Context, projection, group string) error
 // CollectionsOf returns the record of projection (zero when none).
 func (s *Store) CollectionsOf(ctx context.Context, projection string) (Collections, error) {
 	var c Collections
-	err := s.db.Collection(CollectionsCollection).FindOne(ctx, bson.D{{Key: FieldID, Value: projection}}).Decode(&c)
+	err := s.db.Collection(collectionsCollection).FindOne(ctx, bson.D{{Key: fieldID, Value: projection}}).Decode(&c)
 	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
 		return Collections{}, fmt.Errorf("mongostore: collections of %q: %w", projection, err)
 	}
@@ -70,8 +70,8 @@ func (s *Store) ActiveCollection(ctx context.Context, projection, def string) (s
 // one is recorded already: it returns the collection of the rebuild in
 // progress, so that an interrupted rebuild resumes where it was.
 func (s *Store) StartRebuild(ctx context.Context, projection, collection string) (string, error) {
-	coll := s.db.Collection(CollectionsCollection)
-	filter := bson.D{{Key: FieldID, Value: projection}, {Key: "building", Value: bson.D{{Key: "$in", Value: bson.A{nil, ""}}}}}
+	coll := s.db.Collection(collectionsCollection)
+	filter := bson.D{{Key: fieldID, Value: projection}, {Key: "building", Value: bson.D{{Key: "$in", Value: bson.A{nil, ""}}}}}
 	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "building", Value: collection}}}}, options.UpdateOne().SetUpsert(true))
 	if err != nil && !mongo.IsDuplicateKeyError(err) {
 		return "", fmt.Errorf("mongostore: start rebuild of %q: %w", projection, err)
@@ -100,8 +100,8 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 		prev = def
 	}
 	next := Collections{Active: c.Building, Previous: prev, Switched: time.Now().UTC()}
-	filter := bson.D{{Key: FieldID, Value: projection}, {Key: "building", Value: c.Building}}
-	res, err := s.db.Collection(CollectionsCollection).ReplaceOne(ctx, filter, next)
+	filter := bson.D{{Key: fieldID, Value: projection}, {Key: "building", Value: c.Building}}
+	res, err := s.db.Collection(collectionsCollection).ReplaceOne(ctx, filter, next)
 	if err != nil {
 		return Collections{}, fmt.Errorf("mongostore: switch %q to %s: %w", projection, c.Building, err)
 	}
@@ -116,7 +116,7 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 // refuses the second with a duplicate key error: that one's update, done
 // again, finds the record the other inserted.
 func upsert(ctx context.Context, coll *mongo.Collection, id string, update bson.D) error {
-	filter := bson.D{{Key: FieldID, Value: id}}
+	filter := bson.D{{Key: fieldID, Value: id}}
 	_, err := coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
 		_, err = coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))

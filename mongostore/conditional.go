@@ -48,7 +48,7 @@ func (c cond) filter(id string) bson.D {
 	if c.atLeast {
 		v = bson.D{{Key: "$gte", Value: c.n}}
 	}
-	return bson.D{{Key: FieldID, Value: id}, {Key: c.field, Value: v}}
+	return bson.D{{Key: fieldID, Value: id}, {Key: c.field, Value: v}}
 }
 
 // holds reports whether the condition holds on doc.
@@ -66,7 +66,7 @@ func (c cond) holds(doc bson.Raw) bool {
 func (s *Store) checksItself(ctx context.Context) bool { return s.bulkLimits(ctx).byID }
 
 // byID is the filter on document id alone.
-func byID(id string) bson.D { return bson.D{{Key: FieldID, Value: id}} }
+func byID(id string) bson.D { return bson.D{{Key: fieldID, Value: id}} }
 
 // findIf reads document id when c holds on it; found is false otherwise.
 // A projection in opts must keep c's field.
@@ -117,7 +117,7 @@ func (s *Store) deleteIf(ctx context.Context, coll *mongo.Collection, id string,
 }
 
 // replacement is one conditional replace of a bulk write: doc carries a
-// write token ([FieldWrite]) no other write has.
+// write token ([fieldWrite]) no other write has.
 type replacement struct {
 	id  string
 	c   cond
@@ -203,7 +203,7 @@ func (s *Store) tookByToken(ctx context.Context, coll *mongo.Collection, reps []
 	for j, i := range chunk {
 		ids[j] = reps[i].id
 	}
-	now, err := s.findMany(ctx, coll, ids, bson.D{{Key: FieldWrite, Value: 1}})
+	now, err := s.findMany(ctx, coll, ids, bson.D{{Key: fieldWrite, Value: 1}})
 	if err != nil {
 		return err
 	}
@@ -227,12 +227,12 @@ func (s *Store) findMany(ctx context.Context, coll *mongo.Collection, ids []stri
 		if projection != nil {
 			opts.SetProjection(projection)
 		}
-		cur, err := coll.Find(ctx, bson.D{{Key: FieldID, Value: bson.D{{Key: "$in", Value: chunk}}}}, opts)
+		cur, err := coll.Find(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: chunk}}}}, opts)
 		if err != nil {
 			return nil, fmt.Errorf("mongostore: read %d documents of %s: %w", len(chunk), coll.Name(), err)
 		}
 		for cur.Next(ctx) {
-			if id, ok := cur.Current.Lookup(FieldID).StringValueOK(); ok {
+			if id, ok := cur.Current.Lookup(fieldID).StringValueOK(); ok {
 				out[id] = slices.Clone(cur.Current)
 			}
 		}

@@ -99,9 +99,9 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 }
 
 // guardedFields are the engine's fields of a versioned document: its id,
-// its meta, and a write token no other write has (see [FieldWrite]).
+// its meta, and a write token no other write has (see [fieldWrite]).
 func guardedFields(id string, meta driver.Meta) []bson.E {
-	return []bson.E{{Key: FieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}, {Key: FieldWrite, Value: writeToken()}}
+	return []bson.E{{Key: fieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}, {Key: fieldWrite, Value: writeToken()}}
 }
 
 // metaVersion is the condition of a write on a versioned document stored
@@ -201,8 +201,8 @@ func (s *Store) Transactions(ctx context.Context) (bool, error) {
 	return c.Transactions, err
 }
 
-// InboxCollection returns the inbox collection of projection.
-func InboxCollection(projection string) string { return "projector_inbox_" + projection }
+// inboxCollection returns the inbox collection of projection.
+func inboxCollection(projection string) string { return "projector_inbox_" + projection }
 
 // EnsureInbox implements [driver.InboxStore]: the inbox collection with a
 // TTL index that removes records after retention.
@@ -211,7 +211,7 @@ func (s *Store) EnsureInbox(ctx context.Context, projection string, retention ti
 		Keys:    bson.D{{Key: "at", Value: 1}},
 		Options: options.Index().SetExpireAfterSeconds(int32(retention / time.Second)),
 	}
-	if _, err := s.db.Collection(InboxCollection(projection)).Indexes().CreateOne(ctx, model); err != nil {
+	if _, err := s.db.Collection(inboxCollection(projection)).Indexes().CreateOne(ctx, model); err != nil {
 		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
 	}
 	return nil
@@ -222,15 +222,15 @@ func (s *Store) EnsureInbox(ctx context.Context, projection string, retention ti
 // abort the transaction. Two deliveries racing past the look both insert; the
 // loser's transaction fails and is retried, and then finds the record.
 func (s *Store) Receive(ctx context.Context, projection, eventID string) error {
-	coll := s.db.Collection(InboxCollection(projection))
-	err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: eventID}}).Err()
+	coll := s.db.Collection(inboxCollection(projection))
+	err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: eventID}}).Err()
 	if err == nil {
 		return driver.ErrDuplicate
 	}
 	if !errors.Is(err, mongo.ErrNoDocuments) {
 		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
 	}
-	_, err = coll.InsertOne(ctx, bson.D{{Key: FieldID, Value: eventID}, {Key: "at", Value: time.Now().UTC()}})
+	_, err = coll.InsertOne(ctx, bson.D{{Key: fieldID, Value: eventID}, {Key: "at", Value: time.Now().UTC()}})
 	if err != nil {
 		return fmt.Errorf("mongostore: inbox of %q: %w", projection, err)
 	}

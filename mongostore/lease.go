@@ -14,9 +14,9 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
-// LeaseCollection holds one lease per projection: which process runs it,
+// leaseCollection holds one lease per projection: which process runs it,
 // until when, and the fencing token of that holding.
-const LeaseCollection = "projector_leases"
+const leaseCollection = "projector_leases"
 
 // Lease is a projection's lease: held by Holder until Expires, unless
 // renewed. Token grows with every new holder; a checkpoint written under a
@@ -50,8 +50,8 @@ var (
 // of the processes within a fraction of ttl of each other.
 func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
 	now := time.Now().UTC()
-	coll := s.db.Collection(LeaseCollection)
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$or", Value: bson.A{
+	coll := s.db.Collection(leaseCollection)
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$or", Value: bson.A{
 		bson.D{{Key: "expires", Value: bson.D{{Key: "$lte", Value: now}}}},
 		bson.D{{Key: "holder", Value: holder}},
 	}}}
@@ -63,7 +63,7 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 	err := coll.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After)).Decode(&l)
 	if mongo.IsDuplicateKeyError(err) {
 		// Held by another: the upsert collided with its lease.
-		if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: name}}).Decode(&l); err != nil {
+		if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&l); err != nil {
 			return Lease{}, fmt.Errorf("mongostore: lease of %q: %w", name, err)
 		}
 		return l, fmt.Errorf("%w: %s holds the lease of %q until %s", ErrLeaseHeld, l.Holder, name, l.Expires.Format(time.RFC3339))
@@ -78,8 +78,8 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 // l is no longer its holder's.
 func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
 	expires := time.Now().UTC().Add(ttl)
-	filter := bson.D{{Key: FieldID, Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
-	res, err := s.db.Collection(LeaseCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: expires}}}})
+	filter := bson.D{{Key: fieldID, Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
+	res, err := s.db.Collection(leaseCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: expires}}}})
 	if err != nil {
 		return l, fmt.Errorf("mongostore: renew the lease of %q: %w", l.Name, err)
 	}
@@ -92,8 +92,8 @@ func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lea
 
 // ReleaseLease lets lease l go at once, if it is still its holder's.
 func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
-	filter := bson.D{{Key: FieldID, Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
-	if _, err := s.db.Collection(LeaseCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: time.Now().UTC()}}}}); err != nil {
+	filter := bson.D{{Key: fieldID, Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
+	if _, err := s.db.Collection(leaseCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: time.Now().UTC()}}}}); err != nil {
 		return fmt.Errorf("mongostore: release the lease of %q: %w", l.Name, err)
 	}
 	return nil
@@ -101,7 +101,7 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 
 // Leases returns every lease, by name, held or not.
 func (s *Store) Leases(ctx context.Context) (map[string]Lease, error) {
-	cur, err := s.db.Collection(LeaseCollection).Find(ctx, bson.D{})
+	cur, err := s.db.Collection(leaseCollection).Find(ctx, bson.D{})
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: read leases: %w", err)
 	}
@@ -126,7 +126,7 @@ func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projecto
 	}
 	set := checkpointSet(c)
 	set = append(set, bson.E{Key: "lease", Value: token})
-	filter := bson.D{{Key: FieldID, Value: name}, {Key: "$and", Value: bson.A{
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$and", Value: bson.A{
 		bson.D{{Key: "$or", Value: bson.A{
 			bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
 			bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
@@ -136,7 +136,7 @@ func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projecto
 			bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: false}}}},
 		}}},
 	}}}
-	coll := s.db.Collection(CheckpointCollection)
+	coll := s.db.Collection(checkpointCollection)
 	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
 	if !mongo.IsDuplicateKeyError(err) {
 		if err != nil {
@@ -148,7 +148,7 @@ func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projecto
 	var d struct {
 		Lease int64 `bson:"lease"`
 	}
-	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: name}}).Decode(&d); err != nil {
+	if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&d); err != nil {
 		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
 	}
 	if d.Lease > token {

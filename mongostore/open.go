@@ -14,16 +14,16 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 )
 
-// DefaultConnectTimeout bounds how long [Connect] waits for a server to answer.
-const DefaultConnectTimeout = 10 * time.Second
+// defaultConnectTimeout bounds how long [Connect] waits for a server to answer.
+const defaultConnectTimeout = 10 * time.Second
 
 // Connect parses uri, connects and pings the server within timeout (0 means
-// [DefaultConnectTimeout]), so that a bad URI or an unreachable server is a
+// 10 seconds), so that a bad URI or an unreachable server is a
 // clear error at start-up rather than a hang on the first write. The error
 // names the hosts, never the credentials.
 func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Client, error) {
 	if timeout <= 0 {
-		timeout = DefaultConnectTimeout
+		timeout = defaultConnectTimeout
 	}
 	cs, err := parseURI(uri)
 	if err != nil {

@@ -51,7 +51,7 @@ func parkedID(projection, eventID string) string { return projection + "/" + eve
 // recordID is the id of parked event p's record: the one Parked read it
 // from, else the first record of its event.
 func recordID(p projector.ParkedEvent) string {
-	return cmp.Or(p.Record, parkedID(p.Projection, p.EventID))
+	return cmp.Or(p.Record, parkedID(p.Projection, p.ID))
 }
 
 // Park implements [projector.Parker]. Parking an event again in the same
@@ -60,15 +60,15 @@ func recordID(p projector.ParkedEvent) string {
 // parks it has a record of its own: each build replays its own.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error) {
 	d := parkedDoc{
-		ID: parkedID(p.Projection, p.EventID), Projection: p.Projection, Document: p.Document, Stream: p.Stream,
-		Revision: int64(p.Revision), Position: int64(p.Position), EventID: p.EventID, Type: p.Type,
+		ID: parkedID(p.Projection, p.ID), Projection: p.Projection, Document: p.Document, Stream: p.StreamID,
+		Revision: int64(p.StreamRevision), Position: int64(p.Position), EventID: p.ID, Type: p.Type,
 		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held, Collection: p.Collection,
 	}
 	// Looked up first: inside a transaction (the inbox strategy) a failed
 	// insert would abort it.
 	coll := s.db.Collection(ParkedCollection)
 	var old parkedDoc
-	if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Decode(&old); err == nil {
+	if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: d.ID}}).Decode(&old); err == nil {
 		if old.Collection == d.Collection || d.Collection == "" || old.Collection == "" {
 			// This build's (a record from before builds were told apart
 			// counts as one): the same record, unless the event now fails
@@ -77,13 +77,13 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 			if old.Replayed != nil || old.Document == d.Document && old.Held == d.Held {
 				return false, nil
 			}
-			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: FieldID, Value: old.ID}}, d); err != nil {
+			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: fieldID, Value: old.ID}}, d); err != nil {
 				return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
 			}
 			return true, nil
 		}
-		d.ID = parkedID(p.Projection, p.Collection+"/"+p.EventID)
-		if err := coll.FindOne(ctx, bson.D{{Key: FieldID, Value: d.ID}}).Err(); err == nil {
+		d.ID = parkedID(p.Projection, p.Collection+"/"+p.ID)
+		if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: d.ID}}).Err(); err == nil {
 			return false, nil
 		} else if !errors.Is(err, mongo.ErrNoDocuments) {
 			return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
@@ -116,8 +116,9 @@ func (s *Store) Parked(ctx context.Context, projection string) ([]projector.Park
 	out := make([]projector.ParkedEvent, len(docs))
 	for i, d := range docs {
 		out[i] = projector.ParkedEvent{
-			Projection: d.Projection, Document: d.Document, Stream: d.Stream, Revision: uint64(d.Revision), Position: uint64(d.Position),
-			EventID: d.EventID, Type: d.Type, Data: d.Data, Metadata: d.Metadata, Created: d.Created,
+			Event: projector.Event{ID: d.EventID, Type: d.Type, StreamID: d.Stream, StreamRevision: uint64(d.Revision),
+				Position: uint64(d.Position), Data: d.Data, Metadata: d.Metadata, Created: d.Created},
+			Projection: d.Projection, Document: d.Document,
 			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held, Collection: d.Collection, Record: d.ID,
 		}
 		if d.Claim != nil {
@@ -179,7 +180,7 @@ func (s *Store) Holds(ctx context.Context, projection, collection, document stri
 // event, not replayed yet, the replay about to write its document.
 func (s *Store) ClaimReplay(ctx context.Context, pe projector.ParkedEvent, c projector.ReplayClaim) error {
 	id := recordID(pe)
-	filter := bson.D{{Key: FieldID, Value: id}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
 	set := bson.D{{Key: "$set", Value: bson.D{{Key: "claim", Value: claimDoc{Before: c.Before, After: c.After, At: time.Now().UTC()}}}}}
 	res, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, filter, set)
 	switch {
@@ -195,7 +196,7 @@ func (s *Store) ClaimReplay(ctx context.Context, pe projector.ParkedEvent, c pro
 // from the parked event when c is the one recorded (by its token after).
 func (s *Store) ReleaseReplay(ctx context.Context, pe projector.ParkedEvent, c projector.ReplayClaim) error {
 	id := recordID(pe)
-	filter := bson.D{{Key: FieldID, Value: id}, {Key: "claim.after", Value: c.After}}
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: "claim.after", Value: c.After}}
 	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: "claim", Value: ""}}}}); err != nil {
 		return fmt.Errorf("mongostore: release the replay of %s: %w", id, err)
 	}
@@ -211,7 +212,7 @@ func (s *Store) Replayed(ctx context.Context, pe projector.ParkedEvent, replayEr
 	if replayErr != nil {
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "error", Value: replayErr.Error()}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}}
 	}
-	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: FieldID, Value: id}}, update); err != nil {
+	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: fieldID, Value: id}}, update); err != nil {
 		return fmt.Errorf("mongostore: mark %s replayed: %w", id, err)
 	}
 	return nil

@@ -29,6 +29,15 @@
 // checkpoint.go), parked events ([projector.Parker], parked.go), the
 // collection a rebuild switches readers to (collections.go), and what the
 // server can do (capabilities.go).
+//
+// # The collections it keeps beside the read models
+//
+// projector_checkpoints (a runner's position, one document per
+// subscription), projector_parked ([ParkedCollection]: the events set aside
+// under the park and hold policies), projector_collections (the collection
+// each projection's readers use, switched by a rebuild), projector_leases
+// (which process runs each projection) and projector_inbox_<projection> (the
+// inbox strategy's handled events).
 package mongostore
 
 import (
@@ -55,15 +64,15 @@ import (
 
 // Field names the engine owns in every document.
 const (
-	FieldID       = "_id"
+	fieldID       = "_id"
 	FieldRevision = "revision"
 	// FieldStream holds the stream that feeds a document under the revision
 	// gate: an event of another stream is refused, not counted a duplicate.
 	FieldStream = "_stream"
-	// FieldWrite holds a token only the write that set it knows: when a
+	// fieldWrite holds a token only the write that set it knows: when a
 	// bulk write's replace seems to miss, the store reads it back to tell its
 	// own write from another writer's at the same revision.
-	FieldWrite = "_write"
+	fieldWrite = "_write"
 	// FieldDeleted is true on a document whose stream was deleted, kept for
 	// its readers (the projection's [projector.MarkDeleted] policy).
 	FieldDeleted = "_deleted"
@@ -96,7 +105,7 @@ var (
 // the caller's.
 func New(db *mongo.Database, opts ...Option) *Store {
 	s := &Store{db: db}
-	WithDocumentCache(DefaultDocumentCache)(s)
+	WithDocumentCache(defaultDocumentCache)(s)
 	for _, o := range opts {
 		o(s)
 	}
@@ -119,7 +128,7 @@ func (s *Store) Close(ctx context.Context) error {
 func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
 	opts := options.FindOne()
 	if state == nil {
-		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: FieldWrite, Value: 1}})
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: fieldWrite, Value: 1}})
 	}
 	raw, found, err := s.findIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(minRevision), atLeast: true}, opts)
 	if err != nil {
@@ -225,8 +234,8 @@ func rawDocument(id string, head driver.Head, state any) (bson.Raw, error) {
 
 // ownFields are the engine's fields of a gated document.
 func ownFields(id string, head driver.Head) []bson.E {
-	owned := []bson.E{{Key: FieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
-		{Key: FieldStream, Value: head.Stream}, {Key: FieldWrite, Value: cmp.Or(head.Write, writeToken())}}
+	owned := []bson.E{{Key: fieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
+		{Key: FieldStream, Value: head.Stream}, {Key: fieldWrite, Value: cmp.Or(head.Write, writeToken())}}
 	if head.Deleted {
 		owned = append(owned, bson.E{Key: FieldDeleted, Value: true})
 	}
@@ -304,7 +313,7 @@ func headOf(raw bson.Raw) (driver.Head, error) {
 	}
 	stream, _ := raw.Lookup(FieldStream).StringValueOK()
 	deleted, _ := raw.Lookup(FieldDeleted).BooleanOK()
-	write, _ := raw.Lookup(FieldWrite).StringValueOK()
+	write, _ := raw.Lookup(fieldWrite).StringValueOK()
 	return driver.Head{Revision: rev, Stream: stream, Deleted: deleted, Write: write}, nil
 }
 

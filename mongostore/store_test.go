@@ -193,8 +193,8 @@ func TestPrepareHolds_creates_the_index_of_the_held_lookups_and_Held_writes_noth
 		t.Fatal(err)
 	}
 	for i, d := range []string{"a", "a", "b"} {
-		pe := projector.ParkedEvent{Projection: "p", Document: d, Stream: "s-" + d, Revision: uint64(i), EventID: "e" + string(rune('0'+i)),
-			Type: "T", Data: []byte(`{}`), ParkedAt: time.Now(), Held: true, Collection: "c"}
+		pe := projector.ParkedEvent{Projection: "p", Document: d, Event: projector.Event{StreamID: "s-" + d, StreamRevision: uint64(i),
+			ID: "e" + string(rune('0'+i)), Type: "T", Data: []byte(`{}`)}, ParkedAt: time.Now(), Held: true, Collection: "c"}
 		if recorded, err := s.Park(ctx, pe); err != nil || !recorded {
 			t.Fatalf("recorded %v: %v", recorded, err)
 		}

@@ -601,12 +601,12 @@ func TestHandleBatch_a_deletion_record_costs_its_streams_document_only(t *testin
 		if round == 1 {
 			// d3 is deleted after its first two events; its later ones
 			// never come.
-			batch = append(batch, projector.Event{ID: "t-d3", Type: projector.TypeStreamDeleted, StreamID: cart.StreamID("d3"),
+			batch = append(batch, projector.Event{ID: "t-d3", Type: "$streamDeleted", StreamID: cart.StreamID("d3"),
 				StreamRevision: math.MaxInt64, Position: 10_000, Created: t0})
 		}
 	}
 	batch = slices.DeleteFunc(batch, func(ev projector.Event) bool {
-		return ev.StreamID == cart.StreamID("d3") && ev.Type != projector.TypeStreamDeleted && ev.StreamRevision >= 2
+		return ev.StreamID == cart.StreamID("d3") && ev.Type != "$streamDeleted" && ev.StreamRevision >= 2
 	})
 	for i, rs := range e.HandleBatch(context.Background(), batch) {
 		for _, res := range rs {

@@ -45,10 +45,10 @@ func (d DeletionPolicy) String() string {
 
 // Types of the records a node writes for a deleted stream.
 const (
-	// TypeStreamDeleted is the event a tombstone writes in the stream.
-	TypeStreamDeleted = "$streamDeleted"
-	// TypeMetadata is the event of a stream's metadata, in "$$<stream>".
-	TypeMetadata = "$metadata"
+	// typeStreamDeleted is the event a tombstone writes in the stream.
+	typeStreamDeleted = "$streamDeleted"
+	// typeMetadata is the event of a stream's metadata, in "$$<stream>".
+	typeMetadata = "$metadata"
 )
 
 // deletion is the stream a deletion record deletes.
@@ -63,9 +63,9 @@ type deletion struct {
 // $maxAge) is not a deletion.
 func deletionOf(ev Event) (deletion, bool) {
 	switch {
-	case ev.Type == TypeStreamDeleted:
+	case ev.Type == typeStreamDeleted:
 		return deletion{stream: ev.StreamID, tombstone: true}, true
-	case ev.Type == TypeMetadata && strings.HasPrefix(ev.StreamID, "$$"):
+	case ev.Type == typeMetadata && strings.HasPrefix(ev.StreamID, "$$"):
 		var m struct {
 			TruncateBefore *uint64 `json:"$tb"`
 		}
@@ -80,7 +80,7 @@ func deletionOf(ev Event) (deletion, bool) {
 // isDeletionRecord reports whether ev is a node's record about a stream
 // (a tombstone or stream metadata): never an event of a projection's own.
 func isDeletionRecord(ev Event) bool {
-	return ev.Type == TypeStreamDeleted || (ev.Type == TypeMetadata && strings.HasPrefix(ev.StreamID, "$$"))
+	return ev.Type == typeStreamDeleted || (ev.Type == typeMetadata && strings.HasPrefix(ev.StreamID, "$$"))
 }
 
 // handleRecord handles a node's record about a stream: for a deletion, each

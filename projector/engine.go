@@ -112,9 +112,9 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	}
 	e.history, _ = e.streams.(StreamHistory)
 	e.tracer = tracerOf(e.tracerProvider)
-	e.known = newKnown(cmp.Or(e.knownSize, DefaultKnownDocuments))
+	e.known = newKnown(cmp.Or(e.knownSize, defaultKnownDocuments))
 	e.holds = newHolds()
-	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, DefaultKnownDocuments), 1))
+	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
@@ -178,7 +178,7 @@ func (e *Engine) checkPolicies() error {
 		if err := check(pol); err != nil {
 			return err
 		}
-		if err := CheckFailurePolicy(p, pol); err != nil {
+		if err := checkFailurePolicy(p, pol); err != nil {
 			return err
 		}
 		e.policies[p.Name()] = pol
@@ -186,12 +186,10 @@ func (e *Engine) checkPolicies() error {
 	return nil
 }
 
-// CheckFailurePolicy reports whether projection p can run under failure
-// policy pol, the engine's ([WithFailurePolicy]; p's own, set with
-// [Projection.OnFailure], wins): the rule [NewEngine] applies, for a command
-// line to check before it connects to anything. Where the engine records
-// parked or held events is checked by NewEngine only.
-func CheckFailurePolicy(p Definition, pol FailurePolicy) error {
+// checkFailurePolicy reports whether projection p can run under failure
+// policy pol, the engine's (p's own wins): the rule [NewEngine] applies
+// ([Check]).
+func checkFailurePolicy(p Definition, pol FailurePolicy) error {
 	if own, ok := p.failurePolicy(); ok {
 		pol = own
 	}
@@ -240,12 +238,9 @@ func (e *Engine) Prepare(ctx context.Context) error {
 	return nil
 }
 
-// Projections returns the projections the engine runs.
-func (e *Engine) Projections() []Definition { return e.projections }
-
-// InFlight returns how many events, summed over projections, are being
+// inFlight returns how many events, summed over projections, are being
 // handled now, queued or waiting included.
-func (e *Engine) InFlight() int { return e.queue.inFlight() }
+func (e *Engine) inFlight() int { return e.queue.inFlight() }
 
 // Handle applies ev to every projection that wants it and returns one result
 // per such projection. The error joins the errors of the failed results

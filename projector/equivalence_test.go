@@ -245,7 +245,7 @@ func rawDocuments(t *testing.T, s *mongostore.Store, coll string) map[string]bso
 	}
 	out := map[string]bson.M{}
 	for _, d := range docs {
-		delete(d, mongostore.FieldWrite)
+		delete(d, "_write")
 		out[fmt.Sprint(d["_id"])] = d
 	}
 	return out

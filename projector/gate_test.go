@@ -227,7 +227,7 @@ func TestGate_a_predecessor_that_never_arrives_fails_within_the_policy(t *testin
 	}
 	var minWait time.Duration
 	for _, w := range p.Schedule(0) {
-		minWait += w.Min
+		minWait += time.Duration(float64(w) * (1 - p.Jitter))
 	}
 	// The waits are bounded by the policy; the reads between them get a few seconds.
 	if took < minWait || took > p.MaxWait()+5*time.Second {

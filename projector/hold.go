@@ -238,9 +238,9 @@ func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, erro
 
 // parkedOf is the record of ev failing in document t.
 func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
+	ev.Payload = nil
 	return ParkedEvent{
-		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: ev.StreamRevision, Position: ev.Position,
-		EventID: ev.ID, Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata, Created: ev.Created,
+		Event: ev, Projection: t.p.Name(), Document: t.id,
 		Error: cause.Error(), Attempts: attempts, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),
 	}
 }
@@ -283,7 +283,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 	_, gated := e.keeperOf(p).(streamRevision)
 	slices.SortStableFunc(events, func(a, b ParkedEvent) int {
 		if gated {
-			return cmp.Compare(a.Revision, b.Revision)
+			return cmp.Compare(a.StreamRevision, b.StreamRevision)
 		}
 		return cmp.Compare(a.Position, b.Position)
 	})
@@ -292,14 +292,14 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
 			return out
 		}
-		ev, err := e.registry.Decode(pe.Event())
+		ev, err := e.registry.Decode(pe.Event)
 		t := target{p, pe.Document}
 		var r Result
 		switch {
 		case pe.Collection != "" && pe.Collection != p.Collection():
-			r = e.fail(t, pe.Event(), permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
+			r = e.fail(t, pe.Event, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 		case err != nil:
-			r = e.fail(t, pe.Event(), permanent(err))
+			r = e.fail(t, pe.Event, permanent(err))
 		default:
 			// Through the gate, not held again: its failure is this
 			// replay's.
@@ -312,7 +312,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		if r.Outcome != Applied && r.Outcome != Duplicate {
 			out.Left, out.Err = events[i:], r.Err
 			if out.Err == nil {
-				out.Err = fmt.Errorf("event %s@%d: %v", pe.Stream, pe.Revision, r.Outcome)
+				out.Err = fmt.Errorf("event %s@%d: %v", pe.StreamID, pe.StreamRevision, r.Outcome)
 			}
 			return out
 		}

@@ -164,7 +164,7 @@ func TestHold_a_poison_event_holds_its_document_only_and_replay_brings_it_to_the
 			records := heldRecords(t, s, poisoned)
 			var revs []uint64
 			for _, pe := range records {
-				revs = append(revs, pe.Revision)
+				revs = append(revs, pe.StreamRevision)
 			}
 			slices.Sort(revs)
 			if want := []uint64{2, 3, 4, 5, 6}; !slices.Equal(revs, want) {

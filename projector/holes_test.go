@@ -271,13 +271,13 @@ func TestHole_a_stream_deleted_and_written_again_starts_its_document_over(t *tes
 // deleted stream, delivered again, do not bring it back as a hole.
 func TestDeletion_records_apply_the_projections_deletion_policy(t *testing.T) {
 	tombstone := func(stream string) projector.Event {
-		return projector.Event{ID: "t-" + stream, Type: projector.TypeStreamDeleted, StreamID: stream, StreamRevision: math.MaxInt64, Position: 1000, Created: t0}
+		return projector.Event{ID: "t-" + stream, Type: "$streamDeleted", StreamID: stream, StreamRevision: math.MaxInt64, Position: 1000, Created: t0}
 	}
 	softDelete := func(stream string) projector.Event {
-		return projector.Event{ID: "m-" + stream, Type: projector.TypeMetadata, StreamID: "$$" + stream, StreamRevision: 0, Position: 1001,
+		return projector.Event{ID: "m-" + stream, Type: "$metadata", StreamID: "$$" + stream, StreamRevision: 0, Position: 1001,
 			Data: []byte(`{"$tb":9223372036854775807}`), Created: t0}
 	}
-	truncate := projector.Event{ID: "m-trunc", Type: projector.TypeMetadata, StreamID: "$$" + cart.StreamID("e"), Position: 1002, Data: []byte(`{"$maxCount":2}`), Created: t0}
+	truncate := projector.Event{ID: "m-trunc", Type: "$metadata", StreamID: "$$" + cart.StreamID("e"), Position: 1002, Data: []byte(`{"$maxCount":2}`), Created: t0}
 	for _, policy := range []projector.DeletionPolicy{projector.KeepDocument, projector.MarkDeleted, projector.RemoveDocument} {
 		for _, batched := range []bool{false, true} {
 			name := policy.String()

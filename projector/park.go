@@ -13,12 +13,9 @@ import (
 // set aside under the [Park] policy, with why: what an operator looks at, and
 // what [Engine.Replay] applies once the projection is fixed.
 type ParkedEvent struct {
+	// Event is the event as it was read, without its Payload.
+	Event
 	Projection, Document string
-	Stream               string
-	Revision, Position   uint64
-	EventID, Type        string
-	Data, Metadata       []byte
-	Created              time.Time
 	// Error is why it failed; Attempts how many times it was tried.
 	Error    string
 	Attempts int
@@ -74,12 +71,6 @@ var ErrReplayUncertain = errors.New("an earlier replay of this event was cut sho
 	"mark the record replayed (set replayedAt on it in projector_parked)")
 
 func (e *Engine) claimer() ReplayClaimer { c, _ := e.parker.(ReplayClaimer); return c }
-
-// Event returns the parked event as the engine handles it.
-func (p ParkedEvent) Event() Event {
-	return Event{ID: p.EventID, Type: p.Type, StreamID: p.Stream, StreamRevision: p.Revision,
-		Position: p.Position, Data: p.Data, Metadata: p.Metadata, Created: p.Created}
-}
 
 // Parker records parked events: mongostore keeps them in a collection.
 type Parker interface {
@@ -161,8 +152,9 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		return nil
 	}
 	_, err := e.parker.Park(ctx, ParkedEvent{
-		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID, Revision: h.from, Position: ev.Position,
-		EventID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
+		Event: Event{ID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
+			StreamID: ev.StreamID, StreamRevision: h.from, Position: ev.Position},
+		Projection: t.p.Name(), Document: t.id,
 		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),
 	})
 	if err != nil {
@@ -200,7 +192,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 			p = d
 		}
 	}
-	ev := pe.Event()
+	ev := pe.Event
 	if p == nil {
 		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}
 	}

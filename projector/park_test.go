@@ -74,7 +74,7 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 		t.Fatalf("parked %v %v", parked, err)
 	}
 	pe := parked[0]
-	if pe.EventID != evs[2].ID || pe.Revision != 2 || pe.Document != "k1" || !strings.Contains(pe.Error, "panicked") || pe.Attempts < 1 {
+	if pe.ID != evs[2].ID || pe.StreamRevision != 2 || pe.Document != "k1" || !strings.Contains(pe.Error, "panicked") || pe.Attempts < 1 {
 		t.Fatalf("parked record %+v", pe)
 	}
 	// Delivered again, it is a duplicate, not parked twice.

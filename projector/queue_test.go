@@ -71,7 +71,7 @@ func TestGate_events_queued_behind_a_missing_predecessor_wait_once_and_fail_toge
 	for rev := 4; rev <= 6; rev++ {
 		start(rev)
 	}
-	waitFor(t, "4 events in flight", func() bool { return e.InFlight() == 4 })
+	waitFor(t, "4 events in flight", func() bool { return projector.InFlight(e) == 4 })
 	began := time.Now()
 	close(store.release)
 	wg.Wait()
@@ -99,7 +99,7 @@ func TestGate_events_queued_behind_a_missing_predecessor_wait_once_and_fail_toge
 	if took > 2*p.MaxWait()+5*time.Second {
 		t.Fatalf("took %v, the policy waits at most %v", took, p.MaxWait())
 	}
-	if e.InFlight() != 0 {
-		t.Fatalf("%d events still in flight", e.InFlight())
+	if projector.InFlight(e) != 0 {
+		t.Fatalf("%d events still in flight", projector.InFlight(e))
 	}
 }

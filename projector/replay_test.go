@@ -38,7 +38,7 @@ func parkPoison(t *testing.T, strategy projector.Strategy) (*mongostore.Store, *
 		}
 	}
 	parked, err := s.Parked(ctx, "trail")
-	if err != nil || len(parked) != 1 || parked[0].Revision != 2 {
+	if err != nil || len(parked) != 1 || parked[0].StreamRevision != 2 {
 		t.Fatalf("parked %+v (%v), want the poison event", parked, err)
 	}
 	broken.Store(false)

@@ -149,14 +149,14 @@ func TestRoute_an_event_the_projection_cannot_route_goes_through_the_failure_pol
 				}
 				for _, pe := range parked {
 					if pe.Document != "" {
-						t.Errorf("parked %s with document %q", pe.EventID, pe.Document)
+						t.Errorf("parked %s with document %q", pe.ID, pe.Document)
 					}
 					if r := re.Replay(context.Background(), pe); r.Outcome != projector.Applied || r.Document != "d2" {
-						t.Errorf("replay of %s: %v %v into %q", pe.EventID, r.Outcome, r.Err, r.Document)
+						t.Errorf("replay of %s: %v %v into %q", pe.ID, r.Outcome, r.Err, r.Document)
 					}
 					// Replayed twice: the document has it; not applied again.
 					if r := re.Replay(context.Background(), pe); r.Outcome != projector.Applied {
-						t.Errorf("second replay of %s: %v %v", pe.EventID, r.Outcome, r.Err)
+						t.Errorf("second replay of %s: %v %v", pe.ID, r.Outcome, r.Err)
 					}
 				}
 				var d2 cart.ClientSummary

@@ -143,7 +143,7 @@ func TestRoutedAway_an_event_of_a_revision_map_stream_routed_elsewhere_goes_thro
 					}
 				}
 				switch {
-				case policy == projector.Park && (len(parked) != 1 || parked[0].EventID != delivered[2].ID || !strings.Contains(parked[0].Error, c.is.Error())):
+				case policy == projector.Park && (len(parked) != 1 || parked[0].ID != delivered[2].ID || !strings.Contains(parked[0].Error, c.is.Error())):
 					t.Errorf("under park, want the bad event parked once: %+v", parked)
 				case policy == projector.Skip && len(parked) != 0:
 					t.Errorf("parked under skip: %+v", parked)
@@ -307,7 +307,7 @@ func TestRoutedAway_the_client_summary_traps_through_a_runner(t *testing.T) {
 			}
 			ids := map[string]int{}
 			for _, pe := range parked {
-				ids[pe.EventID]++
+				ids[pe.ID]++
 			}
 			want := map[string]int{}
 			if policy == projector.Park {

@@ -131,16 +131,32 @@ func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes 
 // starts stopping, and its event is left for the next run.
 func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }
 
-// CheckSource reports whether projection p, under failure policy pol (the
-// engine's; p's own wins), can run from a source that delivers the log in
-// order to one consumer ([OrderedSource]; a catch-up subscription) or not (a
-// persistent subscription group), with workers workers: the rule [NewRunner]
-// applies, for a command line to check before it connects to anything.
+// Check reports, before anything connects, what [NewEngine] and [NewRunner]
+// would refuse of projection p run under failure policy pol (the engine's,
+// [WithFailurePolicy]; p's own, set with [Projection.OnFailure], wins), from
+// a source that delivers the log in order to one consumer ([OrderedSource]; a
+// catch-up subscription) or not (a persistent subscription group), with the
+// runner options opts. A command line checks its flags with it.
 //
 // The global-position strategy needs an ordered source and one worker; the
 // [Hold] policy needs an ordered source, since in a group a consumer cannot
-// know that another holds a document.
-func CheckSource(p Definition, pol FailurePolicy, ordered bool, workers int) error {
+// know that another holds a document, and a strategy that keeps the
+// document's revision. Where the engine records parked or held events is
+// checked by NewEngine only.
+func Check(p Definition, pol FailurePolicy, ordered bool, opts ...RunnerOption) error {
+	r := newRunner(opts)
+	if err := r.checkSettings(); err != nil {
+		return fmt.Errorf("projector: projection %q: runner: %w", p.Name(), err)
+	}
+	if err := checkFailurePolicy(p, pol); err != nil {
+		return err
+	}
+	return checkSource(p, pol, ordered, r.workers)
+}
+
+// checkSource reports whether projection p, under failure policy pol, can
+// run from an ordered source or not, with workers workers ([Check]).
+func checkSource(p Definition, pol FailurePolicy, ordered bool, workers int) error {
 	if own, ok := p.failurePolicy(); ok {
 		pol = own
 	}
@@ -178,7 +194,7 @@ func DefaultReconnect() retry.Policy {
 // be nil for a source that keeps its own position (a persistent
 // subscription). It logs with the engine's logger. It refuses settings that
 // cannot work, and a projection that needs what the source does not give
-// ([CheckSource]: the log in order, one worker).
+// ([Check]: the log in order, one worker).
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
 	r := newRunner(opts)
 	r.name, r.engine, r.source, r.checkpoints = name, engine, source, checkpoints
@@ -194,7 +210,7 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	o, ok := source.(OrderedSource)
 	ordered := ok && o.Ordered()
 	for _, p := range engine.projections {
-		if err := CheckSource(p, engine.policyOf(p), ordered, r.workers); err != nil {
+		if err := checkSource(p, engine.policyOf(p), ordered, r.workers); err != nil {
 			return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 		}
 	}
@@ -250,16 +266,6 @@ func (r *Runner) checkSettings() error {
 	}
 	if err := r.reconnect.Validate(); err != nil {
 		return fmt.Errorf("reconnect: %w", err)
-	}
-	return nil
-}
-
-// CheckRunnerOptions reports, without building a runner, options that
-// [NewRunner] would refuse: what a command line checks before it connects
-// to anything.
-func CheckRunnerOptions(opts ...RunnerOption) error {
-	if err := newRunner(opts).checkSettings(); err != nil {
-		return fmt.Errorf("projector: runner: %w", err)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ type Source interface {
 // subscription group does not). A runner runs a projection whose strategy
 // needs the log in order ([Strategy.NeedsOrderedSource]) only from a source
 // that says so, with one worker, and a projection under the [Hold] policy
-// only from a source that says so ([CheckSource]). A source that wraps
+// only from a source that says so ([Check]). A source that wraps
 // another passes Ordered through.
 type OrderedSource interface {
 	Source

@@ -9,20 +9,20 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-// DefaultInboxRetention is how long the inbox keeps a handled event's record
+// defaultInboxRetention is how long the inbox keeps a handled event's record
 // by default: longer than any redelivery the projector can see (a checkpoint
 // interval, a resubscription after a ten-minute outage, a persistent group's
 // message timeout and retries), with a wide margin.
-const DefaultInboxRetention = 24 * time.Hour
+const defaultInboxRetention = 24 * time.Hour
 
 // Inbox records each handled event in an inbox collection keyed by
 // (projection, event id), in the same transaction as the change; a duplicate
 // hits the key and is discarded. Records go after retention (a TTL index;
-// 0 means [DefaultInboxRetention]). It needs multi-document transactions (a
+// 0 means 24 hours). It needs multi-document transactions (a
 // MongoDB replica set); without them the engine fails at start-up.
 func Inbox(retention time.Duration) Strategy {
 	if retention <= 0 {
-		retention = DefaultInboxRetention
+		retention = defaultInboxRetention
 	}
 	return Strategy{inbox{retention: retention}}
 }

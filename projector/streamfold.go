@@ -30,13 +30,13 @@ type StreamHistory interface {
 // the read early without an error.
 var ErrStopRead = errors.New("stop reading")
 
-// DefaultKnownDocuments is how many documents' written revisions an engine
+// defaultKnownDocuments is how many documents' written revisions an engine
 // remembers (see [StreamHistory]); about 100 bytes each.
-const DefaultKnownDocuments = 1 << 16
+const defaultKnownDocuments = 1 << 16
 
 // WithKnownDocuments sets how many documents' written revisions (and the
 // stretches of their streams the folds read) the engine remembers
-// ([DefaultKnownDocuments] by default): the memory of stream folds is
+// (65,536 by default, about 100 bytes each): the memory of stream folds is
 // bounded by it, not by the number of documents. A document it forgot has
 // the catch-up's later events of its stream read and decoded again, and
 // counted as duplicates.

@@ -456,7 +456,7 @@ func TestTieStreams_a_stream_that_cannot_be_read_is_not_the_events_fault(t *test
 		t.Fatalf("an event before the stream's first routed one: %+v", rs)
 	}
 	parked, err := s.Parked(ctx, "kanban_boards")
-	if err != nil || len(parked) != 1 || parked[0].EventID != early[0].ID {
+	if err != nil || len(parked) != 1 || parked[0].ID != early[0].ID {
 		t.Fatalf("parked %+v (%v), want the early event only", parked, err)
 	}
 }

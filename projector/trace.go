@@ -169,7 +169,7 @@ func (e *Engine) tracing() bool {
 // off is the span of what is not traced.
 var off = trace.SpanFromContext(context.Background())
 
-// Keys of the trace context in an event's metadata (a JSON object). The W3C
+// Keys of the trace context in an event's metadata (a JSON object, see [MetadataContext]). The W3C
 // ones are those of the traceparent and tracestate headers. The others are
 // the convention of the Kurrent (EventStoreDB) clients: the .NET client
 // writes the trace id and the span id of the appending activity, as
@@ -181,10 +181,10 @@ var off = trace.SpanFromContext(context.Background())
 // ExtractTracingMetadata), and TracingConstants.Metadata in
 // EventStore/EventStore-Client-Dotnet.
 const (
-	MetaTraceParent = "traceparent"
-	MetaTraceState  = "tracestate"
-	MetaTraceID     = "$traceId"
-	MetaSpanID      = "$spanId"
+	metaTraceParent = "traceparent"
+	metaTraceState  = "tracestate"
+	metaTraceID     = "$traceId"
+	metaSpanID      = "$spanId"
 )
 
 // traceMeta is what the engine reads of an event's metadata for tracing.
@@ -210,12 +210,12 @@ type traceMeta struct {
 // repeats, and matches its spelling without regard to case. Writers put
 // the keys once, at the top level, where both agree.
 func MetadataContext(metadata []byte) trace.SpanContext {
-	tp, ok := scanTraceKey(metadata, MetaTraceParent)
+	tp, ok := scanTraceKey(metadata, metaTraceParent)
 	if !ok {
 		return metadataContextJSON(metadata)
 	}
 	if tp != nil {
-		ts, ok := scanTraceKey(metadata, MetaTraceState)
+		ts, ok := scanTraceKey(metadata, metaTraceState)
 		if !ok {
 			return metadataContextJSON(metadata)
 		}
@@ -224,8 +224,8 @@ func MetadataContext(metadata []byte) trace.SpanContext {
 		}
 	}
 	// The Kurrent keys are read only without a valid traceparent.
-	tid, ok1 := scanTraceKey(metadata, MetaTraceID)
-	sid, ok2 := scanTraceKey(metadata, MetaSpanID)
+	tid, ok1 := scanTraceKey(metadata, metaTraceID)
+	sid, ok2 := scanTraceKey(metadata, metaSpanID)
 	if !ok1 || !ok2 {
 		return metadataContextJSON(metadata)
 	}

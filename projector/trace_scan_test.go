@@ -27,7 +27,7 @@ func flatObject(b []byte) bool {
 			return false
 		}
 		seen[key] = true
-		for _, k := range []string{MetaTraceParent, MetaTraceState, MetaTraceID, MetaSpanID} {
+		for _, k := range []string{metaTraceParent, metaTraceState, metaTraceID, metaSpanID} {
 			if strings.EqualFold(key, k) && key != k {
 				return false
 			}

@@ -23,15 +23,15 @@ func ExamplePolicy_Schedule() {
 		return
 	}
 	for i, w := range p.Schedule(0) {
-		fmt.Printf("retry %d: %v (%v..%v)\n", i+1, w.Nominal, w.Min.Round(time.Millisecond), w.Max.Round(time.Millisecond))
+		fmt.Printf("retry %d: %v (±20%%)\n", i+1, w)
 	}
 	fmt.Println("longest total wait:", p.MaxWait().Round(time.Millisecond))
 	// Output:
-	// retry 1: 50ms (40ms..60ms)
-	// retry 2: 150ms (120ms..180ms)
-	// retry 3: 450ms (360ms..540ms)
-	// retry 4: 1s (800ms..1.2s)
-	// retry 5: 1s (800ms..1.2s)
+	// retry 1: 50ms (±20%)
+	// retry 2: 150ms (±20%)
+	// retry 3: 450ms (±20%)
+	// retry 4: 1s (±20%)
+	// retry 5: 1s (±20%)
 	// longest total wait: 3.18s
 }
 

@@ -83,31 +83,41 @@ func (p Policy) Validate() error {
 	return nil
 }
 
-// Window is the range one wait is drawn from.
-type Window struct {
-	Nominal, Min, Max time.Duration
+// Schedule lists the nominal waits before each retry as the policy sets them,
+// up to n retries (n <= 0: MaxRetries, or 20 when the count is unlimited).
+// Each wait is drawn within Jitter of its nominal value (0.5: from half to
+// one and a half times it). It ignores MaxElapsed, which can only cut the
+// list short.
+func (p Policy) Schedule(n int) []time.Duration {
+	ws := p.windows(n)
+	out := make([]time.Duration, len(ws))
+	for i, w := range ws {
+		out[i] = w.nominal
+	}
+	return out
 }
 
-// Schedule lists the waits before each retry as the policy sets them, up to n
-// retries (n <= 0: MaxRetries, or 20 when the count is unlimited). It ignores
-// MaxElapsed, which can only cut the list short.
-func (p Policy) Schedule(n int) []Window {
+// window is the range one wait is drawn from.
+type window struct{ nominal, min, max time.Duration }
+
+// windows is [Policy.Schedule] with the range of each wait.
+func (p Policy) windows(n int) []window {
 	if n <= 0 {
 		n = p.MaxRetries
 		if n < 0 {
 			n = 20
 		}
 	}
-	out := make([]Window, 0, n)
+	out := make([]window, 0, n)
 	cur := p.InitialDelay
 	for range n {
-		w := Window{Nominal: cur, Min: cur, Max: cur}
+		w := window{nominal: cur, min: cur, max: cur}
 		if p.Jitter > 0 {
 			// The same arithmetic as backoff/v4, whose draw can land one
 			// nanosecond past the band.
 			delta := p.Jitter * float64(cur)
-			w.Min = time.Duration(float64(cur) - delta)
-			w.Max = time.Duration(float64(cur)+delta) + 1
+			w.min = time.Duration(float64(cur) - delta)
+			w.max = time.Duration(float64(cur)+delta) + 1
 		}
 		out = append(out, w)
 		if float64(cur) >= float64(p.MaxDelay)/p.Multiplier {
@@ -126,8 +136,8 @@ func (p Policy) Schedule(n int) []Window {
 func (p Policy) MaxWait() time.Duration {
 	var total time.Duration
 	if p.MaxRetries >= 0 {
-		for _, w := range p.Schedule(p.MaxRetries) {
-			total += w.Max
+		for _, w := range p.windows(p.MaxRetries) {
+			total += w.max
 		}
 	}
 	if p.MaxElapsed > 0 && (p.MaxRetries < 0 || total > p.MaxElapsed) {

@@ -32,7 +32,7 @@ type Client struct {
 // projector's user calls an adapter's Dial instead.
 func NewClient(uri string, d neutral.Driver) *Client {
 	pkg, server := d.Names()
-	c := &Client{driver: d, pkg: pkg, server: server, uri: Redact(uri)}
+	c := &Client{driver: d, pkg: pkg, server: server, uri: neutral.Redact(uri)}
 	c.conn = neutral.NewConn(neutral.ConnConfig[neutral.Session]{
 		Package: pkg, Server: server, URI: c.uri,
 		New:           d.Open,
@@ -46,10 +46,6 @@ func NewClient(uri string, d neutral.Driver) *Client {
 // Rebuilt returns how many times the official client was replaced after it
 // closed itself or stopped answering.
 func (c *Client) Rebuilt() int { return c.conn.Rebuilt() }
-
-// Redact returns uri with its password replaced by "xxxxx" (any scheme; see
-// [neutral.Redact]).
-func Redact(uri string) string { return neutral.Redact(uri) }
 
 func (c *Client) String() string { return c.uri }
 

@@ -110,7 +110,7 @@ func (x benchExpected) wrong(ctx context.Context, db *mongo.Database) int {
 	defer cur.Close(ctx)
 	seen, wrong := 0, 0
 	for cur.Next(ctx) {
-		id, _ := cur.Current.Lookup(mongostore.FieldID).StringValueOK()
+		id, _ := cur.Current.Lookup("_id").StringValueOK()
 		want, ok := x.docs[id]
 		if !ok {
 			wrong++
@@ -158,7 +158,7 @@ func (x benchExpected) floor(ctx context.Context, db *mongo.Database) error {
 		if err != nil {
 			return err
 		}
-		doc := bson.D{{Key: mongostore.FieldID, Value: id}}
+		doc := bson.D{{Key: "_id", Value: id}}
 		if x.model.revisions {
 			evs := x.lives[id]
 			doc = append(doc, bson.E{Key: mongostore.FieldRevision, Value: int64(evs[len(evs)-1].StreamRevision)})

@@ -15,6 +15,7 @@ import (
 	"github.com/revgate/projector/app/embedmongo"
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
@@ -211,7 +212,7 @@ func (c *demoCommand) startServers(ctx context.Context) error {
 func (c *demoCommand) printHeader() {
 	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
 		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
-	fmt.Fprintf(c.stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", c.es.Addr(), c.opened.Where(), subscription.Redact(c.opened.URI), c.database)
+	fmt.Fprintf(c.stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", c.es.Addr(), c.opened.Where(), neutral.Redact(c.opened.URI), c.database)
 }
 
 // buildPaths builds the two paths the demo projects the carts on; the
@@ -338,7 +339,7 @@ func (c *demoCommand) holdServers(ctx context.Context) {
 	// The faults were the demo's: what runs against the servers now
 	// gets each event once.
 	c.es.DuplicateDeliveries(0)
-	esdbURI, mongo := subscription.Redact(c.es.URI()), subscription.Redact(c.opened.URI)
+	esdbURI, mongo := neutral.Redact(c.es.URI()), neutral.Redact(c.opened.URI)
 	fmt.Fprintf(c.stdout, "holding the servers up, without the demo's faults; Ctrl-C to stop. Point projector commands, or your own binary, at them\n"+
 		"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names):\n"+
 		"  projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+

@@ -207,7 +207,7 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 	parked, err := store.Parked(context.Background(), cart.DetailsName)
 	builds := map[string]bool{}
 	for _, pe := range parked {
-		if pe.Stream != cart.StreamID(id) || pe.Revision != 5 {
+		if pe.StreamID != cart.StreamID(id) || pe.StreamRevision != 5 {
 			t.Fatalf("parked %+v, want only the ghost removal", pe)
 		}
 		builds[pe.Collection] = true

@@ -655,7 +655,7 @@ func TestRun_a_cart_event_without_its_client_goes_through_the_failure_policy(t *
 				}
 			}
 			parked, err := store.Parked(context.Background(), cart.ClientSummaryName)
-			if err != nil || (policy == "park") != (len(parked) == 1) || (len(parked) == 1 && (parked[0].Document != "" || parked[0].Revision != uint64(len(carts["cart001"])-1))) {
+			if err != nil || (policy == "park") != (len(parked) == 1) || (len(parked) == 1 && (parked[0].Document != "" || parked[0].StreamRevision != uint64(len(carts["cart001"])-1))) {
 				t.Fatalf("parked under %s: %+v (%v)", policy, parked, err)
 			}
 			if policy == "park" {

@@ -114,7 +114,7 @@ func TestRun_one_undecodable_event_is_parked_and_costs_its_document_only(t *test
 	l.check(t, store, cart.DetailsName, cart.ClientSummaryName)
 	for _, name := range []string{cart.DetailsName, cart.ClientSummaryName} {
 		parked, err := store.Parked(context.Background(), name)
-		if err != nil || len(parked) != 1 || parked[0].EventID != l.bad || parked[0].Stream != cart.StreamID(l.badCart) {
+		if err != nil || len(parked) != 1 || parked[0].ID != l.bad || parked[0].StreamID != cart.StreamID(l.badCart) {
 			t.Fatalf("parked in %s: %+v (%v), want the bad event once", name, parked, err)
 		}
 	}

@@ -10,8 +10,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/revgate/projector/projector"
 )
 
 // Tracing of the write side: each command is a span, cart.command (a
@@ -82,7 +80,7 @@ func withTrace(ctx context.Context, m Metadata) Metadata {
 	}
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
-	m.TraceParent, m.TraceState = carrier.Get(projector.MetaTraceParent), carrier.Get(projector.MetaTraceState)
+	m.TraceParent, m.TraceState = carrier.Get("traceparent"), carrier.Get("tracestate")
 	m.TraceID, m.SpanID = sc.TraceID().String(), sc.SpanID().String()
 	return m
 }

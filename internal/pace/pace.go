@@ -55,7 +55,7 @@ func (c *Pacer) Wait(ctx context.Context) error {
 	if c.p.MaxElapsed > 0 && time.Since(c.since) > c.p.MaxElapsed {
 		return ErrExhausted
 	}
-	t := time.NewTimer(c.p.Schedule(c.n)[c.n-1].Nominal)
+	t := time.NewTimer(c.p.Schedule(c.n)[c.n-1])
 	defer t.Stop()
 	select {
 	case <-t.C:

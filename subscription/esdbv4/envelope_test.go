@@ -9,6 +9,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/subscription"
 	"github.com/revgate/projector/subscription/esdbv4"
 )
@@ -68,7 +69,7 @@ func TestRedact_hides_the_password_of_any_connection_string(t *testing.T) {
 		"mongodb://127.0.0.1:27017/":                               "mongodb://127.0.0.1:27017/",
 		"esdb://u:hun%20ter2@h1:2113,h2:2113?tls=false":            "esdb://u:xxxxx@h1:2113,h2:2113?tls=false",
 	} {
-		if got := subscription.Redact(in); got != want || strings.Contains(got, "hunter2") || strings.Contains(got, "hun%20ter2") {
+		if got := neutral.Redact(in); got != want || strings.Contains(got, "hunter2") || strings.Contains(got, "hun%20ter2") {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
