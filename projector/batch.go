@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -222,18 +221,6 @@ type batchRun struct {
 	clock   *storeClock // of the round of a projection's documents in progress, when traced
 }
 
-// startClock starts the store clock of a round of a projection's documents
-// (nil when not tracing): the batch's store calls add their time to it.
-func (b *batchRun) startClock() *storeClock {
-	if b.tracing() {
-		b.clock = &storeClock{}
-	}
-	return b.clock
-}
-
-// stopClock ends the round's store clock.
-func (b *batchRun) stopClock() { b.clock = nil }
-
 // heldHere reports whether d's document may be held ([Hold]): its events
 // then go through the gate. A failed look counts as held: the gate looks
 // again, and fails the events.
@@ -294,8 +281,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 	if len(docs) == 0 {
 		return
 	}
-	start := time.Now()
-	clock := b.startClock() // the batch's time in the store, for the events' spans
+	r := b.beginRound()
 	// The documents go through the gate's queue, in the order of their ids
 	// (so that two batches never wait for each other in a circle): an event
 	// of the same document with a lower revision in flight elsewhere in
@@ -325,7 +311,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 			b.slowDoc(ctx, p, d)
 		}
 	}()
-	defer b.stopClock() // before the gate takes the documents passed on
+	defer r.end() // before the gate takes the documents passed on
 	holding := b.policyOf(p) == Hold
 	keep := docs[:0]
 	for _, d := range docs {
@@ -347,7 +333,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 		return
 	}
 	unlock := b.lockDocs(p, docs)
-	through = append(through, b.foldGated(ctx, p, docs, start, clock)...)
+	through = append(through, b.foldGated(ctx, p, docs, r)...)
 	unlock()
 }
 
@@ -356,7 +342,7 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 // writes the changed ones with one bulk write, under the documents' locks;
 // it sets the results of the events it settles, and returns the documents
 // whose events must go through the gate (nothing written of them).
-func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvents, start time.Time, clock *storeClock) (through []*docEvents) {
+func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvents, r round) (through []*docEvents) {
 	loaded, read, err := b.load(ctx, p, docs)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents go through the gate one event at a time",
@@ -397,7 +383,7 @@ func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvent
 	}
 	missed := b.write(ctx, p, writes, writeDocs)
 	through = append(through, missed...)
-	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() }, folds)
+	r.folded(ctx, p, docs, through, folds)
 	for j, d := range docs {
 		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
@@ -462,9 +448,7 @@ func (b *batchRun) load(ctx context.Context, p Definition, docs []*docEvents) (m
 	if len(ids) == 0 {
 		return map[string]driver.Loaded{}, 0, nil
 	}
-	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
-	loaded, err := b.docs().LoadMany(sctx, p.Collection(), ids, p.newState)
-	endStore(span, err, 0)
+	loaded, err := b.docsOf(p).LoadMany(ctx, p.Collection(), ids, p.newState)
 	return loaded, len(ids), err
 }
 
@@ -558,9 +542,7 @@ func (b *batchRun) write(ctx context.Context, p Definition, writes []driver.Writ
 	if len(writes) == 0 {
 		return nil
 	}
-	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(writes))
-	ok, err := b.docs().WriteMany(sctx, p.Collection(), writes)
-	defer func() { endStore(span, err, len(missed)) }()
+	ok, err := b.docsOf(p).WriteMany(ctx, p.Collection(), writes)
 	if err != nil {
 		b.logger.Warn("batch write failed: its documents go through the gate one event at a time",
 			"projection", p.Name(), "documents", len(writes), "err", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/revgate/projector/projector/driver"
 )
@@ -49,8 +48,7 @@ func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []strin
 // guardedRound is one round of projectGuarded over docs; rest is, for each
 // document split at an event that does not decode, its events after it.
 func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEvents) (rest []*docEvents) {
-	start := time.Now()
-	clock := b.startClock() // the batch's time in the store, for the events' spans
+	r := b.beginRound()
 	var through, keep []*docEvents
 	for _, d := range docs {
 		if b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
@@ -73,8 +71,8 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 	unlock := b.lockDocs(p, keep)
 	through = append(through, b.foldGuarded(ctx, p, keep)...)
 	unlock()
-	b.traceFolded(ctx, p, docs, through, start, func(*docEvents) time.Duration { return clock.elapsed() }, nil)
-	b.stopClock()
+	r.folded(ctx, p, docs, through, nil)
+	r.end()
 	// In the batch's order, so that a document's events go in their order.
 	slices.SortFunc(through, func(x, y *docEvents) int { return x.idx[0] - y.idx[0] })
 	for _, d := range through {
@@ -123,9 +121,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 	for i, d := range docs {
 		ids[i] = d.id
 	}
-	sctx, span := b.startStore(ctx, spanBatchRead, p, len(ids))
-	loaded, err := b.docs().LoadGuardedMany(sctx, p.Collection(), ids, p.newState)
-	endStore(span, err, 0)
+	loaded, err := b.docsOf(p).LoadGuardedMany(ctx, p.Collection(), ids, p.newState)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents' events go through one at a time", "projection", p.Name(), "documents", len(ids), "err", err)
 		return docs
@@ -157,9 +153,7 @@ func (b *batchRun) putGuarded(ctx context.Context, p Definition, puts []driver.P
 	if len(puts) == 0 {
 		return nil
 	}
-	sctx, span := b.startStore(ctx, spanBatchWrite, p, len(puts))
-	ok, err := b.docs().PutGuardedMany(sctx, p.Collection(), puts)
-	defer func() { endStore(span, err, len(missed)) }()
+	ok, err := b.docsOf(p).PutGuardedMany(ctx, p.Collection(), puts)
 	if err != nil {
 		b.logger.Warn("batch write failed: its documents' events go through one at a time", "projection", p.Name(), "documents", len(puts), "err", err)
 	}

@@ -39,11 +39,14 @@ func (c *storeClock) elapsed() time.Duration {
 }
 
 // docStore is every call the engine makes to the document store for
-// documents, each timed into clock when there is one. The store's optional
-// abilities are the engine's (nil when absent).
+// documents, each timed into clock when there is one: tracing's seam on the
+// store. A batch's bulk reads and writes each get a span of their own
+// (projector.batch.read, projector.batch.write), with p's name. The store's
+// optional abilities are the engine's (nil when absent).
 type docStore struct {
 	c     *core
 	clock *storeClock
+	p     Definition // the projection of a batch's bulk calls
 }
 
 func (s docStore) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
@@ -78,22 +81,34 @@ func (s docStore) PutGuarded(ctx context.Context, collection, id string, expecte
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.batchStore.LoadMany(ctx, collection, ids, newState)
+	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids))
+	loaded, err := s.c.batchStore.LoadMany(ctx, collection, ids, newState)
+	endStore(span, err, 0)
+	return loaded, err
 }
 
 func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.batchStore.WriteMany(ctx, collection, writes)
+	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(writes))
+	ok, err := s.c.batchStore.WriteMany(ctx, collection, writes)
+	endStore(span, err, missedOf(ok, err))
+	return ok, err
 }
 
 func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids))
+	loaded, err := s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+	endStore(span, err, 0)
+	return loaded, err
 }
 
 func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(puts))
+	ok, err := s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	endStore(span, err, missedOf(ok, err))
+	return ok, err
 }
 
 func (s docStore) Receive(ctx context.Context, projection, eventID string) error {
@@ -122,8 +137,8 @@ func (s docStore) InTransaction(ctx context.Context, fn func(ctx context.Context
 
 // docs is the engine's document store, its calls timed into the view's
 // clock (a traced event's).
-func (e *Engine) docs() docStore { return docStore{e.core, e.clock} }
+func (e *Engine) docs() docStore { return docStore{e.core, e.clock, nil} }
 
-// docs is the batch's document store, its calls timed into the clock of its
-// round of a projection's documents, when traced.
-func (b *batchRun) docs() docStore { return docStore{b.core, b.clock} }
+// docsOf is the batch's document store for projection p's documents, its
+// calls timed into the clock of its round of them, when traced.
+func (b *batchRun) docsOf(p Definition) docStore { return docStore{b.core, b.clock, p} }

@@ -155,7 +155,7 @@ var unsetGlobal = otel.GetTracerProvider()
 // When false, the engine starts no span at all and does not read the
 // metadata's trace context: tracing off costs nothing measurable (a context
 // lookup per store call, beside a round trip to the store).
-func (e *Engine) tracing() bool {
+func (e *core) tracing() bool {
 	switch tp := e.tracerProvider.(type) {
 	case nil:
 		return otel.GetTracerProvider() != unsetGlobal
@@ -485,7 +485,7 @@ func (e *Engine) startBatch(ctx context.Context, events int) (context.Context, t
 }
 
 // startStore starts the span of a batch's read or write of documents of p.
-func (e *Engine) startStore(ctx context.Context, name string, p Definition, documents int) (context.Context, trace.Span) {
+func (e *core) startStore(ctx context.Context, name string, p Definition, documents int) (context.Context, trace.Span) {
 	if !e.tracing() {
 		return ctx, off
 	}
@@ -533,6 +533,20 @@ func endFoldReads(span trace.Span, folders []*folder) {
 		}
 	}
 	span.End()
+}
+
+// missedOf is how many of a bulk write's documents it did not write.
+func missedOf(ok []bool, err error) int {
+	if err != nil {
+		return len(ok)
+	}
+	n := 0
+	for _, w := range ok {
+		if !w {
+			n++
+		}
+	}
+	return n
 }
 
 // endStore ends the span of a batch's read or write.
@@ -599,15 +613,37 @@ func (fd *folder) noteAhead(ev Event) {
 	fd.ahead = append(kept, fd.ahead[from:]...)
 }
 
-// traceFolded records the spans of the documents of docs that the batch
-// folded and wrote (or found duplicates) for projection p, those not in
-// through (which go through the gate, with spans of their own), from
-// start: see traceDocument. The events no span covers (those without a
-// trace context; in a large batch, those of documents without a traced
-// event) are counted by a span event projector.folded on the batch's span.
-// storeOf is the time a document's read and write took (a batch's one read
-// and one bulk write, shared by its documents, or the document's own).
-func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through []*docEvents, start time.Time, storeOf func(*docEvents) time.Duration, folds []*folder) {
+// round is the tracing of one round of a projection's documents in a
+// batch: when it began, and the store clock its store calls add their time
+// to (nil when not tracing).
+type round struct {
+	b     *batchRun
+	start time.Time
+	clock *storeClock
+}
+
+// beginRound starts the tracing of a round of a projection's documents.
+func (b *batchRun) beginRound() round {
+	r := round{b: b, start: time.Now()}
+	if b.tracing() {
+		r.clock = &storeClock{}
+		b.clock = r.clock
+	}
+	return r
+}
+
+// end stops the round's store clock.
+func (r round) end() { r.b.clock = nil }
+
+// folded records the spans of the documents of docs that the round folded
+// and wrote (or found duplicates) for projection p, those not in through
+// (which go through the gate, with spans of their own): see traceDocument.
+// The events no span covers (those without a trace context; in a large
+// batch, those of documents without a traced event) are counted by a span
+// event projector.folded on the batch's span. Each document's store time is
+// the round's: its one read and one bulk write, shared by its documents.
+func (r round) folded(ctx context.Context, p Definition, docs, through []*docEvents, folds []*folder) {
+	b := r.b
 	if !b.tracing() {
 		return
 	}
@@ -624,7 +660,7 @@ func (b *batchRun) traceFolded(ctx context.Context, p Definition, docs, through 
 				fd := folds[j]
 				ahead, extended = fd.ahead, fd.extended
 			}
-			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, start, storeOf(d), ahead, extended)
+			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, r.start, r.clock.elapsed(), ahead, extended)
 		}
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
