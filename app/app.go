@@ -93,7 +93,7 @@ type Invocation struct {
 // FlagSet returns a flag set for the command, with the usage line
 // "usage: NAME COMMAND synopsis".
 func (inv Invocation) FlagSet(synopsis string) *flag.FlagSet {
-	return newFlagSet(inv.Name+" "+inv.Command, inv.Name+" "+inv.Command+" "+synopsis, inv.Stderr)
+	return newFlagSet(inv.Name+" "+inv.Command, inv.Name+" "+inv.Command+" "+synopsis, inv.Stdout, inv.Stderr)
 }
 
 // Parse parses the arguments, which must all be flags, into fs, then sets the
@@ -167,11 +167,12 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 		env = func(string) (string, bool) { return "", false }
 	}
 	name := c.name()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		c.usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		c.usage(stdout) // asked for: to stdout, for a pager
 		return 0
 	}
 	cmds := c.commands()

@@ -241,6 +241,14 @@ func TestConfig_added_commands_run_with_the_invocation_and_only_the_visible_ones
 		strings.Contains(stderr, "secret") || !strings.Contains(stderr, "TICKETS_<FLAG>") {
 		t.Fatalf("exit %d, %q", code, stderr)
 	}
+	// Help asked for goes to stdout, for a pager; help after a mistake to stderr.
+	if code, out, stderr := run(c, nil, "--help"); code != 0 || stderr != "" || !strings.Contains(out, "usage: tickets <command>") {
+		t.Fatalf("--help: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if code, out, stderr := run(c, nil, "hello", "--help"); code != 0 || stderr != "" ||
+		!strings.Contains(out, "usage: tickets hello [--to NAME]") || !strings.Contains(out, "whom to greet") {
+		t.Fatalf("hello --help: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
 	if code, out, _ := run(c, map[string]string{"TICKETS_TO": "env"}, "hello", "--to", "desk"); code != 0 || out != "tickets hello: hello, desk\n" {
 		t.Fatalf("hello --to desk: exit %d, %q", code, out)
 	}

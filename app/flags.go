@@ -14,13 +14,17 @@ import (
 )
 
 // newFlagSet returns a flag set named name ("projector demo") that reports
-// errors instead of exiting, with the usage line "usage: synopsis".
-func newFlagSet(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// errors to stderr instead of exiting, and prints its help, asked for with
+// -h or --help, to stdout: the usage line "usage: synopsis" and the flags.
+func newFlagSet(name, synopsis string, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\n", synopsis)
+		fmt.Fprintf(stdout, "usage: %s\n\n", synopsis)
+		out := fs.Output()
+		fs.SetOutput(stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(out)
 	}
 	return fs
 }
