@@ -2,7 +2,10 @@ package projector
 
 import (
 	"fmt"
+	"log/slog"
+	"maps"
 	"strings"
+	"sync"
 )
 
 // FailUnknownTypes makes an event of a type that nobody registered fail in
@@ -30,4 +33,64 @@ func unknownType(ev Event) bool {
 // projection name, which fails such types.
 func unknownIn(name string, ev Event) error {
 	return fmt.Errorf("%w: event type %q is not in the event registry (projection %q fails unknown types)", ErrUndecodable, ev.Type, name)
+}
+
+// known reports whether the registry decodes events like ev: its type, or
+// its type with its metadata's version, is registered.
+func (r *Registry) known(ev Event) bool {
+	_, _, ok := r.formOf(ev)
+	return ok
+}
+
+// maxUnknownTypes bounds how many unknown types a runner counts by name;
+// the others are counted under otherUnknownTypes.
+const maxUnknownTypes = 1000
+
+const otherUnknownTypes = "(other types)"
+
+// unknownTypes counts the events of types nobody registered that a runner
+// was delivered, by type.
+type unknownTypes struct {
+	mu     sync.Mutex
+	counts map[string]uint64
+}
+
+// note counts ev when nobody registered its type, and says so in the log
+// the first time: at Warn when the type is close to a registered one (a
+// rename, or a new version, that the registry misses).
+func (u *unknownTypes) note(registry *Registry, ev Event, logger *slog.Logger) {
+	if registry.known(ev) || !unknownType(Event{Type: ev.Type}) {
+		return
+	}
+	u.mu.Lock()
+	if u.counts == nil {
+		u.counts = map[string]uint64{}
+	}
+	name := ev.Type
+	if _, ok := u.counts[name]; !ok && len(u.counts) >= maxUnknownTypes {
+		name = otherUnknownTypes
+	}
+	u.counts[name]++
+	first := u.counts[name] == 1
+	u.mu.Unlock()
+	if !first {
+		return
+	}
+	if near, ok := registry.Near(ev.Type); ok {
+		logger.Warn("an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?",
+			"type", ev.Type, "registered", near, "stream", ev.StreamID, "revision", ev.StreamRevision)
+		return
+	}
+	logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
+		"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)
+}
+
+// snapshot returns the counts so far (nil when none).
+func (u *unknownTypes) snapshot() map[string]uint64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.counts) == 0 {
+		return nil
+	}
+	return maps.Clone(u.counts)
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -212,4 +215,63 @@ func TestUnknownTypes_ignored_by_default_and_the_document_moves_past(t *testing.
 			})
 		}
 	}
+}
+
+// A runner counts the events of types nobody registered, by type, and says
+// in its log when such a type is close to a registered one.
+func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_type(t *testing.T) {
+	r := boardRegistry()
+	p := laneProjection(r)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	s := newStore(t)
+	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()), projector.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(r)
+	raw, _ := appendStored(t, log, r, "card-3",
+		stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+		stored{"CardMovedV4", `{"column": {"name": "Doing", "wip": 3}}`},
+		stored{"CardTeleported", `{}`},
+		stored{"CardMovedV4", `{"column": {"name": "Done", "wip": 3}}`},
+		stored{"$statsCollected", `{}`})
+	runner, err := projector.NewRunner("boards", e, &scripted{events: raw}, nil, projector.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	waitFor(t, "the runner caught up", runner.CaughtUp)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(runner.Stats().UnknownTypes), "map[CardMovedV4:2 CardTeleported:1]"; got != want {
+		t.Fatalf("unknown types %s, want %s", got, want)
+	}
+	mu.Lock()
+	text := logs.String()
+	mu.Unlock()
+	for _, want := range []string{
+		`level=WARN msg="an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?" runner=boards type=CardMovedV4 registered=CardMoved`,
+		`level=INFO msg="an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)" runner=boards type=CardTeleported`,
+	} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("the log does not say, once:\n%s\nit says:\n%s", want, text)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
