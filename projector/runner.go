@@ -58,8 +58,8 @@ type Runner struct {
 		unrouted                                                                atomic.Uint64
 	}
 	unknown unknownTypes // events of types nobody registered, by type
-	saveMu  sync.Mutex // one save at a time
-	savedMu sync.Mutex // guards saved
+	saveMu  sync.Mutex   // one save at a time
+	savedMu sync.Mutex   // guards saved
 	saved   *Checkpoint
 }
 
