@@ -172,6 +172,12 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
+	if err := claimVersion(ctx, store, p, building, x.name()); err != nil {
+		// An interrupted rebuild by another version: its documents are
+		// that version's.
+		return fmt.Errorf("%w (a rebuild into %s is in progress: finish it with the binary of that version, "+
+			"or drop the collection and its record in %s, and unset building in %s)", err, building, mongostore.CheckpointCollection, mongostore.CollectionsCollection)
+	}
 	from, err := store.LoadCheckpoint(ctx, building)
 	if err != nil {
 		return err
