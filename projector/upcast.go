@@ -62,7 +62,10 @@ func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption
 }
 
 // DropEvent is what an upcaster returns to turn an event into none (see
-// [Upcast]). It is not an error: no call returns it.
+// [Upcast]). Like [io/fs.SkipDir], it is a signal, not a failure: no call
+// returns it.
+//
+//lint:ignore ST1012 a signal an upcaster returns, as fs.SkipDir is, not an error
 var DropEvent = errors.New("projector: event dropped by its upcaster")
 
 // VersionField makes the registry read an event's version from the field of
