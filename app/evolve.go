@@ -61,7 +61,7 @@ func (s *session) recordUnknownTypes(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second) // within the 5s the samplers are given to stop
 			defer cancel()
 			record(wctx)
 			return
