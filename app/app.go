@@ -60,6 +60,14 @@ type Projection struct {
 	// Batch is how many queued events a worker folds and writes together
 	// while catching up (0: --batch; 1 turns batching off).
 	Batch int
+	// Version is the version of the projection's fold (default 0): raise it
+	// when a change of its code makes the documents it built wrong (a new
+	// field, a fixed handler). Each collection records the version that
+	// builds it; run refuses to write one that another version built, and
+	// says to rebuild: rebuild fills a new collection with this version while
+	// readers stay on the old one, then switches them (a run of the old
+	// version that follows the switch then stops that projection).
+	Version int
 }
 
 // Command is a subcommand added to the command line. Run parses its own

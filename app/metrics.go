@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 )
 
@@ -20,15 +21,20 @@ type runnerCollector struct {
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 	parked, unrouted, up, leader                                  *prometheus.Desc
+	unknown                                                       *prometheus.Desc
+	registry                                                      *projector.Registry
 }
 
-func newRunnerCollector(runners []runnerView, head *headSampler) *runnerCollector {
+func newRunnerCollector(runners []runnerView, head *headSampler, registry *projector.Registry) *runnerCollector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("projector_"+name, help, append([]string{"projection"}, labels...), nil)
 	}
 	return &runnerCollector{
-		runners:       runners,
-		head:          head,
+		runners:  runners,
+		head:     head,
+		registry: registry,
+		unknown: d("unknown_events_total", "Events delivered of a type nobody registered, by type (passed over, or failed in a projection that fails unknown types); "+
+			"near is a registered type it is close to (case, a version): a rename or a new version without its upcaster, most likely.", "type", "near"),
 		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped or parked (failed permanently, document moved past it; parked ones are recorded), failed.", "outcome"),
 		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),
 		unrouted:      d("unrouted_total", "Events delivered that the projection's IDFunc left alone (all of them: the IDFunc does not match what the subscription reads)."),
@@ -69,6 +75,10 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.outcomes, st.Failed, name, "failed")
 		counter(c.delivered, st.Events, name)
 		counter(c.unrouted, st.Unrouted, name)
+		for typ, n := range st.UnknownTypes {
+			near, _ := c.registry.Near(typ)
+			counter(c.unknown, n, name, typ, near)
+		}
 		counter(c.checkpoints, st.Saved, name)
 		counter(c.waits, st.Waits, name)
 		counter(c.subscriptions, st.Subscriptions, name)

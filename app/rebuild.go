@@ -165,7 +165,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
-	building, err := store.StartRebuild(ctx, name, fmt.Sprintf("%s_r%d", def, time.Now().Unix()))
+	building, err := x.startRebuild(ctx, store, p)
 	if err != nil {
 		return err
 	}
@@ -228,6 +228,23 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
 		eng.StreamsFolded(), switched.Active, switched.Previous)
 	return nil
+}
+
+// startRebuild records a rebuild of p into a new collection, or resumes the
+// one in progress, and returns its collection, which p's version builds.
+func (x *cli) startRebuild(ctx context.Context, store *mongostore.Store, p Projection) (string, error) {
+	def := p.Definition.Collection()
+	building, err := store.StartRebuild(ctx, p.Definition.Name(), fmt.Sprintf("%s_r%d", def, time.Now().Unix()))
+	if err != nil {
+		return "", err
+	}
+	if err := claimVersion(ctx, store, p, building, x.name()); err != nil {
+		// An interrupted rebuild by another version: its documents are
+		// that version's.
+		return "", fmt.Errorf("%w (a rebuild into %s is in progress: finish it with the binary of that version, "+
+			"or drop the collection and its record in projector_checkpoints, and unset building in projector_collections)", err, building)
+	}
+	return building, nil
 }
 
 // handled is how many events a runner has handled, whatever their outcome

@@ -131,6 +131,9 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if err != nil {
 		return err
 	}
+	if err := claimVersion(ctx, store, p, coll, x.name()); err != nil {
+		return err
+	}
 	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, coll)}, projector.WithParker(store))
 	if err != nil {
 		return err

@@ -255,6 +255,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	head := &headSampler{}
 	var sampler sync.WaitGroup
 	sampler.Go(func() { head.run(runCtx, s.client, views, s.logger) })
+	sampler.Go(func() { s.recordUnknownTypes(runCtx) })
 	if s.c.group != "" {
 		sampler.Go(func() { s.watchGroups(runCtx) })
 	}
@@ -275,7 +276,8 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	for _, sl := range s.slots {
 		st := sl.Stats()
 		s.logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
-			"skipped", st.Skipped, "parked", st.Parked, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint))
+			"skipped", st.Skipped, "parked", st.Parked, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint),
+			"unknown_types", countsString(st.UnknownTypes))
 	}
 	return errors.Join(errs...)
 }
@@ -382,7 +384,7 @@ func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
 func (s *session) serve(listener net.Listener, views []runnerView, head *headSampler) (stop func()) {
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newRunnerCollector(views, head))
+		newRunnerCollector(views, head, s.cli.Registry))
 	mux := healthHandler(views, s.c.group != "")
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -459,7 +461,7 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		began := time.Now()
 		// A group's position is the server's, not a checkpoint: a --group
 		// projector does not follow a rebuild's switch.
-		err := sl.run(runCtx, s.store, s.c.group == "", s.logger, s.build(sl, held))
+		err := sl.run(runCtx, s.store, s.c.group == "", s.logger, s.cli.name(), s.build(sl, held))
 		cancel()
 		if held != nil {
 			lost := held.isLost()
@@ -485,6 +487,11 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			s.logger.Error("projection stopped: its checkpoint does not belong to this event store; the other projections go on",
 				"projection", sl.name, "err", err)
 			return err
+		case errors.Is(err, errOtherVersion):
+			sl.setDown("blocked: " + err.Error())
+			s.logger.Error("projection stopped: another version of it built its collection; the other projections go on",
+				"projection", sl.name, "err", err)
+			return err
 		case !errors.As(err, &failed):
 			return err
 		case !failed.Retryable():
@@ -505,10 +512,11 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 }
 
 // isEventFailure reports an error that stops one projection alone: an event
-// failed, or its checkpoint is from another event store.
+// failed, its checkpoint is from another event store, or another version of
+// it built its collection.
 func isEventFailure(err error) bool {
 	var failed *projector.Error
-	return errors.As(err, &failed) || errors.Is(err, projector.ErrForeignCheckpoint)
+	return errors.As(err, &failed) || errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion)
 }
 
 // runner makes the runner of one projection writing to collection; its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,7 @@ func (s *slot) Stats() projector.RunnerStats {
 		st.Saved += p.Saved
 		st.Subscriptions += p.Subscriptions
 		st.Drops += p.Drops
+		st.UnknownTypes = addCounts(st.UnknownTypes, p.UnknownTypes)
 	}
 	return st
 }
@@ -147,12 +149,17 @@ func (s *slot) Connected() bool {
 const followInterval = time.Second
 
 // run runs the projection until ctx is done or its runner fails, following
-// switches of its active collection when follow is set.
-func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, logger *slog.Logger,
+// switches of its active collection when follow is set. It refuses a
+// collection that another version of the projection built
+// (errOtherVersion); bin is the binary's name, for the way out.
+func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, logger *slog.Logger, bin string,
 	build func(ctx context.Context, collection string) (*projector.Runner, error)) error {
 	for {
 		coll, err := store.ActiveCollection(ctx, s.name, s.projection.Definition.Collection())
 		if err != nil {
+			return err
+		}
+		if err := claimVersion(ctx, store, s.projection, coll, bin); err != nil {
 			return err
 		}
 		r, err := build(ctx, coll)
@@ -194,4 +201,20 @@ func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, lo
 		}
 		return err
 	}
+}
+
+// addCounts returns the sum of two counts by name (nil when both are
+// empty); a is not changed.
+func addCounts(a, b map[string]uint64) map[string]uint64 {
+	if len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = make(map[string]uint64, len(b))
+	}
+	for k, v := range b {
+		out[k] += v
+	}
+	return out
 }

@@ -56,6 +56,9 @@ type projectionStatus struct {
 	LeaseUntil  time.Time `json:"leaseUntil,omitzero"`
 	LastError   string    `json:"lastError,omitempty"`
 	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// UnknownTypes counts the events of types nobody registered that the
+	// projector writing the collection met since it started, by type.
+	UnknownTypes map[string]uint64 `json:"unknownTypes,omitempty"`
 }
 
 // statusConfig is the command line of status.
@@ -233,7 +236,7 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	if cp.Checkpoint != nil {
 		st.Checkpoint, st.Updated = &cp.Checkpoint.Position, cp.Updated
 	}
-	st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
+	st.LastError, st.LastErrorAt, st.UnknownTypes = cp.LastError, cp.LastErrorAt, cp.UnknownTypes
 	parked, err := store.Parked(ctx, name)
 	if err != nil {
 		return st, err
@@ -494,7 +497,15 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
 			optU(s.Head, "?"), behindText(s), s.ParkedHere, heldText(s.Held), group, rebuilding, runBy, errText(s))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range lines {
+		if len(s.UnknownTypes) > 0 {
+			fmt.Fprintf(w, "%s met events of types nobody registered: %s\n", s.Projection, countsString(s.UnknownTypes))
+		}
+	}
+	return nil
 }
 
 // heldText is the held documents, most held first: "2: c7 (3), c9 (1)".

@@ -36,6 +36,10 @@ type CheckpointStatus struct {
 	// LastError is the error the subscription last stopped with, and when.
 	LastError   string
 	LastErrorAt time.Time
+	// UnknownTypes counts the events of types nobody registered that the
+	// projector writing it met since it started, by type
+	// ([Store.RecordUnknownTypes]).
+	UnknownTypes map[string]uint64
 }
 
 // Checkpoints returns the status of every subscription with a stored
@@ -46,19 +50,21 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
 	var docs []struct {
-		ID          string    `bson:"_id"`
-		Position    *int64    `bson:"position"`
-		Prepare     int64     `bson:"prepare"`
-		Updated     time.Time `bson:"updatedAt"`
-		LastError   string    `bson:"lastError"`
-		LastErrorAt time.Time `bson:"lastErrorAt"`
+		ID           string        `bson:"_id"`
+		Position     *int64        `bson:"position"`
+		Prepare      int64         `bson:"prepare"`
+		Updated      time.Time     `bson:"updatedAt"`
+		LastError    string        `bson:"lastError"`
+		LastErrorAt  time.Time     `bson:"lastErrorAt"`
+		UnknownTypes []unknownType `bson:"unknownTypes"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
 	out := make(map[string]CheckpointStatus, len(docs))
 	for _, d := range docs {
-		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt}
+		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt,
+			UnknownTypes: unknownTypes(d.UnknownTypes)}
 		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
 			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare)}
 		}

@@ -25,8 +25,10 @@ type Event struct {
 	Metadata []byte
 	// Created is when the event store recorded the event.
 	Created time.Time
-	// Payload is Data decoded into its registered Go type; nil until decoded
-	// and for types the registry does not know.
+	// Payload is Data decoded into its registered Go type (an older form
+	// upcast to it: see [Upcast]); nil until decoded and for types the
+	// registry does not know. An event an upcaster dropped has a payload of
+	// an unexported type that no projection handles.
 	Payload any
 }
 

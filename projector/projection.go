@@ -24,6 +24,9 @@ type Projection[S any] struct {
 	onDelete   DeletionPolicy
 	strat      Strategy
 	ties       []string // stream prefixes: see TieStreams
+	// failUnknown: an event of a type nobody registered fails (see
+	// FailUnknownTypes).
+	failUnknown bool
 }
 
 type handler[S any] struct {
@@ -133,10 +136,15 @@ func (p *Projection[S]) Handles(e Event) bool {
 
 // Apply folds one decoded event into state: the pure step the engine runs
 // between its read and its write. An event with no handler returns the state
-// unchanged. A panic in a handler comes back as an error wrapping [ErrPanic].
+// unchanged; one of a type nobody registered fails instead in a projection
+// that says so ([Projection.FailUnknownTypes]). A panic in a handler comes
+// back as an error wrapping [ErrPanic].
 func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
 	h, ok := p.handlers[reflect.TypeOf(e.Payload)]
 	if !ok {
+		if p.failUnknown && unknownType(e) {
+			return state, unknownIn(p.name, e)
+		}
 		return state, nil
 	}
 	defer func() {

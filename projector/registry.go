@@ -7,53 +7,68 @@ import (
 	"sync"
 )
 
-// Registry maps event type names to Go types and decodes payloads into them.
-// It is safe for concurrent use.
+// Registry maps event type names to Go types and decodes payloads into them,
+// older forms included: renamed types and older shapes, each turned into
+// the type registered now (see [Register]). It is safe for concurrent use.
 type Registry struct {
-	mu     sync.RWMutex
-	byName map[string]reflect.Type
-	byType map[reflect.Type]string
+	mu           sync.RWMutex
+	forms        map[string]form // by stored name: the names now, older names and versions
+	byType       map[reflect.Type]string
+	kin          map[string][]string // registered names by what close names share (see Near)
+	versionField string              // the metadata field of an event's version ("": none)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{byName: map[string]reflect.Type{}, byType: map[reflect.Type]string{}}
+	return &Registry{forms: map[string]form{}, byType: map[reflect.Type]string{}, kin: map[string][]string{}}
 }
 
 // Register binds the event type name to the Go type E, whose payloads are
-// JSON. It panics when the name or the type is already bound to something
-// else, like registering two HTTP handlers for one pattern: that is a
-// programming error found at start-up.
-func Register[E any](r *Registry, name string) {
-	t := reflect.TypeFor[E]()
+// JSON, and opts to its older forms: the names it had ([Renamed]) and the
+// shapes it had ([Upcast]). It panics when a name or the type is already
+// bound to something else, or when upcasters do not chain, like
+// registering two HTTP handlers for one pattern: that is a programming
+// error found at start-up.
+func Register[E any](r *Registry, name string, opts ...RegisterOption) {
+	en := entry{t: reflect.TypeFor[E](), name: name}
+	for _, o := range opts {
+		o(&en)
+	}
+	forms := en.forms()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if old, ok := r.byName[name]; ok && old != t {
-		panic(fmt.Sprintf("projector: event type %q registered twice (%v and %v)", name, old, t))
+	if old, ok := r.byType[en.t]; ok && old != name {
+		panic(fmt.Sprintf("projector: Go type %v registered twice (%q and %q)", en.t, old, name))
 	}
-	if old, ok := r.byType[t]; ok && old != name {
-		panic(fmt.Sprintf("projector: Go type %v registered twice (%q and %q)", t, old, name))
+	for n, f := range forms {
+		if old, ok := r.forms[n]; ok && (old.t != f.t || len(old.steps) != len(f.steps)) {
+			panic(fmt.Sprintf("projector: event type %q registered twice (%v and %v)", n, old.t, f.t))
+		}
 	}
-	r.byName[name] = t
-	r.byType[t] = name
+	for n, f := range forms {
+		r.forms[n] = f
+	}
+	r.byType[en.t] = name
+	r.addKin(forms)
 }
 
 // zero returns the zero value of the Go type registered for name, if any.
 func (r *Registry) zero(name string) (any, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	t, ok := r.byName[name]
+	f, ok := r.forms[name]
 	if !ok {
 		return nil, false
 	}
-	return reflect.Zero(t).Interface(), true
+	return reflect.Zero(f.t).Interface(), true
 }
 
-// Has reports whether an event type name is registered.
+// Has reports whether an event type name is registered: as a type's name
+// now, or as one of its older forms.
 func (r *Registry) Has(name string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	_, ok := r.byName[name]
+	_, ok := r.forms[name]
 	return ok
 }
 
@@ -86,25 +101,28 @@ func (r *Registry) Encode(payload any) (name string, data []byte, err error) {
 	return name, data, nil
 }
 
-// Decode sets e.Payload from e.Data when e.Type is registered. An event of an
-// unknown type is returned unchanged with a nil Payload: it is no error, since
-// projections ignore types they do not handle (the gate still counts it). A
-// payload that does not decode is an error wrapping [ErrUndecodable].
+// Decode sets e.Payload from e.Data when e.Type is registered, as the type
+// registered now: an event of an older form goes through its upcasters
+// ([Upcast]). An event of an unknown type is returned unchanged with a nil
+// Payload: it is no error, since projections ignore types they do not
+// handle (the gate still counts it), unless one fails them
+// ([Projection.FailUnknownTypes]). An event an upcaster dropped gets a
+// payload that no projection handles, and passes the same way. A payload
+// that does not decode, or an upcaster that fails, is an error wrapping
+// [ErrUndecodable]. e.Type and e.Data stay as they were stored.
 func (r *Registry) Decode(e Event) (Event, error) {
 	if e.Payload != nil {
 		return e, nil
 	}
-	r.mu.RLock()
-	t, ok := r.byName[e.Type]
-	r.mu.RUnlock()
+	f, name, ok := r.formOf(e)
 	if !ok {
 		return e, nil
 	}
-	v := reflect.New(t)
-	if err := json.Unmarshal(e.Data, v.Interface()); err != nil {
+	v, err := f.decode(e.Data)
+	if err != nil {
 		return e, fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
-			ErrUndecodable, e.Type, e.ID, e.StreamID, e.StreamRevision, err)
+			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)
 	}
-	e.Payload = v.Elem().Interface()
+	e.Payload = v
 	return e, nil
 }

@@ -57,8 +57,9 @@ type Runner struct {
 		abandoned, saved, subscriptions, drops, batches, batched                atomic.Uint64
 		unrouted                                                                atomic.Uint64
 	}
-	saveMu  sync.Mutex // one save at a time
-	savedMu sync.Mutex // guards saved
+	unknown unknownTypes // events of types nobody registered, by type
+	saveMu  sync.Mutex   // one save at a time
+	savedMu sync.Mutex   // guards saved
 	saved   *Checkpoint
 }
 
@@ -346,6 +347,11 @@ type RunnerStats struct {
 	Latest time.Time
 	// Batches handled together while catching up, and the events in them.
 	Batches, Batched uint64
+	// UnknownTypes counts the events delivered of types nobody registered,
+	// by type (redeliveries included; nil when none): the projections pass
+	// over them, or fail them ([Projection.FailUnknownTypes]). A type close
+	// to a registered one ([Registry.Near]) is said in the log.
+	UnknownTypes map[string]uint64
 }
 
 // Stats returns the runner's counters.
@@ -356,7 +362,7 @@ func (r *Runner) Stats() RunnerStats {
 		Applied: c.applied.Load(), Duplicates: c.duplicates.Load(), Skipped: c.skipped.Load(), Parked: c.parked.Load(), Held: c.held.Load(), Failed: c.failed.Load(),
 		Waits: c.waits.Load(), Saved: c.saved.Load(),
 		Subscriptions: c.subscriptions.Load(), Drops: c.drops.Load(), CaughtUp: r.CaughtUp(),
-		Batches: c.batches.Load(), Batched: c.batched.Load(),
+		Batches: c.batches.Load(), Batched: c.batched.Load(), UnknownTypes: r.unknown.snapshot(),
 	}
 	r.savedMu.Lock()
 	if r.saved != nil {

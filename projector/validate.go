@@ -68,14 +68,14 @@ func validateOne(registry *Registry, p Definition) error {
 }
 
 // HandledTypes returns the names, in registry, of the event types
-// projection p has handlers for, sorted; types the registry does not know
-// are left out ([Validate] refuses them).
+// projection p has handlers for, sorted, with the names of their older
+// forms ([Renamed], [Upcast]): every name an event p handles may be stored
+// under. Types the registry does not know are left out ([Validate] refuses
+// them).
 func HandledTypes(registry *Registry, p Definition) []string {
 	var names []string
 	for _, t := range p.handledTypes() {
-		if name, ok := registry.nameOf(t); ok {
-			names = append(names, name)
-		}
+		names = append(names, registry.namesOf(t)...)
 	}
 	slices.Sort(names)
 	return names

@@ -33,6 +33,14 @@ func NewLog(registry *projector.Registry) *Log {
 // Append records payloads at the end of stream and returns them as the engine
 // receives them: encoded, decoded, with ids, revisions and positions. It fails
 // only for a payload whose type is not registered.
+//
+// A payload that is a [projector.Event] is an event as stored, in an older
+// form maybe: its Type and Data (and its Metadata, when it has some) are
+// recorded as they are, and it comes back decoded by the registry, through
+// its upcasters ([projector.Upcast]), or undecoded when it does not decode
+// (an upcaster fails) or nobody registered its type:
+//
+//	log.Append("card-1", projector.Event{Type: "CardMoved", Data: []byte(`{"to": "Done"}`)})
 func (l *Log) Append(stream string, payloads ...any) ([]projector.Event, error) {
 	return l.AppendWithMetadata(stream, nil, payloads...)
 }
@@ -43,26 +51,37 @@ func (l *Log) AppendWithMetadata(stream string, metadata []byte, payloads ...any
 	defer l.mu.Unlock()
 	out := make([]projector.Event, 0, len(payloads))
 	for _, p := range payloads {
-		name, data, err := l.registry.Encode(p)
+		ev, err := encode(l.registry, p, metadata)
 		if err != nil {
 			return nil, err
 		}
 		l.position++
-		rev := l.streams[stream]
-		l.streams[stream] = rev + 1
-		out = append(out, projector.Event{
-			ID:             uuid.NewString(),
-			Type:           name,
-			StreamID:       stream,
-			StreamRevision: rev,
-			Position:       l.position,
-			Data:           data,
-			Metadata:       metadata,
-			Created:        l.clock(),
-			Payload:        p,
-		})
+		ev.ID, ev.StreamID, ev.StreamRevision, ev.Position, ev.Created = uuid.NewString(), stream, l.streams[stream], l.position, l.clock()
+		l.streams[stream]++
+		if ev.Payload == nil {
+			ev, _ = l.registry.Decode(ev) // an event as stored: undecoded when it does not decode
+		}
+		out = append(out, ev)
 	}
 	return out, nil
+}
+
+// encode returns payload p as an event to append: its registered type name
+// and JSON, with metadata; or, for a [projector.Event] (an event as stored,
+// in an older form maybe), its type, data and metadata (its own, else
+// metadata), undecoded.
+func encode(registry *projector.Registry, p any, metadata []byte) (projector.Event, error) {
+	if ev, ok := p.(projector.Event); ok {
+		if ev.Metadata == nil {
+			ev.Metadata = metadata
+		}
+		return projector.Event{Type: ev.Type, Data: ev.Data, Metadata: ev.Metadata}, nil
+	}
+	name, data, err := registry.Encode(p)
+	if err != nil {
+		return projector.Event{}, err
+	}
+	return projector.Event{Type: name, Data: data, Metadata: metadata, Payload: p}, nil
 }
 
 // MustAppend is [Log.Append] for tests: it fails tb on error.

@@ -65,7 +65,9 @@ func (r Report) String() string {
 var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redelivery")
 
 // Prove runs projection p against store the way production delivers events:
-// it appends streams (stream name -> payloads, in order) to a [Log], delivers
+// it appends streams (stream name -> payloads, in order; a payload may be a
+// [projector.Event], an event as stored in an older form, as [Log.Append]
+// takes it, so that the proof covers its upcasters) to a [Log], delivers
 // every event 1 to MaxTimes times, shuffled, from concurrent workers, through
 // the engine, then compares every document with the pure fold of its events.
 // The error wraps [ErrNotExactlyOnce] and names the documents that differ.

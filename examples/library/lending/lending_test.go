@@ -62,7 +62,7 @@ func TestLoans_a_fourth_renewal_is_refused(t *testing.T) {
 	log := projectortest.NewLog(reg)
 	id := "L1"
 	evs, err := log.Append(lending.LoanStream(id),
-		lending.BookCheckedOut{LoanID: id, MemberID: "M1"},
+		lending.BookCheckedOut{LoanID: id, Member: lending.Member{ID: "M1"}},
 		lending.LoanRenewed{LoanID: id}, lending.LoanRenewed{LoanID: id}, lending.LoanRenewed{LoanID: id})
 	if err != nil {
 		t.Fatal(err)

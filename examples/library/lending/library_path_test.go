@@ -57,7 +57,7 @@ func TestLibraryPath_a_runner_wired_by_hand_projects_the_loans(t *testing.T) {
 	db := servers.Database(t)
 	at := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
 	events := servers.Append(t, lending.Registry(), lending.LoanStream("L1"),
-		lending.BookCheckedOut{LoanID: "L1", BookID: "B1", MemberID: "M1", At: at, Due: at.Add(21 * 24 * time.Hour)},
+		lending.BookCheckedOut{LoanID: "L1", BookID: "B1", Member: lending.Member{ID: "M1"}, At: at, Due: at.Add(21 * 24 * time.Hour)},
 		lending.FineCharged{LoanID: "L1", MemberID: "M1", Cents: 150},
 		lending.BookReturned{LoanID: "L1", MemberID: "M1", At: at.Add(30 * 24 * time.Hour)})
 

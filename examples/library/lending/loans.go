@@ -30,7 +30,7 @@ func NewLoans() *projector.Projection[Loan] {
 	p := projector.New[Loan]("loans", projector.StreamSuffix(LoanStreams)).
 		WithIndex(projector.Index{Keys: []string{"memberId", "status"}})
 	projector.Create(p, func(e BookCheckedOut) (Loan, error) {
-		return Loan{BookID: e.BookID, MemberID: e.MemberID, Status: "out", Due: e.Due.UTC().Truncate(time.Millisecond)}, nil
+		return Loan{BookID: e.BookID, MemberID: e.Member.ID, Status: "out", Due: e.Due.UTC().Truncate(time.Millisecond)}, nil
 	})
 	projector.On(p, func(l Loan, e LoanRenewed) (Loan, error) {
 		if l.Status != "out" || l.Renewals >= MaxRenewals {

@@ -18,11 +18,11 @@ type MemberLoans struct {
 // by many loan streams, each gated on its own revision (RevisionMap).
 func NewMembers() *projector.Projection[MemberLoans] {
 	byMember := func(ev projector.Event) (string, bool) {
-		m, ok := ev.Payload.(interface{ Member() string })
+		m, ok := ev.Payload.(interface{ MemberOf() string })
 		if !ok || !strings.HasPrefix(ev.StreamID, LoanStreams) {
 			return "", false
 		}
-		return m.Member(), true
+		return m.MemberOf(), true
 	}
 	p := projector.New[MemberLoans]("member_loans", byMember).Idempotency(projector.RevisionMap())
 	projector.On(p, func(m MemberLoans, _ BookCheckedOut) (MemberLoans, error) {

@@ -13,8 +13,8 @@ type DeskStats struct {
 const DeskStatsID = "desk"
 
 // StatsTypes are the only events the desk's counters read: the server sends
-// nothing else (app.EventTypes).
-var StatsTypes = []string{TypeCheckedOut, TypeReturned}
+// nothing else (app.EventTypes). The older forms of a type are read too.
+var StatsTypes = []string{TypeCheckedOut, TypeCheckedOutV1, TypeReturned}
 
 // NewDeskStats returns the desk-stats projection: one document fed by every
 // loan, whose steps commute, kept exactly-once by the ids of the last 2,000

@@ -19,7 +19,7 @@ func Traffic(seed uint64, n, members int) map[string][]any {
 		member := fmt.Sprintf("M%03d", r.IntN(members))
 		at := start.Add(time.Duration(i) * time.Hour)
 		due := at.Add(21 * 24 * time.Hour)
-		life := []any{BookCheckedOut{LoanID: id, BookID: fmt.Sprintf("B%05d", r.IntN(10000)), MemberID: member, At: at, Due: due}}
+		life := []any{BookCheckedOut{LoanID: id, BookID: fmt.Sprintf("B%05d", r.IntN(10000)), Member: Member{ID: member}, At: at, Due: due}}
 		for range r.IntN(3) {
 			due = due.Add(14 * 24 * time.Hour)
 			life = append(life, LoanRenewed{LoanID: id, MemberID: member, Due: due})

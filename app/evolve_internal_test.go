@@ -1,0 +1,51 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/revgate/projector/projector"
+)
+
+// unknownView is a runner that met events of types nobody registered.
+type unknownView struct{ view }
+
+func (unknownView) Stats() projector.RunnerStats {
+	return projector.RunnerStats{UnknownTypes: map[string]uint64{"ticket.noted.v2": 2, "ticket.closed": 1}}
+}
+
+// projector_unknown_events_total counts them by type, and says which
+// registered type each is close to.
+func TestMetrics_count_unknown_types_and_name_the_registered_type_they_are_close_to(t *testing.T) {
+	r := projector.NewRegistry()
+	projector.Register[struct{ Text string }](r, "ticket.noted")
+	c := newRunnerCollector([]runnerView{unknownView{view{name: "tickets"}}}, &headSampler{}, r)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range families {
+		if f.GetName() != "projector_unknown_events_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got = append(got, fmt.Sprintf("%s %s near=%q %v", labels["projection"], labels["type"], labels["near"], m.GetCounter().GetValue()))
+		}
+	}
+	slices.Sort(got)
+	want := []string{`tickets ticket.closed near="" 1`, `tickets ticket.noted.v2 near="ticket.noted" 2`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("projector_unknown_events_total:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

@@ -1,0 +1,107 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest/e2e"
+)
+
+// A projection declares a version: run refuses a collection that another
+// version built and points to rebuild; rebuild fills a new collection with
+// the new version, and run goes on there; the old version's run is then
+// refused in turn.
+func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	version := func(v int) app.Config {
+		return config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/"), Version: v})
+	}
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	runs := func(c app.Config, collection string) {
+		t.Helper()
+		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
+		cmd.WaitCheckpoint(t, db, collection, servers.Head())
+		if code := cmd.Stop(t); code != 0 {
+			t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+		}
+	}
+	refused := func(c app.Config, built, this int) {
+		t.Helper()
+		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
+		code, stderr := cmd.Wait(t, 2*time.Minute), cmd.Stderr()
+		want := "was built by version " + itoa(built) + ", and this binary's is version " + itoa(this) + "; rebuild it to version " + itoa(this) + " (tickets rebuild tickets"
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Fatalf("run of version %d: exit %d, want 1 saying %q\n%s", this, code, want, stderr)
+		}
+	}
+
+	runs(version(0), "tickets")
+	refused(version(1), 0, 1)
+	code, out, stderr := run(version(1), nil, append([]string{"rebuild", "tickets"}, common...)...)
+	if code != 0 || !strings.Contains(out, "readers now use tickets_r") {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
+	}
+	active, err := mongostore.New(db).ActiveCollection(context.Background(), "tickets", "tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers.Append(t, registry(), "ticket/1", noted{Text: "b"})
+	runs(version(1), active)
+	refused(version(0), 1, 0)
+}
+
+func itoa(n int) string { return string(rune('0' + n)) }
+
+// run logs an event type nobody registered, at Warn when it is close to a
+// registered one, counts it in its last line, and status shows the counts.
+// Events stored in an older form go in as they are (the test kit takes
+// them), and the document moves past those it does not know.
+func TestRun_and_status_report_the_unknown_types_met(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	events := servers.Append(t, registry(), "ticket/1", opened{ID: "1"},
+		projector.Event{Type: "ticket.noted.v2", Data: []byte(`{"text": "new"}`)},
+		projector.Event{Type: "ticket.closed", Data: []byte(`{}`)},
+		projector.Event{Type: "ticket.noted.v2", Data: []byte(`{"text": "newer"}`)},
+		noted{Text: "a"})
+	if events[1].Payload != nil {
+		t.Fatalf("an unregistered type decoded: %+v", events[1])
+	}
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	cmd := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	for _, want := range []string{
+		`level=WARN msg="an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?" runner=tickets type=ticket.noted.v2 registered=ticket.noted`,
+		`level=INFO msg="an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)" runner=tickets type=ticket.closed`,
+		`unknown_types="ticket.closed (1), ticket.noted.v2 (2)"`,
+	} {
+		if !strings.Contains(cmd.Stderr(), want) {
+			t.Errorf("run's log does not say\n%s\n%s", want, cmd.Stderr())
+		}
+	}
+	code, out, stderr := run(c, nil, append([]string{"status"}, common...)...)
+	if want := "tickets met events of types nobody registered: ticket.closed (1), ticket.noted.v2 (2)"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("status: exit %d, want %q\n%s\n%s", code, want, out, stderr)
+	}
+	_, out, _ = run(c, nil, append([]string{"status", "--json"}, common...)...)
+	var lines []struct{ UnknownTypes map[string]uint64 }
+	if err := json.Unmarshal([]byte(out), &lines); err != nil || len(lines) != 1 || lines[0].UnknownTypes["ticket.noted.v2"] != 2 {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	var doc ticket
+	if _, rev, err := projector.ReadDocument(context.Background(), mongostore.New(db), tickets("tickets"), "1", &doc); err != nil || rev != 4 || doc.Notes != 1 {
+		t.Fatalf("document %+v at revision %d (%v): want 1 note at revision 4", doc, rev, err)
+	}
+}

@@ -1,0 +1,96 @@
+package projector
+
+import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+)
+
+// FailUnknownTypes makes an event of a type that nobody registered fail in
+// this projection, under its failure policy ([Block], [Hold], [Park],
+// [Skip]), with an error wrapping [ErrUndecodable]: for a projection that
+// routes its streams whole, where such an event is most likely one of its
+// own under a name the registry does not know (a rename, a new version).
+// By default such an event is passed over, as an event of a type the
+// projection has no handler for: under the revision gate its document
+// still moves past it. Only the events the projection's router routes are
+// its concern, and the node's own types (starting with "$") are never
+// unknown. An event an upcaster dropped ([DropEvent]) is not unknown.
+func (p *Projection[S]) FailUnknownTypes() *Projection[S] {
+	p.failUnknown = true
+	return p
+}
+
+// unknownType reports whether ev, decoded, is of a type nobody registered:
+// it has no payload, and is not the node's own.
+func unknownType(ev Event) bool {
+	return ev.Payload == nil && !strings.HasPrefix(ev.Type, "$")
+}
+
+// unknownIn is the failure of ev, of a type nobody registered, in
+// projection name, which fails such types.
+func unknownIn(name string, ev Event) error {
+	return fmt.Errorf("%w: event type %q is not in the event registry (projection %q fails unknown types)", ErrUndecodable, ev.Type, name)
+}
+
+// known reports whether the registry decodes events like ev: its type, or
+// its type with its metadata's version, is registered.
+func (r *Registry) known(ev Event) bool {
+	_, _, ok := r.formOf(ev)
+	return ok
+}
+
+// maxUnknownTypes bounds how many unknown types a runner counts by name;
+// the others are counted under otherUnknownTypes.
+const maxUnknownTypes = 1000
+
+const otherUnknownTypes = "(other types)"
+
+// unknownTypes counts the events of types nobody registered that a runner
+// was delivered, by type.
+type unknownTypes struct {
+	mu     sync.Mutex
+	counts map[string]uint64
+}
+
+// note counts ev when nobody registered its type, and says so in the log
+// the first time: at Warn when the type is close to a registered one (a
+// rename, or a new version, that the registry misses).
+func (u *unknownTypes) note(registry *Registry, ev Event, logger *slog.Logger) {
+	if registry.known(ev) || !unknownType(Event{Type: ev.Type}) {
+		return
+	}
+	u.mu.Lock()
+	if u.counts == nil {
+		u.counts = map[string]uint64{}
+	}
+	name := ev.Type
+	if _, ok := u.counts[name]; !ok && len(u.counts) >= maxUnknownTypes {
+		name = otherUnknownTypes
+	}
+	u.counts[name]++
+	first := u.counts[name] == 1
+	u.mu.Unlock()
+	if !first {
+		return
+	}
+	if near, ok := registry.Near(ev.Type); ok {
+		logger.Warn("an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?",
+			"type", ev.Type, "registered", near, "stream", ev.StreamID, "revision", ev.StreamRevision)
+		return
+	}
+	logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
+		"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)
+}
+
+// snapshot returns the counts so far (nil when none).
+func (u *unknownTypes) snapshot() map[string]uint64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.counts) == 0 {
+		return nil
+	}
+	return maps.Clone(u.counts)
+}

@@ -1,0 +1,288 @@
+package projector
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// RegisterOption tells [Register] the older forms of an event type: the
+// names it was stored under before ([Renamed]) and its older shapes
+// ([Upcast]).
+type RegisterOption func(*entry)
+
+// Renamed says that events of the type were also stored under the older
+// names old, in the shape they have now: they decode into the type as they
+// are.
+func Renamed(old ...string) RegisterOption {
+	return func(en *entry) { en.renamed = append(en.renamed, old...) }
+}
+
+// Upcast says that events stored under the name from (an older name, or an
+// older version of the name: see below) have an older shape, and how to
+// turn it into the next: fn, a pure function from the older shape Old to
+// the next one, New. An event of that older form is decoded into Old, and
+// then goes through fn and every upcaster given after this one, in the
+// order of the options, so that v1 reaches v3 through v2: list them oldest
+// first. The last one gives the registered type itself. A projection sees
+// only that type.
+//
+// Old and New are Go types (their JSON is the payload's), or
+// [json.RawMessage] for the raw JSON: from one upcaster to the next, a
+// value of another type than the next one takes goes through its JSON.
+// [Register] panics when two upcasters of Go types do not chain (New is not
+// the next one's Old, or the last one's is not the registered type).
+//
+// fn returns [DropEvent] to turn the event into none: no projection sees
+// it, and a document gated by stream revision moves past it as past any
+// event of a type its projection does not handle. Any other error, or a
+// panic, makes the event undecodable ([ErrUndecodable]): its projection's
+// failure policy has it, and the error names the event, its stored type
+// and the upcaster that failed.
+//
+// The name from is a stored event type ("CardMoved" when the type is now
+// registered as "CardMoved.v2", or "CardMovedV2", or renamed), or, for a
+// registry that reads versions from metadata ([Registry.VersionField]), the
+// stored type and the version as name.vN ("CardMoved.v1": type "CardMoved"
+// with version 1 in its metadata).
+func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption {
+	in, out := reflect.TypeFor[Old](), reflect.TypeFor[New]()
+	for _, t := range []reflect.Type{in, out} {
+		if t == reflect.TypeFor[[]byte]() {
+			panic(fmt.Sprintf("projector: upcaster from %q: use json.RawMessage for the raw JSON, not []byte", from))
+		}
+	}
+	s := upcaster{from: from, in: in, out: out, fn: func(v any) (any, error) { return fn(v.(Old)) }}
+	return func(en *entry) { en.steps = append(en.steps, s) }
+}
+
+// DropEvent is what an upcaster returns to turn an event into none (see
+// [Upcast]). Like [io/fs.SkipDir], it is a signal, not a failure: no call
+// returns it.
+//
+//lint:ignore ST1012 a signal an upcaster returns, as fs.SkipDir is, not an error
+var DropEvent = errors.New("projector: event dropped by its upcaster")
+
+// VersionField makes the registry read an event's version from the field of
+// its metadata (a JSON object) named field: a number (2) or a string ("2",
+// "v2"). An event of type T with version N there is decoded as the form
+// registered as "T.vN" when there is one, else as T (so that the current
+// version needs no form of its own); an event without it, as T. Events
+// whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
+// need no field: each name is a form of its own. It returns r.
+func (r *Registry) VersionField(field string) *Registry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versionField = field
+	return r
+}
+
+// raw is the type of an upcaster's raw JSON.
+var raw = reflect.TypeFor[json.RawMessage]()
+
+// entry is one registration: the type, its name now, and its older forms.
+type entry struct {
+	t       reflect.Type
+	name    string
+	renamed []string
+	steps   []upcaster
+}
+
+// upcaster is one upcaster: from the shape of the events stored as from (type
+// in) to the next shape (type out).
+type upcaster struct {
+	from    string
+	in, out reflect.Type
+	fn      func(any) (any, error)
+}
+
+// form is how the events stored under one name decode: into type t, through
+// the upcasters steps (none for the name now and the renamed ones).
+type form struct {
+	t     reflect.Type
+	name  string // the type's name now
+	steps []upcaster
+	first int // the place of steps[0] among the entry's upcasters
+	all   int // how many upcasters the entry has
+}
+
+// noEvent is the payload of an event its upcaster dropped: no projection
+// handles it, so that it passes as an event of a type nobody handles does.
+type noEvent struct{}
+
+// forms returns the forms of en, by name; it panics when its upcasters do
+// not chain.
+func (en entry) forms() map[string]form {
+	out := map[string]form{en.name: {t: en.t, name: en.name}}
+	for _, old := range en.renamed {
+		out[old] = form{t: en.t, name: en.name}
+	}
+	for i, s := range en.steps {
+		next := en.t
+		if i+1 < len(en.steps) {
+			next = en.steps[i+1].in
+		}
+		if s.out != next && s.out != raw && next != raw {
+			panic(fmt.Sprintf("projector: upcaster from %q of %q gives %v, but the next step takes %v", s.from, en.name, s.out, next))
+		}
+		if _, dup := out[s.from]; dup {
+			panic(fmt.Sprintf("projector: %q is given twice as a form of %q", s.from, en.name))
+		}
+		out[s.from] = form{t: en.t, name: en.name, steps: en.steps[i:], first: i, all: len(en.steps)}
+	}
+	return out
+}
+
+// decode turns data, the payload of an event stored in form f, into the
+// registered type, through f's upcasters; nil with no error when one
+// dropped it.
+func (f form) decode(data []byte) (any, error) {
+	v := any(json.RawMessage(data))
+	for i, s := range f.steps {
+		out, err := s.run(v)
+		if errors.Is(err, DropEvent) {
+			return noEvent{}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("upcaster %d of %d of %s (from %q, %v to %v): %w", f.first+i+1, f.all, f.name, s.from, s.in, s.out, err)
+		}
+		v = out
+	}
+	return as(v, f.t)
+}
+
+// run runs the upcaster on v, taken as its input type.
+func (s upcaster) run(v any) (out any, err error) {
+	in, err := as(v, s.in)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return s.fn(in)
+}
+
+// as returns v as a value of type t: itself when it is one, else through
+// its JSON.
+func as(v any, t reflect.Type) (any, error) {
+	if reflect.TypeOf(v) == t {
+		return v, nil
+	}
+	data, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("encode %T: %w", v, err)
+		}
+	}
+	p := reflect.New(t)
+	if err := json.Unmarshal(data, p.Interface()); err != nil {
+		return nil, fmt.Errorf("decode into %v: %w", t, err)
+	}
+	return p.Elem().Interface(), nil
+}
+
+// formOf returns the form an event is stored in, and the name it was found
+// under: the event's type with its metadata's version (see
+// [Registry.VersionField]), else its type.
+func (r *Registry) formOf(e Event) (form, string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.versionField != "" {
+		if v, ok := metadataVersion(e.Metadata, r.versionField); ok {
+			key := e.Type + ".v" + v
+			if f, ok := r.forms[key]; ok {
+				return f, key, true
+			}
+		}
+	}
+	f, ok := r.forms[e.Type]
+	return f, e.Type, ok
+}
+
+// metadataVersion returns the version in field of metadata: a number, or a
+// string of one, with or without a "v".
+func metadataVersion(metadata []byte, field string) (string, bool) {
+	if len(metadata) == 0 {
+		return "", false
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return "", false
+	}
+	rawV, ok := m[field]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(rawV, &s) != nil {
+		s = string(rawV)
+	}
+	s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "v"), "V")
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return strconv.FormatUint(n, 10), true
+	}
+	return "", false
+}
+
+// versionAffix is a version in a type name: "CardMoved.v2", "card-moved_v2",
+// "CardMovedV2", "V2.CardMoved".
+var versionAffix = regexp.MustCompile(`(?i)(?:[._-]?v\d+$|^v\d+[._-])`)
+
+// kin is what two type names close to each other share: the name without
+// its version, in lower case.
+func kin(name string) string {
+	return strings.ToLower(versionAffix.ReplaceAllString(name, ""))
+}
+
+// Near returns a registered name that typeName, which is not registered,
+// is close to: the same but for case or a version ("CardMoved.v3" when
+// "CardMoved.v2" is registered, "cardMoved" for "CardMoved"). Such a type
+// is most likely one the registry should know: a rename or a new version
+// without its upcaster. Runners log it, and count it in
+// [RunnerStats.UnknownTypes].
+func (r *Registry) Near(typeName string) (registered string, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if _, known := r.forms[typeName]; known {
+		return "", false
+	}
+	names := r.kin[kin(typeName)]
+	if len(names) == 0 {
+		return "", false
+	}
+	return names[0], true
+}
+
+// addKin files the names of forms under what they share with close names.
+func (r *Registry) addKin(forms map[string]form) {
+	for name := range forms {
+		k := kin(name)
+		if !slices.Contains(r.kin[k], name) {
+			r.kin[k] = append(r.kin[k], name)
+			slices.Sort(r.kin[k])
+		}
+	}
+}
+
+// namesOf returns every name events of Go type t are stored under: its
+// name now and its older forms'.
+func (r *Registry) namesOf(t reflect.Type) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var names []string
+	for n, f := range r.forms {
+		if f.t == t {
+			names = append(names, n)
+		}
+	}
+	return names
+}

@@ -1,0 +1,277 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+// stored is an event as the event store keeps it: its type and JSON.
+type stored struct{ typ, data string }
+
+// appendStored appends events to stream of log as they are stored, and
+// returns them undecoded (as a subscription delivers them) and decoded
+// with r where they decode (as a fold takes them).
+func appendStored(t *testing.T, log *projectortest.Log, r *projector.Registry, stream string, events ...stored) (raw, decoded []projector.Event) {
+	t.Helper()
+	for _, s := range events {
+		ev := log.Raw(stream, s.typ, []byte(s.data))
+		raw = append(raw, ev)
+		d, _ := r.Decode(ev) // one that does not decode stays as it is
+		decoded = append(decoded, d)
+	}
+	return raw, decoded
+}
+
+func laneEngine(t *testing.T, r *projector.Registry, p projector.Definition, opts ...projector.Option) (*projector.Engine, *mongostore.Store) {
+	t.Helper()
+	s := newStore(t)
+	e, err := projector.NewEngine(s, r, []projector.Definition{p}, append([]projector.Option{projector.WithRetry(patient()), projector.WithParker(s)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e, s
+}
+
+// Events of every form in one stream (v1, v2, a v1 its upcaster drops, the
+// old name, v3) project into the fold of what they decode to, at the last
+// revision: the dropped event moved the document past it, as an event of a
+// type the projection ignores does. One by one and in a batch.
+func TestUpcast_every_form_in_one_stream_projects_to_the_fold(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			r := boardRegistry()
+			p := laneProjection(r)
+			e, s := laneEngine(t, r, p)
+			log := projectortest.NewLog(r)
+			raw, decoded := appendStored(t, log, r, "card-1",
+				stored{"CardMoved", `{"to": "Todo"}`},
+				stored{"CardMoved.v2", `{"column": {"name": "Doing"}}`},
+				stored{"CardMoved", `{"to": "-"}`},
+				stored{"CardShifted", `{"column": {"name": "Done"}}`},
+				stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
+			// The same history written in v3 alone, the dropped event an
+			// event of a type the projection does not handle.
+			rawV3, decodedV3 := appendStored(t, log, r, "card-2",
+				stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+				stored{"CardMovedV3", `{"column": {"name": "Doing"}}`},
+				stored{"CardArchived", `{}`},
+				stored{"CardMovedV3", `{"column": {"name": "Done"}}`},
+				stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
+			handleAll(t, e, batched, append(raw, rawV3...))
+			ctx := context.Background()
+			for id, evs := range map[string][]projector.Event{"1": decoded, "2": decodedV3} {
+				if err := projectortest.CheckDocument(ctx, s, p, id, evs); err != nil {
+					t.Error(err)
+				}
+			}
+			var one, two lanes
+			projector.ReadDocument(ctx, s, p, "1", &one)
+			projector.ReadDocument(ctx, s, p, "2", &two)
+			if fmt.Sprint(one) != fmt.Sprint(two) || one.Columns["Done"] != 2 {
+				t.Fatalf("mixed forms %+v, v3 alone %+v: want the same, with 2 moves to Done", one, two)
+			}
+		})
+	}
+}
+
+// handleAll handles events one by one, or in one batch, and fails on a
+// failed event.
+func handleAll(t *testing.T, e *projector.Engine, batched bool, events []projector.Event) {
+	t.Helper()
+	if batched {
+		for i, rs := range e.HandleBatch(context.Background(), events) {
+			for _, r := range rs {
+				if r.Outcome == projector.Failed {
+					t.Fatalf("event %d: %v", i, r.Err)
+				}
+			}
+		}
+		return
+	}
+	for _, ev := range events {
+		if _, err := e.Handle(context.Background(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// poisonCase is an event that fails in the lanes projection, between two
+// good ones, under each failure policy.
+type poisonCase struct {
+	registry *projector.Registry
+	p        *projector.Projection[lanes]
+	bad      stored
+	says     string // what its error says
+}
+
+var policyOutcomes = []struct {
+	policy projector.FailurePolicy
+	bad    projector.Outcome // the poison's
+	next   projector.Outcome // the good event after it
+	past   bool              // the document moved past it
+}{
+	{projector.Block, projector.Failed, projector.Failed, false},
+	{projector.Skip, projector.Skipped, projector.Applied, true},
+	{projector.Park, projector.Parked, projector.Applied, true},
+	{projector.Hold, projector.Held, projector.Held, false},
+}
+
+func (c poisonCase) run(t *testing.T) {
+	for _, want := range policyOutcomes {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/batched=%v", want.policy, batched), func(t *testing.T) {
+				ctx := context.Background()
+				// Under block, the event after the poison waits for it in
+				// vain: not for long.
+				soon := patient()
+				soon.MaxElapsed = 200 * time.Millisecond
+				e, s := laneEngine(t, c.registry, c.p, projector.WithFailurePolicy(want.policy), projector.WithRetry(soon))
+				log := projectortest.NewLog(c.registry)
+				raw, decoded := appendStored(t, log, c.registry, "card-9",
+					stored{"CardMovedV3", `{"column": {"name": "Todo"}}`}, c.bad, stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
+				var results [][]projector.Result
+				if batched {
+					results = e.HandleBatch(ctx, raw)
+				} else {
+					for _, ev := range raw {
+						rs, _ := e.Handle(ctx, ev)
+						results = append(results, rs)
+					}
+				}
+				bad := results[1]
+				if len(bad) != 1 || bad[0].Outcome != want.bad || !errors.Is(bad[0].Err, projector.ErrUndecodable) || !strings.Contains(bad[0].Err.Error(), c.says) {
+					t.Fatalf("the poison: %+v; want %v, wrapping ErrUndecodable, saying %q", bad, want.bad, c.says)
+				}
+				if next := results[2]; len(next) != 1 || next[0].Outcome != want.next && !(batched && want.next == projector.Failed && errors.Is(next[0].Err, projector.ErrNotHandled)) {
+					t.Fatalf("the event after it: %+v, want %v", next, want.next)
+				}
+				// The document: the first event's fold at its revision, or
+				// past the poison, the fold of the two good events.
+				good, wantRev := decoded[:1], int64(0)
+				if want.past {
+					good, wantRev = []projector.Event{decoded[0], decoded[2]}, 2
+				}
+				wantState, _ := c.p.Fold(good...)
+				var got lanes
+				_, rev, err := projector.ReadDocument(ctx, s, c.p, "9", &got)
+				if err != nil || rev != wantRev || fmt.Sprint(got) != fmt.Sprint(wantState) {
+					t.Fatalf("document %+v at revision %d (%v), want %+v at %d", got, rev, err, wantState, wantRev)
+				}
+			})
+		}
+	}
+}
+
+func TestUpcast_a_failing_upcaster_under_each_failure_policy(t *testing.T) {
+	r := boardRegistry()
+	poisonCase{registry: r, p: laneProjection(r), bad: stored{"CardMoved", `{"to": ""}`},
+		says: `CardMoved event`}.run(t)
+}
+
+func TestUnknownTypes_failed_under_each_failure_policy(t *testing.T) {
+	r := boardRegistry()
+	poisonCase{registry: r, p: laneProjection(r).FailUnknownTypes(), bad: stored{"CardTeleported", `{"to": "Mars"}`},
+		says: `event type "CardTeleported" is not in the event registry (projection "boards" fails unknown types)`}.run(t)
+}
+
+// By default an event of a type nobody registered is passed over, and the
+// document moves past it; so is an event of the node's own type ($...) in
+// a projection that fails unknown types.
+func TestUnknownTypes_ignored_by_default_and_the_document_moves_past(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail bool
+		typ  string
+	}{{"ignored", false, "CardTeleported"}, {"a node's own type", true, "$statsCollected"}} {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/batched=%v", c.name, batched), func(t *testing.T) {
+				r := boardRegistry()
+				p := laneProjection(r)
+				if c.fail {
+					p.FailUnknownTypes()
+				}
+				e, s := laneEngine(t, r, p)
+				log := projectortest.NewLog(r)
+				raw, decoded := appendStored(t, log, r, "card-5",
+					stored{"CardMovedV3", `{"column": {"name": "Todo"}}`}, stored{c.typ, `{}`}, stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
+				handleAll(t, e, batched, raw)
+				if err := projectortest.CheckDocument(context.Background(), s, p, "5", decoded); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// A runner counts the events of types nobody registered, by type, and says
+// in its log when such a type is close to a registered one.
+func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_type(t *testing.T) {
+	r := boardRegistry()
+	p := laneProjection(r)
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	s := newStore(t)
+	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()), projector.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(r)
+	raw, _ := appendStored(t, log, r, "card-3",
+		stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+		stored{"CardMovedV4", `{"column": {"name": "Doing", "wip": 3}}`},
+		stored{"CardTeleported", `{}`},
+		stored{"CardMovedV4", `{"column": {"name": "Done", "wip": 3}}`},
+		stored{"$statsCollected", `{}`})
+	runner, err := projector.NewRunner("boards", e, &scripted{events: raw}, nil, projector.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	waitFor(t, "the runner caught up", runner.CaughtUp)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(runner.Stats().UnknownTypes), "map[CardMovedV4:2 CardTeleported:1]"; got != want {
+		t.Fatalf("unknown types %s, want %s", got, want)
+	}
+	mu.Lock()
+	text := logs.String()
+	mu.Unlock()
+	for _, want := range []string{
+		`level=WARN msg="an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?" runner=boards type=CardMovedV4 registered=CardMoved`,
+		`level=INFO msg="an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)" runner=boards type=CardTeleported`,
+	} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("the log does not say, once:\n%s\nit says:\n%s", want, text)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

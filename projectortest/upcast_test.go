@@ -1,0 +1,94 @@
+package projectortest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+// Points of a player: "points.scored" was {"n": 3} (v1), and is now
+// "points.scored.v2" {"points": 3}; v1's "n": 0 was a mistake, dropped.
+type scoredV1 struct {
+	N int `json:"n"`
+}
+
+type Scored struct {
+	Points int `json:"points"`
+}
+
+type score struct {
+	Total int `bson:"total"`
+	Goals int `bson:"goals"`
+}
+
+func scoreRegistry(upcast func(scoredV1) (Scored, error)) *projector.Registry {
+	r := projector.NewRegistry()
+	projector.Register[Scored](r, "points.scored.v2", projector.Upcast("points.scored", upcast))
+	return r
+}
+
+func upScored(old scoredV1) (Scored, error) {
+	if old.N == 0 {
+		return Scored{}, projector.DropEvent
+	}
+	return Scored{Points: old.N}, nil
+}
+
+func scores() *projector.Projection[score] {
+	p := projector.New[score]("scores", projector.StreamSuffix("player-"))
+	projector.On(p, func(s score, e Scored) (score, error) {
+		s.Total += e.Points
+		s.Goals++
+		return s, nil
+	})
+	return p
+}
+
+func v1(n int) projector.Event {
+	return projector.Event{Type: "points.scored", Data: fmt.Appendf(nil, `{"n": %d}`, n)}
+}
+
+func TestLog_appends_an_event_as_stored_and_returns_it_upcast(t *testing.T) {
+	log := projectortest.NewLog(scoreRegistry(upScored))
+	evs := log.MustAppend(t, "player-1", v1(3), Scored{Points: 2}, v1(0))
+	if evs[0].Type != "points.scored" || string(evs[0].Data) != `{"n": 3}` || evs[0].Payload != (Scored{Points: 3}) {
+		t.Fatalf("the v1 event: %+v", evs[0])
+	}
+	if evs[1].Type != "points.scored.v2" || evs[1].StreamRevision != 1 || evs[2].StreamRevision != 2 {
+		t.Fatalf("revisions or types: %+v", evs)
+	}
+	if s, err := scores().Fold(evs...); err != nil || s != (score{Total: 5, Goals: 2}) {
+		t.Fatalf("fold %+v, %v: the dropped event counts", s, err)
+	}
+}
+
+// Prove takes events in their older forms: the upcaster is proven
+// exactly-once end to end, and one that is not pure is caught.
+func TestProve_takes_events_in_older_forms(t *testing.T) {
+	streams := map[string][]any{}
+	for i := range 6 {
+		streams[fmt.Sprintf("player-%d", i)] = []any{v1(i), Scored{Points: 1}, v1(2), projector.Event{Type: "points.scored.v2", Data: []byte(`{"points": 4}`)}}
+	}
+	store := mongostore.New(mongotest.Database(t))
+	rep, err := projectortest.Prove(context.Background(), store, scoreRegistry(upScored), scores(), streams, projectortest.Delivery{Shuffle: true, Seed: 3})
+	if err != nil || rep.Events != 24 || rep.Documents != 6 {
+		t.Fatalf("%v: %v", rep, err)
+	}
+
+	// An upcaster that gives another answer each time it runs (it counts
+	// its calls) is not a pure function: the documents differ from the fold.
+	var calls atomic.Int64
+	impure := func(old scoredV1) (Scored, error) { return Scored{Points: old.N + int(calls.Add(1))}, nil }
+	store = mongostore.New(mongotest.Database(t))
+	_, err = projectortest.Prove(context.Background(), store, scoreRegistry(impure), scores(), streams, projectortest.Delivery{Seed: 3, Workers: 1})
+	if !errors.Is(err, projectortest.ErrNotExactlyOnce) {
+		t.Fatalf("an impure upcaster: %v, want ErrNotExactlyOnce", err)
+	}
+}
