@@ -366,7 +366,7 @@ func TestEventTypes_the_server_sends_exactly_the_types_named(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
 	store := mongostore.New(db)
-	if err := projectortest.CheckState(context.Background(), store, notes, "all", wanted); err != nil {
+	if err := projectortest.CheckDocument(context.Background(), store, notes, "all", wanted); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, err := store.LoadGuarded(context.Background(), "notes", "leak", nil); err != nil || found {

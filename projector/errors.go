@@ -1,8 +1,6 @@
 package projector
 
 import (
-	"github.com/revgate/projector/projector/driver"
-
 	"errors"
 	"fmt"
 	"strings"
@@ -11,9 +9,6 @@ import (
 )
 
 var (
-	// ErrDuplicate is what a store returns when an insert finds the
-	// document there already: [driver.ErrDuplicate].
-	ErrDuplicate = driver.ErrDuplicate
 	// ErrPredecessorMissing: the document did not reach the revision before
 	// the event's within the retry policy.
 	ErrPredecessorMissing = errors.New("predecessor not applied in time")

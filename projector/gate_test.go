@@ -274,7 +274,7 @@ func TestGate_event_types_the_projection_ignores_still_advance_the_revision(t *t
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("c2")
 	evs := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "c2", ClientID: "x", OpenedAt: t0})
-	evs = append(evs, log.Raw(stream, "CartViewedByClient", []byte(`{"at":"2026-11-02T10:00:00Z"}`)))
+	evs = append(evs, log.MustAppend(t, stream, projector.Event{Type: "CartViewedByClient", Data: []byte(`{"at":"2026-11-02T10:00:00Z"}`)})[0])
 	evs = append(evs, log.MustAppend(t, stream, cart.ProductItemAddedToShoppingCart{ShoppingCartID: "c2", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})...)
 	var tl tally
 	for _, ev := range evs {
@@ -293,7 +293,7 @@ func TestGate_a_payload_that_does_not_decode_fails_at_once(t *testing.T) {
 	stream := cart.StreamID("c3")
 	evs := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "c3", ClientID: "x", OpenedAt: t0})
 	handle(t, e, evs[0])
-	bad := log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	bad := log.MustAppend(t, stream, projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 	res := handle(t, e, bad)[0]
 	var perr *projector.Error
 	if res.Outcome != projector.Failed || !errors.As(res.Err, &perr) || perr.Retryable() || res.Waits != 0 {

@@ -151,7 +151,7 @@ func TestRunner_stops_at_an_event_that_fails_under_Block_and_checkpoints_before_
 	s := newStore(t)
 	log := projectortest.NewLog(cart.Registry())
 	good := log.MustAppend(t, cart.StreamID("rz"), cart.ShoppingCartOpened{ShoppingCartID: "rz", ClientID: "x", OpenedAt: t0})
-	bad := log.Raw(cart.StreamID("rz"), cart.TypeAdded, []byte(`{"productItem": 12`))
+	bad := log.MustAppend(t, cart.StreamID("rz"), projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": 12`)})[0]
 	after := log.MustAppend(t, cart.StreamID("ry"), cart.ShoppingCartOpened{ShoppingCartID: "ry", ClientID: "x", OpenedAt: t0})
 	src := &scripted{events: append(append(good, bad), after...)}
 	r, err := projector.NewRunner("r2", newEngine(t, s, retry.Default()), src, s, projector.WithReconnect(fastReconnect()))

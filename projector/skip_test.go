@@ -31,7 +31,7 @@ func TestSkip_moves_the_document_past_a_poison_event_and_the_stream_flows(t *tes
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("s1")
 	good := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "s1", ClientID: "x", OpenedAt: t0})
-	undecodable := log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	undecodable := log.MustAppend(t, stream, projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 	domain := log.MustAppend(t, stream, cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: "s1", ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}})
 	rest := log.MustAppend(t, stream,
 		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "s1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}},
@@ -69,7 +69,7 @@ func TestSkip_a_creation_event_that_fails_creates_the_zero_state(t *testing.T) {
 	e := skippingEngine(t, s)
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("s2")
-	bad := log.Raw(stream, cart.TypeOpened, []byte(`not json`))
+	bad := log.MustAppend(t, stream, projector.Event{Type: cart.TypeOpened, Data: []byte(`not json`)})[0]
 	next := log.MustAppend(t, stream, cart.ProductItemAddedToShoppingCart{ShoppingCartID: "s2", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
 	rs, err := e.Handle(context.Background(), bad)
 	if len(rs) != 1 || rs[0].Outcome != projector.Skipped || !errors.Is(rs[0].Err, projector.ErrUndecodable) {
@@ -172,8 +172,8 @@ func TestSkip_an_undecodable_creation_event_after_revision_0_is_still_a_creation
 	}
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("s5")
-	log.Raw(stream, "Preamble", []byte(`{}`))
-	bad := log.Raw(stream, cart.TypeOpened, []byte(`{"clientId": 7`))
+	log.MustAppend(t, stream, projector.Event{Type: "Preamble", Data: []byte(`{}`)})
+	bad := log.MustAppend(t, stream, projector.Event{Type: cart.TypeOpened, Data: []byte(`{"clientId": 7`)})[0]
 	next := log.MustAppend(t, stream, cart.ShoppingCartConfirmed{ShoppingCartID: "s5", ConfirmedAt: t0})
 	if r := handle(t, e, bad)[0]; r.Outcome != projector.Skipped || r.Waits != 0 {
 		t.Fatalf("creation at revision 1: %v after %d waits: %v", r.Outcome, r.Waits, r.Err)
@@ -252,7 +252,7 @@ func TestSkip_a_skipped_event_is_logged_at_warn(t *testing.T) {
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("s9")
 	handle(t, e, log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "s9", ClientID: "x", OpenedAt: t0})[0])
-	if r := handle(t, e, log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`)))[0]; r.Outcome != projector.Skipped {
+	if r := handle(t, e, log.MustAppend(t, stream, projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0])[0]; r.Outcome != projector.Skipped {
 		t.Fatalf("outcome %v, want skipped", r.Outcome)
 	}
 	var rec struct{ Level, Msg string }

@@ -80,33 +80,37 @@ func (s docStore) PutGuarded(ctx context.Context, collection, id string, expecte
 }
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
-	defer s.clock.stop(s.clock.start())
-	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids))
+	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids)) // outside the clock: the store's time is within the span's
+	t0 := s.clock.start()
 	loaded, err := s.c.batchStore.LoadMany(ctx, collection, ids, newState)
+	s.clock.stop(t0)
 	endStore(span, err, 0)
 	return loaded, err
 }
 
 func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	defer s.clock.stop(s.clock.start())
-	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(writes))
+	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(writes)) // outside the clock: the store's time is within the span's
+	t0 := s.clock.start()
 	ok, err := s.c.batchStore.WriteMany(ctx, collection, writes)
+	s.clock.stop(t0)
 	endStore(span, err, missedOf(ok, err))
 	return ok, err
 }
 
 func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
-	defer s.clock.stop(s.clock.start())
-	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids))
+	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids)) // outside the clock: the store's time is within the span's
+	t0 := s.clock.start()
 	loaded, err := s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+	s.clock.stop(t0)
 	endStore(span, err, 0)
 	return loaded, err
 }
 
 func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
-	defer s.clock.stop(s.clock.start())
-	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(puts))
+	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(puts)) // outside the clock: the store's time is within the span's
+	t0 := s.clock.start()
 	ok, err := s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	s.clock.stop(t0)
 	endStore(span, err, missedOf(ok, err))
 	return ok, err
 }

@@ -55,7 +55,7 @@ func TestUndecodable_an_event_routed_by_its_payload_type_goes_to_the_failure_pol
 				}
 				log := projectortest.NewLog(cart.Registry())
 				good := log.MustAppend(t, cart.StreamID("u1"), cart.ProductItemAddedToShoppingCart{ShoppingCartID: "u1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})
-				bad := log.Raw(cart.StreamID("u2"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+				bad := log.MustAppend(t, cart.StreamID("u2"), projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 				var rs []projector.Result
 				if batched {
 					all := e.HandleBatch(ctx, []projector.Event{good[0], bad})
@@ -102,7 +102,7 @@ func TestUndecodable_an_event_of_a_type_a_projection_does_not_handle_moves_its_d
 	log := projectortest.NewLog(cart.Registry())
 	stream := cart.StreamID("u3")
 	opened := log.MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "u3", ClientID: "c", OpenedAt: t0})
-	bad := log.Raw(stream, cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	bad := log.MustAppend(t, stream, projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 	confirmed := log.MustAppend(t, stream, cart.ShoppingCartConfirmed{ShoppingCartID: "u3", ConfirmedAt: t0})
 	ctx := context.Background()
 	if _, err := e.Handle(ctx, opened[0]); err != nil {
@@ -155,7 +155,7 @@ func TestUndecodable_a_router_that_reads_the_payload_s_fields_makes_no_document_
 				t.Fatal(err)
 			}
 			log := projectortest.NewLog(cart.Registry())
-			bad := log.Raw(cart.StreamID("u4"), cart.TypeOpened, []byte(`{"clientId": 7}`))
+			bad := log.MustAppend(t, cart.StreamID("u4"), projector.Event{Type: cart.TypeOpened, Data: []byte(`{"clientId": 7}`)})[0]
 			rs, _ := e.Handle(ctx, bad)
 			want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Skip: projector.Skipped, projector.Park: projector.Parked}[policy]
 			if len(rs) != 1 || rs[0].Outcome != want || rs[0].Document != "" || !errors.Is(rs[0].Err, projector.ErrUndecodable) ||
@@ -194,7 +194,7 @@ func TestUndecodable_a_projection_without_a_handler_is_not_failed_by_its_router(
 		t.Fatal(err)
 	}
 	log := projectortest.NewLog(cart.Registry())
-	bad := log.Raw(cart.StreamID("u5"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+	bad := log.MustAppend(t, cart.StreamID("u5"), projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 	rs, err := e.Handle(context.Background(), bad)
 	if len(rs) != 0 || err != nil {
 		t.Fatalf("results %+v, err %v: want none, the event is not the projection's concern", rs, err)
@@ -247,7 +247,7 @@ func TestUndecodable_an_event_in_a_batch_costs_a_split_not_the_batch_one_at_a_ti
 					cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c"},
 					cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}})...)
 			}
-			bad := log.Raw(cart.StreamID("s99"), cart.TypeAdded, []byte(`{"productItem": "twelve"`))
+			bad := log.MustAppend(t, cart.StreamID("s99"), projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
 			events = slices.Insert(events, len(events)/2, bad)
 			engine := func(s driver.Store) *projector.Engine {
 				e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{def()},

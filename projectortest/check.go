@@ -41,9 +41,3 @@ func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.
 	}
 	return nil
 }
-
-// CheckState is [CheckDocument], named for a document fed by several
-// streams: its events are given in log order.
-func CheckState[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
-	return CheckDocument(ctx, store, p, id, events)
-}

@@ -97,21 +97,6 @@ func (l *Log) MustAppend(tb interface {
 	return evs
 }
 
-// Raw returns an event of a type the registry may not know, with a raw
-// payload, appended to stream: for unknown types and payloads that do not
-// decode.
-func (l *Log) Raw(stream, eventType string, data []byte) projector.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.position++
-	rev := l.streams[stream]
-	l.streams[stream] = rev + 1
-	return projector.Event{
-		ID: uuid.NewString(), Type: eventType, StreamID: stream, StreamRevision: rev,
-		Position: l.position, Data: data, Created: l.clock(),
-	}
-}
-
 // Redeliver returns events with each delivered between 1 and maxTimes times,
 // the copies placed at random later points, so that old events arrive after
 // newer ones; the first delivery of each keeps its order.

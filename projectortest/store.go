@@ -97,13 +97,13 @@ func (su storeSuite) loadBelowTheMinimumRevision(t *testing.T) {
 }
 
 // secondInsert checks that a second insert of a document fails with
-// [projector.ErrDuplicate].
+// [driver.ErrDuplicate].
 func (su storeSuite) secondInsert(t *testing.T) {
 	s := su.open(t)
 	if err := s.Insert(su.ctx, "docs", "d1", head(0), su.first); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Insert(su.ctx, "docs", "d1", head(0), su.first); !errors.Is(err, projector.ErrDuplicate) {
+	if err := s.Insert(su.ctx, "docs", "d1", head(0), su.first); !errors.Is(err, driver.ErrDuplicate) {
 		t.Fatalf("err = %v, want ErrDuplicate", err)
 	}
 }

@@ -202,11 +202,11 @@ func checkAll(t *testing.T, store *mongostore.Store, loans string, h history) {
 		}
 	}
 	for id, evs := range byMember {
-		if err := projectortest.CheckState(ctx, store, members, id, evs); err != nil {
+		if err := projectortest.CheckDocument(ctx, store, members, id, evs); err != nil {
 			t.Error(err)
 		}
 	}
-	if err := projectortest.CheckState(ctx, store, desk, lending.DeskStatsID, forDesk); err != nil {
+	if err := projectortest.CheckDocument(ctx, store, desk, lending.DeskStatsID, forDesk); err != nil {
 		t.Error(err)
 	}
 }
