@@ -6,6 +6,16 @@
 GO ?= go
 PKGS ?= ./...
 
+# The tests of subscription/esdbv4 run EventStore-Client-Go v4 against the
+# esdbtest double, which is built on KurrentDB-Client-Go's protocol code: that
+# test binary links both official clients, whose generated code registers the
+# same protobuf names, and would panic as it starts. It is linked with the
+# protobuf registry's conflict policy set to ignore, a variable of
+# google.golang.org/protobuf/reflect/protoregistry (outside that module's
+# compatibility promise). No other binary links both (cmd/projector's tests
+# check it); each links the adapter its app.Config.Dial names.
+BOTH_CLIENTS ?= -ldflags=-X=google.golang.org/protobuf/reflect/protoregistry.conflictPolicy=ignore
+
 .PHONY: test test-sqlite test-docker test-docker-kurrentdb test-compose demo bench bench-undecodable bench-large build fuzz lint
 
 # The example is a module of its own (examples/library): its tests run after
@@ -13,22 +23,22 @@ PKGS ?= ./...
 EXAMPLES ?= examples/library
 
 test:
-	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(PKGS)
+	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(BOTH_CLIENTS) $(PKGS)
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # The same tests on FerretDB's SQLite backend, the embedded default.
 test-sqlite:
-	PROJECTOR_TEST_POSTGRES= $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	PROJECTOR_TEST_POSTGRES= $(GO) test -race -count=1 -timeout 40m $(BOTH_CLIENTS) $(PKGS)
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # Only the Docker tier (EventStoreDB and MongoDB in testcontainers); skips
 # without a Docker engine.
 test-docker:
-	$(GO) test -race -count=1 -run Docker -v $(PKGS)
+	$(GO) test -race -count=1 -run Docker -v $(BOTH_CLIENTS) $(PKGS)
 
 # The Docker tier on a KurrentDB node instead of EventStoreDB.
 test-docker-kurrentdb:
-	PROJECTOR_TEST_ESDB_IMAGE=kurrentplatform/kurrentdb:25.0 $(GO) test -race -count=1 -run Docker -v $(PKGS)
+	PROJECTOR_TEST_ESDB_IMAGE=kurrentplatform/kurrentdb:25.0 $(GO) test -race -count=1 -run Docker -v $(BOTH_CLIENTS) $(PKGS)
 
 # The Docker tier against the servers of docker-compose.yml: starts them,
 # runs the real-server tests, stops them.
@@ -36,7 +46,7 @@ COMPOSE ?= docker compose
 test-compose:
 	$(COMPOSE) up -d --wait eventstore mongo
 	PROJECTOR_TEST_ESDB='esdb://localhost:2113?tls=false' MONGO_URI='mongodb://localhost:27017/?directConnection=true' \
-		$(GO) test -race -count=1 -run Docker -v $(PKGS); status=$$?; $(COMPOSE) down -v; exit $$status
+		$(GO) test -race -count=1 -run Docker -v $(BOTH_CLIENTS) $(PKGS); status=$$?; $(COMPOSE) down -v; exit $$status
 
 demo:
 	$(GO) run ./cmd/projector-lab demo

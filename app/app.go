@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
 )
 
 // Config is a projector binary: the projections it runs, the registry of the
@@ -23,6 +25,12 @@ type Config struct {
 	Name string
 	// Registry decodes the events the projections handle. Required.
 	Registry *projector.Registry
+	// Dial returns a client of the event store at a connection string,
+	// through an official client: kurrent.Dial (KurrentDB-Client-Go, for
+	// esdb:// and kurrentdb:// alike) or esdbv4.Dial (EventStore-Client-Go
+	// v4, esdb:// only). Required. The binary links the client it names and
+	// no other: this package imports neither adapter.
+	Dial func(uri string, logger *slog.Logger) (*subscription.Client, error)
 	// Projections the binary runs. Required: at least one.
 	Projections []Projection
 	// Embedded starts an in-process MongoDB wire-protocol server for

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -47,7 +48,7 @@ func tickets(name string) *projector.Projection[ticket] {
 }
 
 func config(ps ...app.Projection) app.Config {
-	return app.Config{Name: "tickets", Registry: registry(), Projections: ps}
+	return app.Config{Name: "tickets", Registry: registry(), Dial: kurrent.Dial, Projections: ps}
 }
 
 // deadEnd is a TCP listener that counts the connections made to it: a
@@ -94,6 +95,9 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 	}{
 		{"no registry", app.Config{Projections: []app.Projection{good}}, nil, "no event registry", ""},
 		{"no projections", app.Config{Registry: registry()}, nil, "no projections", ""},
+		{"no event store client", app.Config{Registry: registry(), Projections: []app.Projection{good}}, nil,
+			"no event store client: set Config.Dial to kurrent.Dial", ""},
+		{"status without a client", app.Config{Registry: registry(), Projections: []app.Projection{good}}, nil, "set Config.Dial", "status"},
 		{"no definition", config(app.Projection{Reads: app.StreamPrefix("ticket/")}), nil, "has no Definition", ""},
 		{"two with one name", config(good, app.Projection{Definition: tickets("tickets").InCollection("other"), Reads: good.Reads}), nil,
 			`two projections named "tickets"`, ""},
@@ -351,7 +355,7 @@ func TestEventTypes_the_server_sends_exactly_the_types_named(t *testing.T) {
 	reg := registry()
 	projector.Register[notedLater](reg, "ticket.noted-later")
 	notes := counter("notes", "ticket.noted")
-	c := app.Config{Name: "tickets", Registry: reg, Projections: []app.Projection{{Definition: notes, Reads: app.EventTypes("ticket.noted")}}}
+	c := app.Config{Name: "tickets", Registry: reg, Dial: kurrent.Dial, Projections: []app.Projection{{Definition: notes, Reads: app.EventTypes("ticket.noted")}}}
 
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -441,6 +445,27 @@ var binaries = map[string]func() app.Config{
 	"all-tickets": func() app.Config {
 		return config(app.Projection{Definition: allTickets(), Reads: app.StreamPrefix("ticket/")})
 	},
+	"no-dial": func() app.Config {
+		c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+		c.Dial = nil
+		return c
+	},
+}
+
+// A binary whose Config names no event-store client (Config.Dial) stops as
+// it starts, before it connects to anything: one line naming kurrent.Dial,
+// exit status 2.
+func TestMain_a_config_without_Dial_fails_at_start_with_one_line_naming_kurrent_Dial(t *testing.T) {
+	addr, accepted := deadEnd(t)
+	cmd, stderr := startBinary(t, "no-dial", "run", "--http", "", "--esdb", "esdb://"+addr+"?tls=false", "--mongo", "mongodb://"+addr)
+	err := cmd.Wait()
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(stderr.String(), "set Config.Dial to kurrent.Dial") {
+		t.Fatalf("exit %d (%v), stderr %q; want exit 2 and one line naming kurrent.Dial", code, err, stderr)
+	}
+	if n := accepted.Load(); n > 0 {
+		t.Fatalf("%d connections before the config was refused", n)
+	}
 }
 
 func TestMain(m *testing.M) {

@@ -27,6 +27,9 @@ func newCatalog(c Config) (*catalog, error) {
 	if len(c.Projections) == 0 {
 		return nil, errors.New("no projections: set Config.Projections")
 	}
+	if c.Dial == nil {
+		return nil, errors.New("no event store client: set Config.Dial to kurrent.Dial (package github.com/revgate/projector/kurrent) or esdbv4.Dial")
+	}
 	defs := make([]projector.Definition, len(c.Projections))
 	for i, p := range c.Projections {
 		if p.Definition == nil || reflect.ValueOf(p.Definition).IsNil() {

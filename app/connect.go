@@ -20,11 +20,14 @@ import (
 type servers struct {
 	esdb, mongo, database, dataDir string
 	timeout                        time.Duration
+	dial                           dialFunc // Config.Dial
 }
 
-// register declares the connection flags on fs; esdbHelp says what the
-// command needs EventStoreDB for ("" leaves --esdb out).
-func (s *servers) register(fs *flag.FlagSet, embedded bool, esdbHelp string) {
+// register declares the connection flags of x's command on fs; esdbHelp
+// says what the command needs EventStoreDB for ("" leaves --esdb out).
+func (s *servers) register(fs *flag.FlagSet, x *cli, esdbHelp string) {
+	s.dial = x.Dial
+	embedded := x.Embedded != nil
 	if esdbHelp != "" {
 		fs.StringVar(&s.esdb, "esdb", "", esdbHelp)
 	}
@@ -44,14 +47,14 @@ func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 	case s.timeout <= 0:
 		return usageError(inv.Stderr, "--connect-timeout must be > 0, got %v", s.timeout)
 	case needESDB && s.esdb == "":
-		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false, or kurrentdb://localhost:2113?tls=false for KurrentDB-Client-Go", inv.EnvPrefix)
+		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false or kurrentdb://localhost:2113?tls=false", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
 		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
 	}
 	// The connection strings are parsed now, without connecting: one that
 	// cannot be is a usage error.
 	if s.esdb != "" {
-		c, err := openEventStore(s.esdb, nil)
+		c, err := openEventStore(s.dial, s.esdb, nil)
 		if err != nil {
 			return usageError(inv.Stderr, "--esdb: %v", err)
 		}
@@ -71,11 +74,11 @@ func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*S
 		Embedded: x.Embedded, Logger: logger})
 }
 
-// dial returns a client of the event store at s.esdb (on the client its
-// scheme picks; see openEventStore) that has answered
-// within the connect timeout.
+// dial returns a client of the event store at s.esdb (through
+// Config.Dial; see openEventStore) that has answered within the connect
+// timeout.
 func dial(ctx context.Context, s servers, logger *slog.Logger) (eventStore, error) {
-	client, err := openEventStore(s.esdb, logger)
+	client, err := openEventStore(s.dial, s.esdb, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@
 //		app.Main(app.Config{
 //			Name:     "library-projector",
 //			Registry: lending.Registry(),
+//			Dial:     kurrent.Dial, // the event store's client
 //			Projections: []app.Projection{
 //				{Definition: lending.NewLoans(), Reads: app.StreamPrefix("loan/")},
 //				{Definition: lending.NewMembers(), Reads: app.StreamPrefix("loan/"), Workers: 2},
@@ -25,7 +26,16 @@
 // wants; the flags --workers, --batch and --on-failure give the defaults a
 // projection does not set.
 //
-// The catalog is checked before any command connects to anything: two
+// [Config.Dial] names the official client the binary reads the event store
+// through, and so the one it links, as a database/sql driver is linked by
+// its import: kurrent.Dial (package github.com/revgate/projector/kurrent,
+// KurrentDB-Client-Go, which reads esdb:// and kurrentdb:// connection
+// strings alike), or esdbv4.Dial (package
+// github.com/revgate/projector/subscription/esdbv4, the archived
+// EventStore-Client-Go v4, esdb:// only). This package imports neither.
+//
+// The catalog is checked before any command connects to anything: no
+// Config.Dial, two
 // projections with one name or collection, a projection without handlers, a
 // handler of an event type the registry does not know, a filter the server
 // cannot take or that the projection's strategy cannot keep, or an unknown
@@ -53,5 +63,6 @@
 //
 // A binary built with this package links no test double: neither the
 // EventStoreDB-protocol test server (package esdbtest), nor projectortest,
-// nor package testing.
+// nor package testing; and of the two official clients, only the one its
+// Config.Dial names.
 package app

@@ -8,14 +8,12 @@ import (
 	"strings"
 
 	"github.com/revgate/projector/internal/neutral"
-	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
-// eventStore is the event store the commands read, through one of the two
-// official clients: the connection string's scheme picks it (see
+// eventStore is the event store the commands read, through the official
+// client of the adapter the binary names in [Config.Dial] (see
 // [openEventStore]).
 type eventStore interface {
 	projector.StreamHistory
@@ -51,39 +49,32 @@ type groupSource interface {
 	Stats() neutral.PersistentStats
 }
 
-// adapter is an official client's package: its name and its Dial.
-type adapter struct {
-	name string
-	dial func(uri string, logger *slog.Logger) (*subscription.Client, error)
-}
+// dialFunc is [Config.Dial]: an adapter's Dial.
+type dialFunc = func(uri string, logger *slog.Logger) (*subscription.Client, error)
 
-// kurrentSchemes are the schemes KurrentDB-Client-Go reads (each also with
-// "+discover"); esdb:// stays on EventStore-Client-Go v4.
-var kurrentSchemes = []string{"kurrentdb", "kurrent", "kdb"}
+// schemes are the schemes of the official clients' connection strings (each
+// also with "+discover"): esdb:// for both, kurrentdb://, kurrent:// and
+// kdb:// for KurrentDB-Client-Go.
+var schemes = []string{"esdb", "kurrentdb", "kurrent", "kdb"}
 
-// adapterFor returns the adapter of the connection string's scheme:
-// KurrentDB-Client-Go for kurrentdb://, kurrent:// and kdb://,
-// EventStore-Client-Go v4 for esdb://.
-func adapterFor(uri string) (adapter, error) {
+// checkScheme refuses, in one line without its password, a connection
+// string whose scheme no official client reads.
+func checkScheme(uri string) error {
 	scheme, _, ok := strings.Cut(uri, "://")
 	scheme = strings.TrimSuffix(strings.ToLower(scheme), "+discover")
-	switch {
-	case ok && scheme == "esdb":
-		return adapter{"esdb", esdbv4.Dial}, nil
-	case ok && slices.Contains(kurrentSchemes, scheme):
-		return adapter{"kurrent", kurrent.Dial}, nil
+	if ok && slices.Contains(schemes, scheme) {
+		return nil
 	}
-	return adapter{}, fmt.Errorf("event store connection string %q: want esdb://host:port (EventStore-Client-Go) or kurrentdb://host:port (KurrentDB-Client-Go; also kurrent://, kdb://)", neutral.Redact(uri))
+	return fmt.Errorf("event store connection string %q: want esdb://host:port or kurrentdb://host:port (also kurrent://, kdb://)", neutral.Redact(uri))
 }
 
-// openEventStore returns a client of the event store at uri, on the
-// adapter its scheme picks. It does not connect.
-func openEventStore(uri string, logger *slog.Logger) (eventStore, error) {
-	a, err := adapterFor(uri)
-	if err != nil {
+// openEventStore returns a client of the event store at uri through dial
+// ([Config.Dial]). It does not connect.
+func openEventStore(dial dialFunc, uri string, logger *slog.Logger) (eventStore, error) {
+	if err := checkScheme(uri); err != nil {
 		return nil, err
 	}
-	c, err := a.dial(uri, logger)
+	c, err := dial(uri, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ type rebuildConfig struct {
 func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	var c rebuildConfig
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
+	c.register(fs, x, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (required)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)

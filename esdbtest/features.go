@@ -3,8 +3,8 @@ package esdbtest
 import (
 	"context"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/serverfeatures"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
 )
 
 // serverVersion is the EventStoreDB version the server claims to be.

@@ -4,8 +4,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/persistent"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/persistent"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/serverfeatures"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -184,7 +184,7 @@ func NewWith(tb testing.TB, opts Options) *Server {
 // Addr returns the address the server listens on, host:port.
 func (s *Server) Addr() string { return s.lis.Addr().String() }
 
-// URI returns a connection string for the official client:
+// URI returns a connection string for either official client:
 // "esdb://ADDR?tls=false&maxDiscoverAttempts=100&discoveryInterval=100", or
 // with [Options.Users] "esdb://ADDR?tls=true&tlsVerifyCert=false&..." (the
 // certificate is self-signed; [Server.Client] verifies it instead).
@@ -211,24 +211,24 @@ func (s *Server) uri(userinfo string) string {
 		userinfo, s.Addr(), tlsParams, discoverAttempts, discoveryIntervalMS)
 }
 
-// Client returns an official client connected to [Server.URI], closed when the
-// test ends (before the server, if the server came from [New] earlier). Its
-// logs go to the server's logger at debug level. With [Options.Users] it
+// Client returns an official client, KurrentDB-Client-Go's, connected to
+// [Server.URI], closed when the test ends (before the server, if the server
+// came from [New] earlier). Its logs go to the server's logger at debug level. With [Options.Users] it
 // runs as the anonymous user unless a call carries credentials.
-func (s *Server) Client(tb testing.TB) *esdb.Client {
+func (s *Server) Client(tb testing.TB) *kurrentdb.Client {
 	tb.Helper()
 	return s.client(tb, s.URI())
 }
 
 // ClientAs is [Server.Client] running as a user: [Server.URIAs].
-func (s *Server) ClientAs(tb testing.TB, name, password string) *esdb.Client {
+func (s *Server) ClientAs(tb testing.TB, name, password string) *kurrentdb.Client {
 	tb.Helper()
 	return s.client(tb, s.URIAs(name, password))
 }
 
-func (s *Server) client(tb testing.TB, uri string) *esdb.Client {
+func (s *Server) client(tb testing.TB, uri string) *kurrentdb.Client {
 	tb.Helper()
-	cfg, err := esdb.ParseConnectionString(uri)
+	cfg, err := kurrentdb.ParseConnectionString(uri)
 	if err != nil {
 		tb.Fatalf("esdbtest: parse %s: %v", uri, err)
 	}
@@ -236,10 +236,10 @@ func (s *Server) client(tb testing.TB, uri string) *esdb.Client {
 		cfg.RootCAs, cfg.SkipCertificateVerification = s.roots, false
 	}
 	logger := s.logger
-	cfg.Logger = func(level esdb.LogLevel, format string, args ...interface{}) {
+	cfg.Logger = func(level kurrentdb.LogLevel, format string, args ...interface{}) {
 		logger.Debug("esdb client: "+fmt.Sprintf(format, args...), "level", level)
 	}
-	c, err := esdb.NewClient(cfg)
+	c, err := kurrentdb.NewClient(cfg)
 	if err != nil {
 		tb.Fatalf("esdbtest: client: %v", err)
 	}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/shared"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -36,18 +36,18 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func event(eventType, data string) esdb.EventData {
-	return esdb.EventData{EventType: eventType, ContentType: esdb.ContentTypeJson, Data: []byte(data)}
+func event(eventType, data string) kurrentdb.EventData {
+	return kurrentdb.EventData{EventType: eventType, ContentType: kurrentdb.ContentTypeJson, Data: []byte(data)}
 }
 
 // appendEvents appends n events of one type to a stream with ExpectedRevision Any.
-func appendEvents(t *testing.T, ctx context.Context, c *esdb.Client, stream, eventType string, n int) *esdb.WriteResult {
+func appendEvents(t *testing.T, ctx context.Context, c *kurrentdb.Client, stream, eventType string, n int) *kurrentdb.WriteResult {
 	t.Helper()
-	events := make([]esdb.EventData, n)
+	events := make([]kurrentdb.EventData, n)
 	for i := range events {
 		events[i] = event(eventType, fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", i%7)))
 	}
-	res, err := c.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, events...)
+	res, err := c.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{}, events...)
 	if err != nil {
 		t.Fatalf("append to %s: %v", stream, err)
 	}
@@ -55,21 +55,21 @@ func appendEvents(t *testing.T, ctx context.Context, c *esdb.Client, stream, eve
 }
 
 // read drains a plain read: read(t)(c.ReadStream(...)).
-func read(t *testing.T) func(*esdb.ReadStream, error) []*esdb.ResolvedEvent {
+func read(t *testing.T) func(*kurrentdb.ReadStream, error) []*kurrentdb.ResolvedEvent {
 	t.Helper()
-	return func(rs *esdb.ReadStream, err error) []*esdb.ResolvedEvent {
+	return func(rs *kurrentdb.ReadStream, err error) []*kurrentdb.ResolvedEvent {
 		t.Helper()
 		return drain(t, rs, err)
 	}
 }
 
-func drain(t *testing.T, rs *esdb.ReadStream, err error) []*esdb.ResolvedEvent {
+func drain(t *testing.T, rs *kurrentdb.ReadStream, err error) []*kurrentdb.ResolvedEvent {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
 	defer rs.Close()
-	var out []*esdb.ResolvedEvent
+	var out []*kurrentdb.ResolvedEvent
 	for {
 		e, err := rs.Recv()
 		if errors.Is(err, io.EOF) {
@@ -82,7 +82,7 @@ func drain(t *testing.T, rs *esdb.ReadStream, err error) []*esdb.ResolvedEvent {
 	}
 }
 
-func revisions(events []*esdb.ResolvedEvent) []uint64 {
+func revisions(events []*kurrentdb.ResolvedEvent) []uint64 {
 	out := make([]uint64, len(events))
 	for i, e := range events {
 		out[i] = e.OriginalEvent().EventNumber
@@ -90,8 +90,8 @@ func revisions(events []*esdb.ResolvedEvent) []uint64 {
 	return out
 }
 
-func errorCode(err error) (esdb.ErrorCode, bool) {
-	var e *esdb.Error
+func errorCode(err error) (kurrentdb.ErrorCode, bool) {
+	var e *kurrentdb.Error
 	if errors.As(err, &e) {
 		return e.Code(), true
 	}
@@ -99,7 +99,7 @@ func errorCode(err error) (esdb.ErrorCode, bool) {
 }
 
 // next returns the next subscription message, failing on a drop.
-func next(t *testing.T, sub *esdb.Subscription) *esdb.SubscriptionEvent {
+func next(t *testing.T, sub *kurrentdb.Subscription) *kurrentdb.SubscriptionEvent {
 	t.Helper()
 	e := sub.Recv()
 	if e.SubscriptionDropped != nil {
@@ -108,8 +108,16 @@ func next(t *testing.T, sub *esdb.Subscription) *esdb.SubscriptionEvent {
 	return e
 }
 
+// caughtUp says whether e is the server's CaughtUp. This server sends it
+// without a timestamp, as EventStoreDB 23.10 does, and KurrentDB-Client-Go
+// then delivers a message with every field nil (the server sends no
+// FellBehind, so such a message is CaughtUp).
+func caughtUp(e *kurrentdb.SubscriptionEvent) bool {
+	return e.CaughtUp != nil || *e == (kurrentdb.SubscriptionEvent{})
+}
+
 // nextEvent skips checkpoints and CaughtUp to the next event.
-func nextEvent(t *testing.T, sub *esdb.Subscription) *esdb.ResolvedEvent {
+func nextEvent(t *testing.T, sub *kurrentdb.Subscription) *kurrentdb.ResolvedEvent {
 	t.Helper()
 	for {
 		if e := next(t, sub); e.EventAppeared != nil {
@@ -119,7 +127,7 @@ func nextEvent(t *testing.T, sub *esdb.Subscription) *esdb.ResolvedEvent {
 }
 
 // nextPersistent returns the next persistent message, failing on a drop.
-func nextPersistent(t *testing.T, sub *esdb.PersistentSubscription) *esdb.EventAppeared {
+func nextPersistent(t *testing.T, sub *kurrentdb.PersistentSubscription) *kurrentdb.EventAppeared {
 	t.Helper()
 	e := sub.Recv()
 	if e.SubscriptionDropped != nil {
@@ -128,25 +136,25 @@ func nextPersistent(t *testing.T, sub *esdb.PersistentSubscription) *esdb.EventA
 	return e.EventAppeared
 }
 
-func settings(mutate func(*esdb.PersistentSubscriptionSettings)) *esdb.PersistentSubscriptionSettings {
-	s := esdb.SubscriptionSettingsDefault()
+func settings(mutate func(*kurrentdb.PersistentSubscriptionSettings)) *kurrentdb.PersistentSubscriptionSettings {
+	s := kurrentdb.SubscriptionSettingsDefault()
 	if mutate != nil {
 		mutate(&s)
 	}
 	return &s
 }
 
-func createGroup(t *testing.T, ctx context.Context, c *esdb.Client, stream, group string, from esdb.StreamPosition, st *esdb.PersistentSubscriptionSettings) {
+func createGroup(t *testing.T, ctx context.Context, c *kurrentdb.Client, stream, group string, from kurrentdb.StreamPosition, st *kurrentdb.PersistentSubscriptionSettings) {
 	t.Helper()
-	err := c.CreatePersistentSubscription(ctx, stream, group, esdb.PersistentStreamSubscriptionOptions{StartFrom: from, Settings: st})
+	err := c.CreatePersistentSubscription(ctx, stream, group, kurrentdb.PersistentStreamSubscriptionOptions{StartFrom: from, Settings: st})
 	if err != nil {
 		t.Fatalf("create group %s on %s: %v", group, stream, err)
 	}
 }
 
-func connect(t *testing.T, ctx context.Context, c *esdb.Client, stream, group string, buffer uint32) *esdb.PersistentSubscription {
+func connect(t *testing.T, ctx context.Context, c *kurrentdb.Client, stream, group string, buffer uint32) *kurrentdb.PersistentSubscription {
 	t.Helper()
-	sub, err := c.SubscribeToPersistentSubscription(ctx, stream, group, esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: buffer})
+	sub, err := c.SubscribeToPersistentSubscription(ctx, stream, group, kurrentdb.SubscribeToPersistentSubscriptionOptions{BufferSize: buffer})
 	if err != nil {
 		t.Fatalf("connect to %s on %s: %v", group, stream, err)
 	}
@@ -163,26 +171,26 @@ func TestAppend_expected_revisions(t *testing.T) {
 	tests := []struct {
 		name     string
 		stream   string
-		expected esdb.ExpectedRevision
+		expected kurrentdb.StreamState
 		wantErr  bool
 		wantNext uint64
 	}{
-		{"any on a new stream", "any", esdb.Any{}, false, 0},
-		{"any again", "any", esdb.Any{}, false, 1},
-		{"no stream on a new stream", "fresh", esdb.NoStream{}, false, 0},
-		{"no stream on an existing stream", "fresh", esdb.NoStream{}, true, 0},
-		{"stream exists on a missing stream", "missing", esdb.StreamExists{}, true, 0},
-		{"stream exists on an existing stream", "fresh", esdb.StreamExists{}, false, 1},
-		{"exact revision", "fresh", esdb.Revision(1), false, 2},
-		{"stale revision", "fresh", esdb.Revision(1), true, 0},
-		{"revision ahead", "fresh", esdb.Revision(7), true, 0},
-		{"revision on a missing stream", "missing", esdb.Revision(0), true, 0},
+		{"any on a new stream", "any", kurrentdb.Any{}, false, 0},
+		{"any again", "any", kurrentdb.Any{}, false, 1},
+		{"no stream on a new stream", "fresh", kurrentdb.NoStream{}, false, 0},
+		{"no stream on an existing stream", "fresh", kurrentdb.NoStream{}, true, 0},
+		{"stream exists on a missing stream", "missing", kurrentdb.StreamExists{}, true, 0},
+		{"stream exists on an existing stream", "fresh", kurrentdb.StreamExists{}, false, 1},
+		{"exact revision", "fresh", kurrentdb.Revision(1), false, 2},
+		{"stale revision", "fresh", kurrentdb.Revision(1), true, 0},
+		{"revision ahead", "fresh", kurrentdb.Revision(7), true, 0},
+		{"revision on a missing stream", "missing", kurrentdb.Revision(0), true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := c.AppendToStream(ctx, tt.stream, esdb.AppendToStreamOptions{ExpectedRevision: tt.expected}, event("Happened", `{}`))
+			res, err := c.AppendToStream(ctx, tt.stream, kurrentdb.AppendToStreamOptions{StreamState: tt.expected}, event("Happened", `{}`))
 			if tt.wantErr {
-				if code, ok := errorCode(err); !ok || code != esdb.ErrorCodeWrongExpectedVersion {
+				if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorCodeWrongExpectedVersion {
 					t.Fatalf("err = %v, want ErrorCodeWrongExpectedVersion", err)
 				}
 				return
@@ -211,7 +219,7 @@ func TestAppend_positions_grow_by_event_size(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "sized", "Sized", 6)
-	events := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100))
+	events := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 100))
 	steps := map[uint64]bool{}
 	var prev uint64
 	for i, e := range events {
@@ -236,11 +244,11 @@ func TestAppend_same_event_ids_twice_is_idempotent(t *testing.T) {
 	ctx := testCtx(t)
 	e1, e2 := event("A", `{}`), event("B", `{}`)
 	e1.EventID, e2.EventID = uuid.New(), uuid.New()
-	first, err := c.AppendToStream(ctx, "idem", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}, e1, e2)
+	first, err := c.AppendToStream(ctx, "idem", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}}, e1, e2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.AppendToStream(ctx, "idem", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}, e1, e2)
+	again, err := c.AppendToStream(ctx, "idem", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}}, e1, e2)
 	if err != nil {
 		t.Fatalf("repeat: %v", err)
 	}
@@ -259,16 +267,16 @@ func TestRead_stream(t *testing.T) {
 	appendEvents(t, ctx, c, "s", "E", 5)
 	tests := []struct {
 		name  string
-		opts  esdb.ReadStreamOptions
+		opts  kurrentdb.ReadStreamOptions
 		count uint64
 		want  []uint64
 	}{
-		{"forwards from start", esdb.ReadStreamOptions{}, 100, []uint64{0, 1, 2, 3, 4}},
-		{"forwards from revision with count", esdb.ReadStreamOptions{From: esdb.Revision(2)}, 2, []uint64{2, 3}},
-		{"forwards from end", esdb.ReadStreamOptions{From: esdb.End{}}, 100, nil},
-		{"backwards from end", esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}}, 100, []uint64{4, 3, 2, 1, 0}},
-		{"backwards from revision", esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.Revision(2)}, 100, []uint64{2, 1, 0}},
-		{"backwards from end with count", esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1, []uint64{4}},
+		{"forwards from start", kurrentdb.ReadStreamOptions{}, 100, []uint64{0, 1, 2, 3, 4}},
+		{"forwards from revision with count", kurrentdb.ReadStreamOptions{From: kurrentdb.Revision(2)}, 2, []uint64{2, 3}},
+		{"forwards from end", kurrentdb.ReadStreamOptions{From: kurrentdb.End{}}, 100, nil},
+		{"backwards from end", kurrentdb.ReadStreamOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 100, []uint64{4, 3, 2, 1, 0}},
+		{"backwards from revision", kurrentdb.ReadStreamOptions{Direction: kurrentdb.Backwards, From: kurrentdb.Revision(2)}, 100, []uint64{2, 1, 0}},
+		{"backwards from end with count", kurrentdb.ReadStreamOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 1, []uint64{4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,13 +300,13 @@ func TestRead_missing_stream_is_not_found(t *testing.T) {
 	s := esdbtest.New(t)
 	c := s.Client(t)
 	ctx := testCtx(t)
-	rs, err := c.ReadStream(ctx, "nope", esdb.ReadStreamOptions{}, 10)
+	rs, err := c.ReadStream(ctx, "nope", kurrentdb.ReadStreamOptions{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rs.Close()
 	_, err = rs.Recv()
-	if code, ok := errorCode(err); !ok || code != esdb.ErrorCodeResourceNotFound {
+	if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorCodeResourceNotFound {
 		t.Fatalf("err = %v, want ErrorCodeResourceNotFound", err)
 	}
 }
@@ -309,12 +317,12 @@ func TestRead_all(t *testing.T) {
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "a", "A", 3)
 	appendEvents(t, ctx, c, "b", "B", 3)
-	all := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100))
+	all := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 100))
 	if len(all) != 6 {
 		t.Fatalf("read %d events, want 6", len(all))
 	}
-	pos := func(i int) esdb.Position { return all[i].Event.Position }
-	ids := func(events []*esdb.ResolvedEvent) []uuid.UUID {
+	pos := func(i int) kurrentdb.Position { return all[i].Event.Position }
+	ids := func(events []*kurrentdb.ResolvedEvent) []uuid.UUID {
 		var out []uuid.UUID
 		for _, e := range events {
 			out = append(out, e.Event.EventID)
@@ -330,16 +338,16 @@ func TestRead_all(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		opts  esdb.ReadAllOptions
+		opts  kurrentdb.ReadAllOptions
 		count uint64
 		want  []uuid.UUID
 	}{
-		{"forwards from a position includes it", esdb.ReadAllOptions{From: pos(3)}, 100, want(3, 4, 5)},
-		{"forwards from a position with count", esdb.ReadAllOptions{From: pos(1)}, 2, want(1, 2)},
-		{"forwards from end", esdb.ReadAllOptions{From: esdb.End{}}, 100, nil},
-		{"backwards from end", esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 100, want(5, 4, 3, 2, 1, 0)},
-		{"backwards from a position starts before it", esdb.ReadAllOptions{Direction: esdb.Backwards, From: pos(3)}, 100, want(2, 1, 0)},
-		{"backwards with count", esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 2, want(5, 4)},
+		{"forwards from a position includes it", kurrentdb.ReadAllOptions{From: pos(3)}, 100, want(3, 4, 5)},
+		{"forwards from a position with count", kurrentdb.ReadAllOptions{From: pos(1)}, 2, want(1, 2)},
+		{"forwards from end", kurrentdb.ReadAllOptions{From: kurrentdb.End{}}, 100, nil},
+		{"backwards from end", kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 100, want(5, 4, 3, 2, 1, 0)},
+		{"backwards from a position starts before it", kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: pos(3)}, 100, want(2, 1, 0)},
+		{"backwards with count", kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 2, want(5, 4)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,15 +364,15 @@ func TestRead_resolves_links(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "Opened", 2)
-	link := esdb.EventData{EventType: "$>", ContentType: esdb.ContentTypeBinary, Data: []byte("1@cart-1")}
-	if _, err := c.AppendToStream(ctx, "$ce-cart", esdb.AppendToStreamOptions{}, link); err != nil {
+	link := kurrentdb.EventData{EventType: "$>", ContentType: kurrentdb.ContentTypeBinary, Data: []byte("1@cart-1")}
+	if _, err := c.AppendToStream(ctx, "$ce-cart", kurrentdb.AppendToStreamOptions{}, link); err != nil {
 		t.Fatal(err)
 	}
-	got := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	got := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 	if len(got) != 1 || got[0].Link == nil || got[0].Event.StreamID != "cart-1" || got[0].Event.EventNumber != 1 || got[0].Link.StreamID != "$ce-cart" {
 		t.Fatalf("resolved = %+v", got)
 	}
-	raw := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
+	raw := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{}, 10))
 	if len(raw) != 1 || raw[0].Link != nil || raw[0].Event.EventType != "$>" {
 		t.Fatalf("unresolved = %+v", raw)
 	}
@@ -378,17 +386,17 @@ func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "Opened", 3)
-	link := esdb.EventData{EventType: "$>", ContentType: esdb.ContentTypeBinary, Data: []byte("1@cart-1")}
-	if _, err := c.AppendToStream(ctx, "$ce-cart", esdb.AppendToStreamOptions{}, link); err != nil {
+	link := kurrentdb.EventData{EventType: "$>", ContentType: kurrentdb.ContentTypeBinary, Data: []byte("1@cart-1")}
+	if _, err := c.AppendToStream(ctx, "$ce-cart", kurrentdb.AppendToStreamOptions{}, link); err != nil {
 		t.Fatal(err)
 	}
-	first := read(t)(c.ReadStream(ctx, "cart-1", esdb.ReadStreamOptions{}, 10))
-	again := read(t)(c.ReadStream(ctx, "cart-1", esdb.ReadStreamOptions{}, 10))
-	fromAll := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100))
+	first := read(t)(c.ReadStream(ctx, "cart-1", kurrentdb.ReadStreamOptions{}, 10))
+	again := read(t)(c.ReadStream(ctx, "cart-1", kurrentdb.ReadStreamOptions{}, 10))
+	fromAll := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 100))
 	if len(first) != 3 || len(again) != 3 {
 		t.Fatalf("read %d then %d events, want 3 each", len(first), len(again))
 	}
-	var inAll []*esdb.ResolvedEvent
+	var inAll []*kurrentdb.ResolvedEvent
 	for _, e := range fromAll {
 		if e.Event.StreamID == "cart-1" {
 			inAll = append(inAll, e)
@@ -398,7 +406,7 @@ func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
 		t.Fatalf("$all gave %d events of cart-1, want 3", len(inAll))
 	}
 	for i, e := range first {
-		for _, other := range []*esdb.ResolvedEvent{again[i], inAll[i]} {
+		for _, other := range []*kurrentdb.ResolvedEvent{again[i], inAll[i]} {
 			if !reflect.DeepEqual(e.Event, other.Event) {
 				t.Errorf("event %d served again = %+v, first %+v", i, other.Event, e.Event)
 			}
@@ -408,17 +416,17 @@ func TestRead_an_event_served_again_is_the_event_served_first(t *testing.T) {
 		}
 	}
 	for range 2 {
-		resolved := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+		resolved := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 		if len(resolved) != 1 || resolved[0].Link == nil || resolved[0].Event.EventNumber != 1 || resolved[0].Link.EventType != "$>" ||
 			!reflect.DeepEqual(resolved[0].Event, first[1].Event) {
 			t.Fatalf("resolved = %+v", resolved)
 		}
-		raw := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
+		raw := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{}, 10))
 		if len(raw) != 1 || raw[0].Link != nil || raw[0].Event.EventType != "$>" {
 			t.Fatalf("unresolved = %+v", raw)
 		}
 	}
-	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,18 +476,18 @@ func TestSubscribe_stream_catches_up_then_goes_live(t *testing.T) {
 	ctx := testCtx(t)
 	tests := []struct {
 		name       string
-		from       esdb.StreamPosition
+		from       kurrentdb.StreamPosition
 		wantBefore []uint64
 	}{
-		{"from start", esdb.Start{}, []uint64{0, 1, 2}},
-		{"after a revision", esdb.Revision(0), []uint64{1, 2}},
-		{"from end", esdb.End{}, nil},
+		{"from start", kurrentdb.Start{}, []uint64{0, 1, 2}},
+		{"after a revision", kurrentdb.Revision(0), []uint64{1, 2}},
+		{"from end", kurrentdb.End{}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stream := "s-" + strings.ReplaceAll(tt.name, " ", "-")
 			appendEvents(t, ctx, c, stream, "E", 3)
-			sub, err := c.SubscribeToStream(ctx, stream, esdb.SubscribeToStreamOptions{From: tt.from})
+			sub, err := c.SubscribeToStream(ctx, stream, kurrentdb.SubscribeToStreamOptions{From: tt.from})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -487,7 +495,7 @@ func TestSubscribe_stream_catches_up_then_goes_live(t *testing.T) {
 			var got []uint64
 			for {
 				e := next(t, sub)
-				if e.CaughtUp != nil {
+				if caughtUp(e) {
 					break
 				}
 				got = append(got, e.EventAppeared.Event.EventNumber)
@@ -509,7 +517,7 @@ func TestSubscribe_all_from_a_position_is_exclusive(t *testing.T) {
 	ctx := testCtx(t)
 	first := appendEvents(t, ctx, c, "a", "A", 1)
 	appendEvents(t, ctx, c, "b", "B", 2)
-	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Position{Commit: first.CommitPosition, Prepare: first.PreparePosition}})
+	sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Position{Commit: first.CommitPosition, Prepare: first.PreparePosition}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +525,7 @@ func TestSubscribe_all_from_a_position_is_exclusive(t *testing.T) {
 	var got []string
 	for {
 		e := next(t, sub)
-		if e.CaughtUp != nil {
+		if caughtUp(e) {
 			break
 		}
 		if e.CheckPointReached != nil {
@@ -536,10 +544,10 @@ func TestSubscribe_all_from_a_position_is_exclusive(t *testing.T) {
 
 // positionsOf reads $all and returns each event's position, keyed by
 // "stream/revision".
-func positionsOf(t *testing.T, ctx context.Context, c *esdb.Client) map[string]uint64 {
+func positionsOf(t *testing.T, ctx context.Context, c *kurrentdb.Client) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 10_000)) {
+	for _, e := range read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 10_000)) {
 		out[fmt.Sprintf("%s/%d", e.Event.StreamID, e.Event.EventNumber)] = e.Event.Position.Commit
 	}
 	return out
@@ -554,9 +562,9 @@ func TestSubscribe_all_filter_checkpoints_as_23_10_sends_them(t *testing.T) {
 		appendEvents(t, ctx, c, fmt.Sprintf("other-%d", i), "Noise", 10)
 	}
 	pos := positionsOf(t, ctx, c)
-	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
-		From:               esdb.Start{},
-		Filter:             &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"keep-"}},
+	sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{
+		From:               kurrentdb.Start{},
+		Filter:             &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"keep-"}},
 		MaxSearchWindow:    4,
 		CheckpointInterval: 2, // a checkpoint every 8 scanned events, at the end of a page
 	})
@@ -567,7 +575,7 @@ func TestSubscribe_all_filter_checkpoints_as_23_10_sends_them(t *testing.T) {
 	var got []string
 	for {
 		e := next(t, sub)
-		if e.CaughtUp != nil {
+		if caughtUp(e) {
 			break
 		}
 		switch {
@@ -614,10 +622,10 @@ func TestSubscribe_all_filter_count_window_is_32_and_a_first_empty_page_checkpoi
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "other", "Noise", 40)
-	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{
-		From:            esdb.Start{},
-		Filter:          &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"keep-"}},
-		MaxSearchWindow: esdb.NoMaxSearchWindow, // a "count" window: the node's default, 32
+	sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{
+		From:            kurrentdb.Start{},
+		Filter:          &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"keep-"}},
+		MaxSearchWindow: kurrentdb.NoMaxSearchWindow, // a "count" window: the node's default, 32
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -626,7 +634,7 @@ func TestSubscribe_all_filter_count_window_is_32_and_a_first_empty_page_checkpoi
 	if e := next(t, sub); e.CheckPointReached == nil || e.CheckPointReached.Commit != 0 {
 		t.Fatalf("first message %+v, want a checkpoint at 0 (where the first page started)", e)
 	}
-	if e := next(t, sub); e.CaughtUp == nil {
+	if e := next(t, sub); !caughtUp(e) {
 		t.Fatalf("second message %+v, want CaughtUp", e)
 	}
 	// 8 scanned before going live: the 24th live event makes 32.
@@ -646,18 +654,18 @@ func TestSubscribe_all_filters(t *testing.T) {
 	appendEvents(t, ctx, c, "$internal", "$settings", 1)
 	tests := []struct {
 		name   string
-		filter esdb.SubscriptionFilter
+		filter kurrentdb.SubscriptionFilter
 		want   []string
 	}{
-		{"stream prefix", esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"cart-", "order-"}}, []string{"order-1", "cart-1"}},
-		{"stream regex", esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Regex: "^c.*-1$"}, []string{"cart-1"}},
-		{"event type prefix", esdb.SubscriptionFilter{Type: esdb.EventFilterType, Prefixes: []string{"Order"}}, []string{"order-1"}},
-		{"event type regex excluding system events", esdb.SubscriptionFilter{Type: esdb.EventFilterType, Regex: "^[^$]"}, []string{"order-1", "cart-1"}},
-		{"system streams by prefix", esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"$"}}, []string{"$internal"}},
+		{"stream prefix", kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"cart-", "order-"}}, []string{"order-1", "cart-1"}},
+		{"stream regex", kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Regex: "^c.*-1$"}, []string{"cart-1"}},
+		{"event type prefix", kurrentdb.SubscriptionFilter{Type: kurrentdb.EventFilterType, Prefixes: []string{"Order"}}, []string{"order-1"}},
+		{"event type regex excluding system events", kurrentdb.SubscriptionFilter{Type: kurrentdb.EventFilterType, Regex: "^[^$]"}, []string{"order-1", "cart-1"}},
+		{"system streams by prefix", kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"$"}}, []string{"$internal"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}, Filter: &tt.filter})
+			sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}, Filter: &tt.filter})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -665,7 +673,7 @@ func TestSubscribe_all_filters(t *testing.T) {
 			var got []string
 			for {
 				e := next(t, sub)
-				if e.CaughtUp != nil {
+				if caughtUp(e) {
 					break
 				}
 				if e.EventAppeared != nil {
@@ -686,8 +694,8 @@ func TestDropSubscriptions_drops_catch_up_and_persistent(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 1)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
-	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
+	sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +734,7 @@ func TestRefuse_fails_calls_then_the_same_client_works_again(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 1)
-	sub, err := c.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "s", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -741,12 +749,12 @@ func TestRefuse_fails_calls_then_the_same_client_works_again(t *testing.T) {
 			break
 		}
 	}
-	_, err = c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, event("E", `{}`))
-	if code, ok := errorCode(err); !ok || code != esdb.ErrorUnavailable {
+	_, err = c.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, event("E", `{}`))
+	if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorUnavailable {
 		t.Fatalf("append while refused: %v, want ErrorUnavailable", err)
 	}
 	// The client rediscovers the node; its next call waits for the window to end.
-	res, err := c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, event("E", `{}`))
+	res, err := c.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, event("E", `{}`))
 	if err != nil {
 		t.Fatalf("append after the window: %v", err)
 	}
@@ -763,10 +771,10 @@ func TestDuplicateDeliveries_sends_every_event_twice(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 3)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
 	s.DuplicateDeliveries(1)
 
-	sub, err := c.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "s", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -774,7 +782,7 @@ func TestDuplicateDeliveries_sends_every_event_twice(t *testing.T) {
 	var got []uint64
 	for {
 		e := next(t, sub)
-		if e.CaughtUp != nil {
+		if caughtUp(e) {
 			break
 		}
 		got = append(got, e.EventAppeared.Event.EventNumber)
@@ -820,7 +828,7 @@ func TestDuplicateDeliveries_is_seeded(t *testing.T) {
 		ctx := testCtx(t)
 		appendEvents(t, ctx, c, "s", "E", 30)
 		s.DuplicateDeliveries(0.5)
-		sub, err := c.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+		sub, err := c.SubscribeToStream(ctx, "s", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -828,7 +836,7 @@ func TestDuplicateDeliveries_is_seeded(t *testing.T) {
 		var got []uint64
 		for {
 			e := next(t, sub)
-			if e.CaughtUp != nil {
+			if caughtUp(e) {
 				return got
 			}
 			got = append(got, e.EventAppeared.Event.EventNumber)
@@ -847,20 +855,20 @@ func TestFaults_during_traffic_do_not_deadlock(t *testing.T) {
 	s := esdbtest.New(t)
 	c := s.Client(t)
 	ctx := testCtx(t)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
 	run, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { // writer
 		defer wg.Done()
 		for run.Err() == nil {
-			_, _ = c.AppendToStream(run, "s", esdb.AppendToStreamOptions{}, event("E", `{}`))
+			_, _ = c.AppendToStream(run, "s", kurrentdb.AppendToStreamOptions{}, event("E", `{}`))
 		}
 	}()
 	go func() { // catch-up subscriber, resubscribing after drops
 		defer wg.Done()
 		for run.Err() == nil {
-			sub, err := c.SubscribeToAll(run, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+			sub, err := c.SubscribeToAll(run, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}})
 			if err != nil {
 				continue
 			}
@@ -872,7 +880,7 @@ func TestFaults_during_traffic_do_not_deadlock(t *testing.T) {
 	go func() { // persistent consumer, reconnecting after drops
 		defer wg.Done()
 		for run.Err() == nil {
-			sub, err := c.SubscribeToPersistentSubscription(run, "s", "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+			sub, err := c.SubscribeToPersistentSubscription(run, "s", "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
 			if err != nil {
 				continue
 			}
@@ -900,7 +908,7 @@ func TestFaults_during_traffic_do_not_deadlock(t *testing.T) {
 	// Everything works afterwards. (A fresh stream: an append the writer
 	// gave up on when stop() cancelled it may still land in "s".)
 	appendEvents(t, ctx, c, "after", "E", 2)
-	got := read(t)(c.ReadStream(ctx, "after", esdb.ReadStreamOptions{}, 10))
+	got := read(t)(c.ReadStream(ctx, "after", kurrentdb.ReadStreamOptions{}, 10))
 	if !slices.Equal(revisions(got), []uint64{0, 1}) {
 		t.Fatalf("after the faults: revisions %v", revisions(got))
 	}
@@ -912,36 +920,38 @@ func TestPersistent_create_update_info_delete(t *testing.T) {
 	s := esdbtest.New(t)
 	c := s.Client(t)
 	ctx := testCtx(t)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, settings(func(st *esdb.PersistentSubscriptionSettings) { st.MaxRetryCount = 3 }))
-	err := c.CreatePersistentSubscription(ctx, "s", "g", esdb.PersistentStreamSubscriptionOptions{})
-	if code, ok := errorCode(err); !ok || code != esdb.ErrorCodeResourceAlreadyExists {
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, settings(func(st *kurrentdb.PersistentSubscriptionSettings) { st.MaxRetryCount = 3 }))
+	err := c.CreatePersistentSubscription(ctx, "s", "g", kurrentdb.PersistentStreamSubscriptionOptions{})
+	if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorCodeResourceAlreadyExists {
 		t.Fatalf("second create: %v, want ErrorCodeResourceAlreadyExists", err)
 	}
-	info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", esdb.GetPersistentSubscriptionOptions{})
+	info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", kurrentdb.GetPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.EventSource != "s" || info.GroupName != "g" || info.Settings.MaxRetryCount != 3 || info.Settings.ConsumerStrategyName != esdb.ConsumerStrategyRoundRobin {
+	if info.EventSource != "s" || info.GroupName != "g" || info.Settings.MaxRetryCount != 3 || info.Settings.ConsumerStrategyName != kurrentdb.ConsumerStrategyRoundRobin {
 		t.Fatalf("info = %+v settings %+v", info, info.Settings)
 	}
-	err = c.UpdatePersistentSubscription(ctx, "s", "g", esdb.PersistentStreamSubscriptionOptions{StartFrom: esdb.Start{},
-		Settings: settings(func(st *esdb.PersistentSubscriptionSettings) { st.ConsumerStrategyName = esdb.ConsumerStrategyPinned })})
+	err = c.UpdatePersistentSubscription(ctx, "s", "g", kurrentdb.PersistentStreamSubscriptionOptions{StartFrom: kurrentdb.Start{},
+		Settings: settings(func(st *kurrentdb.PersistentSubscriptionSettings) {
+			st.ConsumerStrategyName = kurrentdb.ConsumerStrategyPinned
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	list, err := c.ListPersistentSubscriptionsForStream(ctx, "s", esdb.ListPersistentSubscriptionsOptions{})
-	if err != nil || len(list) != 1 || list[0].Settings.ConsumerStrategyName != esdb.ConsumerStrategyPinned {
+	list, err := c.ListPersistentSubscriptionsForStream(ctx, "s", kurrentdb.ListPersistentSubscriptionsOptions{})
+	if err != nil || len(list) != 1 || list[0].Settings.ConsumerStrategyName != kurrentdb.ConsumerStrategyPinned {
 		t.Fatalf("list = %+v, %v", list, err)
 	}
-	if err := c.DeletePersistentSubscription(ctx, "s", "g", esdb.DeletePersistentSubscriptionOptions{}); err != nil {
+	if err := c.DeletePersistentSubscription(ctx, "s", "g", kurrentdb.DeletePersistentSubscriptionOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.GetPersistentSubscriptionInfo(ctx, "s", "g", esdb.GetPersistentSubscriptionOptions{})
-	if code, ok := errorCode(err); !ok || code != esdb.ErrorCodeResourceNotFound {
+	_, err = c.GetPersistentSubscriptionInfo(ctx, "s", "g", kurrentdb.GetPersistentSubscriptionOptions{})
+	if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorCodeResourceNotFound {
 		t.Fatalf("info after delete: %v, want ErrorCodeResourceNotFound", err)
 	}
-	_, err = c.SubscribeToPersistentSubscription(ctx, "s", "g", esdb.SubscribeToPersistentSubscriptionOptions{})
-	if code, ok := errorCode(err); !ok || code != esdb.ErrorCodeResourceNotFound {
+	_, err = c.SubscribeToPersistentSubscription(ctx, "s", "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
+	if code, ok := errorCode(err); !ok || code != kurrentdb.ErrorCodeResourceNotFound {
 		t.Fatalf("connect after delete: %v, want ErrorCodeResourceNotFound", err)
 	}
 }
@@ -951,7 +961,7 @@ func TestPersistent_create_update_info_delete(t *testing.T) {
 // cancel the subscription's context to end it. (Closing it instead would race
 // with Ack: the client's Close calls CloseSend, which must not run
 // concurrently with the Send of an Ack.)
-func collect(t *testing.T, ctx context.Context, sub *esdb.PersistentSubscription, out chan<- uint64, wg *sync.WaitGroup) {
+func collect(t *testing.T, ctx context.Context, sub *kurrentdb.PersistentSubscription, out chan<- uint64, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -973,18 +983,18 @@ func collect(t *testing.T, ctx context.Context, sub *esdb.PersistentSubscription
 
 func TestPersistent_two_consumers_share_the_events(t *testing.T) {
 	tests := []struct {
-		strategy esdb.ConsumerStrategy
+		strategy kurrentdb.ConsumerStrategy
 		buffer   uint32
 		check    func(t *testing.T, a, b []uint64)
 	}{
 		// Room for everything: one dispatch pass alternates strictly.
-		{esdb.ConsumerStrategyRoundRobin, 20, func(t *testing.T, a, b []uint64) {
+		{kurrentdb.ConsumerStrategyRoundRobin, 20, func(t *testing.T, a, b []uint64) {
 			if len(a) != 10 || len(b) != 10 {
 				t.Errorf("round robin split %d/%d, want 10/10", len(a), len(b))
 			}
 		}},
 		// The first consumer's buffer fills, the rest goes to the second.
-		{esdb.ConsumerStrategyDispatchToSingle, 5, func(t *testing.T, a, b []uint64) {
+		{kurrentdb.ConsumerStrategyDispatchToSingle, 5, func(t *testing.T, a, b []uint64) {
 			if len(a) == 0 || len(b) == 0 {
 				t.Errorf("dispatch to single split %d/%d, want both used", len(a), len(b))
 			}
@@ -995,7 +1005,7 @@ func TestPersistent_two_consumers_share_the_events(t *testing.T) {
 			s := esdbtest.New(t)
 			ctx := testCtx(t)
 			c1, c2 := s.Client(t), s.Client(t)
-			createGroup(t, ctx, c1, "s", "g", esdb.Start{}, settings(func(st *esdb.PersistentSubscriptionSettings) { st.ConsumerStrategyName = tt.strategy }))
+			createGroup(t, ctx, c1, "s", "g", kurrentdb.Start{}, settings(func(st *kurrentdb.PersistentSubscriptionSettings) { st.ConsumerStrategyName = tt.strategy }))
 			run, stop := context.WithCancel(ctx)
 			defer stop()
 			sub1 := connect(t, run, c1, "s", "g", tt.buffer)
@@ -1034,19 +1044,21 @@ func TestPersistent_pinned_keeps_a_stream_on_one_consumer(t *testing.T) {
 	ctx := testCtx(t)
 	c1, c2 := s.Client(t), s.Client(t)
 	// A group on $all sees events of many streams.
-	err := c1.CreatePersistentSubscriptionToAll(ctx, "pinned", esdb.PersistentAllSubscriptionOptions{
-		StartFrom: esdb.Start{},
-		Filter:    &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"cart-"}},
-		Settings:  settings(func(st *esdb.PersistentSubscriptionSettings) { st.ConsumerStrategyName = esdb.ConsumerStrategyPinned }),
+	err := c1.CreatePersistentSubscriptionToAll(ctx, "pinned", kurrentdb.PersistentAllSubscriptionOptions{
+		StartFrom: kurrentdb.Start{},
+		Filter:    &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"cart-"}},
+		Settings: settings(func(st *kurrentdb.PersistentSubscriptionSettings) {
+			st.ConsumerStrategyName = kurrentdb.ConsumerStrategyPinned
+		}),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run, stop := context.WithCancel(ctx)
 	defer stop()
-	subs := []*esdb.PersistentSubscription{}
-	for _, c := range []*esdb.Client{c1, c2} {
-		sub, err := c.SubscribeToPersistentSubscriptionToAll(run, "pinned", esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: 50})
+	subs := []*kurrentdb.PersistentSubscription{}
+	for _, c := range []*kurrentdb.Client{c1, c2} {
+		sub, err := c.SubscribeToPersistentSubscriptionToAll(run, "pinned", kurrentdb.SubscribeToPersistentSubscriptionOptions{BufferSize: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1102,8 +1114,8 @@ func TestPersistent_ack_advances_the_checkpoint_and_reconnect_continues(t *testi
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 10)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
-	sub, err := c.SubscribeToPersistentSubscription(ctx, "s", "g", esdb.SubscribeToPersistentSubscriptionOptions{BufferSize: 10})
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
+	sub, err := c.SubscribeToPersistentSubscription(ctx, "s", "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{BufferSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1119,7 +1131,7 @@ func TestPersistent_ack_advances_the_checkpoint_and_reconnect_continues(t *testi
 		}
 	}
 	waitFor(t, ctx, func() bool { return s.Stats().Acks == 5 })
-	info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", esdb.GetPersistentSubscriptionOptions{})
+	info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", kurrentdb.GetPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1149,25 +1161,25 @@ func TestPersistent_nack_actions(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 3)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
 	sub := connect(t, ctx, c, "s", "g", 1) // one in flight at a time: a deterministic order
 
 	m := nextPersistent(t, sub)
-	if err := sub.Nack("try again", esdb.NackActionRetry, m.Event); err != nil {
+	if err := sub.Nack("try again", kurrentdb.NackActionRetry, m.Event); err != nil {
 		t.Fatal(err)
 	}
 	m = nextPersistent(t, sub)
 	if m.Event.OriginalEvent().EventNumber != 0 || m.RetryCount != 1 {
 		t.Fatalf("after retry: revision %d retry %d, want 0 retry 1", m.Event.OriginalEvent().EventNumber, m.RetryCount)
 	}
-	if err := sub.Nack("poison", esdb.NackActionPark, m.Event); err != nil {
+	if err := sub.Nack("poison", kurrentdb.NackActionPark, m.Event); err != nil {
 		t.Fatal(err)
 	}
 	m = nextPersistent(t, sub)
 	if m.Event.OriginalEvent().EventNumber != 1 {
 		t.Fatalf("after park: revision %d, want 1", m.Event.OriginalEvent().EventNumber)
 	}
-	if err := sub.Nack("not mine", esdb.NackActionSkip, m.Event); err != nil {
+	if err := sub.Nack("not mine", kurrentdb.NackActionSkip, m.Event); err != nil {
 		t.Fatal(err)
 	}
 	m = nextPersistent(t, sub)
@@ -1180,11 +1192,11 @@ func TestPersistent_nack_actions(t *testing.T) {
 
 	waitFor(t, ctx, func() bool { return len(s.Parked("s", "g")) == 1 })
 	p := s.Parked("s", "g")[0]
-	original := read(t)(c.ReadStream(ctx, "s", esdb.ReadStreamOptions{}, 1))[0].Event
+	original := read(t)(c.ReadStream(ctx, "s", kurrentdb.ReadStreamOptions{}, 1))[0].Event
 	if p.Reason != "poison" || p.Stream != "s" || p.Revision != 0 || p.EventID != original.EventID.String() {
 		t.Fatalf("parked %+v", p)
 	}
-	parked := read(t)(c.ReadStream(ctx, "$persistentsubscription-s::g-parked", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	parked := read(t)(c.ReadStream(ctx, "$persistentsubscription-s::g-parked", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 	if len(parked) != 1 || parked[0].Link == nil || parked[0].Event.EventID != original.EventID {
 		t.Fatalf("parked stream %+v", parked)
 	}
@@ -1193,7 +1205,7 @@ func TestPersistent_nack_actions(t *testing.T) {
 	}
 	// Parked, skipped and acked: the checkpoint is past all three.
 	waitFor(t, ctx, func() bool {
-		info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", esdb.GetPersistentSubscriptionOptions{})
+		info, err := c.GetPersistentSubscriptionInfo(ctx, "s", "g", kurrentdb.GetPersistentSubscriptionOptions{})
 		return err == nil && info.Stats.ParkedMessagesCount == 1 && info.Stats.LastCheckpointedEventRevision != nil && *info.Stats.LastCheckpointedEventRevision == 2
 	})
 	if st := s.Stats(); st.Nacks != 3 || st.Acks != 1 {
@@ -1201,7 +1213,7 @@ func TestPersistent_nack_actions(t *testing.T) {
 	}
 
 	// Replaying the parked message sends it again.
-	if err := c.ReplayParkedMessages(ctx, "s", "g", esdb.ReplayParkedMessagesOptions{}); err != nil {
+	if err := c.ReplayParkedMessages(ctx, "s", "g", kurrentdb.ReplayParkedMessagesOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m = nextPersistent(t, sub)
@@ -1218,10 +1230,10 @@ func TestPersistent_nack_stop_ends_the_consumer(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 1)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, nil)
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, nil)
 	sub := connect(t, ctx, c, "s", "g", 10)
 	m := nextPersistent(t, sub)
-	if err := sub.Nack("stop", esdb.NackActionStop, m.Event); err != nil {
+	if err := sub.Nack("stop", kurrentdb.NackActionStop, m.Event); err != nil {
 		t.Fatal(err)
 	}
 	if e := sub.Recv(); e.SubscriptionDropped == nil {
@@ -1238,7 +1250,7 @@ func TestPersistent_message_timeout_redelivers_then_parks(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 1)
-	createGroup(t, ctx, c, "s", "g", esdb.Start{}, settings(func(st *esdb.PersistentSubscriptionSettings) {
+	createGroup(t, ctx, c, "s", "g", kurrentdb.Start{}, settings(func(st *kurrentdb.PersistentSubscriptionSettings) {
 		st.MessageTimeout = 150
 		st.MaxRetryCount = 2
 	}))
@@ -1264,8 +1276,8 @@ func TestPersistent_start_points(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 5)
-	createGroup(t, ctx, c, "s", "at-3", esdb.Revision(3), nil)
-	createGroup(t, ctx, c, "s", "at-end", esdb.End{}, nil)
+	createGroup(t, ctx, c, "s", "at-3", kurrentdb.Revision(3), nil)
+	createGroup(t, ctx, c, "s", "at-end", kurrentdb.End{}, nil)
 	if m := nextPersistent(t, connect(t, ctx, c, "s", "at-3", 10)); m.Event.OriginalEvent().EventNumber != 3 {
 		t.Fatalf("from revision 3: first revision %d", m.Event.OriginalEvent().EventNumber)
 	}
@@ -1282,14 +1294,14 @@ func TestPersistent_to_all_parks_with_the_all_stream_name(t *testing.T) {
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "noise", "N", 2)
 	appendEvents(t, ctx, c, "cart-1", "E", 1)
-	err := c.CreatePersistentSubscriptionToAll(ctx, "g", esdb.PersistentAllSubscriptionOptions{
-		StartFrom: esdb.Start{},
-		Filter:    &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{"cart-"}},
+	err := c.CreatePersistentSubscriptionToAll(ctx, "g", kurrentdb.PersistentAllSubscriptionOptions{
+		StartFrom: kurrentdb.Start{},
+		Filter:    &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{"cart-"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.SubscribeToPersistentSubscriptionToAll(ctx, "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+	sub, err := c.SubscribeToPersistentSubscriptionToAll(ctx, "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1298,15 +1310,15 @@ func TestPersistent_to_all_parks_with_the_all_stream_name(t *testing.T) {
 	if m.Event.Event.StreamID != "cart-1" {
 		t.Fatalf("first event from %s", m.Event.Event.StreamID)
 	}
-	if err := sub.Nack("bad cart", esdb.NackActionPark, m.Event); err != nil {
+	if err := sub.Nack("bad cart", kurrentdb.NackActionPark, m.Event); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, func() bool { return len(s.Parked("$all", "g")) == 1 })
-	parked := read(t)(c.ReadStream(ctx, "$persistentsubscription-$all::g-parked", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	parked := read(t)(c.ReadStream(ctx, "$persistentsubscription-$all::g-parked", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 	if len(parked) != 1 || parked[0].Event.StreamID != "cart-1" {
 		t.Fatalf("parked stream %+v", parked)
 	}
-	info, err := c.GetPersistentSubscriptionInfoToAll(ctx, "g", esdb.GetPersistentSubscriptionOptions{})
+	info, err := c.GetPersistentSubscriptionInfoToAll(ctx, "g", kurrentdb.GetPersistentSubscriptionOptions{})
 	if err != nil || info.EventSource != "$all" || info.Stats.LastCheckpointedPosition == nil {
 		t.Fatalf("info %+v, %v", info, err)
 	}
@@ -1355,18 +1367,18 @@ func (c *clock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-func setMetadata(t *testing.T, ctx context.Context, c *esdb.Client, stream string, set func(*esdb.StreamMetadata)) {
+func setMetadata(t *testing.T, ctx context.Context, c *kurrentdb.Client, stream string, set func(*kurrentdb.StreamMetadata)) {
 	t.Helper()
-	var m esdb.StreamMetadata
+	var m kurrentdb.StreamMetadata
 	set(&m)
-	if _, err := c.SetStreamMetadata(ctx, stream, esdb.AppendToStreamOptions{}, m); err != nil {
+	if _, err := c.SetStreamMetadata(ctx, stream, kurrentdb.AppendToStreamOptions{}, m); err != nil {
 		t.Fatalf("set metadata of %s: %v", stream, err)
 	}
 }
 
 // readErr reads a stream to its end and returns the error that ended it (nil
 // at io.EOF) and the revisions read.
-func readErr(ctx context.Context, c *esdb.Client, stream string, opts esdb.ReadStreamOptions) ([]uint64, error) {
+func readErr(ctx context.Context, c *kurrentdb.Client, stream string, opts kurrentdb.ReadStreamOptions) ([]uint64, error) {
 	rs, err := c.ReadStream(ctx, stream, opts, 1000)
 	if err != nil {
 		return nil, err
@@ -1394,7 +1406,7 @@ func grpcStatus(err error) *status.Status {
 	return status.New(codes.Unknown, fmt.Sprint(err))
 }
 
-func wantCode(t *testing.T, what string, err error, want esdb.ErrorCode) {
+func wantCode(t *testing.T, what string, err error, want kurrentdb.ErrorCode) {
 	t.Helper()
 	if code, ok := errorCode(err); !ok || code != want {
 		t.Fatalf("%s: err = %v, want error code %d", what, err, want)
@@ -1402,10 +1414,10 @@ func wantCode(t *testing.T, what string, err error, want esdb.ErrorCode) {
 }
 
 // allOf returns the revisions of one stream's events in $all.
-func allOf(t *testing.T, ctx context.Context, c *esdb.Client, stream string) []uint64 {
+func allOf(t *testing.T, ctx context.Context, c *kurrentdb.Client, stream string) []uint64 {
 	t.Helper()
 	var out []uint64
-	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 10_000)) {
+	for _, e := range read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 10_000)) {
 		if e.Event.StreamID == stream {
 			out = append(out, e.Event.EventNumber)
 		}
@@ -1434,14 +1446,14 @@ func TestMetadata_truncates_stream_reads_forwards_and_backwards(t *testing.T) {
 	ctx := testCtx(t)
 	tests := []struct {
 		name string
-		set  func(*esdb.StreamMetadata)
+		set  func(*kurrentdb.StreamMetadata)
 		want []uint64 // forwards from the start, of 10 events
 	}{
-		{"maxCount", func(m *esdb.StreamMetadata) { m.SetMaxCount(3) }, seq(7, 9)},
-		{"tb", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(6) }, seq(6, 9)},
-		{"the higher of tb and maxCount", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(2); m.SetMaxCount(3) }, seq(7, 9)},
-		{"maxAge", func(m *esdb.StreamMetadata) { m.SetMaxAge(time.Hour) }, seq(5, 9)},
-		{"tb past the end reads empty, not not found", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(20) }, nil},
+		{"maxCount", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(3) }, seq(7, 9)},
+		{"tb", func(m *kurrentdb.StreamMetadata) { m.SetTruncateBefore(6) }, seq(6, 9)},
+		{"the higher of tb and maxCount", func(m *kurrentdb.StreamMetadata) { m.SetTruncateBefore(2); m.SetMaxCount(3) }, seq(7, 9)},
+		{"maxAge", func(m *kurrentdb.StreamMetadata) { m.SetMaxAge(time.Hour) }, seq(5, 9)},
+		{"tb past the end reads empty, not not found", func(m *kurrentdb.StreamMetadata) { m.SetTruncateBefore(20) }, nil},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1451,20 +1463,20 @@ func TestMetadata_truncates_stream_reads_forwards_and_backwards(t *testing.T) {
 			appendEvents(t, ctx, c, stream, "E", 5)
 			setMetadata(t, ctx, c, stream, tt.set)
 
-			got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{})
+			got, err := readErr(ctx, c, stream, kurrentdb.ReadStreamOptions{})
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Fatalf("forwards: %v, %v; want %v", got, err, tt.want)
 			}
-			got, err = readErr(ctx, c, stream, esdb.ReadStreamOptions{Direction: esdb.Backwards, From: esdb.End{}})
+			got, err = readErr(ctx, c, stream, kurrentdb.ReadStreamOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}})
 			if want := reversedRevs(tt.want); err != nil || !slices.Equal(got, want) {
 				t.Fatalf("backwards: %v, %v; want the reverse of %v", got, err, tt.want)
 			}
-			got, err = readErr(ctx, c, stream, esdb.ReadStreamOptions{From: esdb.Revision(8)})
+			got, err = readErr(ctx, c, stream, kurrentdb.ReadStreamOptions{From: kurrentdb.Revision(8)})
 			if wantFrom8 := slices.DeleteFunc(slices.Clone(tt.want), func(r uint64) bool { return r < 8 }); err != nil || !slices.Equal(got, wantFrom8) {
 				t.Fatalf("forwards from 8: %v, %v; want %v", got, err, wantFrom8)
 			}
-			meta, err := c.GetStreamMetadata(ctx, stream, esdb.ReadStreamOptions{})
-			var want esdb.StreamMetadata
+			meta, err := c.GetStreamMetadata(ctx, stream, kurrentdb.ReadStreamOptions{})
+			var want kurrentdb.StreamMetadata
 			tt.set(&want)
 			if err != nil || !reflectEqualMeta(meta, &want) {
 				t.Fatalf("GetStreamMetadata = %+v, %v; want %+v", meta, err, want)
@@ -1477,7 +1489,7 @@ func TestMetadata_truncates_stream_reads_forwards_and_backwards(t *testing.T) {
 	}
 }
 
-func reflectEqualMeta(a, b *esdb.StreamMetadata) bool {
+func reflectEqualMeta(a, b *kurrentdb.StreamMetadata) bool {
 	ja, err1 := a.ToJson()
 	jb, err2 := b.ToJson()
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
@@ -1488,16 +1500,16 @@ func TestMetadata_catch_up_subscription_skips_truncated_events_then_goes_live(t 
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "s", "E", 10)
-	setMetadata(t, ctx, c, "s", func(m *esdb.StreamMetadata) { m.SetMaxCount(3) })
-	for _, from := range []esdb.StreamPosition{esdb.Start{}, esdb.Revision(2)} {
-		sub, err := c.SubscribeToStream(ctx, "s", esdb.SubscribeToStreamOptions{From: from})
+	setMetadata(t, ctx, c, "s", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(3) })
+	for _, from := range []kurrentdb.StreamPosition{kurrentdb.Start{}, kurrentdb.Revision(2)} {
+		sub, err := c.SubscribeToStream(ctx, "s", kurrentdb.SubscribeToStreamOptions{From: from})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []uint64
 		for {
 			e := next(t, sub)
-			if e.CaughtUp != nil {
+			if caughtUp(e) {
 				break
 			}
 			got = append(got, e.EventAppeared.Event.EventNumber)
@@ -1518,7 +1530,7 @@ func TestMetadata_catch_up_subscription_skips_truncated_events_then_goes_live(t 
 	if got := allOf(t, ctx, c, "s"); !slices.Equal(got, seq(7, 9)) {
 		t.Fatalf("$all after scavenge: %v", got)
 	}
-	sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1526,7 +1538,7 @@ func TestMetadata_catch_up_subscription_skips_truncated_events_then_goes_live(t 
 	var got []uint64
 	for {
 		e := next(t, sub)
-		if e.CaughtUp != nil {
+		if caughtUp(e) {
 			break
 		}
 		if e.EventAppeared.Event.StreamID == "s" {
@@ -1536,7 +1548,7 @@ func TestMetadata_catch_up_subscription_skips_truncated_events_then_goes_live(t 
 	if !slices.Equal(got, seq(7, 9)) {
 		t.Fatalf("$all subscription after scavenge: %v", got)
 	}
-	if got, err := readErr(ctx, c, "s", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(7, 9)) {
+	if got, err := readErr(ctx, c, "s", kurrentdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(7, 9)) {
 		t.Fatalf("stream read after scavenge: %v, %v", got, err)
 	}
 }
@@ -1552,19 +1564,19 @@ func TestMetadata_that_does_not_parse_is_no_metadata(t *testing.T) {
 	} {
 		stream := fmt.Sprintf("bad-%d", i)
 		appendEvents(t, ctx, c, stream, "E", 3)
-		if _, err := c.AppendToStream(ctx, "$$"+stream, esdb.AppendToStreamOptions{}, event("$metadata", data)); err != nil {
+		if _, err := c.AppendToStream(ctx, "$$"+stream, kurrentdb.AppendToStreamOptions{}, event("$metadata", data)); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(0, 2)) {
+		if got, err := readErr(ctx, c, stream, kurrentdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(0, 2)) {
 			t.Fatalf("%s: %v, %v", data, got, err)
 		}
 	}
 	// A $maxCount of 0 alone is ignored; the rest applies.
 	appendEvents(t, ctx, c, "zero", "E", 3)
-	if _, err := c.AppendToStream(ctx, "$$zero", esdb.AppendToStreamOptions{}, event("$metadata", `{"$maxCount":0,"$tb":1}`)); err != nil {
+	if _, err := c.AppendToStream(ctx, "$$zero", kurrentdb.AppendToStreamOptions{}, event("$metadata", `{"$maxCount":0,"$tb":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := readErr(ctx, c, "zero", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(1, 2)) {
+	if got, err := readErr(ctx, c, "zero", kurrentdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, seq(1, 2)) {
 		t.Fatalf("zero: %v, %v", got, err)
 	}
 }
@@ -1577,15 +1589,15 @@ func TestScavenge_keeps_the_last_event_of_each_stream(t *testing.T) {
 	for _, stream := range []string{"soft", "hard", "aged", "plain"} {
 		appendEvents(t, ctx, c, stream, "E", 3)
 	}
-	if _, err := c.DeleteStream(ctx, "soft", esdb.DeleteStreamOptions{}); err != nil {
+	if _, err := c.DeleteStream(ctx, "soft", kurrentdb.DeleteStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setMetadata(t, ctx, c, "hard", func(m *esdb.StreamMetadata) { m.SetMaxCount(2) })
-	if _, err := c.TombstoneStream(ctx, "hard", esdb.TombstoneStreamOptions{}); err != nil {
+	setMetadata(t, ctx, c, "hard", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(2) })
+	if _, err := c.TombstoneStream(ctx, "hard", kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	setMetadata(t, ctx, c, "aged", func(m *esdb.StreamMetadata) { m.SetMaxCount(10) })
-	setMetadata(t, ctx, c, "aged", func(m *esdb.StreamMetadata) { m.SetMaxAge(time.Minute) })
+	setMetadata(t, ctx, c, "aged", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(10) })
+	setMetadata(t, ctx, c, "aged", func(m *kurrentdb.StreamMetadata) { m.SetMaxAge(time.Minute) })
 	clk.advance(time.Hour)
 	before := s.Len()
 	removed := s.Scavenge()
@@ -1616,22 +1628,22 @@ func TestDeleteStream_soft_delete_reads_not_found_and_an_append_continues_the_re
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "E", 3)
-	res, err := c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{ExpectedRevision: esdb.Revision(2)})
+	res, err := c.DeleteStream(ctx, "cart-1", kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Position.Commit != s.Head() {
 		t.Errorf("delete position %d, want the head %d", res.Position.Commit, s.Head())
 	}
-	_, err = readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{})
-	wantCode(t, "read after delete", err, esdb.ErrorCodeResourceNotFound)
+	_, err = readErr(ctx, c, "cart-1", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "read after delete", err, kurrentdb.ErrorCodeResourceNotFound)
 	// What the node writes: metadata with $tb = long.MaxValue.
-	last := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1))[0].Event
+	last := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 1))[0].Event
 	if last.StreamID != "$$cart-1" || last.EventType != "$metadata" || last.EventNumber != 0 ||
 		string(last.Data) != `{"$tb":9223372036854775807}` || last.ContentType != "application/json" {
 		t.Fatalf("last event of $all: %s/%d %s %s %s", last.StreamID, last.EventNumber, last.EventType, last.ContentType, last.Data)
 	}
-	if meta, err := c.GetStreamMetadata(ctx, "cart-1", esdb.ReadStreamOptions{}); err != nil || meta.TruncateBefore() == nil || *meta.TruncateBefore() < math.MaxInt64 {
+	if meta, err := c.GetStreamMetadata(ctx, "cart-1", kurrentdb.ReadStreamOptions{}); err != nil || meta.TruncateBefore() == nil || *meta.TruncateBefore() < math.MaxInt64 {
 		t.Fatalf("GetStreamMetadata = %+v, %v", meta, err)
 	}
 	// $all still has the events.
@@ -1639,31 +1651,31 @@ func TestDeleteStream_soft_delete_reads_not_found_and_an_append_continues_the_re
 		t.Fatalf("$all: %v", got)
 	}
 
-	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if e := next(t, sub); e.CaughtUp == nil {
+	if e := next(t, sub); !caughtUp(e) {
 		t.Fatalf("subscription to a soft-deleted stream: %+v, want CaughtUp", e)
 	}
 
 	// An append with NoStream writes it again, after the old revisions.
-	again, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}, event("E", `{}`))
+	again, err := c.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}}, event("E", `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again.NextExpectedVersion != 3 {
 		t.Fatalf("NextExpectedVersion = %d, want 3", again.NextExpectedVersion)
 	}
-	if got, err := readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, []uint64{3}) {
+	if got, err := readErr(ctx, c, "cart-1", kurrentdb.ReadStreamOptions{}); err != nil || !slices.Equal(got, []uint64{3}) {
 		t.Fatalf("read after recreation: %v, %v", got, err)
 	}
 	if e := nextEvent(t, sub); e.Event.EventNumber != 3 {
 		t.Fatalf("live event %d, want 3", e.Event.EventNumber)
 	}
 	// ... and the node writes the metadata that hides the old events.
-	tail := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 2))
+	tail := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 2))
 	if tail[0].Event.StreamID != "$$cart-1" || string(tail[0].Event.Data) != `{"$tb":3}` || tail[0].Event.EventNumber != 1 ||
 		tail[1].Event.StreamID != "cart-1" || tail[1].Event.EventNumber != 3 {
 		t.Fatalf("tail of $all: %s/%d %s, %s/%d", tail[0].Event.StreamID, tail[0].Event.EventNumber, tail[0].Event.Data,
@@ -1678,12 +1690,12 @@ func TestDeleteStream_expected_revisions_on_deleted_streams(t *testing.T) {
 	softDeleted := func(t *testing.T, stream string) {
 		t.Helper()
 		appendEvents(t, ctx, c, stream, "E", 3)
-		if _, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{}); err != nil {
+		if _, err := c.DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	appendTo := func(stream string, exp esdb.ExpectedRevision) (*esdb.WriteResult, error) {
-		return c.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{ExpectedRevision: exp}, event("E", `{}`))
+	appendTo := func(stream string, exp kurrentdb.StreamState) (*kurrentdb.WriteResult, error) {
+		return c.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{StreamState: exp}, event("E", `{}`))
 	}
 	tests := []struct {
 		name string
@@ -1691,40 +1703,40 @@ func TestDeleteStream_expected_revisions_on_deleted_streams(t *testing.T) {
 	}{
 		{"append any continues", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			if res, err := appendTo(stream, esdb.Any{}); err != nil || res.NextExpectedVersion != 3 {
+			if res, err := appendTo(stream, kurrentdb.Any{}); err != nil || res.NextExpectedVersion != 3 {
 				t.Fatalf("%+v, %v", res, err)
 			}
 		}},
 		{"append at the last revision before the delete continues", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			if res, err := appendTo(stream, esdb.Revision(2)); err != nil || res.NextExpectedVersion != 3 {
+			if res, err := appendTo(stream, kurrentdb.Revision(2)); err != nil || res.NextExpectedVersion != 3 {
 				t.Fatalf("%+v, %v", res, err)
 			}
 		}},
 		{"append at another revision is a wrong expected version at the old last", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			_, err := appendTo(stream, esdb.Revision(0))
-			wantCode(t, "append", err, esdb.ErrorCodeWrongExpectedVersion)
+			_, err := appendTo(stream, kurrentdb.Revision(0))
+			wantCode(t, "append", err, kurrentdb.ErrorCodeWrongExpectedVersion)
 		}},
 		{"append with stream exists is stream deleted", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			_, err := appendTo(stream, esdb.StreamExists{})
-			wantCode(t, "append", err, esdb.ErrorCodeStreamDeleted)
+			_, err := appendTo(stream, kurrentdb.StreamExists{})
+			wantCode(t, "append", err, kurrentdb.ErrorCodeStreamDeleted)
 		}},
 		{"delete again with any", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			if _, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{}); err != nil {
+			if _, err := c.DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"delete again with stream exists is stream deleted", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{ExpectedRevision: esdb.StreamExists{}})
-			wantCode(t, "delete", err, esdb.ErrorCodeStreamDeleted)
+			_, err := c.DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.StreamExists{}})
+			wantCode(t, "delete", err, kurrentdb.ErrorCodeStreamDeleted)
 		}},
 		{"delete a missing stream is a wrong expected version the client cannot name", func(t *testing.T, stream string) {
-			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{})
-			wantCode(t, "delete", err, esdb.ErrorCodeUnknown)
+			_, err := c.DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{})
+			wantCode(t, "delete", err, kurrentdb.ErrorCodeUnknown)
 			st := grpcStatus(err)
 			want := "Delete failed due to WrongExpectedVersion. Stream: " + stream + ", Expected version: -2, Actual version: -1"
 			if st.Code() != codes.FailedPrecondition || st.Message() != want {
@@ -1733,19 +1745,19 @@ func TestDeleteStream_expected_revisions_on_deleted_streams(t *testing.T) {
 		}},
 		{"delete at a wrong revision", func(t *testing.T, stream string) {
 			appendEvents(t, ctx, c, stream, "E", 3)
-			_, err := c.DeleteStream(ctx, stream, esdb.DeleteStreamOptions{ExpectedRevision: esdb.Revision(1)})
+			_, err := c.DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{StreamState: kurrentdb.Revision(1)})
 			if st := grpcStatus(err); !strings.Contains(st.Message(), "Expected version: 1, Actual version: 2") {
 				t.Fatalf("err = %v", err)
 			}
 		}},
 		{"metadata written to a soft-deleted stream recreates it", func(t *testing.T, stream string) {
 			softDeleted(t, stream)
-			setMetadata(t, ctx, c, stream, func(m *esdb.StreamMetadata) { m.SetMaxCount(10) })
-			got, err := readErr(ctx, c, stream, esdb.ReadStreamOptions{})
+			setMetadata(t, ctx, c, stream, func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(10) })
+			got, err := readErr(ctx, c, stream, kurrentdb.ReadStreamOptions{})
 			if err != nil || len(got) != 0 {
 				t.Fatalf("read: %v, %v; want an empty stream", got, err)
 			}
-			meta, err := c.GetStreamMetadata(ctx, stream, esdb.ReadStreamOptions{})
+			meta, err := c.GetStreamMetadata(ctx, stream, kurrentdb.ReadStreamOptions{})
 			if err != nil || meta.TruncateBefore() == nil || *meta.TruncateBefore() != 3 || *meta.MaxCount() != 10 {
 				t.Fatalf("metadata %+v, %v; want $maxCount 10 and $tb 3", meta, err)
 			}
@@ -1761,36 +1773,36 @@ func TestTombstoneStream_deletes_for_good(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "E", 3)
-	setMetadata(t, ctx, c, "cart-1", func(m *esdb.StreamMetadata) { m.SetMaxCount(5) })
-	res, err := c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.StreamExists{}})
+	setMetadata(t, ctx, c, "cart-1", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(5) })
+	res, err := c.TombstoneStream(ctx, "cart-1", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.StreamExists{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tomb := read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1))[0].Event
+	tomb := read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, 1))[0].Event
 	if tomb.StreamID != "cart-1" || tomb.EventType != "$streamDeleted" || tomb.EventNumber != math.MaxInt64 ||
 		len(tomb.Data) != 0 || tomb.ContentType != "application/octet-stream" || tomb.Position.Commit != res.Position.Commit {
 		t.Fatalf("tombstone in $all: %s/%d %s %s %q at %d", tomb.StreamID, tomb.EventNumber, tomb.EventType, tomb.ContentType, tomb.Data, tomb.Position.Commit)
 	}
-	_, err = readErr(ctx, c, "cart-1", esdb.ReadStreamOptions{})
-	wantCode(t, "read", err, esdb.ErrorCodeStreamDeleted)
-	_, err = readErr(ctx, c, "$$cart-1", esdb.ReadStreamOptions{})
-	wantCode(t, "read metadata stream", err, esdb.ErrorCodeStreamDeleted)
-	for _, exp := range []esdb.ExpectedRevision{esdb.Any{}, esdb.NoStream{}, esdb.Revision(2)} {
-		_, err = c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{ExpectedRevision: exp}, event("E", `{}`))
-		wantCode(t, fmt.Sprintf("append %T", exp), err, esdb.ErrorCodeStreamDeleted)
+	_, err = readErr(ctx, c, "cart-1", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "read", err, kurrentdb.ErrorCodeStreamDeleted)
+	_, err = readErr(ctx, c, "$$cart-1", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "read metadata stream", err, kurrentdb.ErrorCodeStreamDeleted)
+	for _, exp := range []kurrentdb.StreamState{kurrentdb.Any{}, kurrentdb.NoStream{}, kurrentdb.Revision(2)} {
+		_, err = c.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{StreamState: exp}, event("E", `{}`))
+		wantCode(t, fmt.Sprintf("append %T", exp), err, kurrentdb.ErrorCodeStreamDeleted)
 	}
-	_, err = c.SetStreamMetadata(ctx, "cart-1", esdb.AppendToStreamOptions{}, esdb.StreamMetadata{})
-	wantCode(t, "set metadata", err, esdb.ErrorCodeStreamDeleted)
-	_, err = c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{})
-	wantCode(t, "soft delete", err, esdb.ErrorCodeStreamDeleted)
-	_, err = c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{})
-	wantCode(t, "tombstone again", err, esdb.ErrorCodeStreamDeleted)
+	_, err = c.SetStreamMetadata(ctx, "cart-1", kurrentdb.AppendToStreamOptions{}, kurrentdb.StreamMetadata{})
+	wantCode(t, "set metadata", err, kurrentdb.ErrorCodeStreamDeleted)
+	_, err = c.DeleteStream(ctx, "cart-1", kurrentdb.DeleteStreamOptions{})
+	wantCode(t, "soft delete", err, kurrentdb.ErrorCodeStreamDeleted)
+	_, err = c.TombstoneStream(ctx, "cart-1", kurrentdb.TombstoneStreamOptions{})
+	wantCode(t, "tombstone again", err, kurrentdb.ErrorCodeStreamDeleted)
 	// A stream that never was can be tombstoned.
-	if _, err := c.TombstoneStream(ctx, "never", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.NoStream{}}); err != nil {
+	if _, err := c.TombstoneStream(ctx, "never", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.NoStream{}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.TombstoneStream(ctx, "cart-2", esdb.TombstoneStreamOptions{ExpectedRevision: esdb.Revision(0)})
-	wantCode(t, "tombstone a missing stream at a revision", err, esdb.ErrorCodeUnknown)
+	_, err = c.TombstoneStream(ctx, "cart-2", kurrentdb.TombstoneStreamOptions{StreamState: kurrentdb.Revision(0)})
+	wantCode(t, "tombstone a missing stream at a revision", err, kurrentdb.ErrorCodeUnknown)
 }
 
 func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
@@ -1798,12 +1810,12 @@ func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "E", 2)
-	sub, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.Start{}})
+	sub, err := c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	all, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.End{}})
+	all, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.End{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1811,10 +1823,10 @@ func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
 	for range 2 {
 		nextEvent(t, sub)
 	}
-	if e := next(t, sub); e.CaughtUp == nil {
+	if e := next(t, sub); !caughtUp(e) {
 		t.Fatalf("%+v, want CaughtUp", e)
 	}
-	if _, err := c.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{}); err != nil {
+	if _, err := c.TombstoneStream(ctx, "cart-1", kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A live subscription gets the tombstone, then ends with StreamDeleted.
@@ -1834,17 +1846,17 @@ func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
 	}
 	// Subscribing to it again is refused (23.10 refuses before the
 	// confirmation)...
-	for _, from := range []esdb.StreamPosition{esdb.Start{}, esdb.Revision(0)} {
-		_, err = c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: from})
-		wantCode(t, fmt.Sprintf("subscribe from %T", from), err, esdb.ErrorCodeStreamDeleted)
+	for _, from := range []kurrentdb.StreamPosition{kurrentdb.Start{}, kurrentdb.Revision(0)} {
+		_, err = c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: from})
+		wantCode(t, fmt.Sprintf("subscribe from %T", from), err, kurrentdb.ErrorCodeStreamDeleted)
 	}
 	// ... except from the end, which is live only: CaughtUp, then nothing.
-	end, err := c.SubscribeToStream(ctx, "cart-1", esdb.SubscribeToStreamOptions{From: esdb.End{}})
+	end, err := c.SubscribeToStream(ctx, "cart-1", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.End{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer end.Close()
-	if e := next(t, end); e.CaughtUp == nil {
+	if e := next(t, end); !caughtUp(e) {
 		t.Fatalf("from the end: %+v, want CaughtUp", e)
 	}
 }
@@ -1852,7 +1864,7 @@ func TestTombstoneStream_ends_and_refuses_subscriptions(t *testing.T) {
 // --- system projections and links ---
 
 // linkMeta decodes a link's metadata.
-func linkMeta(t *testing.T, e *esdb.RecordedEvent) map[string]any {
+func linkMeta(t *testing.T, e *kurrentdb.RecordedEvent) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(e.UserMetadata, &m); err != nil {
@@ -1867,18 +1879,18 @@ func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
 	ctx := testCtx(t)
 	opened := event("CartOpened", `{}`)
 	opened.Metadata = []byte(`{"$correlationId":"req-1"}`)
-	if _, err := c.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{}, opened, event("ItemAdded", `{}`)); err != nil {
+	if _, err := c.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{}, opened, event("ItemAdded", `{}`)); err != nil {
 		t.Fatal(err)
 	}
 	appendEvents(t, ctx, c, "cart-2", "CartOpened", 1)
 	appendEvents(t, ctx, c, "orders", "OrderPlaced", 1) // no "-": no category
 	pos := positionsOf(t, ctx, c)
 	ids := map[string]string{}
-	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100)) {
+	for _, e := range read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 100)) {
 		ids[fmt.Sprintf("%s/%d", e.Event.StreamID, e.Event.EventNumber)] = e.Event.EventID.String()
 	}
 
-	links := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{}, 10))
+	links := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{}, 10))
 	var data []string
 	for _, l := range links {
 		data = append(data, string(l.Event.Data))
@@ -1895,12 +1907,12 @@ func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
 	if fmt.Sprint(m) != fmt.Sprint(want) {
 		t.Errorf("$ce-cart link metadata %v, want %v", m, want)
 	}
-	acl := read(t)(c.ReadStream(ctx, "$$$ce-cart", esdb.ReadStreamOptions{}, 10))
+	acl := read(t)(c.ReadStream(ctx, "$$$ce-cart", kurrentdb.ReadStreamOptions{}, 10))
 	if len(acl) != 1 || string(acl[0].Event.Data) != `{"$acl":{"$r":"$all","$mr":"$all"}}` {
 		t.Errorf("$$$ce-cart: %v", acl)
 	}
 
-	types := read(t)(c.ReadStream(ctx, "$et-CartOpened", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	types := read(t)(c.ReadStream(ctx, "$et-CartOpened", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 	if len(types) != 2 || types[0].Event.StreamID != "cart-1" || types[1].Event.StreamID != "cart-2" || types[0].Link.StreamID != "$et-CartOpened" {
 		t.Fatalf("$et-CartOpened: %+v", types)
 	}
@@ -1909,15 +1921,15 @@ func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
 	if fmt.Sprint(m) != fmt.Sprint(want) {
 		t.Errorf("$et-CartOpened link metadata %v, want %v", m, want)
 	}
-	if _, err := readErr(ctx, c, "$et-OrderPlaced", esdb.ReadStreamOptions{}); err != nil {
+	if _, err := readErr(ctx, c, "$et-OrderPlaced", kurrentdb.ReadStreamOptions{}); err != nil {
 		t.Errorf("$et-OrderPlaced: %v", err)
 	}
-	_, err := readErr(ctx, c, "$ce-orders", esdb.ReadStreamOptions{})
-	wantCode(t, "$ce-orders", err, esdb.ErrorCodeResourceNotFound)
+	_, err := readErr(ctx, c, "$ce-orders", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "$ce-orders", err, kurrentdb.ErrorCodeResourceNotFound)
 
 	// A catch-up subscription to a category resolves the links, then goes
 	// live.
-	sub, err := c.SubscribeToStream(ctx, "$ce-cart", esdb.SubscribeToStreamOptions{From: esdb.Start{}, ResolveLinkTos: true})
+	sub, err := c.SubscribeToStream(ctx, "$ce-cart", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}, ResolveLinkTos: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1925,7 +1937,7 @@ func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
 	var got []string
 	for {
 		e := next(t, sub)
-		if e.CaughtUp != nil {
+		if caughtUp(e) {
 			break
 		}
 		got = append(got, fmt.Sprintf("%s/%d", e.EventAppeared.Event.StreamID, e.EventAppeared.Event.EventNumber))
@@ -1942,8 +1954,8 @@ func TestSystemProjections_link_categories_and_event_types(t *testing.T) {
 	plain := esdbtest.New(t)
 	pc := plain.Client(t)
 	appendEvents(t, ctx, pc, "cart-1", "CartOpened", 1)
-	_, err = readErr(ctx, pc, "$ce-cart", esdb.ReadStreamOptions{})
-	wantCode(t, "without projections", err, esdb.ErrorCodeResourceNotFound)
+	_, err = readErr(ctx, pc, "$ce-cart", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "without projections", err, kurrentdb.ErrorCodeResourceNotFound)
 }
 
 func TestSystemProjections_link_deletions_as_the_node_does(t *testing.T) {
@@ -1952,15 +1964,15 @@ func TestSystemProjections_link_deletions_as_the_node_does(t *testing.T) {
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "E", 1)
 	appendEvents(t, ctx, c, "cart-2", "E", 1)
-	if _, err := c.DeleteStream(ctx, "cart-1", esdb.DeleteStreamOptions{}); err != nil {
+	if _, err := c.DeleteStream(ctx, "cart-1", kurrentdb.DeleteStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TombstoneStream(ctx, "cart-2", esdb.TombstoneStreamOptions{}); err != nil {
+	if _, err := c.TombstoneStream(ctx, "cart-2", kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataOf := func(stream string) []string {
 		var out []string
-		for _, l := range read(t)(c.ReadStream(ctx, stream, esdb.ReadStreamOptions{}, 10)) {
+		for _, l := range read(t)(c.ReadStream(ctx, stream, kurrentdb.ReadStreamOptions{}, 10)) {
 			out = append(out, string(l.Event.Data))
 		}
 		return out
@@ -1974,7 +1986,7 @@ func TestSystemProjections_link_deletions_as_the_node_does(t *testing.T) {
 	if got, want := dataOf("$et-$deleted"), []string{"0@cart-1", "9223372036854775807@cart-2"}; !slices.Equal(got, want) {
 		t.Fatalf("$et-$deleted: %v, want %v", got, want)
 	}
-	ce := read(t)(c.ReadStream(ctx, "$ce-cart", esdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
+	ce := read(t)(c.ReadStream(ctx, "$ce-cart", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 10))
 	if m := linkMeta(t, ce[2].Link); m["$deleted"] != float64(-1) || m["$o"] != "cart-1" {
 		t.Errorf("soft delete link metadata %v", m)
 	}
@@ -1997,13 +2009,13 @@ func TestResolveLinks_a_dangling_link_comes_without_its_event(t *testing.T) {
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "kept", "E", 1)
 	appendEvents(t, ctx, c, "truncated", "E", 2)
-	setMetadata(t, ctx, c, "truncated", func(m *esdb.StreamMetadata) { m.SetTruncateBefore(1) })
+	setMetadata(t, ctx, c, "truncated", func(m *kurrentdb.StreamMetadata) { m.SetTruncateBefore(1) })
 	appendEvents(t, ctx, c, "soft", "E", 1)
 	appendEvents(t, ctx, c, "hard", "E", 1)
-	if _, err := c.DeleteStream(ctx, "soft", esdb.DeleteStreamOptions{}); err != nil {
+	if _, err := c.DeleteStream(ctx, "soft", kurrentdb.DeleteStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TombstoneStream(ctx, "hard", esdb.TombstoneStreamOptions{}); err != nil {
+	if _, err := c.TombstoneStream(ctx, "hard", kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	targets := []struct {
@@ -2020,14 +2032,14 @@ func TestResolveLinks_a_dangling_link_comes_without_its_event(t *testing.T) {
 		{"5", true, false},
 		{"x@kept", false, true},
 	}
-	var links []esdb.EventData
+	var links []kurrentdb.EventData
 	for _, tt := range targets {
-		links = append(links, esdb.EventData{EventType: "$>", ContentType: esdb.ContentTypeBinary, Data: []byte(tt.data)})
+		links = append(links, kurrentdb.EventData{EventType: "$>", ContentType: kurrentdb.ContentTypeBinary, Data: []byte(tt.data)})
 	}
-	if _, err := c.AppendToStream(ctx, "links", esdb.AppendToStreamOptions{}, links...); err != nil {
+	if _, err := c.AppendToStream(ctx, "links", kurrentdb.AppendToStreamOptions{}, links...); err != nil {
 		t.Fatal(err)
 	}
-	check := func(t *testing.T, how string, got []*esdb.ResolvedEvent) {
+	check := func(t *testing.T, how string, got []*kurrentdb.ResolvedEvent) {
 		t.Helper()
 		if len(got) != len(targets) {
 			t.Fatalf("%s: %d events", how, len(got))
@@ -2050,19 +2062,19 @@ func TestResolveLinks_a_dangling_link_comes_without_its_event(t *testing.T) {
 			}
 		}
 	}
-	check(t, "read", read(t)(c.ReadStream(ctx, "links", esdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
-	sub, err := c.SubscribeToStream(ctx, "links", esdb.SubscribeToStreamOptions{From: esdb.Start{}, ResolveLinkTos: true})
+	check(t, "read", read(t)(c.ReadStream(ctx, "links", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
+	sub, err := c.SubscribeToStream(ctx, "links", kurrentdb.SubscribeToStreamOptions{From: kurrentdb.Start{}, ResolveLinkTos: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	var got []*esdb.ResolvedEvent
+	var got []*kurrentdb.ResolvedEvent
 	for range targets {
 		got = append(got, nextEvent(t, sub))
 	}
 	check(t, "subscription", got)
 	s.Scavenge()
-	check(t, "read after scavenge", read(t)(c.ReadStream(ctx, "links", esdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
+	check(t, "read after scavenge", read(t)(c.ReadStream(ctx, "links", kurrentdb.ReadStreamOptions{ResolveLinkTos: true}, 100)))
 }
 
 // --- $all and the node's own streams ---
@@ -2072,24 +2084,24 @@ func TestRead_all_leaves_out_the_parked_messages_of_groups_on_all(t *testing.T) 
 	c := s.Client(t)
 	ctx := testCtx(t)
 	appendEvents(t, ctx, c, "cart-1", "E", 1)
-	if err := c.CreatePersistentSubscriptionToAll(ctx, "g", esdb.PersistentAllSubscriptionOptions{StartFrom: esdb.Start{}}); err != nil {
+	if err := c.CreatePersistentSubscriptionToAll(ctx, "g", kurrentdb.PersistentAllSubscriptionOptions{StartFrom: kurrentdb.Start{}}); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := c.SubscribeToPersistentSubscriptionToAll(ctx, "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+	sub, err := c.SubscribeToPersistentSubscriptionToAll(ctx, "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if err := sub.Nack("bad", esdb.NackActionPark, nextPersistent(t, sub).Event); err != nil {
+	if err := sub.Nack("bad", kurrentdb.NackActionPark, nextPersistent(t, sub).Event); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, func() bool { return len(s.Parked("$all", "g")) == 1 })
-	for _, e := range read(t)(c.ReadAll(ctx, esdb.ReadAllOptions{}, 100)) {
+	for _, e := range read(t)(c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 100)) {
 		if strings.HasPrefix(e.Event.StreamID, "$persistentsubscription-$all::") {
 			t.Fatalf("$all shows %s", e.Event.StreamID)
 		}
 	}
-	if got := read(t)(c.ReadStream(ctx, "$persistentsubscription-$all::g-parked", esdb.ReadStreamOptions{}, 10)); len(got) != 1 {
+	if got := read(t)(c.ReadStream(ctx, "$persistentsubscription-$all::g-parked", kurrentdb.ReadStreamOptions{}, 10)); len(got) != 1 {
 		t.Fatalf("parked stream: %d events", len(got))
 	}
 }
@@ -2108,12 +2120,12 @@ func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
 	ops := s.ClientAs(t, "ops", "changeit")
 	alice := s.ClientAs(t, "alice", "secret")
 	wrong := s.ClientAs(t, "alice", "wrong")
-	appendTo := func(c *esdb.Client, stream string) error {
-		_, err := c.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, event("E", `{}`))
+	appendTo := func(c *kurrentdb.Client, stream string) error {
+		_, err := c.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{}, event("E", `{}`))
 		return err
 	}
-	readAll := func(c *esdb.Client) error {
-		rs, err := c.ReadAll(ctx, esdb.ReadAllOptions{}, 10)
+	readAll := func(c *kurrentdb.Client) error {
+		rs, err := c.ReadAll(ctx, kurrentdb.ReadAllOptions{}, 10)
 		if err != nil {
 			return err
 		}
@@ -2121,32 +2133,32 @@ func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
 		_, err = rs.Recv()
 		return err
 	}
-	subscribeAll := func(c *esdb.Client) error {
-		sub, err := c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: esdb.Start{}})
+	subscribeAll := func(c *kurrentdb.Client) error {
+		sub, err := c.SubscribeToAll(ctx, kurrentdb.SubscribeToAllOptions{From: kurrentdb.Start{}})
 		if err == nil {
 			_ = sub.Close()
 		}
 		return err
 	}
-	createGroup := func(c *esdb.Client, group string) error {
-		return c.CreatePersistentSubscription(ctx, "cart-1", group, esdb.PersistentStreamSubscriptionOptions{StartFrom: esdb.Start{}})
+	createGroup := func(c *kurrentdb.Client, group string) error {
+		return c.CreatePersistentSubscription(ctx, "cart-1", group, kurrentdb.PersistentStreamSubscriptionOptions{StartFrom: kurrentdb.Start{}})
 	}
 
 	// Credentials that match no user: refused before anything else.
-	wantCode(t, "wrong password append", appendTo(wrong, "cart-1"), esdb.ErrorCodeUnauthenticated)
-	wantCode(t, "wrong password read", readAll(wrong), esdb.ErrorCodeUnauthenticated)
+	wantCode(t, "wrong password append", appendTo(wrong, "cart-1"), kurrentdb.ErrorCodeUnauthenticated)
+	wantCode(t, "wrong password read", readAll(wrong), kurrentdb.ErrorCodeUnauthenticated)
 	if st := grpcStatus(appendTo(wrong, "cart-1")); st.Code() != codes.Unauthenticated || st.Message() != "Unauthenticated" {
 		t.Errorf("wrong password: %v %q", st.Code(), st.Message())
 	}
 	// No credentials: the anonymous user, who may do nothing with streams.
 	err := appendTo(anon, "cart-1")
-	wantCode(t, "anonymous append", err, esdb.ErrorCodeAccessDenied)
+	wantCode(t, "anonymous append", err, kurrentdb.ErrorCodeAccessDenied)
 	if st := grpcStatus(err); st.Code() != codes.PermissionDenied || st.Message() != "Access Denied" {
 		t.Errorf("anonymous: %v %q", st.Code(), st.Message())
 	}
-	wantCode(t, "anonymous read", readAll(anon), esdb.ErrorCodeAccessDenied)
+	wantCode(t, "anonymous read", readAll(anon), kurrentdb.ErrorCodeAccessDenied)
 	// ... unless a call carries credentials.
-	if _, err := anon.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{Authenticated: &esdb.Credentials{Login: "alice", Password: "secret"}}, event("E", `{}`)); err != nil {
+	if _, err := anon.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{Authenticated: &kurrentdb.Credentials{Login: "alice", Password: "secret"}}, event("E", `{}`)); err != nil {
 		t.Fatalf("append with the call's credentials: %v", err)
 	}
 
@@ -2155,34 +2167,34 @@ func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
 	if err := appendTo(alice, "cart-1"); err != nil {
 		t.Fatalf("alice append: %v", err)
 	}
-	if _, err := readErr(ctx, alice, "cart-1", esdb.ReadStreamOptions{}); err != nil {
+	if _, err := readErr(ctx, alice, "cart-1", kurrentdb.ReadStreamOptions{}); err != nil {
 		t.Fatalf("alice read: %v", err)
 	}
-	setMetadata(t, ctx, alice, "cart-1", func(m *esdb.StreamMetadata) { m.SetMaxCount(100) })
-	wantCode(t, "alice reads $all", readAll(alice), esdb.ErrorCodeAccessDenied)
-	wantCode(t, "alice subscribes to $all", subscribeAll(alice), esdb.ErrorCodeAccessDenied)
-	wantCode(t, "alice writes a system stream", appendTo(alice, "$system"), esdb.ErrorCodeAccessDenied)
-	wantCode(t, "alice creates a group", createGroup(alice, "g"), esdb.ErrorCodeAccessDenied)
+	setMetadata(t, ctx, alice, "cart-1", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(100) })
+	wantCode(t, "alice reads $all", readAll(alice), kurrentdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice subscribes to $all", subscribeAll(alice), kurrentdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice writes a system stream", appendTo(alice, "$system"), kurrentdb.ErrorCodeAccessDenied)
+	wantCode(t, "alice creates a group", createGroup(alice, "g"), kurrentdb.ErrorCodeAccessDenied)
 
 	// An operator manages groups but, by the default ACL, does not read $all.
 	if err := createGroup(ops, "g"); err != nil {
 		t.Fatalf("ops creates a group: %v", err)
 	}
-	if err := ops.CreatePersistentSubscriptionToAll(ctx, "all", esdb.PersistentAllSubscriptionOptions{}); err != nil {
+	if err := ops.CreatePersistentSubscriptionToAll(ctx, "all", kurrentdb.PersistentAllSubscriptionOptions{}); err != nil {
 		t.Fatalf("ops creates a group on $all: %v", err)
 	}
-	wantCode(t, "ops reads $all", readAll(ops), esdb.ErrorCodeAccessDenied)
-	_, err = ops.SubscribeToPersistentSubscriptionToAll(ctx, "all", esdb.SubscribeToPersistentSubscriptionOptions{})
-	wantCode(t, "ops connects to a group on $all", err, esdb.ErrorCodeAccessDenied)
+	wantCode(t, "ops reads $all", readAll(ops), kurrentdb.ErrorCodeAccessDenied)
+	_, err = ops.SubscribeToPersistentSubscriptionToAll(ctx, "all", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
+	wantCode(t, "ops connects to a group on $all", err, kurrentdb.ErrorCodeAccessDenied)
 
 	// Any user reads group statistics and connects to a group on a stream
 	// it may read.
-	if _, err := alice.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", esdb.GetPersistentSubscriptionOptions{}); err != nil {
+	if _, err := alice.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", kurrentdb.GetPersistentSubscriptionOptions{}); err != nil {
 		t.Fatalf("alice reads group info: %v", err)
 	}
-	_, err = anon.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", esdb.GetPersistentSubscriptionOptions{})
-	wantCode(t, "anonymous reads group info", err, esdb.ErrorCodeAccessDenied)
-	sub, err := alice.SubscribeToPersistentSubscription(ctx, "cart-1", "g", esdb.SubscribeToPersistentSubscriptionOptions{})
+	_, err = anon.GetPersistentSubscriptionInfo(ctx, "cart-1", "g", kurrentdb.GetPersistentSubscriptionOptions{})
+	wantCode(t, "anonymous reads group info", err, kurrentdb.ErrorCodeAccessDenied)
+	sub, err := alice.SubscribeToPersistentSubscription(ctx, "cart-1", "g", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatalf("alice connects to a group: %v", err)
 	}
@@ -2201,12 +2213,12 @@ func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
 	if err := appendTo(admin, "$system"); err != nil {
 		t.Fatalf("admin writes a system stream: %v", err)
 	}
-	allSub, err := admin.SubscribeToPersistentSubscriptionToAll(ctx, "all", esdb.SubscribeToPersistentSubscriptionOptions{})
+	allSub, err := admin.SubscribeToPersistentSubscriptionToAll(ctx, "all", kurrentdb.SubscribeToPersistentSubscriptionOptions{})
 	if err != nil {
 		t.Fatalf("admin connects to a group on $all: %v", err)
 	}
 	_ = allSub.Close()
-	if _, err := admin.TombstoneStream(ctx, "cart-1", esdb.TombstoneStreamOptions{}); err != nil {
+	if _, err := admin.TombstoneStream(ctx, "cart-1", kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatalf("admin tombstones: %v", err)
 	}
 }
@@ -2221,21 +2233,21 @@ func TestAuth_a_stream_acl_in_its_metadata_applies(t *testing.T) {
 	alice := s.ClientAs(t, "alice", "secret")
 	bob := s.ClientAs(t, "bob", "secret")
 	appendEvents(t, ctx, admin, "cart-1", "E", 1)
-	acl := esdb.Acl{}
+	acl := kurrentdb.Acl{}
 	acl.AddReadRoles("readers")
-	setMetadata(t, ctx, admin, "cart-1", func(m *esdb.StreamMetadata) { m.SetAcl(acl) })
-	_, err := readErr(ctx, alice, "cart-1", esdb.ReadStreamOptions{})
-	wantCode(t, "alice reads", err, esdb.ErrorCodeAccessDenied)
-	if _, err := readErr(ctx, bob, "cart-1", esdb.ReadStreamOptions{}); err != nil {
+	setMetadata(t, ctx, admin, "cart-1", func(m *kurrentdb.StreamMetadata) { m.SetAcl(acl) })
+	_, err := readErr(ctx, alice, "cart-1", kurrentdb.ReadStreamOptions{})
+	wantCode(t, "alice reads", err, kurrentdb.ErrorCodeAccessDenied)
+	if _, err := readErr(ctx, bob, "cart-1", kurrentdb.ReadStreamOptions{}); err != nil {
 		t.Fatalf("bob reads: %v", err)
 	}
 	// Writing falls back to the default: every user.
-	if _, err := alice.AppendToStream(ctx, "cart-1", esdb.AppendToStreamOptions{}, event("E", `{}`)); err != nil {
+	if _, err := alice.AppendToStream(ctx, "cart-1", kurrentdb.AppendToStreamOptions{}, event("E", `{}`)); err != nil {
 		t.Fatalf("alice writes: %v", err)
 	}
 	// The projections' streams are system streams that every user may read
 	// (their metadata's $acl says so).
-	if _, err := readErr(ctx, alice, "$ce-cart", esdb.ReadStreamOptions{}); err != nil {
+	if _, err := readErr(ctx, alice, "$ce-cart", kurrentdb.ReadStreamOptions{}); err != nil {
 		t.Fatalf("alice reads $ce-cart: %v", err)
 	}
 }
@@ -2244,32 +2256,32 @@ func TestAuth_a_stream_acl_in_its_metadata_applies(t *testing.T) {
 
 func TestAppend_over_the_size_limit_is_refused(t *testing.T) {
 	bytesOf := func(n int) []byte { return []byte(strings.Repeat("x", n)) }
-	sized := func(data int) esdb.EventData {
+	sized := func(data int) kurrentdb.EventData {
 		// Only the data counts (23.10's Event.SizeOnDisk): big metadata and
 		// type do not.
-		return esdb.EventData{EventType: strings.Repeat("T", 200), ContentType: esdb.ContentTypeBinary, Data: bytesOf(data), Metadata: bytesOf(5000)}
+		return kurrentdb.EventData{EventType: strings.Repeat("T", 200), ContentType: kurrentdb.ContentTypeBinary, Data: bytesOf(data), Metadata: bytesOf(5000)}
 	}
 	s := esdbtest.NewWith(t, esdbtest.Options{MaxAppendSize: 100})
 	c := s.Client(t)
 	ctx := testCtx(t)
-	if _, err := c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(60), sized(40)); err != nil {
+	if _, err := c.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, sized(60), sized(40)); err != nil {
 		t.Fatalf("100 bytes of data: %v", err)
 	}
-	_, err := c.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(60), sized(41))
-	wantCode(t, "101 bytes of data", err, esdb.ErrorCodeUnknown)
+	_, err := c.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, sized(60), sized(41))
+	wantCode(t, "101 bytes of data", err, kurrentdb.ErrorCodeUnknown)
 	if st := grpcStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "Maximum Append Size of 100 Exceeded." {
 		t.Fatalf("status %v %q", st.Code(), st.Message())
 	}
-	if got, _ := readErr(ctx, c, "s", esdb.ReadStreamOptions{}); len(got) != 2 {
+	if got, _ := readErr(ctx, c, "s", kurrentdb.ReadStreamOptions{}); len(got) != 2 {
 		t.Fatalf("the refused append wrote: %v", got)
 	}
 
 	d := esdbtest.New(t) // the default: 1 MiB
 	dc := d.Client(t)
-	if _, err := dc.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(1<<20)); err != nil {
+	if _, err := dc.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, sized(1<<20)); err != nil {
 		t.Fatalf("1 MiB: %v", err)
 	}
-	_, err = dc.AppendToStream(ctx, "s", esdb.AppendToStreamOptions{}, sized(1<<19), sized(1<<19+1))
+	_, err = dc.AppendToStream(ctx, "s", kurrentdb.AppendToStreamOptions{}, sized(1<<19), sized(1<<19+1))
 	if st := grpcStatus(err); st.Code() != codes.InvalidArgument || st.Message() != "Maximum Append Size of 1048576 Exceeded." {
 		t.Fatalf("1 MiB + 1: %v", err)
 	}

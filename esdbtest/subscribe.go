@@ -1,8 +1,8 @@
 package esdbtest
 
 import (
-	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v1/streams"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

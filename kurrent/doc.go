@@ -8,7 +8,9 @@
 // that this package and [github.com/revgate/projector/subscription/esdbv4]
 // (on the archived EventStore-Client-Go v4) implement; one acceptance suite
 // (internal/sourcetest) runs against both. This package does not link the
-// archived client.
+// archived client. A projector binary names its client in its
+// configuration, app.Config{Dial: kurrent.Dial, ...} (cmd/projector does),
+// and links that one only.
 //
 // Both clients speak the same v1 gRPC protocol and share most of their code
 // (the kurrentdb client is v4 renamed and carried on), so a projector

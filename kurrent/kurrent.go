@@ -9,7 +9,6 @@ import (
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/internal/neutral"
-	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )

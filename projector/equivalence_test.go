@@ -30,11 +30,11 @@ import (
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/internal/sourcetest"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // ledgerName is the collection of the ledger projection.
@@ -101,7 +101,7 @@ func (a appender) Append(ctx context.Context, stream string, expected int64, eve
 
 func dialESDB(t *testing.T, s *esdbtest.Server) *subscription.Client {
 	t.Helper()
-	c, err := esdbv4.Dial(s.URI(), nil)
+	c, err := kurrent.Dial(s.URI(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

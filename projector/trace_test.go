@@ -2,9 +2,7 @@ package projector_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -26,7 +23,6 @@ import (
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // recording returns a tracer provider that keeps every span in memory.
@@ -135,31 +131,18 @@ func uintString(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // readStream reads the events of stream from the server, as the engine
 // sees them, decoded.
-func readStream(t *testing.T, cl *esdb.Client, stream string) []projector.Event {
+func readStream(t *testing.T, es *esdbtest.Server, stream string) []projector.Event {
 	t.Helper()
-	rs, err := cl.ReadStream(context.Background(), stream, esdb.ReadStreamOptions{From: esdb.Start{}}, 100)
+	var out []projector.Event
+	err := dialESDB(t, es).ReadStream(context.Background(), stream, 0, func(ev projector.Event) error {
+		ev, err := cart.Registry().Decode(ev)
+		out = append(out, ev)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rs.Close()
-	var out []projector.Event
-	for {
-		re, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := esdbv4.Envelope(re)
-		if err == nil {
-			ev, err = cart.Registry().Decode(ev)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ev)
-	}
+	return out
 }
 
 // runTraced runs r until every one of n events is settled, or fails the
@@ -198,7 +181,6 @@ func runTraced(t *testing.T, r *projector.Runner, n uint64) {
 func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_the_event(t *testing.T) {
 	tp, rec := recording(t)
 	es := esdbtest.New(t)
-	cl := es.Client(t)
 	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil, cart.WithTracerProvider(tp))
 	ctx, request := tp.Tracer("test").Start(context.Background(), "request")
 	for _, cmd := range []cart.Command{
@@ -221,11 +203,7 @@ func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_
 	if err := e.Prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := esdbv4.Dial(es.URI(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialESDB(t, es)
 	src, err := subscription.NewAll(c, subscription.AllOptions{StreamPrefixes: []string{cart.StreamPrefix}})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +221,7 @@ func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_
 		}
 		commands[sp.SpanContext().SpanID()] = sp
 	}
-	evs := readStream(t, cl, cart.StreamID("tr1"))
+	evs := readStream(t, es, cart.StreamID("tr1"))
 	if len(evs) != 2 {
 		t.Fatalf("%d events", len(evs))
 	}
@@ -276,7 +254,6 @@ func TestTracing_the_projector_continues_the_trace_of_the_command_that_appended_
 func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
 	tp, rec := recording(t)
 	es := esdbtest.New(t)
-	cl := es.Client(t)
 	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil, cart.WithTracerProvider(tp))
 	var traces []trace.TraceID
 	for _, cmd := range []cart.Command{
@@ -290,7 +267,7 @@ func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
 		request.End()
 		traces = append(traces, request.SpanContext().TraceID())
 	}
-	evs := readStream(t, cl, cart.StreamID("tw1"))
+	evs := readStream(t, es, cart.StreamID("tw1"))
 
 	waited := make(chan struct{})
 	var once sync.Once
@@ -351,7 +328,6 @@ func TestTracing_the_gate_s_waits_show_on_the_event_s_span(t *testing.T) {
 func TestTracing_off_by_default_records_nothing_and_changes_nothing(t *testing.T) {
 	_, rec := recording(t) // never given to anything
 	es := esdbtest.New(t)
-	cl := es.Client(t)
 	h := cart.NewHandler(cart.NewStore(dialESDB(t, es)), nil)
 	for _, cmd := range []cart.Command{
 		cart.OpenCart{RequestID: "o1", CartID: "off1", ClientID: "x"},
@@ -362,7 +338,7 @@ func TestTracing_off_by_default_records_nothing_and_changes_nothing(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	evs := readStream(t, cl, cart.StreamID("off1"))
+	evs := readStream(t, es, cart.StreamID("off1"))
 	for _, ev := range evs {
 		if string(ev.Metadata) != `{"clientId":"x","requestId":"`+"o"+uintString(ev.StreamRevision+1)+`"}` {
 			t.Errorf("metadata %s: want the client and the request only", ev.Metadata)

@@ -13,7 +13,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
@@ -141,13 +141,13 @@ func TestDocker_catch_up_restart_and_two_persistent_consumers_on_EventStoreDB_an
 	t.Run("two consumers of one persistent group, each with its own engine", func(t *testing.T) {
 		store := mongostore.New(db.Client().Database(db.Name() + "_persistent"))
 		t.Cleanup(func() { _ = store.Database().Drop(context.Background()) })
-		settings := esdb.SubscriptionSettingsDefault()
-		settings.StartFrom = esdb.Start{}
-		settings.ConsumerStrategyName = esdb.ConsumerStrategyRoundRobin
+		settings := kurrentdb.SubscriptionSettingsDefault()
+		settings.StartFrom = kurrentdb.Start{}
+		settings.ConsumerStrategyName = kurrentdb.ConsumerStrategyRoundRobin
 		group := "details-" + g.Prefix
-		if err := cl.CreatePersistentSubscriptionToAll(ctx, group, esdb.PersistentAllSubscriptionOptions{
-			Settings: &settings, StartFrom: esdb.Start{},
-			Filter: &esdb.SubscriptionFilter{Type: esdb.StreamFilterType, Prefixes: []string{prefix}},
+		if err := cl.CreatePersistentSubscriptionToAll(ctx, group, kurrentdb.PersistentAllSubscriptionOptions{
+			Settings: &settings, StartFrom: kurrentdb.Start{},
+			Filter: &kurrentdb.SubscriptionFilter{Type: kurrentdb.StreamFilterType, Prefixes: []string{prefix}},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -205,9 +205,9 @@ func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
 	t.Run("a stream truncated before its first sight", func(t *testing.T) {
 		id := g.Prefix + "trunc"
 		life(id, 6)
-		var m esdb.StreamMetadata
+		var m kurrentdb.StreamMetadata
 		m.SetMaxCount(3)
-		if _, err := cl.SetStreamMetadata(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, m); err != nil {
+		if _, err := cl.SetStreamMetadata(ctx, cart.StreamID(id), kurrentdb.AppendToStreamOptions{}, m); err != nil {
 			t.Fatal(err)
 		}
 		src, err := subscription.NewStream(c, cart.StreamID(id), subscription.StreamOptions{})
@@ -244,10 +244,10 @@ func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
 		def := cart.NewDetailsProjection().OnDelete(projector.RemoveDocument)
 		r := sourcetest.NewRunner(t, "docker-deletions", engine(def), src, store)
 		x := sourcetest.Start(t, r)
-		if _, err := cl.TombstoneStream(ctx, cart.StreamID(tomb), esdb.TombstoneStreamOptions{}); err != nil {
+		if _, err := cl.TombstoneStream(ctx, cart.StreamID(tomb), kurrentdb.TombstoneStreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cl.DeleteStream(ctx, cart.StreamID(soft), esdb.DeleteStreamOptions{}); err != nil {
+		if _, err := cl.DeleteStream(ctx, cart.StreamID(soft), kurrentdb.DeleteStreamOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		found := func(id string) bool {
@@ -271,14 +271,14 @@ func TestDocker_deletion_and_truncation_on_a_real_node(t *testing.T) {
 
 // rawClient returns an official client on uri, for what the sources do not
 // do (creating groups, deleting streams), closed when the test ends.
-func rawClient(t *testing.T, uri string) *esdb.Client {
+func rawClient(t *testing.T, uri string) *kurrentdb.Client {
 	t.Helper()
-	cfg, err := esdb.ParseConnectionString(uri)
+	cfg, err := kurrentdb.ParseConnectionString(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Logger = esdb.NoopLogging()
-	cl, err := esdb.NewClient(cfg)
+	cfg.Logger = kurrentdb.NoopLogging()
+	cl, err := kurrentdb.NewClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

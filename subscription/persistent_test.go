@@ -4,15 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // A group is created with one of the three consumer strategies both
 // clients create; another name (which either client would panic on, in a
 // goroutine of its own) is refused when the consumer is made.
 func TestNewPersistent_refuses_a_consumer_strategy_the_clients_do_not_create(t *testing.T) {
-	c, err := esdbv4.Dial("esdb://127.0.0.1:1?tls=false", nil)
+	c, err := kurrent.Dial("esdb://127.0.0.1:1?tls=false", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

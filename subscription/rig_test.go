@@ -6,30 +6,18 @@ import (
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
-	"github.com/revgate/projector/internal/sourcetest"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
 
-// kit is what the acceptance suite needs of the EventStore-Client-Go v4
-// adapter.
-var kit = sourcetest.Kit{
-	Name: "EventStore-Client-Go v4",
-	Dial: func(uri string) (sourcetest.Client, error) {
-		c, err := esdbv4.Dial(uri, nil)
-		if err != nil {
-			return nil, err
-		}
-		return sourcetest.Sources(c), nil
-	},
-}
-
-// dial returns a client on uri, closed when the test ends.
+// dial returns a client on uri, closed when the test ends: the KurrentDB
+// adapter's, so that this package's tests link one official client (the
+// acceptance suite runs on each adapter in the adapter's own package).
 func dial(t *testing.T, uri string) *subscription.Client {
 	t.Helper()
-	c, err := esdbv4.Dial(uri, nil)
+	c, err := kurrent.Dial(uri, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

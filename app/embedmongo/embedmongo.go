@@ -6,6 +6,7 @@
 //
 //	app.Main(app.Config{
 //		Registry:    registry,
+//		Dial:        kurrent.Dial,
 //		Projections: projections,
 //		Embedded:    embedmongo.Start,
 //	})

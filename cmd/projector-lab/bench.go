@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -26,11 +26,12 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/internal/neutral"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // runBench measures catch-up three ways on the same events, one after the
@@ -636,7 +637,7 @@ func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string,
 type eventLog struct {
 	server *esdbtest.Server
 	client *subscription.Client
-	esdb   *esdb.Client
+	esdb   *kurrentdb.Client
 	lives  map[string][]projector.Event // each cart's events, as the fold takes them
 	total  int
 }
@@ -649,7 +650,7 @@ func startEventLog(ctx context.Context, carts, events int, interleave string, tr
 		return nil, err
 	}
 	l := &eventLog{server: es}
-	if l.client, err = esdbv4.Dial(es.URI(), nil); err != nil {
+	if l.client, err = kurrent.Dial(es.URI(), nil); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -673,16 +674,16 @@ func (l *eventLog) Close() {
 	l.server.Close()
 }
 
-// rawESDB returns an official EventStore-Client-Go v4 client on uri, for
+// rawESDB returns an official client (KurrentDB-Client-Go) on uri, for
 // the appends of the setup and for B, which reads through it as the seed
 // article's code does.
-func rawESDB(uri string) (*esdb.Client, error) {
-	cfg, err := esdb.ParseConnectionString(uri)
+func rawESDB(uri string) (*kurrentdb.Client, error) {
+	cfg, err := kurrentdb.ParseConnectionString(uri)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Logger = esdb.NoopLogging() // the bench's output is its report
-	return esdb.NewClient(cfg)
+	cfg.Logger = kurrentdb.NoopLogging() // the bench's output is its report
+	return kurrentdb.NewClient(cfg)
 }
 
 // benchEvents appends the lives of carts carts of events events each (with
@@ -692,7 +693,7 @@ func rawESDB(uri string) (*esdb.Client, error) {
 // active over a short window (its events spread over about ten carts'
 // worth of the log, overlapping its neighbours'), as real carts are. It
 // returns each cart's events as the fold takes them, and their number.
-func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, clustered, traced bool) (map[string][]projector.Event, int, error) {
+func benchEvents(ctx context.Context, cl *kurrentdb.Client, carts, events int, clustered, traced bool) (map[string][]projector.Event, int, error) {
 	r := rand.New(rand.NewPCG(1, 2))
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	lives := map[string][]projector.Event{}
@@ -740,7 +741,7 @@ func benchEvents(ctx context.Context, cl *esdb.Client, carts, events int, cluste
 		if traced {
 			meta = tracedMetadata(r, client)
 		}
-		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), esdb.AppendToStreamOptions{}, esdb.EventData{EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
+		if _, err := cl.AppendToStream(ctx, cart.StreamID(id), kurrentdb.AppendToStreamOptions{}, kurrentdb.EventData{EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
 			return nil, 0, err
 		}
 		lives[id] = append(lives[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(n), Metadata: meta, Payload: plans[id][n]})
@@ -972,7 +973,7 @@ func benchProjector(ctx context.Context, esdbURI string, db *mongo.Database, tun
 	var rep childReport
 	began := time.Now()
 	store := &countingStore{Store: mongostore.New(db)}
-	c, err := esdbv4.Dial(esdbURI, nil)
+	c, err := kurrent.Dial(esdbURI, nil)
 	if err != nil {
 		return rep, err
 	}
@@ -1101,10 +1102,10 @@ func benchRead(ctx context.Context, c *subscription.Client, total int) (time.Dur
 // benchPerEvent is B, the seed article's code: for each event, in order,
 // find the document with revision >= n-1, skip it when it is past n-1, else
 // apply and update with the revision filter; two round trips per event.
-func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sample int) error {
+func benchPerEvent(ctx context.Context, cl *kurrentdb.Client, db *mongo.Database, sample int) error {
 	coll := db.Collection(cart.DetailsName)
 	details := cart.NewDetailsProjection()
-	s, err := cl.ReadAll(ctx, esdb.ReadAllOptions{From: esdb.Start{}}, 1<<62)
+	s, err := cl.ReadAll(ctx, kurrentdb.ReadAllOptions{From: kurrentdb.Start{}}, 1<<62)
 	if err != nil {
 		return err
 	}
@@ -1117,7 +1118,7 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sam
 		if err != nil {
 			return err
 		}
-		ev, err := esdbv4.Envelope(re)
+		ev, err := envelope(re)
 		if err != nil || !strings.HasPrefix(ev.StreamID, cart.StreamPrefix) {
 			handled-- // not a cart event: not in the sample
 			continue
@@ -1158,4 +1159,17 @@ func benchPerEvent(ctx context.Context, cl *esdb.Client, db *mongo.Database, sam
 		}
 	}
 	return nil
+}
+
+// envelope is the event the engine would handle for re, an event of $all
+// read without resolving links.
+func envelope(re *kurrentdb.ResolvedEvent) (projector.Event, error) {
+	e := re.Event
+	if e == nil {
+		return projector.Event{}, errors.New("bench: a read of $all without its event")
+	}
+	return neutral.Envelope(&neutral.Recorded{
+		ID: e.EventID, Type: e.EventType, Stream: e.StreamID, Revision: e.EventNumber,
+		Commit: e.Position.Commit, Prepare: e.Position.Prepare, Created: e.CreatedDate, Data: e.Data, Metadata: e.UserMetadata,
+	}, nil, re.Commit)
 }

@@ -11,10 +11,10 @@ import (
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // liveTally is the state of bench's live read models: how many events a
@@ -68,7 +68,7 @@ func benchLive(ctx context.Context, es *esdbtest.Server, db *mongo.Database, mod
 		return 0, 0, err
 	}
 	store := mongostore.New(db)
-	c, err := esdbv4.Dial(es.URI(), nil)
+	c, err := kurrent.Dial(es.URI(), nil)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -16,13 +16,13 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/neutral"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
 
 // demoConfig is the demo's flags.
@@ -386,7 +386,7 @@ type demoBuilder struct {
 // catchUpPath is a catch-up subscription to $all with a checkpoint.
 func (b demoBuilder) catchUpPath() (*demoPath, error) {
 	catchUp := &demoPath{name: "catch-up", projection: cart.NewDetailsProjection()}
-	client, err := esdbv4.Dial(b.es.URI(), nil)
+	client, err := kurrent.Dial(b.es.URI(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +424,7 @@ func (b demoBuilder) groupPath(consumers int, atomicWrites bool) (*demoPath, err
 	groupPolicy.MaxElapsed = 5 * time.Second
 	var shared *projector.Engine
 	for i := range consumers {
-		cl, err := esdbv4.Dial(b.es.URI(), nil)
+		cl, err := kurrent.Dial(b.es.URI(), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -478,7 +478,7 @@ type demoTraffic struct {
 // per cart, once the traffic is done.
 func startTraffic(ctx context.Context, c demoConfig, es *esdbtest.Server) *demoTraffic {
 	t := &demoTraffic{c: c, es: es, errc: make(chan error, 1)}
-	client, err := esdbv4.Dial(es.URI(), nil)
+	client, err := kurrent.Dial(es.URI(), nil)
 	if err != nil {
 		t.errc <- err
 		return t

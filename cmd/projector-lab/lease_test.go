@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -89,8 +89,8 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 			var evs []projector.Event
 			for rev, ev := range cart.RandomLife(r, id, "client", 6, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
 				name, data, _ := cart.Registry().Encode(ev)
-				if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-					esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+				if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+					kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 					t.Error(err)
 					return
 				}

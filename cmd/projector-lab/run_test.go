@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -34,7 +34,7 @@ var cartMeta, _ = json.Marshal(cart.Metadata{ClientID: "client"})
 
 // appendCarts appends n carts of size events (ids from first) through the
 // official client and returns each cart's events as the fold sees them.
-func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[string][]projector.Event) {
+func appendCarts(t *testing.T, c *kurrentdb.Client, first, n, size int, into map[string][]projector.Event) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(uint64(first), 3))
 	for i := first; i < first+n; i++ {
@@ -44,8 +44,8 @@ func appendCarts(t *testing.T, c *esdb.Client, first, n, size int, into map[stri
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+			if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+				kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 				t.Fatal(err)
 			}
 			into[id] = append(into[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: p, Metadata: cartMeta})
@@ -182,8 +182,8 @@ func applied(t *testing.T, stderr string) int {
 	return n
 }
 
-// The same on both official clients: esdb:// picks EventStore-Client-Go v4,
-// kurrentdb:// KurrentDB-Client-Go.
+// The same with both schemes, esdb:// and kurrentdb://, which the binary's
+// client (KurrentDB-Client-Go, through kurrent.Dial) reads alike.
 func TestRun_projects_until_SIGTERM_and_a_second_run_resumes_from_the_checkpoint(t *testing.T) {
 	for _, scheme := range []string{"esdb", "kurrentdb"} {
 		t.Run(scheme, func(t *testing.T) { runAndResume(t, scheme) })
@@ -297,7 +297,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 	}
 	checkBadInputs(t, []badInput{
 		{"no esdb", []string{"run", "--mongo", mongo}, 2, "--esdb (or PROJECTOR_ESDB) is required"},
-		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: subscription: EventStoreDB connection string"},
+		{"unparsable esdb", []string{"run", "--esdb", "esdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: kurrent: KurrentDB connection string"},
 		{"unparsable kurrentdb", []string{"run", "--esdb", "kurrentdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: kurrent: KurrentDB connection string"},
 		{"unparsable mongo", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://u:hunter2@host:99999"}, 2, "--mongo: mongostore: invalid MongoDB URI"},
 		{"esdb refusing", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "nothing answers at 127.0.0.1:1 (connection refused)"},
@@ -326,14 +326,14 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	appendCarts(t, client, 0, 15, 6, carts)
 	// A payload that does not decode, then one more event of the same cart.
 	id := "cart003"
-	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	late := cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}}
 	name, data, _ := cart.Registry().Encode(late)
-	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
@@ -370,8 +370,8 @@ func TestRun_parks_a_poison_event_status_lists_it_and_replay_parked_reports_it_s
 	store := mongostore.New(db)
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 5, 4, carts)
-	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart002"), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: esdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart002"), kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventID: uuid.New(), EventType: cart.TypeAdded, ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{"productItem": 12`), Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
@@ -413,8 +413,8 @@ func TestRun_a_second_creation_is_skipped_or_parked_per_the_policy(t *testing.T)
 			appendCarts(t, client, 0, 4, 5, carts)
 			id := "cart002"
 			name, data, _ := cart.Registry().Encode(cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "again", OpenedAt: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)})
-			if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+			if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+				kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 				t.Fatal(err)
 			}
 			common := []string{"--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
@@ -455,8 +455,8 @@ func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 5, 4, carts)
 	name, data, _ := cart.Registry().Encode(cart.ProductItemRemovedFromShoppingCart{ShoppingCartID: "cart001", ProductItem: cart.ProductItem{ProductID: "ghost", Quantity: 1}})
-	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), esdb.AppendToStreamOptions{},
-		esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+	if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 		t.Fatal(err)
 	}
 	p := startBinary(t, "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(),
@@ -607,8 +607,8 @@ func TestRun_a_cart_event_without_its_client_goes_through_the_failure_policy(t *
 			// metadata (a write side that forgot it).
 			bad := cart.ProductItemAddedToShoppingCart{ShoppingCartID: "cart001", ProductItem: cart.ProductItem{ProductID: "lost", Quantity: 7}}
 			name, data, _ := cart.Registry().Encode(bad)
-			if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), esdb.AppendToStreamOptions{},
-				esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data}); err != nil {
+			if _, err := client.AppendToStream(context.Background(), cart.StreamID("cart001"), kurrentdb.AppendToStreamOptions{},
+				kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data}); err != nil {
 				t.Fatal(err)
 			}
 			carts["cart001"] = append(carts["cart001"], projector.Event{Type: name, StreamID: cart.StreamID("cart001"), StreamRevision: uint64(len(carts["cart001"])), Payload: bad})
@@ -689,8 +689,8 @@ func TestRun_with_a_persistent_group_under_block_parks_a_failing_event_after_bou
 		cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: "late", Quantity: 2}},      // waits behind it
 	} {
 		name, data, _ := cart.Registry().Encode(ev)
-		if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-			esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+		if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+			kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -31,7 +31,7 @@ type poisonLog struct {
 	badCart        string
 }
 
-func appendPoisonLog(tb testing.TB, c *esdb.Client, n, size int, poisoned bool) poisonLog {
+func appendPoisonLog(tb testing.TB, c *kurrentdb.Client, n, size int, poisoned bool) poisonLog {
 	tb.Helper()
 	l := poisonLog{carts: map[string][]projector.Event{}, clients: map[string][]projector.Event{}, badCart: fmt.Sprintf("p%03d", n/2)}
 	r := rand.New(rand.NewPCG(11, 11))
@@ -42,8 +42,8 @@ func appendPoisonLog(tb testing.TB, c *esdb.Client, n, size int, poisoned bool) 
 	appendOne := func(id, client, eventType string, data []byte, payload any) string {
 		meta, _ := json.Marshal(cart.Metadata{ClientID: client})
 		eid := uuid.New()
-		if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), esdb.AppendToStreamOptions{},
-			esdb.EventData{EventID: eid, EventType: eventType, ContentType: esdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
+		if _, err := c.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+			kurrentdb.EventData{EventID: eid, EventType: eventType, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: meta}); err != nil {
 			tb.Fatal(err)
 		}
 		return eid.String()

@@ -27,6 +27,85 @@ func TestDeployed_binary_links_no_test_code(t *testing.T) {
 	}
 }
 
+// listDeps returns the packages pkg links (go list -deps, tests excluded).
+func listDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// linked returns the packages of deps that are prefix or under it.
+func linked(deps []string, prefix string) []string {
+	var out []string
+	for _, d := range deps {
+		if d == prefix || strings.HasPrefix(d, prefix+"/") {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// The two official clients register the same protobuf names, so a binary
+// that links both panics as it starts unless built with the registry's
+// conflict policy set (see package esdbv4). No binary of this repository
+// but the v4 adapter's tests links both: each links the adapter it names in
+// app.Config.Dial, as database/sql drivers are linked, and nothing sets the
+// policy behind its back. The deployed binary, the lab, and what a user's
+// test imports (the test double and e2e) link KurrentDB-Client-Go only; app
+// links no adapter at all.
+func TestBinaries_link_one_official_client_and_app_links_none(t *testing.T) {
+	const v4, kurrentdb = "github.com/EventStore/EventStore-Client-Go", "github.com/kurrent-io/KurrentDB-Client-Go"
+	for _, pkg := range []string{".", "../projector-lab", "../../projectortest/e2e", "../../esdbtest"} {
+		deps := listDeps(t, pkg)
+		if got := linked(deps, v4); len(got) > 0 {
+			t.Errorf("%s links EventStore-Client-Go: %v", pkg, got)
+		}
+		if got := linked(deps, "github.com/revgate/projector/internal/neutral/coexist"); len(got) > 0 {
+			t.Errorf("%s links %v, which sets an environment variable as it initializes", pkg, got)
+		}
+		if len(linked(deps, kurrentdb)) == 0 {
+			t.Errorf("%s does not link KurrentDB-Client-Go: go list -deps shows not what it is made of", pkg)
+		}
+	}
+	deps := listDeps(t, "../../app")
+	for _, adapter := range []string{"github.com/revgate/projector/kurrent", "github.com/revgate/projector/subscription/esdbv4", v4, kurrentdb} {
+		if got := linked(deps, adapter); len(got) > 0 {
+			t.Errorf("app links %v: the binary's Config.Dial picks the adapter, app imports none", got)
+		}
+	}
+	if !slices.Contains(deps, "github.com/revgate/projector/subscription") {
+		t.Errorf("go list -deps of app does not list subscription, whose Client app dials:\n%s", strings.Join(deps, "\n"))
+	}
+}
+
+// Of the test binaries, only subscription/esdbv4's links both clients (it
+// runs v4 against esdbtest, which is built on KurrentDB-Client-Go's
+// protocol code), and the Makefile links the tests with the protobuf
+// registry's conflict policy set for it. Any other test binary that came to
+// link both would hide behind that flag: this says which one did.
+func TestTests_only_the_v4_adapter_s_tests_link_both_clients(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list -test: %v", err)
+	}
+	var both []string
+	for line := range strings.Lines(string(out)) {
+		deps := strings.Fields(line)
+		if len(deps) == 0 || !strings.HasSuffix(deps[0], ".test") {
+			continue
+		}
+		if len(linked(deps, "github.com/EventStore/EventStore-Client-Go/v4")) > 0 && len(linked(deps, "github.com/kurrent-io/KurrentDB-Client-Go")) > 0 {
+			both = append(both, deps[0])
+		}
+	}
+	if want := []string{"github.com/revgate/projector/subscription/esdbv4.test"}; !slices.Equal(both, want) {
+		t.Fatalf("test binaries linking both clients: %v, want %v", both, want)
+	}
+}
+
 func TestVersion_and_the_commands(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "projector")
 	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

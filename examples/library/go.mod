@@ -3,8 +3,8 @@ module example.com/library
 go 1.26.0
 
 require (
-	github.com/EventStore/EventStore-Client-Go/v4 v4.2.0
 	github.com/google/uuid v1.6.0
+	github.com/kurrent-io/KurrentDB-Client-Go v1.1.2
 	github.com/revgate/projector v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 )
@@ -33,7 +33,7 @@ require (
 	github.com/jackc/pgx/v5 v5.7.5 // indirect
 	github.com/jackc/puddle/v2 v2.2.2 // indirect
 	github.com/klauspost/compress v1.19.2 // indirect
-	github.com/kurrent-io/KurrentDB-Client-Go v1.1.2 // indirect
+	github.com/kr/text v0.2.0 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
 	github.com/montanaflynn/stats v0.7.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

@@ -14,7 +14,7 @@ import (
 
 func handler(t *testing.T) (*cart.Handler, cart.EventStore) {
 	t.Helper()
-	store := cart.NewStore(esdbClient(t, esdbtest.New(t)))
+	store := cart.NewStore(kurrentClient(t, esdbtest.New(t)))
 	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	return cart.NewHandler(store, func() time.Time { return at }), store
 }

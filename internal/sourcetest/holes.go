@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -61,9 +61,9 @@ func withDeletions(t *testing.T, c Client) AllSource {
 // setMaxCount sets the stream's $maxCount, as an operator would.
 func setMaxCount(t *testing.T, s *esdbtest.Server, stream string, n uint64) {
 	t.Helper()
-	var m esdb.StreamMetadata
+	var m kurrentdb.StreamMetadata
 	m.SetMaxCount(n)
-	if _, err := s.Client(t).SetStreamMetadata(context.Background(), stream, esdb.AppendToStreamOptions{}, m); err != nil {
+	if _, err := s.Client(t).SetStreamMetadata(context.Background(), stream, kurrentdb.AppendToStreamOptions{}, m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -177,7 +177,7 @@ func softDeletedWrittenAgain(t *testing.T, f *fixture) {
 	x := Start(t, r)
 	x.WaitFor(t, "the checkpoint past the last cart event", f.carts.Reached())
 	stream := cart.StreamID(id)
-	if _, err := f.server.Client(t).DeleteStream(context.Background(), stream, esdb.DeleteStreamOptions{}); err != nil {
+	if _, err := f.server.Client(t).DeleteStream(context.Background(), stream, kurrentdb.DeleteStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var fold []projector.Event
@@ -227,10 +227,10 @@ func deletionsApplyThePolicy(t *testing.T, f *fixture) {
 	x.WaitFor(t, "the checkpoint past the last cart event", f.carts.Reached())
 	ctx := context.Background()
 	adm := f.server.Client(t)
-	if _, err := adm.TombstoneStream(ctx, cart.StreamID("tomb"), esdb.TombstoneStreamOptions{}); err != nil {
+	if _, err := adm.TombstoneStream(ctx, cart.StreamID("tomb"), kurrentdb.TombstoneStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := adm.DeleteStream(ctx, cart.StreamID("soft"), esdb.DeleteStreamOptions{}); err != nil {
+	if _, err := adm.DeleteStream(ctx, cart.StreamID("soft"), kurrentdb.DeleteStreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	head := f.server.Head()

@@ -2,10 +2,12 @@
 // [Run] runs, as subtests, the behaviours every source must have (a
 // catch-up subscription to $all or to a stream, a consumer of a persistent
 // subscription group), against the in-process EventStoreDB-protocol double
-// of package esdbtest, through the client a [Kit] names. Package
-// subscription runs it on EventStore-Client-Go v4 (its adapter, package
-// esdbv4), package kurrent on KurrentDB-Client-Go; both hand [Sources] the
-// client their Dial returned.
+// of package esdbtest, through the client a [Kit] names. The tests of
+// package subscription/esdbv4 run it on EventStore-Client-Go v4, those of
+// package kurrent on KurrentDB-Client-Go; both hand [Sources] the client
+// their Dial returned. (The double is built on KurrentDB-Client-Go's
+// protocol code: a test binary that runs the suite on v4 links both
+// clients, and is built as package esdbv4 says.)
 //
 // The read models go to a fresh database of internal/mongotest per
 // subtest: a package running the suite calls mongotest.Main from its

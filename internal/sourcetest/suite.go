@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -68,6 +68,7 @@ var cases = []struct {
 	{"the_server_unreachable_for_a_while_then_back", unreachable},
 	{"an_outage_longer_than_the_clients_discovery_gets_a_new_client", longOutage},
 	{"Dial_refuses_an_unparsable_connection_string_without_showing_its_password", dialRefuses},
+	{"appends_check_their_expected_revision_and_a_repeated_append_writes_nothing", appendsCheckTheirRevision},
 	{"hole_a_stream_truncated_before_its_first_sight", truncatedFirstSight},
 	{"hole_events_truncated_while_the_document_is_behind", truncatedBehind},
 	{"hole_a_soft_deleted_stream_written_again_starts_its_document_over", softDeletedWrittenAgain},
@@ -723,13 +724,13 @@ func appendOthers(t *testing.T, c Client, n int) {
 // resumed from cp scans again.
 func recordsAfter(t *testing.T, f *fixture, cp *projector.Checkpoint) int {
 	t.Helper()
-	var from esdb.AllPosition = esdb.Start{}
+	var from kurrentdb.AllPosition = kurrentdb.Start{}
 	if cp != nil {
-		from = esdb.Position{Commit: cp.Position, Prepare: cp.Prepare}
+		from = kurrentdb.Position{Commit: cp.Position, Prepare: cp.Prepare}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), WaitBound)
 	defer cancel()
-	rs, err := f.server.Client(t).ReadAll(ctx, esdb.ReadAllOptions{From: from}, math.MaxInt64)
+	rs, err := f.server.Client(t).ReadAll(ctx, kurrentdb.ReadAllOptions{From: from}, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}

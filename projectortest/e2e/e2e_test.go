@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest/e2e"
@@ -51,7 +52,7 @@ func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testi
 	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
 	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
 	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
-	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
 
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -86,7 +87,7 @@ func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *t
 	visits := projector.New[strictDoor]("visits", projector.StreamSuffix("door/"))
 	projector.Create(visits, func(opened) (strictDoor, error) { return strictDoor{Open: true}, nil })
 	projector.On(visits, func(d strictDoor, _ closed) (strictDoor, error) { d.Open = false; return d, nil })
-	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{
+	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{
 		{Definition: doors, Reads: app.StreamPrefix("door/")}, {Definition: visits, Reads: app.StreamPrefix("door/")}}}
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -112,7 +113,7 @@ func TestWaitCheckpoint_gives_up_on_a_projection_stopped_at_a_failing_event(t *t
 // error the projection recorded, read after the command ended.
 func TestWaitCheckpoint_on_a_command_that_ended_says_why_its_projection_stopped(t *testing.T) {
 	doors := strictDoors()
-	c := app.Config{Name: "doors", Registry: registry(), Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "door/9", opened{By: "ann"}, closed{}, closed{})

@@ -26,15 +26,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/embedded"
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
-	"github.com/revgate/projector/subscription/esdbv4"
+	"github.com/revgate/projector/subscription"
 )
 
 // Servers are what an end-to-end test of a projection runs against, inside
@@ -48,7 +49,8 @@ type Servers struct {
 	// ESDB is the EventStoreDB-protocol test double: faults such as
 	// DropSubscriptions and DuplicateDeliveries are its methods.
 	ESDB     *esdbtest.Server
-	client   *esdb.Client
+	client   *kurrentdb.Client
+	reader   *subscription.Client // reads back what Append appended
 	mongoURI string
 	mongo    *mongo.Client
 }
@@ -76,6 +78,10 @@ func StartServers(tb testing.TB, o Options) *Servers {
 	}
 	tb.Cleanup(es.Close)
 	s := &Servers{ESDB: es, client: es.Client(tb), mongoURI: o.MongoURI}
+	if s.reader, err = kurrent.Dial(es.URI(), nil); err != nil {
+		tb.Fatalf("e2e: %v", err)
+	}
+	tb.Cleanup(func() { s.reader.Close() })
 	if s.mongoURI == "" {
 		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(tb.TempDir(), "ferretdb")})
 		if err != nil {
@@ -98,8 +104,9 @@ func (s *Servers) ESDBURI() string { return s.ESDB.URI() }
 // MongoURI is the connection string of the Mongo-wire server, for --mongo.
 func (s *Servers) MongoURI() string { return s.mongoURI }
 
-// Client is an official EventStoreDB client connected to the test double.
-func (s *Servers) Client() *esdb.Client { return s.client }
+// Client is an official client (KurrentDB-Client-Go's) connected to the
+// test double.
+func (s *Servers) Client() *kurrentdb.Client { return s.client }
 
 // Database returns a new, empty database on the Mongo-wire server, dropped
 // when tb ends: give its name to --database.
@@ -139,7 +146,7 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	data := make([]esdb.EventData, len(payloads))
+	data := make([]kurrentdb.EventData, len(payloads))
 	stored := make([]bool, len(payloads))
 	for i, p := range payloads {
 		name, body, meta := "", []byte(nil), metadata
@@ -154,35 +161,29 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 				tb.Fatalf("e2e: %v", err)
 			}
 		}
-		data[i] = esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: body, Metadata: meta}
+		data[i] = kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: body, Metadata: meta}
 	}
-	res, err := s.client.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{}, data...)
+	res, err := s.client.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{}, data...)
 	if err != nil {
 		tb.Fatalf("e2e: append to %s: %v", stream, err)
 	}
 	first := res.NextExpectedVersion + 1 - uint64(len(payloads))
-	rs, err := s.client.ReadStream(ctx, stream, esdb.ReadStreamOptions{From: esdb.Revision(first)}, uint64(len(payloads)))
-	if err != nil {
-		tb.Fatalf("e2e: read back %s: %v", stream, err)
-	}
-	defer rs.Close()
 	out := make([]projector.Event, 0, len(payloads))
-	for i := range payloads {
-		re, err := rs.Recv()
-		if err != nil {
-			tb.Fatalf("e2e: read back %s: %v", stream, err)
+	err = s.reader.ReadStream(ctx, stream, first, func(ev projector.Event) error {
+		decoded, err := registry.Decode(ev)
+		switch {
+		case err == nil || stored[len(out)]:
+			ev = decoded // an event as stored stays undecoded when it does not decode
+		default:
+			return err
 		}
-		ev, err := esdbv4.Envelope(re)
-		if err == nil {
-			var decoded projector.Event
-			if decoded, err = registry.Decode(ev); err == nil || stored[i] {
-				ev, err = decoded, nil // an event as stored stays undecoded when it does not decode
-			}
+		if out = append(out, ev); len(out) == len(payloads) {
+			return projector.ErrStopRead
 		}
-		if err != nil {
-			tb.Fatalf("e2e: %v", err)
-		}
-		out = append(out, ev)
+		return nil
+	})
+	if err != nil || len(out) != len(payloads) {
+		tb.Fatalf("e2e: read back %s: %d of %d events: %v", stream, len(out), len(payloads), err)
 	}
 	return out
 }

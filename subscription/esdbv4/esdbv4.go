@@ -4,7 +4,32 @@
 // [subscription.Client] that reads, subscribes and appends through it.
 // Package [github.com/revgate/projector/kurrent] is the same on the
 // maintained KurrentDB client; the sources themselves live once in package
-// [github.com/revgate/projector/subscription].
+// [github.com/revgate/projector/subscription]. A projector binary on this
+// client names it in its configuration, app.Config{Dial: esdbv4.Dial, ...},
+// and links it and not the other.
+//
+// # Linking both clients
+//
+// EventStore-Client-Go v4 and KurrentDB-Client-Go generate their protocol
+// code from the same .proto files, so both register the same protobuf names
+// (event_store.client.streams.ReadReq, event_store.client.BadRequest, ...)
+// in the protobuf runtime's global registry, and a binary that links both
+// panics as it initializes, before main or TestMain runs: "proto: file ...
+// has a name conflict over event_store.client.BadRequest". Nothing in this
+// repository works around that behind the binary's back. A binary that links
+// this adapter and KurrentDB-Client-Go (package kurrent, or the esdbtest
+// double, which is built on KurrentDB-Client-Go's protocol code) builds with
+//
+//	-ldflags=-X=google.golang.org/protobuf/reflect/protoregistry.conflictPolicy=ignore
+//
+// which keeps the second client's descriptors out of the global registry;
+// each client still encodes and decodes its messages with its own generated
+// code, and neither looks these names up in the registry. (The variable, and
+// GOLANG_PROTOBUF_REGISTRATION_CONFLICT=ignore in the environment of the
+// process, are the protobuf runtime's documented escape hatch, outside its
+// compatibility promise.) This package's tests are such a binary: they run
+// v4 against esdbtest, and the Makefile's test targets pass the flag
+// (BOTH_CLIENTS); go test ./subscription/esdbv4 needs it too.
 package esdbv4
 
 import (
@@ -16,7 +41,6 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"github.com/revgate/projector/internal/neutral"
-	_ "github.com/revgate/projector/internal/neutral/coexist" // both clients in one binary
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )

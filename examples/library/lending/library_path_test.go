@@ -9,13 +9,13 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/projectortest/e2e"
 	"github.com/revgate/projector/retry"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 
 	"example.com/library/lending"
 )
@@ -23,7 +23,7 @@ import (
 // project runs the loans projection until ctx is done: the library path, for
 // a program that wires the parts itself instead of using package app.
 func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *slog.Logger) error {
-	client, err := esdbv4.Dial(esdbURI, logger)
+	client, err := kurrent.Dial(esdbURI, logger)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package main
 import (
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/app/embedmongo"
+	"github.com/revgate/projector/kurrent"
 
 	"example.com/library/lending"
 )
@@ -17,6 +18,7 @@ func config() app.Config {
 	return app.Config{
 		Name:     "library-projector",
 		Registry: lending.Registry(),
+		Dial:     kurrent.Dial, // KurrentDB-Client-Go, for esdb:// and kurrentdb://
 		Projections: []app.Projection{
 			{Definition: lending.NewLoans(), Reads: app.StreamPrefix(lending.LoanStreams)},
 			{Definition: lending.NewMembers(), Reads: app.StreamPrefix(lending.LoanStreams)},

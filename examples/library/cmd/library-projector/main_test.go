@@ -127,17 +127,27 @@ func TestLibraryProjector_binary_under_duplicates_and_drops_then_status_and_rebu
 }
 
 // A binary built from this main links no test double and not the testing
-// package: only what runs in production.
+// package: only what runs in production. Of the official clients it links
+// the one its Config.Dial names, KurrentDB-Client-Go, and not
+// EventStore-Client-Go v4.
 func TestLibraryProjector_links_no_test_double(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	deps := strings.Fields(string(out))
-	for _, bad := range []string{"testing", "github.com/revgate/projector/esdbtest", "github.com/revgate/projector/projectortest"} {
+	for _, bad := range []string{"testing", "github.com/revgate/projector/esdbtest", "github.com/revgate/projector/projectortest", "github.com/revgate/projector/subscription/esdbv4"} {
 		if slices.Contains(deps, bad) {
 			t.Errorf("the binary links %s", bad)
 		}
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, "github.com/EventStore/EventStore-Client-Go/") {
+			t.Errorf("the binary links %s", d)
+		}
+	}
+	if !slices.Contains(deps, "github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb") {
+		t.Errorf("the binary does not link KurrentDB-Client-Go, the client its Config.Dial names")
 	}
 	if !slices.Contains(deps, "github.com/revgate/projector/app") || !slices.Contains(deps, "github.com/FerretDB/FerretDB/ferretdb") {
 		t.Fatalf("go list -deps does not show the packages the binary is made of:\n%s", out)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 	"github.com/revgate/projector/app"
 
 	"example.com/library/lending"
@@ -29,12 +29,12 @@ func seed(ctx context.Context, inv app.Invocation) error {
 		fmt.Fprintln(inv.Stderr, "--esdb is required, --loans and --members must be >= 1")
 		return app.ErrUsage
 	}
-	cfg, err := esdb.ParseConnectionString(*uri)
+	cfg, err := kurrentdb.ParseConnectionString(*uri)
 	if err != nil {
 		return err
 	}
-	cfg.Logger = esdb.NoopLogging()
-	client, err := esdb.NewClient(cfg)
+	cfg.Logger = kurrentdb.NoopLogging()
+	client, err := kurrentdb.NewClient(cfg)
 	if err != nil {
 		return err
 	}
@@ -47,18 +47,18 @@ func seed(ctx context.Context, inv app.Invocation) error {
 	slices.Sort(streams)
 	appended, kept := 0, 0
 	for _, stream := range streams {
-		var events []esdb.EventData
+		var events []kurrentdb.EventData
 		for _, e := range traffic[stream] {
 			name, data, err := lending.Registry().Encode(e)
 			if err != nil {
 				return err
 			}
-			events = append(events, esdb.EventData{EventID: uuid.New(), EventType: name, ContentType: esdb.ContentTypeJson, Data: data})
+			events = append(events, kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data})
 		}
-		_, err := client.AppendToStream(ctx, stream, esdb.AppendToStreamOptions{ExpectedRevision: esdb.NoStream{}}, events...)
-		var e *esdb.Error
+		_, err := client.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{StreamState: kurrentdb.NoStream{}}, events...)
+		var e *kurrentdb.Error
 		switch {
-		case errors.As(err, &e) && e.Code() == esdb.ErrorCodeWrongExpectedVersion:
+		case errors.As(err, &e) && (e.Code() == kurrentdb.ErrorCodeWrongExpectedVersion || e.Code() == kurrentdb.ErrorCodeStreamRevisionConflict):
 			kept++
 		case err != nil:
 			return fmt.Errorf("append to %s: %w", stream, err)
