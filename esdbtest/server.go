@@ -220,12 +220,6 @@ func (s *Server) Client(tb testing.TB) *kurrentdb.Client {
 	return s.client(tb, s.URI())
 }
 
-// ClientAs is [Server.Client] running as a user: [Server.URIAs].
-func (s *Server) ClientAs(tb testing.TB, name, password string) *kurrentdb.Client {
-	tb.Helper()
-	return s.client(tb, s.URIAs(name, password))
-}
-
 func (s *Server) client(tb testing.TB, uri string) *kurrentdb.Client {
 	tb.Helper()
 	cfg, err := kurrentdb.ParseConnectionString(uri)
@@ -267,9 +261,9 @@ func (s *Server) Head() uint64 {
 	return end
 }
 
-// Len returns the number of events in the log, parked-message links and the
-// events the server writes itself included, scavenged ones excluded.
-func (s *Server) Len() int { return s.log.size() }
+// size returns the number of events in the log, parked-message links and
+// the events the server writes itself included, scavenged ones excluded.
+func (s *Server) size() int { return s.log.size() }
 
 // Stats counts what the server did since it started.
 type Stats struct {

@@ -206,7 +206,7 @@ func TestAppend_expected_revisions(t *testing.T) {
 			}
 		})
 	}
-	if got := s.Len(); got != 5 {
+	if got := esdbtest.Len(s); got != 5 {
 		t.Errorf("Len = %d, want 5", got)
 	}
 	if st := s.Stats(); st.Appends != 5 || st.Events != 5 {
@@ -252,8 +252,8 @@ func TestAppend_same_event_ids_twice_is_idempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("repeat: %v", err)
 	}
-	if *again != *first || s.Len() != 2 {
-		t.Errorf("repeat = %+v (first %+v), Len %d; want the first result and 2 events", again, first, s.Len())
+	if *again != *first || esdbtest.Len(s) != 2 {
+		t.Errorf("repeat = %+v (first %+v), Len %d; want the first result and 2 events", again, first, esdbtest.Len(s))
 	}
 }
 
@@ -1599,7 +1599,7 @@ func TestScavenge_keeps_the_last_event_of_each_stream(t *testing.T) {
 	setMetadata(t, ctx, c, "aged", func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(10) })
 	setMetadata(t, ctx, c, "aged", func(m *kurrentdb.StreamMetadata) { m.SetMaxAge(time.Minute) })
 	clk.advance(time.Hour)
-	before := s.Len()
+	before := esdbtest.Len(s)
 	removed := s.Scavenge()
 	want := map[string][]uint64{
 		"soft":   {2},             // its last event stays
@@ -1615,8 +1615,8 @@ func TestScavenge_keeps_the_last_event_of_each_stream(t *testing.T) {
 			t.Errorf("$all of %s after scavenge: %v, want %v", stream, got, revs)
 		}
 	}
-	if removed != 2+3+1+2+1 || s.Len() != before-removed {
-		t.Errorf("removed %d, Len %d -> %d", removed, before, s.Len())
+	if removed != 2+3+1+2+1 || esdbtest.Len(s) != before-removed {
+		t.Errorf("removed %d, Len %d -> %d", removed, before, esdbtest.Len(s))
 	}
 	if n := s.Scavenge(); n != 0 {
 		t.Errorf("second scavenge removed %d", n)
@@ -2116,10 +2116,10 @@ func TestAuth_credentials_and_the_node_default_access_rules(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	anon := s.Client(t)
-	admin := s.ClientAs(t, "admin", "changeit")
-	ops := s.ClientAs(t, "ops", "changeit")
-	alice := s.ClientAs(t, "alice", "secret")
-	wrong := s.ClientAs(t, "alice", "wrong")
+	admin := esdbtest.ClientAs(s, t, "admin", "changeit")
+	ops := esdbtest.ClientAs(s, t, "ops", "changeit")
+	alice := esdbtest.ClientAs(s, t, "alice", "secret")
+	wrong := esdbtest.ClientAs(s, t, "alice", "wrong")
 	appendTo := func(c *kurrentdb.Client, stream string) error {
 		_, err := c.AppendToStream(ctx, stream, kurrentdb.AppendToStreamOptions{}, event("E", `{}`))
 		return err
@@ -2229,9 +2229,9 @@ func TestAuth_a_stream_acl_in_its_metadata_applies(t *testing.T) {
 		esdbtest.User{Name: "bob", Password: "secret", Groups: []string{"readers"}})
 	s := esdbtest.NewWith(t, esdbtest.Options{Users: users, SystemProjections: true})
 	ctx := testCtx(t)
-	admin := s.ClientAs(t, "admin", "changeit")
-	alice := s.ClientAs(t, "alice", "secret")
-	bob := s.ClientAs(t, "bob", "secret")
+	admin := esdbtest.ClientAs(s, t, "admin", "changeit")
+	alice := esdbtest.ClientAs(s, t, "alice", "secret")
+	bob := esdbtest.ClientAs(s, t, "bob", "secret")
 	appendEvents(t, ctx, admin, "cart-1", "E", 1)
 	acl := kurrentdb.Acl{}
 	acl.AddReadRoles("readers")

@@ -3,7 +3,6 @@ package kurrent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
@@ -20,27 +19,18 @@ import (
 // official client's own log goes to logger (nil: discarded): its errors and
 // warnings at warn level, the rest at debug.
 func Dial(uri string, logger *slog.Logger) (*subscription.Client, error) {
+	at := neutral.Endpoint{Package: "kurrent", Server: "KurrentDB"}
 	cfg, err := kurrentdb.ParseConnectionString(uri)
 	if err != nil {
-		return nil, fmt.Errorf("kurrent: KurrentDB connection string %q: %s", neutral.Redact(uri), neutral.Scrub(err.Error(), uri))
+		return nil, at.BadURI(uri, err)
 	}
 	cfg.Logger = neutral.ClientLog(neutral.OrDiscard(logger).With("component", "kurrentdb-client"))
-	return subscription.NewClient(uri, driver{cfg}), nil
+	at = at.At(cfg.Address, cfg.DnsDiscover || len(cfg.GossipSeeds) > 0, !cfg.DisableTLS)
+	return subscription.NewClient(uri, at, driver{cfg}), nil
 }
 
-// driver is [neutral.Driver] on KurrentDB-Client-Go.
+// driver is [neutral.Driver] on the client.
 type driver struct{ cfg *kurrentdb.Configuration }
-
-func (d driver) Names() (string, string) { return "kurrent", "KurrentDB" }
-
-func (d driver) Address() (string, bool) {
-	if d.cfg.DnsDiscover || len(d.cfg.GossipSeeds) > 0 || d.cfg.Address == "" {
-		return "", false
-	}
-	return d.cfg.Address, true
-}
-
-func (d driver) TLS() bool { return !d.cfg.DisableTLS }
 
 func (d driver) Open() (neutral.Session, error) {
 	cl, err := kurrentdb.NewClient(d.cfg)
@@ -50,30 +40,24 @@ func (d driver) Open() (neutral.Session, error) {
 	return session{cl}, nil
 }
 
-// Kind classifies err. (ErrorCodeUnauthenticated is retried: a node answers
-// it while it starts or elects a leader as well as for wrong credentials.)
-func (d driver) Kind(err error) neutral.ErrorKind {
-	var e *kurrentdb.Error
-	if !errors.As(err, &e) {
-		return neutral.ErrOther
-	}
-	switch e.Code() {
-	case kurrentdb.ErrorCodeConnectionClosed:
-		return neutral.ErrClosed
-	case kurrentdb.ErrorCodeAccessDenied:
-		return neutral.ErrDenied
-	case kurrentdb.ErrorCodeResourceNotFound:
-		return neutral.ErrNotFound
-	case kurrentdb.ErrorCodeStreamDeleted, kurrentdb.ErrorCodeStreamTombstoned:
-		return neutral.ErrDeleted
-	case kurrentdb.ErrorCodeResourceAlreadyExists:
-		return neutral.ErrExists
+// kinds are the error codes the sources tell apart. (ErrorCodeUnauthenticated
+// is retried, as an error of no kind: a node answers it while it starts or
+// elects a leader as well as for wrong credentials.)
+var kinds = map[kurrentdb.ErrorCode]neutral.ErrorKind{
+	kurrentdb.ErrorCodeConnectionClosed:      neutral.ErrClosed,
+	kurrentdb.ErrorCodeAccessDenied:          neutral.ErrDenied,
+	kurrentdb.ErrorCodeResourceNotFound:      neutral.ErrNotFound,
+	kurrentdb.ErrorCodeStreamDeleted:         neutral.ErrDeleted,
+	kurrentdb.ErrorCodeResourceAlreadyExists: neutral.ErrExists,
+	kurrentdb.ErrorCodeWrongExpectedVersion:  neutral.ErrWrongRevision,
+	kurrentdb.ErrorCodeStreamTombstoned:      neutral.ErrDeleted,
 	// The v1 append answers a wrong expected revision in its result; a node
-	// that reports it as a rich error detail instead gives the other code.
-	case kurrentdb.ErrorCodeWrongExpectedVersion, kurrentdb.ErrorCodeStreamRevisionConflict:
-		return neutral.ErrWrongRevision
-	}
-	return neutral.ErrOther
+	// that reports it as a rich error detail instead gives this code.
+	kurrentdb.ErrorCodeStreamRevisionConflict: neutral.ErrWrongRevision,
+}
+
+func (d driver) Kind(err error) neutral.ErrorKind {
+	return neutral.KindOf[*kurrentdb.Error](err, kinds)
 }
 
 // session is one official client.

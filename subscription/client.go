@@ -22,17 +22,18 @@ import (
 // v4.
 type Client struct {
 	driver      neutral.Driver
+	at          neutral.Endpoint
 	pkg, server string
 	uri         string // for messages, without credentials
 	conn        *neutral.Conn[neutral.Session]
 }
 
 // NewClient is the adapters' door: it returns a client of the server at
-// uri through d, an official client's driver. It does not connect. A
-// projector's user calls an adapter's Dial instead.
-func NewClient(uri string, d neutral.Driver) *Client {
-	pkg, server := d.Names()
-	c := &Client{driver: d, pkg: pkg, server: server, uri: neutral.Redact(uri)}
+// uri (at, as the adapter read it) through d, an official client's driver.
+// It does not connect. A projector's user calls an adapter's Dial instead.
+func NewClient(uri string, at neutral.Endpoint, d neutral.Driver) *Client {
+	pkg, server := at.Package, at.Server
+	c := &Client{driver: d, at: at, pkg: pkg, server: server, uri: neutral.Redact(uri)}
 	c.conn = neutral.NewConn(neutral.ConnConfig[neutral.Session]{
 		Package: pkg, Server: server, URI: c.uri,
 		New:           d.Open,
@@ -51,10 +52,10 @@ func (c *Client) String() string { return c.uri }
 
 // Address returns the host:port of a single-node connection string, and
 // false for a cluster (gossip seeds, DNS discovery).
-func (c *Client) Address() (string, bool) { return c.driver.Address() }
+func (c *Client) Address() (string, bool) { return c.at.Address, c.at.Address != "" }
 
 // TLS reports whether the client connects with TLS (tls=false turns it off).
-func (c *Client) TLS() bool { return c.driver.TLS() }
+func (c *Client) TLS() bool { return c.at.TLS }
 
 // Close closes the official client.
 func (c *Client) Close() error { return c.conn.Close() }

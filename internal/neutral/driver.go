@@ -3,6 +3,7 @@ package neutral
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -10,23 +11,58 @@ import (
 )
 
 // Driver is the part of the sources that depends on one official client:
-// its parsed connection string, and how it builds clients and reads what
-// they return. Each adapter package (kurrent on KurrentDB-Client-Go,
-// subscription/esdbv4 on EventStore-Client-Go v4) implements it in one
-// file; package subscription holds everything else once, over it.
+// how it builds clients and what the errors they return mean. Each adapter
+// package (kurrent on KurrentDB-Client-Go, subscription/esdbv4 on
+// EventStore-Client-Go v4) implements it in one file, with the [Endpoint] it
+// read of its connection string; package subscription holds everything
+// else once, over it.
 type Driver interface {
-	// Names returns the adapter package and the server, for messages
-	// ("kurrent", "KurrentDB").
-	Names() (pkg, server string)
-	// Address returns the host:port of a single-node connection string,
-	// and false for a cluster (gossip seeds, DNS discovery).
-	Address() (string, bool)
-	// TLS reports whether the client connects with TLS.
-	TLS() bool
 	// Open builds a client; it does not connect.
 	Open() (Session, error)
-	// Kind says what an error a client returned means.
+	// Kind says what an error a client returned means ([KindOf]).
 	Kind(err error) ErrorKind
+}
+
+// Endpoint is what the sources' messages say of an adapter and of the
+// server its connection string names.
+type Endpoint struct {
+	// Package and Server name the adapter package and the server
+	// ("kurrent", "KurrentDB").
+	Package, Server string
+	// Address is the host:port of a single-node connection string; "" for
+	// a cluster (gossip seeds, DNS discovery).
+	Address string
+	// TLS: the client connects with TLS.
+	TLS bool
+}
+
+// At returns e for a connection string whose node address is addr, unless
+// it names a cluster, and whose client connects with TLS or not.
+func (e Endpoint) At(addr string, cluster, tls bool) Endpoint {
+	if !cluster {
+		e.Address = addr
+	}
+	e.TLS = tls
+	return e
+}
+
+// BadURI is the error of a connection string uri the client could not
+// parse (err): one line, without the password.
+func (e Endpoint) BadURI(uri string, err error) error {
+	return fmt.Errorf("%s: %s connection string %q: %s", e.Package, e.Server, Redact(uri), Scrub(err.Error(), uri))
+}
+
+// KindOf classifies err, an error of an official client, by its code in
+// kinds: the client's error type E carries the code C.
+func KindOf[E interface {
+	error
+	Code() C
+}, C comparable](err error, kinds map[C]ErrorKind) ErrorKind {
+	var e E
+	if !errors.As(err, &e) {
+		return ErrOther
+	}
+	return kinds[e.Code()] // ErrOther when it has none
 }
 
 // ErrStreamNotFound wraps the error of a read of a stream that was never

@@ -52,30 +52,20 @@ import (
 // official client's own log goes to logger (nil: discarded): its errors and
 // warnings at warn level, the rest at debug.
 func Dial(uri string, logger *slog.Logger) (*subscription.Client, error) {
+	// Its messages keep the prefix "subscription:", as before the adapter
+	// moved out of package subscription.
+	at := neutral.Endpoint{Package: "subscription", Server: "EventStoreDB"}
 	cfg, err := esdb.ParseConnectionString(uri)
 	if err != nil {
-		return nil, fmt.Errorf("subscription: EventStoreDB connection string %q: %s", neutral.Redact(uri), neutral.Scrub(err.Error(), uri))
+		return nil, at.BadURI(uri, err)
 	}
 	cfg.Logger = neutral.ClientLog(neutral.OrDiscard(logger).With("component", "esdb-client"))
-	return subscription.NewClient(uri, driver{cfg}), nil
+	at = at.At(cfg.Address, cfg.DnsDiscover || len(cfg.GossipSeeds) > 0, !cfg.DisableTLS)
+	return subscription.NewClient(uri, at, driver{cfg}), nil
 }
 
-// driver is [neutral.Driver] on EventStore-Client-Go v4.
+// driver is [neutral.Driver] on the client.
 type driver struct{ cfg *esdb.Configuration }
-
-// Names keeps the prefix of the messages of the sources on this client,
-// "subscription:", as it was before the adapter moved out of package
-// subscription.
-func (d driver) Names() (string, string) { return "subscription", "EventStoreDB" }
-
-func (d driver) Address() (string, bool) {
-	if d.cfg.DnsDiscover || len(d.cfg.GossipSeeds) > 0 || d.cfg.Address == "" {
-		return "", false
-	}
-	return d.cfg.Address, true
-}
-
-func (d driver) TLS() bool { return !d.cfg.DisableTLS }
 
 func (d driver) Open() (neutral.Session, error) {
 	cl, err := esdb.NewClient(d.cfg)
@@ -85,29 +75,19 @@ func (d driver) Open() (neutral.Session, error) {
 	return session{cl}, nil
 }
 
-// Kind classifies err. (ErrorCodeUnauthenticated is retried: a node answers
-// it while it starts or elects a leader as well as for wrong credentials.)
-func (d driver) Kind(err error) neutral.ErrorKind {
-	var e *esdb.Error
-	if !errors.As(err, &e) {
-		return neutral.ErrOther
-	}
-	switch e.Code() {
-	case esdb.ErrorCodeConnectionClosed:
-		return neutral.ErrClosed
-	case esdb.ErrorCodeAccessDenied:
-		return neutral.ErrDenied
-	case esdb.ErrorCodeResourceNotFound:
-		return neutral.ErrNotFound
-	case esdb.ErrorCodeStreamDeleted:
-		return neutral.ErrDeleted
-	case esdb.ErrorCodeResourceAlreadyExists:
-		return neutral.ErrExists
-	case esdb.ErrorCodeWrongExpectedVersion:
-		return neutral.ErrWrongRevision
-	}
-	return neutral.ErrOther
+// kinds are the error codes the sources tell apart. (ErrorCodeUnauthenticated
+// is retried, as an error of no kind: a node answers it while it starts or
+// elects a leader as well as for wrong credentials.)
+var kinds = map[esdb.ErrorCode]neutral.ErrorKind{
+	esdb.ErrorCodeConnectionClosed:      neutral.ErrClosed,
+	esdb.ErrorCodeAccessDenied:          neutral.ErrDenied,
+	esdb.ErrorCodeResourceNotFound:      neutral.ErrNotFound,
+	esdb.ErrorCodeStreamDeleted:         neutral.ErrDeleted,
+	esdb.ErrorCodeResourceAlreadyExists: neutral.ErrExists,
+	esdb.ErrorCodeWrongExpectedVersion:  neutral.ErrWrongRevision,
 }
+
+func (d driver) Kind(err error) neutral.ErrorKind { return neutral.KindOf[*esdb.Error](err, kinds) }
 
 // session is one official client.
 type session struct{ cl *esdb.Client }
