@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -208,7 +209,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if c.group != "" && !caps.AtomicConditionalWrites {
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: mongostore.Hosts(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)
 }
 

@@ -109,24 +109,6 @@ func parseURI(uri string) (*connstring.ConnString, error) {
 	return cs, nil
 }
 
-// Hosts is the hosts of a MongoDB connection string, without its
-// credentials, for a log line ("" when it does not parse).
-func Hosts(uri string) string {
-	if rest, ok := cutPrefixFold(uri, connstring.SchemeMongoDBSRV+"://"); ok {
-		uri = connstring.SchemeMongoDB + "://" + rest
-	}
-	cs, err := connstring.Parse(uri)
-	if err != nil {
-		// Options only an SRV string takes (srvMaxHosts) do not parse on
-		// the mongodb:// copy: the hosts do without them.
-		base, _, _ := strings.Cut(uri, "?")
-		if cs, err = connstring.Parse(base); err != nil {
-			return ""
-		}
-	}
-	return strings.Join(cs.Hosts, ",")
-}
-
 // redact removes the URI's password from an error message, in case the parser
 // quoted it.
 func redact(err error, uri string) error {

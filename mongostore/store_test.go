@@ -257,20 +257,6 @@ func TestCheckURI_parses_without_connecting(t *testing.T) {
 	}
 }
 
-// Hosts names where a store is, without credentials, for a log line.
-func TestHosts_names_the_hosts_without_credentials(t *testing.T) {
-	for uri, want := range map[string]string{
-		"mongodb://u:hunter2@a:1,b:2/db?replicaSet=rs":   "a:1,b:2",
-		"mongodb+srv://u:p@cluster0.example.invalid/":    "cluster0.example.invalid",
-		"mongodb+srv://c.example.invalid/?srvMaxHosts=2": "c.example.invalid",
-		"not a uri": "",
-	} {
-		if got := mongostore.Hosts(uri); got != want {
-			t.Errorf("Hosts(%q) = %q, want %q", uri, got, want)
-		}
-	}
-}
-
 // The processes of a group that start together record their group at
 // once: each record lands (two upserts of one missing record both insert,
 // and the one that loses must update what the other inserted), and so does

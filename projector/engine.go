@@ -48,6 +48,7 @@ type core struct {
 	streams     StreamReader  // nil: holes are not known
 	history     StreamHistory // nil: batches fold only their own events
 	noFolds     bool
+	ran         atomic.Bool // a runner has run the engine: its stream reader is settled
 	knownSize   int
 	holds       *holds
 	known       *known // the revisions stream folds wrote documents at

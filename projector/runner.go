@@ -195,7 +195,11 @@ func DefaultReconnect() retry.Policy {
 // be nil for a source that keeps its own position (a persistent
 // subscription). It logs with the engine's logger. It refuses settings that
 // cannot work, and a projection that needs what the source does not give
-// ([Check]: the log in order, one worker).
+// ([Check]: the log in order, one worker). An engine made without a stream
+// reader ([WithStreamReader]) gets the source's, when the source reads its
+// event store's streams (a [StreamHistory]: the catch-up sources of package
+// subscription are): it must be given to NewRunner before it handles any
+// event. Without one, NewRunner logs what the engine goes without.
 func NewRunner(name string, engine *Engine, source Source, checkpoints CheckpointStore, opts ...RunnerOption) (*Runner, error) {
 	r := newRunner(opts)
 	r.name, r.engine, r.source, r.checkpoints = name, engine, source, checkpoints
@@ -225,6 +229,7 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		}
 	}
 	r.logger = engine.logger.With("runner", name)
+	r.lendStreams(engine, source)
 	for _, p := range engine.projections {
 		// A document fed by streams of several workers sees their events
 		// out of log order, by up to what the workers hold: past its window,
@@ -387,6 +392,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("projector: runner %q is already running", r.name)
 	}
 	defer r.running.Store(false)
+	r.engine.ran.Store(true)
 	var from *Checkpoint
 	if r.checkpoints != nil {
 		c, err := r.checkpoints.LoadCheckpoint(ctx, r.name)
@@ -456,4 +462,26 @@ func checkpointAttr(c *Checkpoint) string {
 		return "start"
 	}
 	return c.String()
+}
+
+// lendStreams gives engine the stream history of source when the engine has
+// no stream reader, no runner has run it yet, and the source reads streams;
+// else it logs what the engine goes without.
+func (r *Runner) lendStreams(engine *Engine, source Source) {
+	if engine.streams != nil {
+		return
+	}
+	if h, ok := source.(StreamHistory); ok && !engine.ran.Load() {
+		engine.streams, engine.history = h, h
+		r.logger.Debug("the engine reads the source's streams: stream folds and holes")
+		return
+	}
+	for _, p := range engine.projections {
+		if _, gated := keeperOf(p).(streamRevision); gated {
+			r.logger.Info("the engine has no stream reader (WithStreamReader), and the source reads no streams: "+
+				"a catch-up writes each document once per batch that holds its events, not once, and a stream's "+
+				"missing or deleted events are waited for until the retries run out", "projection", p.Name())
+			return
+		}
+	}
 }

@@ -3,7 +3,10 @@ package subscription_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/subscription"
 )
 
 // The batched catch-up and the per-event path, each on a database of its
@@ -100,3 +104,49 @@ func document(t *testing.T, s *mongostore.Store, id string) any {
 	}
 	return fmt.Sprintf("revision %d: %+v", rev.Revision, d)
 }
+
+// An engine made as a library user makes one, without WithStreamReader, fed
+// by a catch-up on $all: the runner gives it the source's streams, so that a
+// batch folds each cart's stream at once. Behind a source that reads no
+// streams, the runner says what the engine goes without.
+func TestAll_gives_an_engine_without_a_stream_reader_its_streams(t *testing.T) {
+	server := esdbtest.New(t)
+	g := sourcetest.NewCarts(sourcetest.Sources(dial(t, server.URI())))
+	g.Append(t, 21, 30, 20)
+
+	run := func(src func(*subscription.All) projector.Source) (*projector.Engine, *mongostore.Store, string) {
+		store := mongostore.New(mongotest.Database(t))
+		var logged strings.Builder
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logged.Write(p)
+		}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+		e := sourcetest.Engine(t, store, projector.WithLogger(logger))
+		r := sourcetest.NewRunner(t, "carts", e, src(cartsOnAll(t, dial(t, server.URI()))), store, projector.WithBatch(200, 5*time.Millisecond))
+		x := sourcetest.Start(t, r)
+		x.WaitFor(t, "the checkpoint past the last cart event", g.Reached())
+		if err := x.Stop(); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		g.Check(t, store)
+		mu.Lock()
+		defer mu.Unlock()
+		return e, store, logged.String()
+	}
+
+	e, _, logged := run(func(a *subscription.All) projector.Source { return a })
+	if e.StreamsFolded() == 0 || strings.Contains(logged, "no stream reader") {
+		t.Fatalf("on $all: %d streams folded, log %q; want folds and no complaint", e.StreamsFolded(), logged)
+	}
+	hidden, _, logged := run(func(a *subscription.All) projector.Source { return struct{ projector.Source }{a} })
+	if hidden.StreamsFolded() != 0 || !strings.Contains(logged, "the engine has no stream reader") || !strings.Contains(logged, "projection="+cart.DetailsName) {
+		t.Fatalf("behind a source that reads no streams: %d streams folded, log %q; want none and the line that says so", hidden.StreamsFolded(), logged)
+	}
+}
+
+// writerFunc is an io.Writer.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

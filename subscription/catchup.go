@@ -30,7 +30,21 @@ var (
 	_ projector.OrderedSource       = (*All)(nil)
 	_ projector.TypeFilteringSource = (*All)(nil)
 	_ projector.AnchoredSource      = (*All)(nil)
+	_ projector.StreamHistory       = (*All)(nil)
 )
+
+// ReadStream implements [projector.StreamHistory] with the source's client
+// ([Client.ReadStream]): [projector.NewRunner] gives it to an engine made
+// without a stream reader, which then folds each document's stream at once
+// in a catch-up, and knows holes from events still to come.
+func (a *All) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	return a.client.ReadStream(ctx, stream, from, each)
+}
+
+// FirstRevision implements [projector.StreamReader] ([Client.FirstRevision]).
+func (a *All) FirstRevision(ctx context.Context, stream string) (uint64, error) {
+	return a.client.FirstRevision(ctx, stream)
+}
 
 // NewAll returns a $all source on client.
 func NewAll(client *Client, opts AllOptions) (*All, error) {

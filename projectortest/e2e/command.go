@@ -98,7 +98,7 @@ func (c *Running) state() string {
 // position (name is the projection's collection: its name, unless the
 // projection sets a collection of its own): every event up to it is applied.
 // It gives up when done is closed (the projector ended; nil: never), when
-// the projection's record has held an error for [StoppedGrace] while the
+// the projection's record has held an error for 10 seconds while the
 // checkpoint stays where it is short of position (the projection stopped: at
 // an event that failed for good, say), or after two minutes.
 //
@@ -126,7 +126,7 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 		if err == nil && st.LastError != "" {
 			if erred.IsZero() {
 				erred = time.Now()
-			} else if time.Since(erred) >= StoppedGrace {
+			} else if time.Since(erred) >= stoppedGrace {
 				return fmt.Errorf("%s stopped short of position %d: %s", name, position, describe(st))
 			}
 		} else {
@@ -168,12 +168,12 @@ func describe(st mongostore.CheckpointStatus) string {
 	return where
 }
 
-// StoppedGrace is how long [WaitCheckpoint] lets a projection's recorded
+// stoppedGrace is how long [WaitCheckpoint] lets a projection's recorded
 // error stand while its checkpoint does not move before it takes the
 // projection as stopped: a runner recovering from an earlier error moves its
 // checkpoint (stored every second or so while it moves) and clears the
 // error once it has caught up.
-const StoppedGrace = 10 * time.Second
+const stoppedGrace = 10 * time.Second
 
 // lockedBuffer is a buffer written by the command while the test reads it.
 type lockedBuffer struct {
