@@ -29,10 +29,8 @@ func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *sl
 	}
 	defer client.Close()
 	store := mongostore.New(db)
-	// The stream reader (the client) tells a late event from one that is
-	// gone or routed elsewhere, and lets catch-up fold a stream at once.
 	engine, err := projector.NewEngine(store, lending.Registry(), []projector.Definition{lending.NewLoans()},
-		projector.WithRetry(retry.Default()), projector.WithLogger(logger), projector.WithStreamReader(client))
+		projector.WithRetry(retry.Default()), projector.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -45,6 +43,9 @@ func project(ctx context.Context, db *mongo.Database, esdbURI string, logger *sl
 	if err != nil {
 		return err
 	}
+	// The runner gives the engine the source's stream reader (the client):
+	// it tells a late event from one that is gone or routed elsewhere, and
+	// lets catch-up fold a stream at once, writing each document once.
 	runner, err := projector.NewRunner("loans", engine, source, store, projector.WithWorkers(4))
 	if err != nil {
 		return err
