@@ -7,11 +7,22 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 )
+
+// newMetrics is what /metrics serves: the store's latency, the Go runtime's
+// and the process's figures, and the runners' counters. The dashboard and
+// the alert rules of deploy/ name only metrics it exports (a test checks).
+func newMetrics(latency *prometheus.HistogramVec, views []runnerView, head *headSampler, registry *projector.Registry) *prometheus.Registry {
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newRunnerCollector(views, head, registry))
+	return metrics
+}
 
 // runnerCollector exports the runners' counters at scrape time.
 type runnerCollector struct {

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/revgate/projector/internal/neutral"
@@ -383,11 +382,8 @@ func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
 // progress finish (up to httpShutdown). A server that stops serving before
 // then says why at Error.
 func (s *session) serve(listener net.Listener, views []runnerView, head *headSampler) (stop func()) {
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(s.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newRunnerCollector(views, head, s.cli.Registry))
 	mux := healthHandler(views, s.c.group != "")
-	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(s.latency, views, head, s.cli.Registry), promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan struct{})
 	go func() {
