@@ -404,7 +404,9 @@ type unrouted struct {
 func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
 	cause := u.err
 	if undecodable != nil {
-		cause = fmt.Errorf("%w (and %w)", cause, undecodable)
+		// The payload is the cause: the router reads it, and without it
+		// names no document.
+		cause = fmt.Errorf("%w; without it, its router names no document (%w)", undecodable, u.err)
 	}
 	if k := e.keeperOf(u.p); k.everyRevision() {
 		feeds := ""

@@ -128,8 +128,8 @@ func (p *Projection[S]) Route(e Event) (id string, ok bool, err error) {
 	return id, ok, nil
 }
 
-// Handles reports whether the projection has a handler for the event's payload.
-func (p *Projection[S]) Handles(e Event) bool {
+// handles reports whether the projection has a handler for the event's payload.
+func (p *Projection[S]) handles(e Event) bool {
 	_, ok := p.handlers[reflect.TypeOf(e.Payload)]
 	return ok
 }

@@ -37,6 +37,35 @@ func (e *Engine) route(ctx context.Context, p Definition, ev Event) (id string, 
 	return e.tieOf(ctx, p, ev)
 }
 
+// Documents returns the events of each document of p among events (decoded,
+// in log order), as the engine routes them: by p's router, and, in a stream
+// p ties ([Projection.TieStreams]), an event the router declines to the
+// document of the stream's first event before it that the router routes.
+// An event the router cannot route is in none. Each document's events are
+// those whose fold it must hold: what projectortest.CheckDocument takes
+// for a document fed by several streams.
+func (p *Projection[S]) Documents(events []Event) map[string][]Event {
+	byDoc := map[string][]Event{}
+	tie := map[string]string{} // stream -> the document of its first routed event
+	for _, ev := range events {
+		id, ok, err := p.Route(ev)
+		switch {
+		case err != nil:
+			continue
+		case ok:
+			if _, seen := tie[ev.StreamID]; !seen && ties(p, ev.StreamID) {
+				tie[ev.StreamID] = id
+			}
+		default:
+			if id, ok = tie[ev.StreamID]; !ok {
+				continue
+			}
+		}
+		byDoc[id] = append(byDoc[id], ev)
+	}
+	return byDoc
+}
+
 // ties reports whether p ties stream.
 func ties(p Definition, stream string) bool {
 	for _, prefix := range p.tiedStreams() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -273,5 +274,34 @@ func TestUndecodable_an_event_in_a_batch_costs_a_split_not_the_batch_one_at_a_ti
 				t.Errorf("%d bulk writes and %d one-document writes: want the events before and after the bad one batched", b, s)
 			}
 		})
+	}
+}
+
+// A projection whose router reads the payload cannot route an event whose
+// payload does not decode: its error leads with the payload, the cause, and
+// still says the event is unroutable.
+func TestUndecodable_a_router_that_reads_the_payload_fails_the_event_with_the_payload_first(t *testing.T) {
+	s := newStore(t)
+	byCart := projector.NewRouted[itemCounter]("by_cart_payload", func(ev projector.Event) (string, bool, error) {
+		if a, ok := ev.Payload.(cart.ProductItemAddedToShoppingCart); ok {
+			return a.ShoppingCartID, true, nil
+		}
+		return "", false, nil
+	}).Idempotency(projector.HandledIDs(100)).OnFailure(projector.Skip)
+	projector.On(byCart, func(c itemCounter, _ cart.ProductItemAddedToShoppingCart) (itemCounter, error) { return c, nil })
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{byCart}, projector.WithRetry(patient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	bad := log.MustAppend(t, cart.StreamID("u6"), projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})[0]
+	rs, err := e.Handle(context.Background(), bad)
+	if err != nil || len(rs) != 1 || rs[0].Outcome != projector.Skipped {
+		t.Fatalf("results %+v, err %v: want the event skipped", rs, err)
+	}
+	msg := rs[0].Err.Error()
+	if !errors.Is(rs[0].Err, projector.ErrUndecodable) || !errors.Is(rs[0].Err, projector.ErrUnroutable) ||
+		!strings.Contains(msg, "its router names no document") || strings.Index(msg, "payload does not decode") > strings.Index(msg, "names no document") {
+		t.Fatalf("error %q: want the payload first, wrapping ErrUndecodable and ErrUnroutable", msg)
 	}
 }

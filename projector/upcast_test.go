@@ -138,7 +138,7 @@ func TestUpcast_an_upcaster_may_turn_an_event_into_none(t *testing.T) {
 		t.Fatal("a dropped event has no payload: it would pass for an event of an unknown type")
 	}
 	p := laneProjection(r).FailUnknownTypes()
-	if p.Handles(ev) {
+	if projector.Handles(p, ev) {
 		t.Fatal("the projection handles a dropped event")
 	}
 	before := lanes{Columns: map[string]int{"Done": 1}}

@@ -17,7 +17,8 @@ var ErrMismatch = errors.New("document differs from the fold of its events")
 // exactly the fold of events, read the way p's strategy keeps it: under the
 // revision gate at the revision of the last event, under the other
 // strategies (documents fed by several streams) with the document's events
-// given in log order. A difference is an error wrapping [ErrMismatch] that
+// given in log order ([projector.Projection.Documents] gives each
+// document's, as the engine routes them, ties included). A difference is an error wrapping [ErrMismatch] that
 // shows both; other errors come from the store or the fold.
 func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
 	if len(events) == 0 {

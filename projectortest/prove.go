@@ -74,22 +74,30 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 //
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
+// The engines read the log's streams as they read an event store's
+// (stream folds, and the ties of [projector.Projection.TieStreams]). The
+// fold it compares with is pure: an event that does not decode, or that
+// fails its handler, fails the proof whatever the projection's failure
+// policy (test skipping and parking with the engine and a log instead).
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	d = withDefaults(d)
 	policy := gatePolicy(d)
-	newEngine := func() (*projector.Engine, error) {
-		e, err := projector.NewEngine(store, registry, []projector.Definition{p}, append([]projector.Option{projector.WithRetry(policy)}, d.Options...)...)
-		if err == nil {
-			err = e.Prepare(ctx)
-		}
-		return e, err
-	}
 	r := rand.New(rand.NewPCG(d.Seed, d.Seed^0x9e3779b97f4a7c15))
 	events, err := appendStreams(r, registry, streams, d.Metadata)
 	if err != nil {
 		return Report{}, err
 	}
-	byDoc := byDocument(p, events)
+	// The engines read the log's streams as they read the event store's:
+	// stream folds, holes, and the ties of TieStreams.
+	opts := append([]projector.Option{projector.WithRetry(policy), projector.WithStreamReader(newHistory(events))}, d.Options...)
+	newEngine := func() (*projector.Engine, error) {
+		e, err := projector.NewEngine(store, registry, []projector.Definition{p}, opts...)
+		if err == nil {
+			err = e.Prepare(ctx)
+		}
+		return e, err
+	}
+	byDoc := p.Documents(events)
 	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
 		return Report{}, err
 	}
@@ -165,18 +173,6 @@ func appendStreams(r *rand.Rand, registry *projector.Registry, streams map[strin
 		}
 	}
 	return events, nil
-}
-
-// byDocument is the events of p's documents, by document, each document's
-// in log order.
-func byDocument[S any](p *projector.Projection[S], events []projector.Event) map[string][]projector.Event {
-	byDoc := map[string][]projector.Event{}
-	for _, ev := range events {
-		if id, ok := p.DocumentID(ev); ok {
-			byDoc[id] = append(byDoc[id], ev)
-		}
-	}
-	return byDoc
 }
 
 // checkNoDocuments fails when a document of byDoc exists already: on a
@@ -343,4 +339,45 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 func (q *deliveryQueue) mayRequeue(res projector.Result) bool {
 	return res.Outcome == projector.Failed && res.Err != nil && q.requeued < q.maxRequeued &&
 		(errors.Is(res.Err, projector.ErrPredecessorMissing) || errors.Is(res.Err, projector.ErrPredecessorFailed))
+}
+
+// history is the log's streams as an event store has them, for the
+// engines' stream reads ([projector.StreamHistory]): the events as stored,
+// undecoded.
+type history map[string][]projector.Event
+
+// newHistory returns the history of events (in log order).
+func newHistory(events []projector.Event) history {
+	h := history{}
+	for _, ev := range events {
+		ev.Payload = nil
+		h[ev.StreamID] = append(h[ev.StreamID], ev)
+	}
+	return h
+}
+
+// ReadStream implements [projector.StreamHistory].
+func (h history) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	for _, ev := range h[stream] {
+		if ev.StreamRevision < from {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := each(ev); errors.Is(err, projector.ErrStopRead) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FirstRevision implements [projector.StreamReader].
+func (h history) FirstRevision(_ context.Context, stream string) (uint64, error) {
+	if evs := h[stream]; len(evs) > 0 {
+		return evs[0].StreamRevision, nil
+	}
+	return 0, projector.ErrStreamDeleted
 }
