@@ -65,10 +65,16 @@ demo:
 # events (D); shuffled, A is timed again at 10x the events over the same
 # documents and at 10x the documents, and the live latency is of the same
 # shape. make bench-large runs 20,000 carts (400,000 events).
-# BENCH_FLAGS passes flags to every run. Last, tracing's overhead on A at 200
-# carts, every event traced, 15 runs each way in turns (BENCH_TRACE=0: not).
+# BENCH_FLAGS passes flags to every run. Then G, the same 2,000 carts
+# shuffled projected by BENCH_GROUP competing consumers of a persistent
+# subscription group (as run --group), one round beside A, L and R, in a run
+# of its own so that the lines above stay comparable (BENCH_GROUP=0: not; G
+# handles each event on its own: 2 to 3 minutes here). Last, tracing's
+# overhead on A at 200 carts, every event traced, 15 runs each way in turns
+# (BENCH_TRACE=0: not).
 BENCH_FLAGS ?=
 BENCH_TRACE ?= 1
+BENCH_GROUP ?= 3
 BENCH_WORKLOADS ?= 200:shuffled 200:clustered 2000:shuffled 2000:clustered \
 	2000:shuffled:client 2000:clustered:client 2000:shuffled:shop 2000:clustered:shop
 BENCH_SQLITE ?=
@@ -83,6 +89,8 @@ bench:
 	      [ $$interleave = clustered ] || more="--skip-b --documents-scale 10"; }; \
 	    bin/projector-bench bench --postgres "$$pg" --carts $$carts --interleave $$interleave --projection $$model --b-sample 4000 $$more $(BENCH_FLAGS) || exit 1; \
 	  done; \
+	  [ "$(BENCH_GROUP)" = 0 ] || bin/projector-bench bench --postgres "$$pg" --carts 2000 --interleave shuffled --skip-b --memory-scale 0 --live-events 0 \
+	    --rounds 1 --group-consumers $(BENCH_GROUP) $(BENCH_FLAGS) || exit 1; \
 	  [ "$(BENCH_TRACE)" = 0 ] || bin/projector-bench bench --postgres "$$pg" --carts 200 --skip-b --memory-scale 0 --live-events 0 \
 	    --trace-rounds 15 --traced-events $(BENCH_FLAGS)'
 
@@ -93,7 +101,7 @@ bench-undecodable:
 	PROJECTOR_TEST_POSTGRES= $(GO) test ./cmd/projector-lab -run '^$$' -bench OneUndecodableEvent -benchtime 3x -count=1
 
 bench-large:
-	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered 20000:shuffled:client 20000:shuffled:shop" BENCH_TRACE=0
+	$(MAKE) bench BENCH_WORKLOADS="20000:shuffled 20000:clustered 20000:shuffled:client 20000:shuffled:shop" BENCH_TRACE=0 BENCH_GROUP=0
 
 build:
 	$(GO) build -o bin/projector ./cmd/projector

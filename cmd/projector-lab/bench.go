@@ -60,6 +60,7 @@ type benchCommand struct {
 	skipB, warmup, tracedEvents bool
 	memoryScale, documentsScale int
 	bSample, rounds             int
+	groupConsumers              int // G's consumers (0: no G)
 	traceRounds                 int
 	cpuProfile                  string // of this process, during A's first round
 	cpuProfileA, memProfileA    string // of A's process, in its first round
@@ -106,6 +107,7 @@ func (c *benchCommand) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.documentsScale, "documents-scale", 0, "run A again on this many times the carts (and clients), each of as many events, for its time (0: skip)")
 	fs.BoolVar(&c.tracedEvents, "traced-events", false, "every event's metadata carries a trace context, as a traced writer's does (with tracing on, each event is then a span of its own)")
 	fs.IntVar(&c.traceRounds, "trace-rounds", 0, "run A this many times with tracing on (every span sampled, exported to a discarding exporter) and off, in turns, and print the medians and their ratio (0: skip)")
+	fs.IntVar(&c.groupConsumers, "group-consumers", 0, "G: project the log with this many competing consumers of a persistent subscription group on $all as well, in each round, as run --group does (0: skip)")
 	fs.BoolVar(&c.warmup, "warmup", true, "run A once, untimed, on another database before the timed ways (the embedded server opens its PostgreSQL connections then)")
 	c.tune = defaultCatchUp
 	c.tune.register(fs)
@@ -119,7 +121,7 @@ func (c *benchCommand) register(fs *flag.FlagSet) {
 // bad flag is one line on stderr, and ErrUsage.
 func (c *benchCommand) check() error {
 	if c.outOfRange() {
-		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds and --batch-window >= 0")
+		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds, --group-consumers and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if c.interleave != "shuffled" && c.interleave != "clustered" {
@@ -145,7 +147,7 @@ func (c *benchCommand) check() error {
 func (c *benchCommand) outOfRange() bool {
 	t := c.tune
 	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.window < 0 ||
-		c.memoryScale < 0 || c.documentsScale < 0 || c.bSample < 0 || c.traceRounds < 0 || c.rounds < 1
+		c.memoryScale < 0 || c.documentsScale < 0 || c.bSample < 0 || c.traceRounds < 0 || c.rounds < 1 || c.groupConsumers < 0
 }
 
 // run sets up the servers and the events, times A, L and R (and D) in
@@ -187,7 +189,7 @@ func (c *benchCommand) run(ctx context.Context) error {
 	if rs.wrong > 0 {
 		return fmt.Errorf("%d of %d documents of A differ from the fold", rs.wrong, len(c.want.docs))
 	}
-	return nil
+	return c.errGroupWrong(rs)
 }
 
 // close stops what run started, the last first.
@@ -349,6 +351,7 @@ type benchRounds struct {
 	heapA, heapL uint64          // the highest peak heap of A's and L's rounds
 	maxRSS       int64           // the highest peak resident set of A's rounds
 	wrong        int             // the most documents of A that differ from the fold in a round
+	g            groupRounds     // G's rounds, with --group-consumers
 }
 
 // runRounds runs A, L and R (and D), in turns, --rounds times: the medians
@@ -392,6 +395,13 @@ func (c *benchCommand) runRound(ctx context.Context, round int, rs *benchRounds)
 		return err
 	}
 	rs.r = append(rs.r, r.took)
+	if c.groupConsumers > 0 {
+		g, wrong, err := c.runG(ctx, round)
+		if err != nil {
+			return err
+		}
+		rs.g.add(g, wrong)
+	}
 	return nil
 }
 
@@ -499,6 +509,7 @@ func (c *benchCommand) report(rs *benchRounds, b *benchPhase, resA childReport) 
 	c.printTable(phases, rs)
 	c.printRatios(a, b, l, rs)
 	c.printBreakdown(resA, median(rs.r))
+	c.printGroup(rs)
 }
 
 // printTable prints a row for each of phases, the last of which is L, then

@@ -133,6 +133,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"bench without rounds", []string{"bench", "--rounds", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
 		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers and --batch >= 1"},
 		{"bench of an unknown read model", []string{"bench", "--projection", "nope"}, 2, `--projection: want details, client or shop, got "nope"`},
+		{"bench with fewer than no group consumers", []string{"bench", "--group-consumers", "-1"}, 2, "--group-consumers and --batch-window >= 0"},
 		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch and --batch-mib >= 1"},
 	})
 }
@@ -170,6 +171,31 @@ func TestBench_a_small_run_reports_each_way_and_checks_the_documents(t *testing.
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+// G: the log projected by competing consumers of a persistent group is
+// timed against the floor, and its documents are checked against the fold.
+func TestBench_the_group_way_reports_G_and_checks_its_documents(t *testing.T) {
+	out, errOut, code := runBinary(t, 3*time.Minute, "bench", "--mongo", mongotest.URI(t),
+		"--carts", "6", "--events", "5", "--skip-b", "--memory-scale", "0", "--live-events", "0", "--rounds", "2", "--group-consumers", "2")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"A's documents equal the fold (and L's): 6 of 6",
+		"G  persistent group, 2 consumers",
+		"G/F = ",
+		"G/A = ",
+		"G's documents equal the fold: 6 of 6",
+		"acknowledgements, each after its event's effect was written; 30 applied, ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`G/F = [0-9.]+ \(each round's: [0-9.]+, [0-9.]+\)`).MatchString(out) {
+		t.Errorf("no G/F of each of the 2 rounds in:\n%s", out)
 	}
 }
 
