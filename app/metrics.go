@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,7 @@ type runnerCollector struct {
 	outcomes, delivered, checkpoints, waits, subscriptions, drops *prometheus.Desc
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 	parked, unrouted, up, leader                                  *prometheus.Desc
-	unknown                                                       *prometheus.Desc
+	unknown, state, batches, batched                              *prometheus.Desc
 	registry                                                      *projector.Registry
 }
 
@@ -60,8 +61,30 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		lagSeconds:    d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
 		lagEvents:     d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s."),
 		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
-		headPosition:  prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
+		state: d("state", "1 for the projection's state in this process, 0 for the others: running; standby (another process holds its lease); "+
+			"blocked (stopped at an event that failed for good, or events parked in its group under the block policy: replay-parked); "+
+			"retrying (stopped at an error, tried again with backoff).", "state"),
+		batches:      d("batches_total", "Batches of events handled together (catch-up, rebuild)."),
+		batched:      d("batched_events_total", "Events handled in those batches: batched_events_total / batches_total is the mean batch size."),
+		headPosition: prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
+}
+
+// states are the values of projector_state's state label; a projection's
+// Down() starts with one of the last three.
+var states = []string{"running", "standby", "blocked", "retrying"}
+
+// stateOf is the state a projection is in, given why it is down ("": up).
+func stateOf(down string) string {
+	for _, s := range states[1:] {
+		if strings.HasPrefix(down, s) {
+			return s
+		}
+	}
+	if down == "" {
+		return "running"
+	}
+	return "blocked"
 }
 
 func (c *runnerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -107,6 +130,12 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 			running = 0
 		}
 		gauge(c.up, running, name)
+		now := stateOf(r.Down())
+		for _, s := range states {
+			gauge(c.state, boolValue(s == now), name, s)
+		}
+		counter(c.batches, st.Batches, name)
+		counter(c.batched, st.Batched, name)
 		held := 0.0
 		if r.Leader() {
 			held = 1
@@ -252,4 +281,12 @@ func storeLatency() *prometheus.HistogramVec {
 		Help:    "Latency of the engine's calls to MongoDB, by collection and operation (load, insert, update, put; load_many and write_many for a batch).",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"collection", "op"})
+}
+
+// boolValue is 1 for true, 0 for false.
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -142,6 +142,9 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 		`projector_caught_up{projection="cart_details"}`,
 		`projector_store_seconds_count{collection="cart_details",op="write_many"}`,
 		`projector_deliveries_total{projection="cart_details"}`,
+		`projector_batches_total{projection="cart_details"}`,
+		`projector_batched_events_total{projection="cart_details"}`,
+		`projector_state{projection="cart_details",state="running"}`,
 	} {
 		if v := metric(t, body, name); v <= 0 {
 			t.Errorf("%s = %v, want > 0", name, v)

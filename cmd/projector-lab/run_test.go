@@ -483,6 +483,13 @@ func TestRun_a_projection_blocked_at_a_failed_event_stops_alone(t *testing.T) {
 		if v := metric(t, body, `projector_up{projection="`+proj+`"}`); v != want {
 			t.Errorf("projector_up of %s = %v, want %v", proj, v, want)
 		}
+		blocked, running := 1-want, want
+		if v := metric(t, body, `projector_state{projection="`+proj+`",state="blocked"}`); v != blocked {
+			t.Errorf("projector_state of %s, blocked = %v, want %v", proj, v, blocked)
+		}
+		if v := metric(t, body, `projector_state{projection="`+proj+`",state="running"}`); v != running {
+			t.Errorf("projector_state of %s, running = %v, want %v", proj, v, running)
+		}
 	}
 	if !strings.Contains(ready, `"cart001"`) {
 		t.Errorf("/readyz does not name the document: %s", ready)
@@ -730,6 +737,9 @@ func TestRun_with_a_persistent_group_under_block_parks_a_failing_event_after_bou
 	_, body := get(t, base+"/metrics")
 	if v := metric(t, body, `projector_up{projection="cart_details"}`); v != 0 {
 		t.Errorf("projector_up %v while blocked, want 0", v)
+	}
+	if v := metric(t, body, `projector_state{projection="cart_details",state="blocked"}`); v != 1 {
+		t.Errorf("projector_state blocked %v while blocked in its group, want 1", v)
 	}
 	if v := metric(t, body, `projector_parked_total{projection="cart_details"}`); v != 2 {
 		t.Errorf("projector_parked_total %v, want 2", v)
