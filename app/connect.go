@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -143,15 +142,15 @@ func countAfter(ctx context.Context, c eventStore, cp *uint64, prepare uint64, f
 		from = &projector.Checkpoint{Position: *cp, Prepare: prepare}
 	}
 	scanned := 0
-	err = c.ScanAll(ctx, from, lagCap+2, func(r neutral.Record) bool {
-		if cp != nil && r.Checkpoint.Position <= *cp {
+	err = c.ScanAll(ctx, from, lagCap+2, func(at projector.Checkpoint, stream, eventType string) bool {
+		if cp != nil && at.Position <= *cp {
 			return true // reading forwards from a position includes the event there
 		}
 		if scanned++; scanned > lagCap {
 			more = true
 			return false
 		}
-		if f.matches(r.Stream, r.Type) {
+		if f.matches(stream, eventType) {
 			n++
 		}
 		return true

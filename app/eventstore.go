@@ -24,7 +24,7 @@ type eventStore interface {
 	Close() error
 	// ScanAll reads $all forwards from cp (the start when nil), to each
 	// until it returns false or n records were read.
-	ScanAll(ctx context.Context, cp *projector.Checkpoint, n int, each func(neutral.Record) bool) error
+	ScanAll(ctx context.Context, cp *projector.Checkpoint, n int, each func(cp projector.Checkpoint, stream, eventType string) bool) error
 	// Head is the commit position of the last event of $all (0: none).
 	Head(ctx context.Context) (uint64, error)
 	// all is a catch-up source on $all.

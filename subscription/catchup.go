@@ -149,7 +149,7 @@ func (a *All) Subscribe(ctx context.Context, from *projector.Checkpoint) (projec
 		return nil, fmt.Errorf("%s: $all on %s: %w", a.client.pkg, a.client, err)
 	}
 	feed := catchUp{client: a.client, feed: sub, checkpoint: allCheckpoint}
-	return neutral.NewAllCatchUp(a.client.pkg, feed, a.opts.Logger, from, neutral.NewHead(a.opts, a.client.ScanAll)), nil
+	return neutral.NewAllCatchUp(a.client.pkg, feed, a.opts.Logger, from, neutral.NewHead(a.opts, a.client.scanAll)), nil
 }
 
 // StreamOptions configure a catch-up subscription to one stream: its fields

@@ -200,10 +200,16 @@ func (c *Client) envelope(re *neutral.Resolved) (projector.Event, error) {
 	return ev, nil
 }
 
-// ScanAll implements [neutral.ScanAll]: it reads $all forwards from after
-// (the start when nil), at most max records, handing each to each until it
-// returns false.
-func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
+// ScanAll reads $all forwards from after (the start when nil), at most max
+// events, system events included, handing each one's checkpoint, stream and
+// type to each until it returns false: what is behind a checkpoint, without
+// the events' data.
+func (c *Client) ScanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(cp projector.Checkpoint, stream, eventType string) bool) error {
+	return c.scanAll(ctx, after, max, func(r neutral.Record) bool { return each(r.Checkpoint, r.Stream, r.Type) })
+}
+
+// scanAll is [Client.ScanAll] in the records of [neutral.ScanAll].
+func (c *Client) scanAll(ctx context.Context, after *projector.Checkpoint, max int, each func(neutral.Record) bool) error {
 	return c.do(ctx, func(s neutral.Session) error {
 		rs, err := s.ReadAll(ctx, after, false, uint64(max))
 		return readRecords(rs, err, func(re *neutral.Resolved) (bool, error) {
