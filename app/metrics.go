@@ -76,13 +76,13 @@ var states = []string{"running", "standby", "blocked", "retrying"}
 
 // stateOf is the state a projection is in, given why it is down ("": up).
 func stateOf(down string) string {
+	if down == "" {
+		return "running"
+	}
 	for _, s := range states[1:] {
 		if strings.HasPrefix(down, s) {
 			return s
 		}
-	}
-	if down == "" {
-		return "running"
 	}
 	return "blocked"
 }

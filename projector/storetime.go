@@ -80,39 +80,44 @@ func (s docStore) PutGuarded(ctx context.Context, collection, id string, expecte
 }
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {
-	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids)) // outside the clock: the store's time is within the span's
-	t0 := s.clock.start()
-	loaded, err := s.c.batchStore.LoadMany(ctx, collection, ids, newState)
-	s.clock.stop(t0)
-	endStore(span, err, 0)
-	return loaded, err
+	return bulk(ctx, s, spanBatchRead, len(ids), nil, func(ctx context.Context) (map[string]driver.Loaded, error) {
+		return s.c.batchStore.LoadMany(ctx, collection, ids, newState)
+	})
 }
 
 func (s docStore) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
-	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(writes)) // outside the clock: the store's time is within the span's
-	t0 := s.clock.start()
-	ok, err := s.c.batchStore.WriteMany(ctx, collection, writes)
-	s.clock.stop(t0)
-	endStore(span, err, missedOf(ok, err))
-	return ok, err
+	return bulk(ctx, s, spanBatchWrite, len(writes), missedOf, func(ctx context.Context) ([]bool, error) {
+		return s.c.batchStore.WriteMany(ctx, collection, writes)
+	})
 }
 
 func (s docStore) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
-	ctx, span := s.c.startStore(ctx, spanBatchRead, s.p, len(ids)) // outside the clock: the store's time is within the span's
-	t0 := s.clock.start()
-	loaded, err := s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
-	s.clock.stop(t0)
-	endStore(span, err, 0)
-	return loaded, err
+	return bulk(ctx, s, spanBatchRead, len(ids), nil, func(ctx context.Context) (map[string]driver.Guarded, error) {
+		return s.c.guardedBatch.LoadGuardedMany(ctx, collection, ids, newState)
+	})
 }
 
 func (s docStore) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
-	ctx, span := s.c.startStore(ctx, spanBatchWrite, s.p, len(puts)) // outside the clock: the store's time is within the span's
+	return bulk(ctx, s, spanBatchWrite, len(puts), missedOf, func(ctx context.Context) ([]bool, error) {
+		return s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	})
+}
+
+// bulk runs call, a batch's bulk read or write of n documents of s.p, in a
+// span of its own (name), timed into the clock inside it so that the
+// store's time is within the span's; missed (nil for a read) counts the
+// documents a write did not write, for the span.
+func bulk[T any](ctx context.Context, s docStore, name string, n int, missed func(T, error) int, call func(context.Context) (T, error)) (T, error) {
+	ctx, span := s.c.startStore(ctx, name, s.p, n)
 	t0 := s.clock.start()
-	ok, err := s.c.guardedBatch.PutGuardedMany(ctx, collection, puts)
+	v, err := call(ctx)
 	s.clock.stop(t0)
-	endStore(span, err, missedOf(ok, err))
-	return ok, err
+	m := 0
+	if missed != nil {
+		m = missed(v, err)
+	}
+	endStore(span, err, m)
+	return v, err
 }
 
 func (s docStore) Receive(ctx context.Context, projection, eventID string) error {

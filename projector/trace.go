@@ -614,22 +614,19 @@ func (fd *folder) noteAhead(ev Event) {
 }
 
 // round is the tracing of one round of a projection's documents in a
-// batch: when it began, and the store clock its store calls add their time
-// to (nil when not tracing).
+// batch: when it began; the batch's store calls add their time to the
+// batch's store clock (nil when not tracing) until it ends.
 type round struct {
 	b     *batchRun
 	start time.Time
-	clock *storeClock
 }
 
 // beginRound starts the tracing of a round of a projection's documents.
 func (b *batchRun) beginRound() round {
-	r := round{b: b, start: time.Now()}
 	if b.tracing() {
-		r.clock = &storeClock{}
-		b.clock = r.clock
+		b.clock = &storeClock{}
 	}
-	return r
+	return round{b: b, start: time.Now()}
 }
 
 // end stops the round's store clock.
@@ -660,7 +657,7 @@ func (r round) folded(ctx context.Context, p Definition, docs, through []*docEve
 				fd := folds[j]
 				ahead, extended = fd.ahead, fd.extended
 			}
-			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, r.start, r.clock.elapsed(), ahead, extended)
+			untraced += b.traceDocument(ctx, p, d.id, d.idx, b.decoded, r.start, b.clock.elapsed(), ahead, extended)
 		}
 	}
 	if span := trace.SpanFromContext(ctx); span.IsRecording() && untraced > 0 {
