@@ -33,6 +33,11 @@ type Engine struct {
 	// clock, when set, sums the time of the store calls made through this
 	// view: those of one traced event, for its span (see traced).
 	clock *storeClock
+	// unordered: a view for deliveries that come out of log order (a
+	// persistent group's), which a batch does not fold from their streams'
+	// histories: the engine's record of how far a stream was delivered
+	// assumes log order (see known).
+	unordered bool
 }
 
 // core is an engine's state, shared by its views.
@@ -480,7 +485,12 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 // an event waiting for a predecessor that may never come is left for the
 // next run.
 func (e *Engine) waitsEndAt(stop context.Context) *Engine {
-	return &Engine{core: e.core, stop: stop, clock: e.clock}
+	return &Engine{core: e.core, stop: stop, clock: e.clock, unordered: e.unordered}
+}
+
+// outOfOrder returns a view of e for deliveries out of log order.
+func (e *Engine) outOfOrder() *Engine {
+	return &Engine{core: e.core, stop: e.stop, clock: e.clock, unordered: true}
 }
 
 // timedBy returns a view of e whose store calls add their time to clock.
@@ -488,7 +498,7 @@ func (e *Engine) timedBy(clock *storeClock) *Engine {
 	if clock == e.clock {
 		return e // untimed (tracing off), as most events are: no view to make
 	}
-	return &Engine{core: e.core, stop: e.stop, clock: clock}
+	return &Engine{core: e.core, stop: e.stop, clock: clock, unordered: e.unordered}
 }
 
 // retryOptions are the options of the gate's waits: the stop of

@@ -1,10 +1,12 @@
 package projector
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"time"
 
 	"github.com/revgate/projector/internal/pace"
@@ -173,11 +175,26 @@ func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
 		}
 	}()
 	n := 0
+	var settled []item // a persistent group's deliveries received together: one batch
+	defer func() { x.handleApart(settled) }()
 	for next := range ahead {
 		if next.err != nil {
 			return n, next.err
 		}
 		n++
+		if d := next.d; d.Settle != nil && d.Event != nil {
+			x.r.counts.events.Add(1)
+			x.settling = true
+			settled = append(settled, item{d: d})
+			if len(settled) < x.r.batch && len(ahead) > 0 {
+				continue // more received already: they join the batch
+			}
+			x.handleApart(settled)
+			settled = nil
+			continue
+		}
+		x.handleApart(settled)
+		settled = nil
 		if !x.dispatch(ctx, next.d) {
 			return n, ctx.Err()
 		}
@@ -208,11 +225,6 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		return true
 	}
 	r.counts.events.Add(1)
-	if d.Settle != nil {
-		x.settling = true
-		x.handleApart(item{d: d})
-		return true
-	}
 	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event)}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
@@ -228,19 +240,55 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 	}
 }
 
-// handleApart handles a delivery its source settles (a persistent group's)
-// on a goroutine of its own rather than in a worker's queue: the server
-// hands one stream's events out of order (a redelivery, a retry after a
-// drop), and an event waiting for its predecessor there would hold the
-// predecessor, queued behind it, until its wait ran out. The server's
-// buffer of unsettled events bounds how many are handled at once; the
-// engine's queue of each document keeps their order.
-func (x *run) handleApart(it item) {
+// handleApart handles deliveries its source settles (a persistent
+// group's) on a goroutine of their own rather than in a worker's queue: the
+// server hands one stream's events out of order (a redelivery, a retry
+// after a drop), and an event waiting for its predecessor there would hold
+// the predecessor, queued behind it, until its wait ran out. Deliveries
+// received together are handled as one batch (each document read and
+// written once), each stream's events in revision order; each is settled
+// once the batch's writes are done. The server's buffer of unsettled
+// events bounds how many are handled at once; the engine's queue of each
+// document keeps their order.
+func (x *run) handleApart(batch []item) {
+	if len(batch) == 0 {
+		return
+	}
 	r := x.r
-	r.inFlight.Add(1)
+	r.inFlight.Add(int64(len(batch)))
 	x.apart.Go(func() {
-		x.handle(x.workCtx, it)
-		r.inFlight.Add(-1)
+		if len(batch) > 1 && r.batch > 1 && r.engine.batchable() {
+			inStreamOrder(batch)
+			x.handleBatch(x.workCtx, batch)
+		} else {
+			for _, it := range batch {
+				x.handle(x.workCtx, it)
+			}
+		}
+		r.inFlight.Add(-int64(len(batch)))
 		r.settled()
 	})
+}
+
+// inStreamOrder puts the events of each stream in batch in revision order,
+// in the places the stream's events hold: the order of different streams'
+// events is kept.
+func inStreamOrder(batch []item) {
+	places := map[string][]int{}
+	for i, it := range batch {
+		places[it.d.Event.StreamID] = append(places[it.d.Event.StreamID], i)
+	}
+	for _, at := range places {
+		if len(at) < 2 {
+			continue
+		}
+		its := make([]item, len(at))
+		for k, i := range at {
+			its[k] = batch[i]
+		}
+		slices.SortStableFunc(its, func(a, b item) int { return cmp.Compare(a.d.Event.StreamRevision, b.d.Event.StreamRevision) })
+		for k, i := range at {
+			batch[i] = its[k]
+		}
+	}
 }

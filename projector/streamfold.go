@@ -53,7 +53,7 @@ func (e *Engine) StreamsFolded() uint64 { return e.folded.Load() }
 
 // streamFolds reports whether batches fold p's documents from their streams.
 func (e *Engine) streamFolds(p Definition) bool {
-	if e.history == nil || e.noFolds {
+	if e.history == nil || e.noFolds || e.unordered {
 		return false
 	}
 	_, gated := e.keeperOf(p).(streamRevision)

@@ -150,8 +150,9 @@ func (x *run) handle(ctx context.Context, it item) {
 	x.settle(ctx, it, results, err)
 }
 
-// handleBatch handles the events of batch together (none is settled by its
-// source: batches are for catch-up).
+// handleBatch handles the events of batch together. Each is settled once
+// the batch's writes are done, so that a persistent group's
+// acknowledgements cover durable effects only.
 func (x *run) handleBatch(ctx context.Context, batch []item) {
 	if x.halt.Load() {
 		x.r.counts.abandoned.Add(uint64(len(batch)))
@@ -170,11 +171,22 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	}
 	x.r.counts.batches.Add(1)
 	x.r.counts.batched.Add(uint64(len(batch)))
-	all := x.engine.handleBatch(ctx, events, routes)
+	e := x.engine
+	if batch[0].d.Settle != nil {
+		e = e.outOfOrder() // a persistent group's
+	}
+	all := e.handleBatch(ctx, events, routes)
 	for i, it := range batch {
 		results, left := handledOnly(all[i])
 		if err := joinFailures(results); err != nil || !left {
 			x.settle(ctx, it, results, err)
+			continue
+		}
+		if it.d.Settle != nil {
+			// Left alone after another event of the batch failed; but a
+			// source that settles its deliveries owns their failures, and
+			// the run goes on: the event is handled on its own.
+			x.handle(ctx, it)
 			continue
 		}
 		// Left alone (in some projection) after an earlier event failed: the

@@ -47,6 +47,8 @@ type groupReport struct {
 	applied   uint64
 	dupes     uint64
 	waits     uint64
+	batches   uint64 // batches of deliveries handled together, and the deliveries in them
+	batched   uint64
 	consumers int
 }
 
@@ -191,7 +193,7 @@ func (g groupBench) wait(ctx context.Context, cs []*groupConsumer, errs <-chan e
 // they parked. The acknowledgements are read first: each is sent after the
 // results it settles are counted.
 func (rep *groupReport) tally(cs []*groupConsumer) (parked uint64) {
-	rep.acked, rep.retried, rep.applied, rep.dupes, rep.waits = 0, 0, 0, 0, 0
+	rep.acked, rep.retried, rep.applied, rep.dupes, rep.waits, rep.batches, rep.batched = 0, 0, 0, 0, 0, 0, 0
 	for _, c := range cs {
 		st := c.src.Stats()
 		rep.acked, rep.retried, parked = rep.acked+st.Acked, rep.retried+st.Retried, parked+st.Parked
@@ -199,6 +201,7 @@ func (rep *groupReport) tally(cs []*groupConsumer) (parked uint64) {
 	for _, c := range cs {
 		st := c.runner.Stats()
 		rep.applied, rep.dupes, rep.waits = rep.applied+st.Applied, rep.dupes+st.Duplicates, rep.waits+st.Waits
+		rep.batches, rep.batched = rep.batches+st.Batches, rep.batched+st.Batched
 	}
 	return parked
 }
@@ -257,8 +260,8 @@ func (c *benchCommand) printGroup(rs *benchRounds) {
 	if last.shared {
 		engines = fmt.Sprintf("%s has no atomic conditional writes: the consumers share one engine", last.server)
 	}
-	fmt.Fprintf(c.stdout, "  G's last round: %d acknowledgements, each after its event's effect was written; %d applied, %d duplicates, %d handed back, %d gate waits; %s\n",
-		last.acked, last.applied, last.dupes, last.retried, last.waits, engines)
+	fmt.Fprintf(c.stdout, "  G's last round: %d acknowledgements, each after its event's effect was written; %d applied, %d duplicates, %d handed back, %d gate waits; %d batches of %d deliveries in all; %s\n",
+		last.acked, last.applied, last.dupes, last.retried, last.waits, last.batches, last.batched, engines)
 }
 
 // errGroupWrong says that G's documents differ from the fold.
