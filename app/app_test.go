@@ -558,3 +558,32 @@ func TestStatus_counts_behind_only_the_events_the_projection_reads(t *testing.T)
 		}
 	}
 }
+
+// A projection whose filter reads none of the traffic after its own events
+// (a quiet one among busy streams) stores the head as its checkpoint while
+// it runs, within the bound of WaitCheckpoint: status does not show it
+// behind, and a restart does not read the others' events again.
+func TestRun_a_quiet_filtered_projection_s_checkpoint_follows_the_head(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	events := servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
+		"--http", "", "--checkpoint-interval", "100ms")
+	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+	for i := range 300 {
+		servers.Append(t, registry(), fmt.Sprintf("other/%d", i), noted{Text: "x"})
+	}
+	head := servers.Head()
+	cmd.WaitCheckpoint(t, db, "tickets", head)
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	cps, err := mongostore.New(db).Checkpoints(context.Background())
+	if cp := cps["tickets"].Checkpoint; err != nil || cp == nil || cp.Position < head {
+		t.Fatalf("after the stop, checkpoint %v (%v), want at the head %d", cp, err, head)
+	}
+	if err := projectortest.CheckDocument(context.Background(), mongostore.New(db), tickets("tickets"), "1", events); err != nil {
+		t.Fatal(err)
+	}
+}
