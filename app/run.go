@@ -31,6 +31,7 @@ type runConfig struct {
 	logFormat, logLevel, onFailure   string
 	checkpointInterval, drainTimeout time.Duration
 	lease                            time.Duration
+	segments                         int
 	workers, checkpointEvery, batch  int
 	batchMiB, eventSpans             int
 	batchWindow                      time.Duration
@@ -50,6 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
+	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)
@@ -107,7 +109,7 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
 		return usageError(stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}
-	return nil
+	return c.checkSegments(stderr)
 }
 
 // checkHTTP refuses an --http that is not an address to listen on (empty:
@@ -247,6 +249,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	// server that cannot do what a projection needs stops them all.
 	for _, sl := range s.slots {
 		if _, err := s.build(sl, nil)(ctx, sl.projection.Definition.Collection()); err != nil {
+			return err
+		}
+		if err := s.checkSegmentCount(ctx, sl); err != nil {
 			return err
 		}
 	}
@@ -439,6 +444,9 @@ var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 
 // again from its checkpoint after a wait. A failure that is no event's ends
 // the slot with it.
 func (s *session) keepRunning(ctx context.Context, sl *slot) error {
+	if s.c.segments > 1 {
+		return s.keepSegments(ctx, sl)
+	}
 	pacer := pace.New(restarts)
 	for {
 		held := s.lead(ctx, sl)
@@ -520,7 +528,7 @@ func isEventFailure(err error) bool {
 // checkpoint is named after the collection, so that a rebuild's carries over
 // when readers switch to it.
 func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client eventStore,
-	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger) (*projector.Runner, error) {
+	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger, extra ...projector.RunnerOption) (*projector.Runner, error) {
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
@@ -542,7 +550,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 		sl.group.Store(&g)
 		sl.groupBlocks.Store(policy == projector.Block)
 	}
-	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
+	return projector.NewRunner(collection, eng, src, cps, append(c.runnerOptions(p), extra...)...)
 }
 
 // orDefault is v, or def when v is 0.

@@ -42,6 +42,7 @@ type Runner struct {
 	batchBytes  int
 	logger      *slog.Logger
 	seed        maphash.Seed
+	keep        func(id string) bool // WithDocuments: nil keeps every document
 
 	running   atomic.Bool
 	caughtUp  atomic.Bool                    // the source said it reached the head
@@ -230,6 +231,9 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	}
 	r.logger = engine.logger.With("runner", name)
 	r.lendStreams(engine, source)
+	if err := r.keepDocuments(); err != nil {
+		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
+	}
 	for _, p := range engine.projections {
 		// A document fed by streams of several workers sees their events
 		// out of log order, by up to what the workers hold: past its window,
