@@ -528,7 +528,7 @@ func isEventFailure(err error) bool {
 // checkpoint is named after the collection, so that a rebuild's carries over
 // when readers switch to it.
 func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection string, client eventStore,
-	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger, extra ...projector.RunnerOption) (*projector.Runner, error) {
+	engineStore driver.Store, store *mongostore.Store, cps projector.CheckpointStore, logger *slog.Logger) (*projector.Runner, error) {
 	p := sl.projection
 	def := projector.Copy(p.Definition, collection)
 	eng, err := projector.NewEngine(engineStore, x.Registry, []projector.Definition{def},
@@ -550,7 +550,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 		sl.group.Store(&g)
 		sl.groupBlocks.Store(policy == projector.Block)
 	}
-	return projector.NewRunner(collection, eng, src, cps, append(c.runnerOptions(p), extra...)...)
+	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
 }
 
 // orDefault is v, or def when v is 0.

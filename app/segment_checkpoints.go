@@ -21,7 +21,12 @@ type segmentCheckpoints struct {
 	g    *segments
 	held map[int]*heldLease
 	keys []int // of held, in order
+	keep func(id string) bool
 }
+
+// CoversDocument reports whether document id is in a segment of the run:
+// the runner hands its engine the events of those documents only.
+func (c *segmentCheckpoints) CoversDocument(id string) bool { return c.keep(id) }
 
 // LoadCheckpoint returns the lowest checkpoint of the segments held, nil
 // when one has none. A segment without its own checkpoint resumes from the

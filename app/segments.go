@@ -15,6 +15,7 @@ import (
 
 	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -84,9 +85,12 @@ type segments struct {
 	n      int
 	logger *slog.Logger
 
-	mu    sync.Mutex
-	held  map[int]*heldLease
-	saved map[int]uint64
+	mu   sync.Mutex
+	held map[int]*heldLease
+	// renewing is held while the leases are renewed, and while one is let
+	// go: a lease let go is not renewed again.
+	renewing sync.Mutex
+	saved    map[int]uint64
 	// changed is signalled when a held segment's checkpoint save was
 	// refused: another process holds it now, and the run restarts
 	// without it.
@@ -130,7 +134,7 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 		changed: make(chan struct{}, 1)}
 	sl.segs.Store(g)
 	beatCtx, stopBeat := context.WithCancel(ctx)
-	beaten := g.beat(beatCtx)
+	beaten := g.keepAlive(beatCtx)
 	var run *segmentRun
 	defer func() {
 		run.stop()
@@ -139,7 +143,7 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 		g.leave()
 	}()
 	pacer := pace.New(restarts)
-	tick := time.NewTicker(standbyPoll(s.c.lease))
+	tick := time.NewTicker(max(s.c.lease/5, 50*time.Millisecond))
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
@@ -225,16 +229,24 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 	return false, nil
 }
 
-// beat keeps this process's heartbeat among the projection's processes
+// keepAlive keeps this process's heartbeat among the projection's
+// processes and renews the leases of its segments, with one write each,
 // until ctx is done: once now, then every third of the lease. The returned
 // channel is closed once it has stopped.
-func (g *segments) beat(ctx context.Context) <-chan struct{} {
+func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 	ttl := g.s.c.lease
+	db := g.s.store.Database()
+	beats := 0
 	once := func() {
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
 		defer cancel()
-		if err := segment.Beat(bctx, g.s.store.Database(), g.sl.name, g.s.holder, ttl); err != nil && ctx.Err() == nil {
+		if err := segment.Beat(bctx, db, g.sl.name, g.s.holder, ttl); err != nil && ctx.Err() == nil {
 			g.logger.Warn("heartbeat", "projection", g.sl.name, "err", err)
+		}
+		if beats++; beats%30 == 1 {
+			if err := segment.Forget(bctx, db, g.sl.name, 10*ttl); err != nil && ctx.Err() == nil {
+				g.logger.Warn("forgetting the heartbeats of processes gone", "projection", g.sl.name, "err", err)
+			}
 		}
 	}
 	once()
@@ -249,16 +261,62 @@ func (g *segments) beat(ctx context.Context) <-chan struct{} {
 				return
 			case <-t.C:
 				once()
+				g.renew(ctx)
 			}
 		}
 	}()
 	return done
 }
 
+// renew renews the leases of the segments held, with one write; those
+// another process took, or that could not be renewed before they expired,
+// are lost.
+func (g *segments) renew(ctx context.Context) {
+	g.renewing.Lock()
+	defer g.renewing.Unlock()
+	g.mu.Lock()
+	hs := slices.Collect(maps.Values(g.held))
+	g.mu.Unlock()
+	ls := make([]mongostore.Lease, len(hs))
+	for i, h := range hs {
+		h.mu.Lock()
+		ls[i] = h.lease
+		h.mu.Unlock()
+	}
+	ttl := g.s.c.lease
+	rctx, cancel := context.WithTimeout(ctx, ttl/3)
+	renewed, expires, err := segment.Renew(rctx, g.s.store.Database(), ls, ttl)
+	cancel()
+	for i, h := range hs {
+		switch {
+		case err == nil && renewed[i]:
+			h.mu.Lock()
+			h.lease.Expires = expires
+			h.mu.Unlock()
+		case err == nil:
+			h.markLost(fmt.Errorf("%w: another process took it, or it was released", mongostore.ErrLeaseLost))
+		case !time.Now().Before(ls[i].Expires):
+			h.markLost(fmt.Errorf("could not renew the lease before it expired: %w", err))
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		g.logger.Warn("renewing the segments' leases", "projection", g.sl.name, "err", err)
+	}
+}
+
+// segmentLease is a lease of a segment just taken: the segments' leases
+// are renewed together (segments.renew), not each by a goroutine of its
+// own.
+func segmentLease(store *mongostore.Store, l mongostore.Lease, ttl time.Duration, logger *slog.Logger) *heldLease {
+	done := make(chan struct{})
+	close(done)
+	return &heldLease{store: store, ttl: ttl, logger: logger, lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
+}
+
 // want is how many segments this process aims to hold: its share among
 // the live processes (segment.Share); false when they cannot be read.
 func (g *segments) want(ctx context.Context) (int, bool) {
-	live, err := segment.Live(ctx, g.s.store.Database(), g.sl.name, 10*g.s.c.lease)
+	live, err := segment.Live(ctx, g.s.store.Database(), g.sl.name)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.logger.Warn("reading the projection's processes", "projection", g.sl.name, "err", err)
@@ -317,6 +375,8 @@ func (g *segments) releaseAbove(want int) {
 
 // release lets go of the lease of segment k.
 func (g *segments) release(k int, why string) {
+	g.renewing.Lock()
+	defer g.renewing.Unlock()
 	g.mu.Lock()
 	h := g.held[k]
 	delete(g.held, k)
@@ -346,11 +406,12 @@ func (g *segments) take(ctx context.Context, need int) bool {
 	for i, from := 0, segment.Of(g.s.holder, g.n); i < g.n && len(taken) < need; i++ {
 		k := (from + i) % g.n
 		name := segment.LeaseName(g.sl.name, k, g.n)
-		if g.holds(k) || leases[name].Held(now) {
+		// A lease this process lost and no other took is its own to take.
+		if l := leases[name]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
 			continue
 		}
-		if h, _, err := holdLease(ctx, g.s.store, name, g.s.holder, g.s.c.lease, g.logger); err == nil {
-			taken, ks = append(taken, h), append(ks, k)
+		if l, err := g.s.store.AcquireLease(ctx, name, g.s.holder, g.s.c.lease); err == nil {
+			taken, ks = append(taken, segmentLease(g.s.store, l, g.s.c.lease, g.logger)), append(ks, k)
 		}
 	}
 	// Confirmed together: each confirmation waits a moment.
@@ -401,9 +462,8 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 		if err := s.segmentCount(ctx, g.sl, collection); err != nil {
 			return nil, err
 		}
-		cps := &segmentCheckpoints{g: g, held: held, keys: keys}
-		return s.cli.runner(ctx, s.c, g.sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger,
-			projector.WithDocuments(keep))
+		cps := &segmentCheckpoints{g: g, held: held, keys: keys, keep: keep}
+		return s.cli.runner(ctx, s.c, g.sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
 	}
 	go func() {
 		defer close(r.done)

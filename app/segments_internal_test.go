@@ -36,9 +36,7 @@ func unrenewed(t *testing.T, store *mongostore.Store, name, holder string, ttl t
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	close(done)
-	return &heldLease{store: store, ttl: ttl, logger: slog.New(slog.DiscardHandler), lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
+	return segmentLease(store, l, ttl, slog.New(slog.DiscardHandler))
 }
 
 // checkpointsOf is the checkpoint store of a run of g over the segments
@@ -110,9 +108,7 @@ func TestSegmentCheckpoints_a_stale_holders_save_is_refused_and_drops_the_segmen
 	var taken *heldLease
 	for deadline := time.Now().Add(10 * time.Second); taken == nil; time.Sleep(50 * time.Millisecond) {
 		if l, err := store.AcquireLease(ctx, name, "B", time.Minute); err == nil {
-			done := make(chan struct{})
-			close(done)
-			taken = &heldLease{store: store, ttl: time.Minute, logger: slog.New(slog.DiscardHandler), lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
+			taken = segmentLease(store, l, time.Minute, slog.New(slog.DiscardHandler))
 		} else if !errors.Is(err, mongostore.ErrLeaseHeld) || time.Now().After(deadline) {
 			t.Fatalf("B takes the expired lease: %v", err)
 		}

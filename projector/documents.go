@@ -5,29 +5,36 @@ import (
 	"errors"
 )
 
-// WithDocuments has the runner hand its engine only the events of the
-// documents keep accepts (by document id), so that several processes can
-// share one projection's documents, each running the documents of its
-// share (a stable hash of the id picks a document's share: every event of
-// a document goes to the same process, whichever streams feed it). The
-// runner routes each event as the engine would (ties included); an event
-// that feeds only documents keep refuses is passed over as a checkpoint,
-// as events of other streams are. Events the projection does not route,
-// cannot route, or whose document it cannot tell (a stream's deletion
-// record) reach the engine as without the option. The engine must have one
-// projection.
-func WithDocuments(keep func(id string) bool) RunnerOption {
-	return func(r *Runner) { r.keep = keep }
+// partialCheckpoints is a checkpoint store whose checkpoints cover some
+// of the projection's documents only: those of the segments of a
+// projection that several processes share, each running its own segments
+// (a stable hash of the id gives a document's segment, so that every event
+// of a document goes to the same process, whichever streams feed it). A
+// runner given one ([NewRunner]) hands its engine only the events of the
+// documents it covers: it routes each event as the engine would (ties
+// included), and passes over, as a checkpoint, an event that feeds only
+// documents the store does not cover. Events the projection does not
+// route, cannot route, or whose document it cannot tell (a stream's
+// deletion record) reach the engine as they would without it. The engine
+// must have one projection.
+type partialCheckpoints interface {
+	CheckpointStore
+	// CoversDocument reports whether the store's checkpoints cover
+	// document id.
+	CoversDocument(id string) bool
 }
 
-// keepDocuments wraps the runner's source so that it delivers only the
-// events of the documents r.keep accepts (see [WithDocuments]).
+// keepDocuments wraps the runner's source, when its checkpoint store
+// covers some documents only, so that it delivers only the events of those
+// (see partialCheckpoints).
 func (r *Runner) keepDocuments() error {
-	if r.keep == nil {
+	partial, ok := r.checkpoints.(partialCheckpoints)
+	if !ok {
 		return nil
 	}
+	r.keep = partial.CoversDocument
 	if len(r.engine.projections) != 1 {
-		return errors.New("WithDocuments needs an engine of one projection")
+		return errors.New("a checkpoint store that covers some documents only needs an engine of one projection")
 	}
 	kept := keptSource{Source: r.source, engine: r.engine, keep: r.keep}
 	if a, ok := r.source.(AnchoredSource); ok {

@@ -11,11 +11,20 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
+// halfStore is a checkpoint store whose checkpoints cover the documents
+// keep accepts only.
+type halfStore struct {
+	projector.CheckpointStore
+	keep func(string) bool
+}
+
+func (h halfStore) CoversDocument(id string) bool { return h.keep(id) }
+
 // Two runners share one projection's documents, each keeping half of them
-// (WithDocuments): each applies the events of its own documents only, and
+// (a checkpoint store that covers those only): each applies the events of its own documents only, and
 // passes over the others' as checkpoints; together they apply every event
 // once, and every document equals its fold.
-func TestRunner_WithDocuments_applies_only_the_documents_it_keeps(t *testing.T) {
+func TestRunner_checkpoints_of_some_documents_apply_only_the_documents_it_keeps(t *testing.T) {
 	s := newStore(t)
 	all, by := cartEvents(t, 8)
 	mine := map[string]bool{}
@@ -28,7 +37,7 @@ func TestRunner_WithDocuments_applies_only_the_documents_it_keeps(t *testing.T) 
 	applied := uint64(0)
 	for i, keep := range []func(string) bool{half(true), half(false)} {
 		name := []string{"even", "odd"}[i]
-		r, err := projector.NewRunner(name, newEngine(t, s, retry.Default()), &scripted{events: all}, s, projector.WithDocuments(keep))
+		r, err := projector.NewRunner(name, newEngine(t, s, retry.Default()), &scripted{events: all}, halfStore{s, keep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,10 +70,10 @@ func TestRunner_WithDocuments_applies_only_the_documents_it_keeps(t *testing.T) 
 	}
 }
 
-func TestNewRunner_WithDocuments_needs_an_engine_of_one_projection(t *testing.T) {
+func TestNewRunner_checkpoints_of_some_documents_need_an_engine_of_one_projection(t *testing.T) {
 	s := newStore(t)
-	_, err := projector.NewRunner("r", newEngine(t, s, retry.Default(), cart.NewDetailsProjection(), cart.NewClientSummaryProjection()), &scripted{}, s,
-		projector.WithDocuments(func(string) bool { return true }), projector.WithCheckpointEvery(1, time.Second))
+	_, err := projector.NewRunner("r", newEngine(t, s, retry.Default(), cart.NewDetailsProjection(), cart.NewClientSummaryProjection()), &scripted{},
+		halfStore{s, func(string) bool { return true }}, projector.WithCheckpointEvery(1, time.Second))
 	if err == nil || !strings.Contains(err.Error(), "one projection") {
 		t.Fatalf("err %v", err)
 	}
