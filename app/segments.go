@@ -95,6 +95,9 @@ type segments struct {
 	// refused: another process holds it now, and the run restarts
 	// without it.
 	changed chan struct{}
+	// freeFor is, for each segment free at the last look (take), for how
+	// many looks in a row it has been free.
+	freeFor map[int]int
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -152,8 +155,8 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 				return err
 			}
 		}
-		if want, ok := g.want(ctx); ok {
-			run = g.balance(ctx, want, run)
+		if want, live, ok := g.want(ctx); ok {
+			run = g.balance(ctx, want, live, run)
 		}
 		if run == nil && g.count() > 0 && ctx.Err() == nil {
 			run = g.start(ctx)
@@ -173,14 +176,14 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 // of those above want (once the run, which stores their checkpoint, has
 // stopped) and takes free ones up to want. It returns the run to go on
 // with: nil, for a new one, when the set changed.
-func (g *segments) balance(ctx context.Context, want int, run *segmentRun) *segmentRun {
+func (g *segments) balance(ctx context.Context, want int, live []string, run *segmentRun) *segmentRun {
 	changed := g.dropLost()
 	if g.count() > want {
 		run.stop()
 		run, changed = nil, true
 		g.releaseAbove(want)
 	}
-	if g.count() < want && g.take(ctx, want-g.count()) {
+	if g.count() < want && g.take(ctx, want-g.count(), live) {
 		changed = true
 	}
 	if changed {
@@ -314,21 +317,22 @@ func segmentLease(store *mongostore.Store, l mongostore.Lease, ttl time.Duration
 }
 
 // want is how many segments this process aims to hold: its share among
-// the live processes (segment.Share); false when they cannot be read.
-func (g *segments) want(ctx context.Context) (int, bool) {
+// the live processes (segment.Share), which it returns too; false when
+// they cannot be read.
+func (g *segments) want(ctx context.Context) (int, []string, bool) {
 	live, err := segment.Live(ctx, g.s.store.Database(), g.sl.name)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.logger.Warn("reading the projection's processes", "projection", g.sl.name, "err", err)
 		}
-		return 0, false
+		return 0, nil, false
 	}
 	rank, found := slices.BinarySearch(live, g.s.holder)
 	p := len(live)
 	if !found {
 		p++ // its own heartbeat is not seen yet
 	}
-	return segment.Share(g.n, p, rank), true
+	return segment.Share(g.n, p, rank), live, true
 }
 
 // count is how many segments this process holds.
@@ -389,10 +393,15 @@ func (g *segments) release(k int, why string) {
 	h.release()
 }
 
-// take takes up to need free segments (not held, or expired), trying them
-// from a place of its own so that processes starting together do not all
-// try the same ones first, and reports whether it took any.
-func (g *segments) take(ctx context.Context, need int) bool {
+// take takes up to need free segments (not held, or expired) and reports
+// whether it took any. A segment is tried by the live processes in turns
+// (segment.Rank): the process of rank r once it has been free for r of its
+// looks, so that processes looking at the same moment seldom try the same
+// segment. It confirms those it took together a moment later: on a store
+// whose conditional writes are not atomic (the embedded server) two takers
+// can both match, and the one whose write did not stick lets go before it
+// runs anything.
+func (g *segments) take(ctx context.Context, need int, live []string) bool {
 	leases, err := g.s.store.Leases(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -401,32 +410,59 @@ func (g *segments) take(ctx context.Context, need int) bool {
 		return false
 	}
 	now := time.Now()
+	free := map[int]int{}
+	type turn struct{ k, rank int }
+	var turns []turn
+	for k := range g.n {
+		// A lease this process lost and no other took is its own to take.
+		if l := leases[segment.LeaseName(g.sl.name, k, g.n)]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
+			continue
+		}
+		free[k] = g.freeFor[k] + 1
+		if rank := segment.Rank(live, g.s.holder, k); rank < free[k] {
+			turns = append(turns, turn{k, rank})
+		}
+	}
+	g.freeFor = free
+	slices.SortStableFunc(turns, func(a, b turn) int { return a.rank - b.rank })
 	var taken []*heldLease
 	var ks []int
-	for i, from := 0, segment.Of(g.s.holder, g.n); i < g.n && len(taken) < need; i++ {
-		k := (from + i) % g.n
-		name := segment.LeaseName(g.sl.name, k, g.n)
-		// A lease this process lost and no other took is its own to take.
-		if l := leases[name]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
-			continue
+	for _, tr := range turns {
+		if len(taken) == need {
+			break
 		}
-		if l, err := g.s.store.AcquireLease(ctx, name, g.s.holder, g.s.c.lease); err == nil {
-			taken, ks = append(taken, segmentLease(g.s.store, l, g.s.c.lease, g.logger)), append(ks, k)
+		if l, err := g.s.store.AcquireLease(ctx, segment.LeaseName(g.sl.name, tr.k, g.n), g.s.holder, g.s.c.lease); err == nil {
+			taken, ks = append(taken, segmentLease(g.s.store, l, g.s.c.lease, g.logger)), append(ks, tr.k)
 		}
 	}
-	// Confirmed together: each confirmation waits a moment.
-	ok := make([]bool, len(taken))
-	var wg sync.WaitGroup
+	return g.confirm(ctx, taken, ks)
+}
+
+// confirm renews the leases just taken, together, a moment after they were
+// taken, and keeps those still held; it reports whether it kept any.
+func (g *segments) confirm(ctx context.Context, taken []*heldLease, ks []int) bool {
+	if len(taken) == 0 {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(max(g.s.c.lease/8, 50*time.Millisecond)):
+	}
+	ls := make([]mongostore.Lease, len(taken))
 	for i, h := range taken {
-		wg.Go(func() { ok[i] = h.confirm(ctx) })
+		ls[i] = h.lease
 	}
-	wg.Wait()
+	rctx, cancel := context.WithTimeout(ctx, g.s.c.lease/3)
+	renewed, expires, err := segment.Renew(rctx, g.s.store.Database(), ls, g.s.c.lease)
+	cancel()
 	took := false
 	for i, h := range taken {
-		if !ok[i] {
-			h.release()
+		if err != nil || !renewed[i] {
+			h.release() // a no-op when another took it
 			continue
 		}
+		h.lease.Expires = expires
 		g.mu.Lock()
 		g.held[ks[i]] = h
 		g.mu.Unlock()

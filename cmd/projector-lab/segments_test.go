@@ -4,13 +4,23 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -73,19 +83,6 @@ func holderPid(holder string) int {
 	return pid
 }
 
-// heldBy counts the segments each process holds now (unexpired leases).
-func heldBy(t testing.TB, store *mongostore.Store) map[int]int {
-	t.Helper()
-	now := time.Now()
-	out := map[int]int{}
-	for _, l := range segmentLeases(t, store) {
-		if l.Held(now) {
-			out[holderPid(l.Holder)]++
-		}
-	}
-	return out
-}
-
 // httpBase is the address a process serves /metrics on (it was started
 // with --http 127.0.0.1:0).
 func httpBase(t testing.TB, p *process) string {
@@ -100,12 +97,15 @@ func httpBase(t testing.TB, p *process) string {
 	}
 }
 
+// metricsClient bounds a scrape: a stopped process does not answer.
+var metricsClient = &http.Client{Timeout: 2 * time.Second}
+
 var ownedLine = regexp.MustCompile(`(?m)^projector_segment_owned\{projection="` + cart.DetailsName + `",segment="(\d+)"\} 1$`)
 
 // owned is the segments a process says it holds (its /metrics), nil when
 // it does not answer.
 func owned(p *process) []int {
-	resp, err := http.Get(p.base + "/metrics")
+	resp, err := metricsClient.Get(p.base + "/metrics")
 	if err != nil {
 		return nil
 	}
@@ -302,9 +302,10 @@ type holding struct {
 var segmentLog = regexp.MustCompile(`time=(\S+) level=\w+ msg="(holds a segment's lease|releases a segment's lease|lost a segment's lease[^"]*)" projection=\S+ segment=(\d+)(?: of=\d+)? token=(\d+)`)
 
 // holdings reads the holdings of segments in a process's log; one that the
-// log does not end (the process was killed or stopped first) ends at
-// cutoff, when not zero.
-func holdings(t testing.TB, pid int, log string, cutoff time.Time) map[int][]holding {
+// log does not end (the process was killed first) ends at cutoff, when not
+// zero. One that the process lost ends when it was stopped (SIGSTOP), if it
+// was, and held it then; otherwise its end is not known.
+func holdings(t testing.TB, pid int, log string, cutoff, stopped time.Time) map[int][]holding {
 	t.Helper()
 	out := map[int][]holding{}
 	open := map[int]int{} // segment -> index in out of its open holding
@@ -325,6 +326,9 @@ func holdings(t testing.TB, pid int, log string, cutoff time.Time) map[int][]hol
 				delete(open, k)
 			}
 		default: // lost: it ended some time before the log says
+			if i, ok := open[k]; ok && !stopped.IsZero() && out[k][i].start.Before(stopped) {
+				out[k][i].end = stopped
+			}
 			delete(open, k)
 		}
 	}
@@ -363,11 +367,18 @@ func checkExclusive(t testing.TB, all map[int][]holding) {
 
 // watchSegments polls the leases and checkpoints of the segments until
 // stop is closed, and reports what went wrong: a lease token or a
-// checkpoint that moved back.
-func watchSegments(t testing.TB, store *mongostore.Store, stop <-chan struct{}) <-chan []string {
+// checkpoint that moved back (once a segment).
+func watchSegments(t testing.TB, db *mongo.Database, stop <-chan struct{}) <-chan []string {
 	out := make(chan []string, 1)
 	go func() {
 		var wrong []string
+		said := map[string]bool{}
+		note := func(what string, k int, format string, args ...any) {
+			if key := fmt.Sprint(what, k); !said[key] {
+				said[key] = true
+				wrong = append(wrong, fmt.Sprintf("%s segment %d: ", time.Now().Format(time.StampMilli), k)+fmt.Sprintf(format, args...))
+			}
+		}
 		tokens, positions := map[int]int64{}, map[int]uint64{}
 		for {
 			select {
@@ -376,30 +387,26 @@ func watchSegments(t testing.TB, store *mongostore.Store, stop <-chan struct{}) 
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			leases, err := store.Leases(context.Background())
-			if err != nil {
-				continue
-			}
-			for name, l := range leases {
-				if m := segmentName.FindStringSubmatch(name); m != nil {
+			for _, l := range readAll[mongostore.Lease](db, "projector_leases") {
+				if m := segmentName.FindStringSubmatch(l.Name); m != nil {
 					k, _ := strconv.Atoi(m[1])
 					if l.Token < tokens[k] {
-						wrong = append(wrong, fmt.Sprintf("segment %d: lease token %d after %d", k, l.Token, tokens[k]))
+						note("lease", k, "lease token %d after %d", l.Token, tokens[k])
 					}
 					tokens[k] = max(tokens[k], l.Token)
 				}
 			}
-			all, err := store.Checkpoints(context.Background())
-			if err != nil {
-				continue
-			}
-			for name, st := range all {
-				if m := segmentName.FindStringSubmatch(name); m != nil && st.Checkpoint != nil {
+			for _, c := range readAll[struct {
+				ID       string `bson:"_id"`
+				Position uint64 `bson:"position"`
+				Lease    int64  `bson:"lease"`
+			}](db, "projector_checkpoints") {
+				if m := segmentName.FindStringSubmatch(c.ID); m != nil {
 					k, _ := strconv.Atoi(m[1])
-					if st.Checkpoint.Position < positions[k] {
-						wrong = append(wrong, fmt.Sprintf("segment %d: checkpoint %d after %d", k, st.Checkpoint.Position, positions[k]))
+					if c.Position < positions[k] {
+						note("checkpoint", k, "checkpoint %d (stored under lease token %d) after %d", c.Position, c.Lease, positions[k])
 					}
-					positions[k] = max(positions[k], st.Checkpoint.Position)
+					positions[k] = max(positions[k], c.Position)
 				}
 			}
 		}
@@ -407,30 +414,335 @@ func watchSegments(t testing.TB, store *mongostore.Store, stop <-chan struct{}) 
 	return out
 }
 
-// fleet is the processes of a test, by pid, with when each was killed or
-// stopped.
-type fleet struct {
-	mu      sync.Mutex
-	alive   map[int]*process
-	all     []*process
-	cutoffs map[int]time.Time
+// readAll reads every document of collection; none on an error.
+func readAll[T any](db *mongo.Database, collection string) []T {
+	cur, err := db.Collection(collection).Find(context.Background(), bson.D{})
+	if err != nil {
+		return nil
+	}
+	var all []T
+	if err := cur.All(context.Background(), &all); err != nil {
+		return nil
+	}
+	return all
 }
 
-func (f *fleet) add(p *process) {
+// fleet is the processes of a test: those alive, and when each was
+// killed or stopped.
+type fleet struct {
+	t       testing.TB
+	args    []string
+	mu      sync.Mutex
+	alive   []*process
+	all     []*process
+	killed  map[*process]time.Time
+	stopped map[*process]time.Time
+}
+
+func (f *fleet) spawn() *process {
+	p := startBinary(f.t, f.args...)
+	p.base = httpBase(f.t, p)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.alive[p.cmd.Process.Pid] = p
+	f.alive = append(f.alive, p)
 	f.all = append(f.all, p)
+	return p
 }
 
 func (f *fleet) live() []*process {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]*process, 0, len(f.alive))
-	for _, p := range f.alive {
-		out = append(out, p)
+	return slices.Clone(f.alive)
+}
+
+// gone takes p out of the live processes; killed, at when.
+func (f *fleet) gone(p *process, killed time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.alive = slices.DeleteFunc(f.alive, func(q *process) bool { return q == p })
+	if !killed.IsZero() {
+		f.killed[p] = killed
 	}
-	return out
+}
+
+// waitHeld waits until each segment is held by one of procs (as each
+// says) and returns how long that took; it fails the test after within.
+func waitHeld(t testing.TB, procs []*process, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		holders := map[int]int{}
+		var says []string
+		for _, p := range procs {
+			ks := owned(p)
+			says = append(says, fmt.Sprintf("%d: %v", p.cmd.Process.Pid, ks))
+			for _, k := range ks {
+				holders[k]++
+			}
+		}
+		all := true
+		for k := range segmentCount {
+			all = all && holders[k] == 1
+		}
+		if all {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("the segments are not all held, once, by the %d live processes after %v: %s", len(procs), within, strings.Join(says, "; "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Three processes run the cart details in 16 segments (lease 2 s) while
+// carts are appended. Ten times a process that holds segments is killed
+// with SIGKILL, the others take its segments once its leases expire, and a
+// new one starts; ten times a fourth joins, gets its share, and leaves with
+// SIGTERM. Once, a process is paused (SIGSTOP) past its lease, the others
+// take its segments and claim their checkpoints, and it is resumed: it
+// finds its save refused (fenced) or its leases lost, and drops them. At
+// the end every document equals its fold; no two processes held a
+// segment's lease at once (their logs); no lease token or segment
+// checkpoint moved back (the store, polled throughout).
+//
+// What each process applied is not summed: a killed process's events
+// applied and not checkpointed are applied again by nobody (the gate finds
+// them applied: duplicates), and a run stopped while events come leaves
+// the events a stream fold applied ahead of their delivery to be counted
+// by nobody. The balance test above counts every event once, with no kill
+// and no run stopped during traffic; here the documents, each equal to the
+// fold of all its events, show each event applied once.
+func TestRun_segments_killed_joined_and_paused_during_traffic(t *testing.T) {
+	const lease = 2 * time.Second
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	f := &fleet{t: t, killed: map[*process]time.Time{}, stopped: map[*process]time.Time{},
+		args: []string{"run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName,
+			"--http", "127.0.0.1:0", "--segments", "16", "--lease", lease.String(), "--checkpoint-interval", "500ms", "--connect-timeout", "1m"}}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, p := range f.all {
+			if dir := os.Getenv("SEGMENTS_TEST_LOGS"); dir != "" {
+				os.WriteFile(filepath.Join(dir, strconv.Itoa(p.cmd.Process.Pid)+".log"), []byte(p.stderrText()), 0o644)
+			}
+			lines := strings.Split(strings.TrimSpace(p.stderrText()), "\n")
+			t.Logf("process %d, last lines of its log:\n%s", p.cmd.Process.Pid, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+	})
+	for range 3 {
+		f.spawn()
+	}
+	lives, stopTraffic := appendLives(t, client)
+	stopWatch := make(chan struct{})
+	watched := watchSegments(t, db, stopWatch)
+
+	r := rand.New(rand.NewPCG(11, 11))
+	var takeovers, joins []time.Duration
+	for i := 1; i <= 10; i++ {
+		// A process holding segments is killed; a new one starts at once,
+		// and a fourth joins, to leave once it holds segments.
+		victim := holdingOne(t, f.live(), r)
+		time.Sleep(300 * time.Millisecond) // let it work a little
+		victim.cmd.Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		f.gone(victim, killed)
+		<-victim.done
+		f.spawn()
+		joiner := f.spawn()
+		joined := time.Now()
+		for len(owned(joiner)) == 0 {
+			if time.Since(joined) > time.Minute {
+				t.Fatalf("round %d: the fourth process holds no segment after a minute", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		joins = append(joins, time.Since(joined))
+		waitHeld(t, f.live(), time.Minute)
+		takeovers = append(takeovers, time.Since(killed))
+		if code := joiner.terminate(t); code != 0 {
+			t.Fatalf("round %d: the fourth process exited %d after SIGTERM\n%s", i, code, joiner.stderrText())
+		}
+		f.gone(joiner, time.Time{})
+		waitHeld(t, f.live(), time.Minute)
+	}
+	// The leases of a killed process expire after the lease; its segments
+	// are taken within the lease and a look or two. A joiner waits for the
+	// others to stop their runs (which store the checkpoints) before they
+	// let segments go. Bounded generously for a loaded machine.
+	t.Logf("after SIGKILL, lease %v, every segment was held again after %v; a joiner held its first after %v", lease, takeovers, joins)
+	for i, d := range takeovers {
+		if d > 3*lease {
+			t.Errorf("round %d: the segments of the killed process were taken after %v, more than three times the lease %v", i+1, d, lease)
+		}
+	}
+	pauseOne(t, f, store, db, r, lease)
+
+	stopTraffic()
+	head := srv.Head()
+	waitSegmentsAt(t, store, head)
+	close(stopWatch)
+	for _, wrong := range <-watched {
+		t.Error(wrong)
+	}
+	for _, p := range f.live() {
+		if code := p.terminate(t); code != 0 {
+			t.Errorf("a process exited %d after SIGTERM\n%s", code, p.stderrText())
+		}
+	}
+	all := map[int][]holding{}
+	for _, p := range f.all {
+		for k, hs := range holdings(t, p.cmd.Process.Pid, p.stderrText(), f.killed[p], f.stopped[p]) {
+			all[k] = append(all[k], hs...)
+		}
+	}
+	checkExclusive(t, all)
+	n := 0
+	lives.Range(func(k, v any) bool {
+		n++
+		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), k.(string), v.([]projector.Event)); err != nil {
+			t.Error(err)
+		}
+		return true
+	})
+	t.Logf("%d carts, every one equal to its fold", n)
+}
+
+// holdingOne picks one of procs that says it holds a segment.
+func holdingOne(t testing.TB, procs []*process, r *rand.Rand) *process {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		var holding []*process
+		for _, p := range procs {
+			if len(owned(p)) > 0 {
+				holding = append(holding, p)
+			}
+		}
+		if len(holding) > 0 {
+			return holding[r.IntN(len(holding))]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("none of %d processes holds a segment after a minute", len(procs))
+		}
+	}
+}
+
+// pauseOne stops (SIGSTOP) a process that holds segments until the others
+// have taken them all and claimed their checkpoints, and resumes it: it
+// must drop them, its checkpoint saves refused or its leases found lost.
+func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Database, r *rand.Rand, lease time.Duration) {
+	t.Helper()
+	victim := holdingOne(t, f.live(), r)
+	ks := owned(victim)
+	tokens := map[int]int64{}
+	for k, l := range segmentLeases(t, store) {
+		if holderPid(l.Holder) == victim.cmd.Process.Pid {
+			tokens[k] = l.Token
+		}
+	}
+	victim.cmd.Process.Signal(syscall.SIGSTOP)
+	f.mu.Lock()
+	f.stopped[victim] = time.Now()
+	f.mu.Unlock()
+	f.gone(victim, time.Time{})
+	resumed := false
+	defer func() {
+		if !resumed {
+			victim.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}()
+	// The others take its segments, and claim their checkpoints.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		leases := segmentLeases(t, store)
+		taken := 0
+		for _, k := range ks {
+			l := leases[k]
+			if l.Held(time.Now()) && holderPid(l.Holder) != victim.cmd.Process.Pid && l.Token > tokens[k] && claimedAt(t, db, k) >= l.Token {
+				taken++
+			}
+		}
+		if taken == len(ks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the segments %v of the paused process %d were not taken and claimed in a minute", ks, victim.cmd.Process.Pid)
+		}
+	}
+	victim.cmd.Process.Signal(syscall.SIGCONT)
+	resumed = true
+	f.mu.Lock()
+	f.alive = append(f.alive, victim)
+	f.mu.Unlock()
+	var fenced, lost []int
+	for deadline := time.Now().Add(time.Minute); len(fenced)+len(lost) < len(ks); time.Sleep(20 * time.Millisecond) {
+		fenced, lost = nil, nil
+		log := victim.stderrText()
+		for _, k := range ks {
+			switch {
+			case regexp.MustCompile(`msg="a checkpoint save was refused \(fenced\)[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
+				fenced = append(fenced, k)
+			case regexp.MustCompile(`msg="lost a segment's lease[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
+				lost = append(lost, k)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed process did not drop its segments %v (fenced %v, lost %v)", ks, fenced, lost)
+		}
+	}
+	t.Logf("paused past its lease: its segments %v were taken; resumed, its saves were refused (fenced) for %v and its leases found lost for %v", ks, fenced, lost)
+}
+
+// claimedAt is the lease token segment k's checkpoint was last stored
+// under.
+func claimedAt(t testing.TB, db *mongo.Database, k int) int64 {
+	t.Helper()
+	var d struct {
+		Lease int64 `bson:"lease"`
+	}
+	_ = db.Collection("projector_checkpoints").FindOne(context.Background(), bson.D{{Key: "_id", Value: fmt.Sprintf("%s/segment-%d-of-%d", cart.DetailsName, k, segmentCount)}}).Decode(&d)
+	return d.Lease
+}
+
+// appendLives appends carts one event at a time, in the background, until
+// the returned func is called; lives holds each cart's events once all are
+// appended.
+func appendLives(t *testing.T, client *kurrentdb.Client) (lives *sync.Map, stop func()) {
+	lives = &sync.Map{}
+	stopTraffic := make(chan struct{})
+	var traffic sync.WaitGroup
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(stopTraffic) })
+		traffic.Wait()
+	}
+	t.Cleanup(stop)
+	traffic.Go(func() {
+		r := rand.New(rand.NewPCG(7, 7))
+		for i := 0; ; i++ {
+			select {
+			case <-stopTraffic:
+				return
+			default:
+			}
+			id := fmt.Sprintf("c%04d", i)
+			var evs []projector.Event
+			for rev, ev := range cart.RandomLife(r, id, "client", 6, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
+				name, data, _ := cart.Registry().Encode(ev)
+				if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
+					kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
+					t.Error(err)
+					return
+				}
+				evs = append(evs, projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: ev})
+				time.Sleep(10 * time.Millisecond)
+			}
+			lives.Store(id, evs)
+		}
+	})
+	return lives, stop
 }
 
 // grepLines is the lines of text that hold one of words.

@@ -45,3 +45,34 @@ func LeaseName(projection string, k, n int) string {
 func CheckpointName(runner string, k, n int) string {
 	return fmt.Sprintf("%s/segment-%d-of-%d", runner, k, n)
 }
+
+// Rank is the place of member among members in taking segment k when it
+// is free (rendezvous hashing: by FNV-1a of member and k, highest first):
+// the process of rank r tries it once it has been free for r looks, so
+// that processes looking for free segments at the same moment seldom try
+// the same one. member counts as one of members.
+func Rank(members []string, member string, k int) int {
+	score := func(m string) uint32 {
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s\x00%d", m, k)
+		return mix(h.Sum32())
+	}
+	mine, rank := score(member), 0
+	for _, m := range members {
+		if s := score(m); m != member && (s > mine || (s == mine && m < member)) {
+			rank++
+		}
+	}
+	return rank
+}
+
+// mix spreads the bits of an FNV hash, whose last bytes move its high
+// bits little (MurmurHash3's finalizer).
+func mix(h uint32) uint32 {
+	h ^= h >> 16
+	h *= 0x85ebca6b
+	h ^= h >> 13
+	h *= 0xc2b2ae35
+	h ^= h >> 16
+	return h
+}

@@ -132,3 +132,29 @@ func TestRenew_renews_the_leases_still_held_and_reports_the_others(t *testing.T)
 		t.Errorf("the lease B took: %+v, want B's as it took it (%v)", l, b1.Expires)
 	}
 }
+
+// The processes take a free segment in turns, each at its own rank, and
+// the turns of a segment differ from those of the next.
+func TestRank_gives_each_process_its_own_turn(t *testing.T) {
+	members := []string{"run a/1/x", "run b/2/y", "run c/3/z"}
+	firsts := map[string]int{}
+	for k := range 16 {
+		seen := map[int]bool{}
+		for _, m := range members {
+			r := segment.Rank(members, m, k)
+			if r < 0 || r >= len(members) || seen[r] {
+				t.Fatalf("segment %d: rank %d of %s (ranks seen %v)", k, r, m, seen)
+			}
+			seen[r] = true
+			if r == 0 {
+				firsts[m]++
+			}
+		}
+	}
+	if len(firsts) != len(members) {
+		t.Errorf("the first turns of 16 segments go to %v: not spread over the processes", firsts)
+	}
+	if r := segment.Rank(members[:2], "run d/4/w", 3); r > 2 {
+		t.Errorf("a process not among the members yet: rank %d, want at most 2", r)
+	}
+}
