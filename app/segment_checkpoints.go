@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
@@ -67,7 +68,14 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 }
 
 // SaveCheckpoint stores cp as the checkpoint of each segment of the run.
+// A stopping runner cancels a save in progress to store its last
+// checkpoint; these writes finish first (bounded by segmentSaveTimeout),
+// so that an earlier checkpoint's write, abandoned by the client, cannot
+// land after the last one on a server whose conditional writes are not
+// atomic (the embedded server).
 func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp projector.Checkpoint) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), segmentSaveTimeout)
+	defer cancel()
 	var errs []error
 	for _, k := range c.keys {
 		if err := c.save(ctx, name, k, cp); err != nil {
@@ -108,6 +116,10 @@ func (c *segmentCheckpoints) RecordError(ctx context.Context, name, message stri
 func (c *segmentCheckpoints) ClearError(ctx context.Context, name string) error {
 	return c.g.s.store.ClearError(ctx, name)
 }
+
+// segmentSaveTimeout bounds the writes of one checkpoint under the
+// segments of a run.
+const segmentSaveTimeout = 10 * time.Second
 
 var (
 	_ projector.CheckpointStore = (*segmentCheckpoints)(nil)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/internal/segment"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -85,12 +84,9 @@ type segments struct {
 	n      int
 	logger *slog.Logger
 
-	mu   sync.Mutex
-	held map[int]*heldLease
-	// renewing is held while the leases are renewed, and while one is let
-	// go: a lease let go is not renewed again.
-	renewing sync.Mutex
-	saved    map[int]uint64
+	mu    sync.Mutex
+	held  map[int]*heldLease
+	saved map[int]uint64
 	// changed is signalled when a held segment's checkpoint save was
 	// refused: another process holds it now, and the run restarts
 	// without it.
@@ -136,13 +132,16 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 	g := &segments{s: s, sl: sl, n: s.c.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
 		changed: make(chan struct{}, 1)}
 	sl.segs.Store(g)
-	beatCtx, stopBeat := context.WithCancel(ctx)
-	beaten := g.keepAlive(beatCtx)
+	// The leases are renewed until they are let go, after the run has
+	// stopped and stored its checkpoints, also once ctx is done.
+	aliveCtx, stopAlive := context.WithCancel(context.WithoutCancel(ctx))
+	alive := g.keepAlive(aliveCtx)
 	var run *segmentRun
 	defer func() {
 		run.stop()
-		stopBeat()
-		<-beaten
+		g.releaseAll()
+		stopAlive()
+		<-alive
 		g.leave()
 	}()
 	pacer := pace.New(restarts)
@@ -233,15 +232,15 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 }
 
 // keepAlive keeps this process's heartbeat among the projection's
-// processes and renews the leases of its segments, with one write each,
-// until ctx is done: once now, then every third of the lease. The returned
-// channel is closed once it has stopped.
+// processes until ctx is done: once now, then every third of the lease.
+// (Each segment's lease renews itself, as a projection's does.) The
+// returned channel is closed once it has stopped.
 func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 	ttl := g.s.c.lease
 	db := g.s.store.Database()
 	beats := 0
 	once := func() {
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl/3)
+		bctx, cancel := context.WithTimeout(ctx, ttl/3)
 		defer cancel()
 		if err := segment.Beat(bctx, db, g.sl.name, g.s.holder, ttl); err != nil && ctx.Err() == nil {
 			g.logger.Warn("heartbeat", "projection", g.sl.name, "err", err)
@@ -264,56 +263,10 @@ func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 				return
 			case <-t.C:
 				once()
-				g.renew(ctx)
 			}
 		}
 	}()
 	return done
-}
-
-// renew renews the leases of the segments held, with one write; those
-// another process took, or that could not be renewed before they expired,
-// are lost.
-func (g *segments) renew(ctx context.Context) {
-	g.renewing.Lock()
-	defer g.renewing.Unlock()
-	g.mu.Lock()
-	hs := slices.Collect(maps.Values(g.held))
-	g.mu.Unlock()
-	ls := make([]mongostore.Lease, len(hs))
-	for i, h := range hs {
-		h.mu.Lock()
-		ls[i] = h.lease
-		h.mu.Unlock()
-	}
-	ttl := g.s.c.lease
-	rctx, cancel := context.WithTimeout(ctx, ttl/3)
-	renewed, expires, err := segment.Renew(rctx, g.s.store.Database(), ls, ttl)
-	cancel()
-	for i, h := range hs {
-		switch {
-		case err == nil && renewed[i]:
-			h.mu.Lock()
-			h.lease.Expires = expires
-			h.mu.Unlock()
-		case err == nil:
-			h.markLost(fmt.Errorf("%w: another process took it, or it was released", mongostore.ErrLeaseLost))
-		case !time.Now().Before(ls[i].Expires):
-			h.markLost(fmt.Errorf("could not renew the lease before it expired: %w", err))
-		}
-	}
-	if err != nil && ctx.Err() == nil {
-		g.logger.Warn("renewing the segments' leases", "projection", g.sl.name, "err", err)
-	}
-}
-
-// segmentLease is a lease of a segment just taken: the segments' leases
-// are renewed together (segments.renew), not each by a goroutine of its
-// own.
-func segmentLease(store *mongostore.Store, l mongostore.Lease, ttl time.Duration, logger *slog.Logger) *heldLease {
-	done := make(chan struct{})
-	close(done)
-	return &heldLease{store: store, ttl: ttl, logger: logger, lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
 }
 
 // want is how many segments this process aims to hold: its share among
@@ -379,8 +332,6 @@ func (g *segments) releaseAbove(want int) {
 
 // release lets go of the lease of segment k.
 func (g *segments) release(k int, why string) {
-	g.renewing.Lock()
-	defer g.renewing.Unlock()
 	g.mu.Lock()
 	h := g.held[k]
 	delete(g.held, k)
@@ -431,38 +382,28 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 		if len(taken) == need {
 			break
 		}
-		if l, err := g.s.store.AcquireLease(ctx, segment.LeaseName(g.sl.name, tr.k, g.n), g.s.holder, g.s.c.lease); err == nil {
-			taken, ks = append(taken, segmentLease(g.s.store, l, g.s.c.lease, g.logger)), append(ks, tr.k)
+		if h, _, err := holdLease(ctx, g.s.store, segment.LeaseName(g.sl.name, tr.k, g.n), g.s.holder, g.s.c.lease, g.logger); err == nil {
+			taken, ks = append(taken, h), append(ks, tr.k)
 		}
 	}
 	return g.confirm(ctx, taken, ks)
 }
 
-// confirm renews the leases just taken, together, a moment after they were
-// taken, and keeps those still held; it reports whether it kept any.
+// confirm confirms the leases just taken, together (heldLease.confirm),
+// and keeps those still held; it reports whether it kept any.
 func (g *segments) confirm(ctx context.Context, taken []*heldLease, ks []int) bool {
-	if len(taken) == 0 {
-		return false
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(max(g.s.c.lease/8, 50*time.Millisecond)):
-	}
-	ls := make([]mongostore.Lease, len(taken))
+	ok := make([]bool, len(taken))
+	var wg sync.WaitGroup
 	for i, h := range taken {
-		ls[i] = h.lease
+		wg.Go(func() { ok[i] = h.confirm(ctx) })
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.s.c.lease/3)
-	renewed, expires, err := segment.Renew(rctx, g.s.store.Database(), ls, g.s.c.lease)
-	cancel()
+	wg.Wait()
 	took := false
 	for i, h := range taken {
-		if err != nil || !renewed[i] {
-			h.release() // a no-op when another took it
+		if !ok[i] {
+			h.release()
 			continue
 		}
-		h.lease.Expires = expires
 		g.mu.Lock()
 		g.held[ks[i]] = h
 		g.mu.Unlock()
@@ -522,14 +463,19 @@ func (g *segments) show() {
 	}
 }
 
-// leave lets go of every segment held and of the heartbeat, at once, so
-// that the other processes take the segments without waiting for the
-// leases to expire. The run has stopped.
-func (g *segments) leave() {
+// releaseAll lets go of every segment held, at once, so that the other
+// processes take them without waiting for their leases to expire. The run
+// has stopped.
+func (g *segments) releaseAll() {
 	for _, k := range g.keys() {
 		g.release(k, "stopping")
 	}
 	g.sl.leader.Store(false)
+}
+
+// leave lets go of this process's heartbeat: the others count it out at
+// once.
+func (g *segments) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), g.s.c.lease)
 	defer cancel()
 	if err := segment.Leave(ctx, g.s.store.Database(), g.sl.name, g.s.holder); err != nil {

@@ -36,7 +36,14 @@ func unrenewed(t *testing.T, store *mongostore.Store, name, holder string, ttl t
 	if err != nil {
 		t.Fatal(err)
 	}
-	return segmentLease(store, l, ttl, slog.New(slog.DiscardHandler))
+	return unrenewedLease(store, l, ttl)
+}
+
+// unrenewedLease is lease l held without its renewals.
+func unrenewedLease(store *mongostore.Store, l mongostore.Lease, ttl time.Duration) *heldLease {
+	done := make(chan struct{})
+	close(done)
+	return &heldLease{store: store, ttl: ttl, logger: slog.New(slog.DiscardHandler), lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
 }
 
 // checkpointsOf is the checkpoint store of a run of g over the segments
@@ -108,7 +115,7 @@ func TestSegmentCheckpoints_a_stale_holders_save_is_refused_and_drops_the_segmen
 	var taken *heldLease
 	for deadline := time.Now().Add(10 * time.Second); taken == nil; time.Sleep(50 * time.Millisecond) {
 		if l, err := store.AcquireLease(ctx, name, "B", time.Minute); err == nil {
-			taken = segmentLease(store, l, time.Minute, slog.New(slog.DiscardHandler))
+			taken = unrenewedLease(store, l, time.Minute)
 		} else if !errors.Is(err, mongostore.ErrLeaseHeld) || time.Now().After(deadline) {
 			t.Fatalf("B takes the expired lease: %v", err)
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/internal/segment"
-	"github.com/revgate/projector/mongostore"
 )
 
 func TestMain(m *testing.M) { mongotest.Main(m) }
@@ -95,41 +94,6 @@ func TestLive_lists_processes_until_they_leave_or_expire(t *testing.T) {
 	}
 	if live, err = segment.Live(ctx, db, "p"); err != nil || fmt.Sprint(live) != "[b]" {
 		t.Fatalf("after a leaves: %v, %v; want [b]", live, err)
-	}
-}
-
-// A process renews the leases of its segments with one write; one that
-// another process took since is reported lost, and not renewed.
-func TestRenew_renews_the_leases_still_held_and_reports_the_others(t *testing.T) {
-	db := mongotest.Database(t)
-	ctx := context.Background()
-	store := mongostore.New(db)
-	a0, err := store.AcquireLease(ctx, "p/segment-0-of-2", "A", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a1, err := store.AcquireLease(ctx, "p/segment-1-of-2", "A", 50*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond) // a1 expires
-	b1, err := store.AcquireLease(ctx, "p/segment-1-of-2", "B", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	renewed, expires, err := segment.Renew(ctx, db, []mongostore.Lease{a0, a1}, 2*time.Minute)
-	if err != nil || fmt.Sprint(renewed) != "[true false]" {
-		t.Fatalf("renewed %v, %v; want [true false]", renewed, err)
-	}
-	leases, err := store.Leases(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l := leases[a0.Name]; !l.Expires.Equal(expires) || l.Holder != "A" {
-		t.Errorf("the renewed lease: %+v, want A's until %v", l, expires)
-	}
-	if l := leases[b1.Name]; l.Holder != "B" || !l.Expires.Equal(b1.Expires.Truncate(time.Millisecond)) {
-		t.Errorf("the lease B took: %+v, want B's as it took it (%v)", l, b1.Expires)
 	}
 }
 

@@ -10,8 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/revgate/projector/mongostore"
 )
 
 // Collections of the records processes of a segmented projection share.
@@ -112,57 +110,4 @@ func Live(ctx context.Context, db *mongo.Database, projection string) ([]string,
 	}
 	slices.Sort(out)
 	return out, nil
-}
-
-// leaseCollection is where mongostore keeps leases ([mongostore.Lease]
-// gives their fields).
-const leaseCollection = "projector_leases"
-
-// Renew extends each of leases, held by one process, for ttl, with one
-// write: a process renews the leases of all its segments at once. It
-// reports which are renewed (those still held under their holder and
-// token), with their new expiry. An error leaves them as they were, as far
-// as the caller can tell.
-func Renew(ctx context.Context, db *mongo.Database, leases []mongostore.Lease, ttl time.Duration) (renewed []bool, expires time.Time, err error) {
-	renewed = make([]bool, len(leases))
-	if len(leases) == 0 {
-		return renewed, expires, nil
-	}
-	// Stored to the millisecond: the expiry read back compares equal.
-	expires = time.Now().UTC().Add(ttl).Truncate(time.Millisecond)
-	or := make(bson.A, len(leases))
-	names := make(bson.A, len(leases))
-	for i, l := range leases {
-		or[i] = bson.D{{Key: "_id", Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
-		names[i] = l.Name
-	}
-	coll := db.Collection(leaseCollection)
-	res, err := coll.UpdateMany(ctx, bson.D{{Key: "$or", Value: or}}, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: expires}}}})
-	if err != nil {
-		return renewed, expires, fmt.Errorf("renewing %d segment leases: %w", len(leases), err)
-	}
-	if res.MatchedCount == int64(len(leases)) {
-		for i := range renewed {
-			renewed[i] = true
-		}
-		return renewed, expires, nil
-	}
-	// Some were taken or released: read which are still held as they were.
-	cur, err := coll.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: names}}}})
-	if err != nil {
-		return renewed, expires, fmt.Errorf("renewing %d segment leases: %w", len(leases), err)
-	}
-	var now []mongostore.Lease
-	if err := cur.All(ctx, &now); err != nil {
-		return renewed, expires, fmt.Errorf("renewing %d segment leases: %w", len(leases), err)
-	}
-	byName := make(map[string]mongostore.Lease, len(now))
-	for _, l := range now {
-		byName[l.Name] = l
-	}
-	for i, l := range leases {
-		n := byName[l.Name]
-		renewed[i] = n.Holder == l.Holder && n.Token == l.Token && n.Expires.Equal(expires)
-	}
-	return renewed, expires, nil
 }
