@@ -423,7 +423,11 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 	var wg sync.WaitGroup
 	for i, sl := range s.slots {
 		wg.Go(func() {
-			if errs[i] = s.keepRunning(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
+			keep := s.keepRunning
+			if s.c.segments > 1 {
+				keep = s.keepSegments
+			}
+			if errs[i] = keep(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
 				stopAll()
 			}
 		})
@@ -444,9 +448,6 @@ var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 
 // again from its checkpoint after a wait. A failure that is no event's ends
 // the slot with it.
 func (s *session) keepRunning(ctx context.Context, sl *slot) error {
-	if s.c.segments > 1 {
-		return s.keepSegments(ctx, sl)
-	}
 	pacer := pace.New(restarts)
 	for {
 		held := s.lead(ctx, sl)
