@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -237,6 +238,27 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 	}
 	appendCarts(t, client, 40, 40, 6, carts)
 	waitSegmentsAt(t, store, srv.Head())
+	// status names each segment's holder, and its checkpoint at the head.
+	out, _, code := runBinary(t, time.Minute, append([]string{"status", "--json"}, common...)...)
+	var lines []struct {
+		Checkpoint *uint64 `json:"checkpoint"`
+		Segments   []struct {
+			Holder     string  `json:"holder"`
+			Checkpoint *uint64 `json:"checkpoint"`
+			Behind     *int    `json:"behind"`
+		} `json:"segments"`
+	}
+	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 1 || len(lines[0].Segments) != segmentCount {
+		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
+	}
+	for k, seg := range lines[0].Segments {
+		if pid := holderPid(seg.Holder); pid != p1.cmd.Process.Pid && pid != p2.cmd.Process.Pid && pid != p3.cmd.Process.Pid {
+			t.Errorf("status: segment %d held by %q, none of the three", k, seg.Holder)
+		}
+		if seg.Checkpoint == nil || seg.Behind == nil || *seg.Behind != 0 {
+			t.Errorf("status: segment %d at %v, %v behind; want a checkpoint with none behind", k, seg.Checkpoint, seg.Behind)
+		}
+	}
 
 	if code := p3.terminate(t); code != 0 {
 		t.Fatalf("the third process exited %d after SIGTERM\n%s", code, p3.stderrText())
@@ -277,6 +299,11 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 		t.Logf("a process lost a lease on the overloaded store: %d of %d events counted applied (%v)", sum, events, applied)
 	case sum != events:
 		t.Errorf("the processes applied %v, %d in all; want each of the %d events applied once", applied, sum, events)
+	}
+	if _, errOut, code := runBinary(t, time.Minute, "rebuild", cart.DetailsName, "--segments", "4",
+		"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()); code != 2 ||
+		!strings.Contains(errOut, "--segments 4: a rebuild runs in one process") {
+		t.Errorf("rebuild --segments 4: exit %d, %q; want 2 and why", code, errOut)
 	}
 	for _, tc := range []struct {
 		args []string
