@@ -94,6 +94,9 @@ type segments struct {
 	// freeFor is, for each segment free at the last look (take), for how
 	// many looks in a row it has been free.
 	freeFor map[int]int
+	// failures counts the runs in a row that failed for a reason that is
+	// no event's (settle); a run that lasts resets it.
+	failures int
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -101,6 +104,7 @@ type segmentRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
+	began  time.Time
 }
 
 // stop ends the run and waits for it: its runner stores the checkpoint
@@ -149,6 +153,10 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
+			if time.Since(run.began) > restarts.MaxDelay {
+				g.failures = 0
+				pacer.Reset() // it ran a while: a new run of failures
+			}
 			stop, err := g.settle(ctx, run.err, pacer)
 			if run = nil; stop {
 				return err
@@ -201,6 +209,11 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
+// maxRunFailures is how many runs of a projection's segments in a row may
+// fail for a reason that is no event's (the store, the event store) before
+// the process stops: with the waits between them (restarts), some minutes.
+const maxRunFailures = 8
+
 // settle judges how a run ended on its own (not stopped by keepSegments):
 // stop reports that the projection stops here, with err; otherwise it runs
 // again, after a wait for an event that may succeed later.
@@ -215,15 +228,26 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 		g.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)
 		return true, err
 	case !errors.As(err, &failed):
-		return true, err
+		// The store or the event store failed (a run starts and stops
+		// whenever the set of segments changes, each time with reads):
+		// tried again after a wait, for a few minutes of failures in a
+		// row; then the process stops, for a supervisor to see.
+		if g.failures++; g.failures > maxRunFailures {
+			return true, err
+		}
 	case !failed.Retryable():
 		sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
 		g.logger.Error("projection stopped at an event that failed for good; the other projections go on", errAttrs(err, "projection", sl.name)...)
 		return true, err
 	}
+	if failed == nil {
+		g.logger.Warn("a run of the projection's segments failed; it runs again after a wait", "projection", sl.name, "failures", g.failures, "err", err)
+	}
 	sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
 	pacer.Failed()
-	g.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoints", errAttrs(err, "projection", sl.name)...)
+	if failed != nil {
+		g.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoints", errAttrs(err, "projection", sl.name)...)
+	}
 	if werr := pacer.Wait(ctx); werr != nil {
 		return true, err
 	}
@@ -432,7 +456,7 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 		return ok
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	r := &segmentRun{cancel: cancel, done: make(chan struct{})}
+	r := &segmentRun{cancel: cancel, done: make(chan struct{}), began: time.Now()}
 	g.logger.Info("runs segments", "projection", g.sl.name, "segments", intsString(keys), "of", g.n)
 	s := g.s
 	build := func(ctx context.Context, collection string) (*projector.Runner, error) {
