@@ -149,7 +149,7 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 		g.leave()
 	}()
 	pacer := pace.New(restarts)
-	tick := time.NewTicker(max(s.c.lease/5, 50*time.Millisecond))
+	tick := time.NewTicker(standbyPoll(s.c.lease))
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
