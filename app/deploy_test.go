@@ -24,7 +24,8 @@ const (
 
 // exportingView is a runner with every figure set, so that /metrics has
 // every family the binary can export: a checkpoint, an event handled, a
-// lag sampled, unknown types, and a persistent group's parked count.
+// lag sampled, unknown types, a persistent group's parked count, and
+// segments.
 type exportingView struct{ view }
 
 func (exportingView) Stats() projector.RunnerStats {
@@ -35,6 +36,13 @@ func (exportingView) Stats() projector.RunnerStats {
 }
 
 func (exportingView) Parked() (uint64, bool) { return 1, true }
+
+// Segments: the projection runs in 4 segments, of which this process holds
+// 1 (its checkpoint stored) and 3.
+func (exportingView) Segments() (int, map[int]*uint64) {
+	at := uint64(10)
+	return 4, map[int]*uint64{1: &at, 3: nil}
+}
 
 // exported is what /metrics serves: each name a query may use (a
 // histogram's _bucket, _sum and _count, a summary's _sum and _count), with

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ type runnerCollector struct {
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 	parked, unrouted, up, leader                                  *prometheus.Desc
 	unknown, state, batches, batched                              *prometheus.Desc
+	segmentOwned, segmentPosition                                 *prometheus.Desc
 	registry                                                      *projector.Registry
 }
 
@@ -66,6 +68,9 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 			"retrying (stopped at an error, tried again with backoff).", "state"),
 		batches:      d("batches_total", "Batches of events handled together (catch-up, rebuild)."),
 		batched:      d("batched_events_total", "Events handled in those batches: batched_events_total / batches_total is the mean batch size."),
+		segmentOwned: d("segment_owned", "With run --segments: 1 for each segment of the projection whose lease this process holds, 0 for the others.", "segment"),
+		segmentPosition: d("segment_checkpoint_position", "With run --segments: the checkpoint this process last stored for each segment it holds "+
+			"(commit position in $all).", "segment"),
 		headPosition: prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
 }
@@ -151,6 +156,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		if sampled {
 			gauge(c.lagEvents, float64(behind), name)
 		}
+		c.collectSegments(ch, r)
 		if p, ok := r.(interface{ Parked() (uint64, bool) }); ok {
 			if n, group := p.Parked(); group {
 				counter(c.parked, n, name)
@@ -159,6 +165,25 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if head > 0 {
 		gauge(c.headPosition, float64(head))
+	}
+}
+
+// collectSegments exports, for a projection run in segments (run
+// --segments), which segments this process holds and where it stored their
+// checkpoints.
+func (c *runnerCollector) collectSegments(ch chan<- prometheus.Metric, r runnerView) {
+	v, ok := r.(interface{ Segments() (int, map[int]*uint64) })
+	if !ok {
+		return
+	}
+	n, held := v.Segments()
+	for k := range n {
+		seg := strconv.Itoa(k)
+		pos, owned := held[k]
+		ch <- prometheus.MustNewConstMetric(c.segmentOwned, prometheus.GaugeValue, boolValue(owned), r.Name(), seg)
+		if pos != nil {
+			ch <- prometheus.MustNewConstMetric(c.segmentPosition, prometheus.GaugeValue, float64(*pos), r.Name(), seg)
+		}
 	}
 }
 

@@ -23,6 +23,7 @@ type rebuildConfig struct {
 	batchWindow    time.Duration
 	onFailure      string
 	policy         projector.FailurePolicy
+	segments       int
 }
 
 func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
@@ -33,6 +34,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
+	fs.IntVar(&c.segments, "segments", 1, "not supported yet above 1: a rebuild runs in one process (a projection run with run --segments follows its switch)")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
 
@@ -64,6 +66,9 @@ drop it when no reader uses it.
 	}
 	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
 		return err
+	}
+	if c.segments != 1 {
+		return usageError(inv.Stderr, "--segments %d: a rebuild runs in one process for now; rebuild without it, and the processes of run --segments follow its switch", c.segments)
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)

@@ -31,6 +31,7 @@ type runConfig struct {
 	logFormat, logLevel, onFailure   string
 	checkpointInterval, drainTimeout time.Duration
 	lease                            time.Duration
+	segments                         int
 	workers, checkpointEvery, batch  int
 	batchMiB, eventSpans             int
 	batchWindow                      time.Duration
@@ -50,6 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
+	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)
@@ -107,7 +109,7 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
 		return usageError(stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
 	}
-	return nil
+	return c.checkSegments(stderr)
 }
 
 // checkHTTP refuses an --http that is not an address to listen on (empty:
@@ -247,6 +249,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	// server that cannot do what a projection needs stops them all.
 	for _, sl := range s.slots {
 		if _, err := s.build(sl, nil)(ctx, sl.projection.Definition.Collection()); err != nil {
+			return err
+		}
+		if err := s.checkSegmentCount(ctx, sl); err != nil {
 			return err
 		}
 	}
@@ -418,7 +423,11 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 	var wg sync.WaitGroup
 	for i, sl := range s.slots {
 		wg.Go(func() {
-			if errs[i] = s.keepRunning(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
+			keep := s.keepRunning
+			if s.c.segments > 1 {
+				keep = s.keepSegments
+			}
+			if errs[i] = keep(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
 				stopAll()
 			}
 		})

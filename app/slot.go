@@ -45,10 +45,22 @@ type slot struct {
 	groupParked atomic.Int64                          // events parked in the group, as the server last said (-1: not known)
 	down        atomic.Pointer[string]                // why it is not running; nil while it runs
 	leader      atomic.Bool                           // this process holds the projection's lease
+	segs        atomic.Pointer[segments]              // with run --segments: the segments this process holds
 }
 
-// Leader reports whether this process holds the projection's lease.
+// Leader reports whether this process holds the projection's lease (with
+// run --segments, the lease of one of its segments at least).
 func (s *slot) Leader() bool { return s.leader.Load() }
+
+// Segments returns how many segments the projection is split into (0
+// without run --segments) and, for those this process holds, the position
+// it last stored each one's checkpoint at (nil before its first store).
+func (s *slot) Segments() (int, map[int]*uint64) {
+	if g := s.segs.Load(); g != nil {
+		return g.Segments()
+	}
+	return 0, nil
+}
 
 // Down implements runnerView.
 func (s *slot) Down() string {

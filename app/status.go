@@ -54,8 +54,11 @@ type projectionStatus struct {
 	// run --lease), until LeaseUntil; empty when none holds it.
 	LeaseHolder string    `json:"leaseHolder,omitempty"`
 	LeaseUntil  time.Time `json:"leaseUntil,omitzero"`
-	LastError   string    `json:"lastError,omitempty"`
-	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Segments is each segment of a projection run in segments (run
+	// --segments), whose checkpoint, the lowest of theirs, is Checkpoint.
+	Segments    []segmentStatus `json:"segments,omitempty"`
+	LastError   string          `json:"lastError,omitempty"`
+	LastErrorAt time.Time       `json:"lastErrorAt,omitzero"`
 	// UnknownTypes counts the events of types nobody registered that the
 	// projector writing the collection met since it started, by type.
 	UnknownTypes map[string]uint64 `json:"unknownTypes,omitempty"`
@@ -204,8 +207,12 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 		if l := leases[st.Projection]; l.Held(time.Now()) {
 			st.LeaseHolder, st.LeaseUntil = l.Holder, l.Expires
 		}
+		cp, err := c.segmentsOf(ctx, store, client, end, leases, stored, p, &st)
+		if err != nil {
+			return nil, err
+		}
 		if end != nil {
-			if err := c.againstHead(ctx, client, *end, stored[st.Collection], p.Reads, &st); err != nil {
+			if err := c.againstHead(ctx, client, *end, cp, p.Reads, &st); err != nil {
 				return nil, err
 			}
 		}
@@ -498,6 +505,9 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 			optU(s.Head, "?"), behindText(s), s.ParkedHere, heldText(s.Held), group, rebuilding, runBy, errText(s))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printSegments(w, lines); err != nil {
 		return err
 	}
 	for _, s := range lines {

@@ -42,6 +42,7 @@ type Runner struct {
 	batchBytes  int
 	logger      *slog.Logger
 	seed        maphash.Seed
+	keep        func(id string) bool // the documents the checkpoints cover; nil: all
 
 	running   atomic.Bool
 	caughtUp  atomic.Bool                    // the source said it reached the head
@@ -193,8 +194,12 @@ func DefaultReconnect() retry.Policy {
 // NewRunner returns a runner named name (its checkpoint's key) that feeds
 // engine from source and stores checkpoints in checkpoints. checkpoints may
 // be nil for a source that keeps its own position (a persistent
-// subscription). It logs with the engine's logger. It refuses settings that
-// cannot work, and a projection that needs what the source does not give
+// subscription). A checkpoint store whose checkpoints cover some of the
+// projection's documents only, which it says with a method CoversDocument(id
+// string) bool (the store of one process's segments of a projection shared
+// by several), has the runner hand its engine only the events of those
+// documents; the others pass as checkpoints. It logs with the engine's
+// logger. It refuses settings that cannot work, and a projection that needs what the source does not give
 // ([Check]: the log in order, one worker). An engine made without a stream
 // reader ([WithStreamReader]) gets the source's, when the source reads its
 // event store's streams (a [StreamHistory]: the catch-up sources of package
@@ -230,6 +235,9 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	}
 	r.logger = engine.logger.With("runner", name)
 	r.lendStreams(engine, source)
+	if err := r.keepDocuments(); err != nil {
+		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
+	}
 	for _, p := range engine.projections {
 		// A document fed by streams of several workers sees their events
 		// out of log order, by up to what the workers hold: past its window,

@@ -222,13 +222,9 @@ func (c *Client) scanAll(ctx context.Context, after *projector.Checkpoint, max i
 
 // Head returns the commit position of the last event in $all (0: none).
 func (c *Client) Head(ctx context.Context) (uint64, error) {
-	var pos uint64
-	err := c.do(ctx, func(s neutral.Session) error {
-		var err error
-		pos, err = lastPosition(ctx, s)
-		return err
-	})
-	return pos, err
+	// The position comes back as call's value: a call abandoned at ctx's
+	// end finishes in the background and must not write to this frame.
+	return call(ctx, c, func(s neutral.Session) (uint64, error) { return lastPosition(ctx, s) })
 }
 
 // ErrNoGroup: the persistent subscription group does not exist.
@@ -238,17 +234,18 @@ var ErrNoGroup = errors.New("no such group")
 // server gives it, and how many events it has parked; a group that does not
 // exist is [ErrNoGroup].
 func (c *Client) Parked(ctx context.Context, group string) (string, int64, error) {
-	var name string
-	var n int64
-	err := c.do(ctx, func(s neutral.Session) error {
-		var err error
-		name, n, err = s.GroupInfo(ctx, group)
-		return err
+	type info struct {
+		name string
+		n    int64
+	}
+	got, err := call(ctx, c, func(s neutral.Session) (info, error) {
+		name, n, err := s.GroupInfo(ctx, group)
+		return info{name, n}, err
 	})
 	if c.is(err, neutral.ErrNotFound) {
 		return "", 0, ErrNoGroup
 	}
-	return name, n, err
+	return got.name, got.n, err
 }
 
 // Groups lists the persistent subscription groups on $all.

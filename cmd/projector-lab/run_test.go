@@ -58,6 +58,7 @@ type process struct {
 	cmd    *exec.Cmd
 	stderr syncBuffer
 	done   chan struct{} // closed when the process has ended
+	base   string        // where it serves /metrics, when a test asked
 }
 
 func (p *process) stderrText() string { return p.stderr.String() }

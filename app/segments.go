@@ -1,0 +1,543 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/revgate/projector/internal/pace"
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/projector"
+)
+
+// maxSegments bounds run --segments.
+const maxSegments = 1024
+
+// checkSegments refuses a --segments that cannot work: out of range,
+// without leases, or with --group.
+func (c *runConfig) checkSegments(stderr io.Writer) error {
+	switch {
+	case c.segments < 1 || c.segments > maxSegments:
+		return usageError(stderr, "--segments %d: want 1 (each projection in one process at a time) to %d", c.segments, maxSegments)
+	case c.segments > 1 && c.lease == 0:
+		return usageError(stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
+	case c.segments > 1 && c.group != "":
+		return usageError(stderr, "--segments %d does not go with --group: a persistent subscription group shares its events among its consumers itself", c.segments)
+	}
+	return nil
+}
+
+// errSegmentCount: a process was given another number of segments than the
+// projection's collection was split into by its first segmented run.
+var errSegmentCount = errors.New("the projection runs in another number of segments")
+
+// checkSegmentCount checks, before anything runs, that slot sl's active
+// collection is split into --segments segments, recording the number on a
+// segmented projection's first run (see segmentCount).
+func (s *session) checkSegmentCount(ctx context.Context, sl *slot) error {
+	coll, err := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
+	if err != nil {
+		return err
+	}
+	return s.segmentCount(ctx, sl, coll)
+}
+
+// segmentCount records --segments as the number of segments of collection
+// (of slot sl's projection) unless one is recorded, and refuses another
+// number than the one recorded. Without --segments nothing is recorded, and
+// a collection recorded as segmented is refused.
+func (s *session) segmentCount(ctx context.Context, sl *slot, collection string) error {
+	db := s.store.Database()
+	var stored int
+	var err error
+	if s.c.segments > 1 {
+		stored, err = segment.Record(ctx, db, sl.name, collection, s.c.segments)
+	} else {
+		stored, err = segment.Count(ctx, db, collection)
+	}
+	if err != nil {
+		return err
+	}
+	if stored <= 1 || stored == s.c.segments {
+		return nil
+	}
+	bin := s.cli.name()
+	return fmt.Errorf("%w: projection %s (collection %s) runs in %d segments, as its first segmented run recorded in %s, not %d: "+
+		"run it with --segments %d; to change the number, stop its processes, rebuild it (%s rebuild %s) and run the new collection with the new --segments",
+		errSegmentCount, sl.name, collection, stored, segment.CountCollection, s.c.segments, stored, bin, sl.name)
+}
+
+// segments is what this process holds of a segmented projection (run
+// --segments): the leases of its segments, renewed in the background,
+// and, for the metrics, where it last stored each one's checkpoint.
+type segments struct {
+	s      *session
+	sl     *slot
+	n      int
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	held  map[int]*heldLease
+	saved map[int]uint64
+	// changed is signalled when a held segment's checkpoint save was
+	// refused: another process holds it now, and the run restarts
+	// without it.
+	changed chan struct{}
+	// freeFor is, for each segment free at the last look (take), for how
+	// many looks in a row it has been free.
+	freeFor map[int]int
+	// failures counts the runs in a row that failed for a reason that is
+	// no event's (settle); a run that lasts resets it.
+	failures int
+}
+
+// segmentRun is one run of the runner over a set of segments.
+type segmentRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	began  time.Time
+}
+
+// stop ends the run and waits for it: its runner stores the checkpoint
+// under each of its segments. A nil run is stopped already.
+func (r *segmentRun) stop() {
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+// doneChan is closed once the run has ended; nil (never ready) for no run.
+func (r *segmentRun) doneChan() <-chan struct{} {
+	if r == nil {
+		return nil
+	}
+	return r.done
+}
+
+// keepSegments runs slot sl's projection split into --segments segments
+// until ctx is done or it stops for good: this process keeps a heartbeat
+// among the projection's processes, holds the leases of its fair share of
+// the segments (taking free ones, letting go of those above its share), and
+// runs one runner for the documents of the segments it holds, started again
+// whenever that set changes. Stopping, it stores each segment's checkpoint
+// and lets its leases and heartbeat go at once.
+func (s *session) keepSegments(ctx context.Context, sl *slot) error {
+	g := &segments{s: s, sl: sl, n: s.c.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+		changed: make(chan struct{}, 1)}
+	sl.segs.Store(g)
+	// The leases are renewed until they are let go, after the run has
+	// stopped and stored its checkpoints, also once ctx is done.
+	aliveCtx, stopAlive := context.WithCancel(context.WithoutCancel(ctx))
+	alive := g.keepAlive(aliveCtx)
+	var run *segmentRun
+	defer func() {
+		run.stop()
+		g.releaseAll()
+		stopAlive()
+		<-alive
+		g.leave()
+	}()
+	pacer := pace.New(restarts)
+	tick := time.NewTicker(standbyPoll(s.c.lease))
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		if run != nil && isClosed(run.done) {
+			if time.Since(run.began) > restarts.MaxDelay {
+				g.failures = 0
+				pacer.Reset() // it ran a while: a new run of failures
+			}
+			stop, err := g.settle(ctx, run.err, pacer)
+			if run = nil; stop {
+				return err
+			}
+		}
+		if want, live, ok := g.want(ctx); ok {
+			run = g.balance(ctx, want, live, run)
+		}
+		if run == nil && g.count() > 0 && ctx.Err() == nil {
+			run = g.start(ctx)
+		}
+		g.show()
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		case <-g.changed:
+		case <-run.doneChan():
+		}
+	}
+	return nil
+}
+
+// balance brings the segments held to want: it drops those lost, lets go
+// of those above want (once the run, which stores their checkpoint, has
+// stopped) and takes free ones up to want. It returns the run to go on
+// with: nil, for a new one, when the set changed.
+func (g *segments) balance(ctx context.Context, want int, live []string, run *segmentRun) *segmentRun {
+	changed := g.dropLost()
+	if g.count() > want {
+		run.stop()
+		run, changed = nil, true
+		g.releaseAbove(want)
+	}
+	if g.count() < want && g.take(ctx, want-g.count(), live) {
+		changed = true
+	}
+	if changed {
+		run.stop()
+		return nil
+	}
+	return run
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// maxRunFailures is how many runs of a projection's segments in a row may
+// fail for a reason that is no event's (the store, the event store) before
+// the process stops: with the waits between them (restarts), some minutes.
+const maxRunFailures = 8
+
+// settle judges how a run ended on its own (not stopped by keepSegments):
+// stop reports that the projection stops here, with err; otherwise it runs
+// again, after a wait for an event that may succeed later.
+func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (stop bool, _ error) {
+	sl := g.sl
+	var failed *projector.Error
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return ctx.Err() != nil, nil
+	case errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion) || errors.Is(err, errSegmentCount):
+		sl.setDown("blocked: " + err.Error())
+		g.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)
+		return true, err
+	case !errors.As(err, &failed):
+		// The store or the event store failed (a run starts and stops
+		// whenever the set of segments changes, each time with reads):
+		// tried again after a wait, for a few minutes of failures in a
+		// row; then the process stops, for a supervisor to see.
+		if g.failures++; g.failures > maxRunFailures {
+			return true, err
+		}
+	case !failed.Retryable():
+		sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
+		g.logger.Error("projection stopped at an event that failed for good; the other projections go on", errAttrs(err, "projection", sl.name)...)
+		return true, err
+	}
+	if failed == nil {
+		g.logger.Warn("a run of the projection's segments failed; it runs again after a wait", "projection", sl.name, "failures", g.failures, "err", err)
+	}
+	sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
+	pacer.Failed()
+	if failed != nil {
+		g.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoints", errAttrs(err, "projection", sl.name)...)
+	}
+	if werr := pacer.Wait(ctx); werr != nil {
+		return true, err
+	}
+	sl.setDown("")
+	return false, nil
+}
+
+// keepAlive keeps this process's heartbeat among the projection's
+// processes until ctx is done: once now, then every third of the lease.
+// (Each segment's lease renews itself, as a projection's does.) The
+// returned channel is closed once it has stopped.
+func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
+	ttl := g.s.c.lease
+	db := g.s.store.Database()
+	beats := 0
+	once := func() {
+		bctx, cancel := context.WithTimeout(ctx, ttl/3)
+		defer cancel()
+		if err := segment.Beat(bctx, db, g.sl.name, g.s.holder, ttl); err != nil && ctx.Err() == nil {
+			g.logger.Warn("heartbeat", "projection", g.sl.name, "err", err)
+		}
+		if beats++; beats%30 == 1 {
+			if err := segment.Forget(bctx, db, g.sl.name, 10*ttl); err != nil && ctx.Err() == nil {
+				g.logger.Warn("forgetting the heartbeats of processes gone", "projection", g.sl.name, "err", err)
+			}
+		}
+	}
+	once()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				once()
+			}
+		}
+	}()
+	return done
+}
+
+// want is how many segments this process aims to hold: its share among
+// the live processes (segment.Share), which it returns too; false when
+// they cannot be read.
+func (g *segments) want(ctx context.Context) (int, []string, bool) {
+	live, err := segment.Live(ctx, g.s.store.Database(), g.sl.name)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.logger.Warn("reading the projection's processes", "projection", g.sl.name, "err", err)
+		}
+		return 0, nil, false
+	}
+	rank, found := slices.BinarySearch(live, g.s.holder)
+	p := len(live)
+	if !found {
+		p++ // its own heartbeat is not seen yet
+	}
+	return segment.Share(g.n, p, rank), live, true
+}
+
+// count is how many segments this process holds.
+func (g *segments) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.held)
+}
+
+// keys are the segments held, in order.
+func (g *segments) keys() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Sorted(maps.Keys(g.held))
+}
+
+// dropLost forgets the segments whose lease was lost, and reports whether
+// there were any.
+func (g *segments) dropLost() bool {
+	g.mu.Lock()
+	var lost []*heldLease
+	for k, h := range g.held {
+		if h.isLost() {
+			lost = append(lost, h)
+			delete(g.held, k)
+			delete(g.saved, k)
+			g.logger.Warn("lost a segment's lease: another process runs it now", "projection", g.sl.name, "segment", k, "token", h.token())
+		}
+	}
+	g.mu.Unlock()
+	for _, h := range lost {
+		h.release() // stops renewing
+	}
+	return len(lost) > 0
+}
+
+// releaseAbove lets go of the segments held past the first want; the run
+// that stored their checkpoints has stopped.
+func (g *segments) releaseAbove(want int) {
+	for _, k := range g.keys()[want:] {
+		g.release(k, "above this process's share")
+	}
+}
+
+// release lets go of the lease of segment k.
+func (g *segments) release(k int, why string) {
+	g.mu.Lock()
+	h := g.held[k]
+	delete(g.held, k)
+	delete(g.saved, k)
+	g.mu.Unlock()
+	if h == nil {
+		return
+	}
+	g.logger.Info("releases a segment's lease", "projection", g.sl.name, "segment", k, "token", h.token(), "why", why)
+	h.release()
+}
+
+// take takes up to need free segments (not held, or expired) and reports
+// whether it took any. A segment is tried by the live processes in turns
+// (segment.Rank): the process of rank r once it has been free for r of its
+// looks, so that processes looking at the same moment seldom try the same
+// segment. It confirms those it took together a moment later: on a store
+// whose conditional writes are not atomic (the embedded server) two takers
+// can both match, and the one whose write did not stick lets go before it
+// runs anything.
+func (g *segments) take(ctx context.Context, need int, live []string) bool {
+	leases, err := g.s.store.Leases(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.logger.Warn("reading the leases", "projection", g.sl.name, "err", err)
+		}
+		return false
+	}
+	now := time.Now()
+	free := map[int]int{}
+	type turn struct{ k, rank int }
+	var turns []turn
+	for k := range g.n {
+		// A lease this process lost and no other took is its own to take.
+		if l := leases[segment.LeaseName(g.sl.name, k, g.n)]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
+			continue
+		}
+		free[k] = g.freeFor[k] + 1
+		if rank := segment.Rank(live, g.s.holder, k); rank < free[k] {
+			turns = append(turns, turn{k, rank})
+		}
+	}
+	g.freeFor = free
+	slices.SortStableFunc(turns, func(a, b turn) int { return a.rank - b.rank })
+	var taken []*heldLease
+	var ks []int
+	for _, tr := range turns {
+		if len(taken) == need {
+			break
+		}
+		if h, _, err := holdLease(ctx, g.s.store, segment.LeaseName(g.sl.name, tr.k, g.n), g.s.holder, g.s.c.lease, g.logger); err == nil {
+			taken, ks = append(taken, h), append(ks, tr.k)
+		}
+	}
+	return g.confirm(ctx, taken, ks)
+}
+
+// confirm confirms the leases just taken, together (heldLease.confirm),
+// and keeps those still held; it reports whether it kept any.
+func (g *segments) confirm(ctx context.Context, taken []*heldLease, ks []int) bool {
+	ok := make([]bool, len(taken))
+	var wg sync.WaitGroup
+	for i, h := range taken {
+		wg.Go(func() { ok[i] = h.confirm(ctx) })
+	}
+	wg.Wait()
+	took := false
+	for i, h := range taken {
+		if !ok[i] {
+			h.release()
+			continue
+		}
+		g.mu.Lock()
+		g.held[ks[i]] = h
+		g.mu.Unlock()
+		took = true
+		g.logger.Info("holds a segment's lease", "projection", g.sl.name, "segment", ks[i], "of", g.n, "token", h.token())
+	}
+	return took
+}
+
+// holds reports whether this process holds segment k.
+func (g *segments) holds(k int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.held[k]
+	return ok
+}
+
+// start starts a run over the segments held now.
+func (g *segments) start(ctx context.Context) *segmentRun {
+	g.mu.Lock()
+	held := maps.Clone(g.held)
+	g.mu.Unlock()
+	keys := slices.Sorted(maps.Keys(held))
+	keep := func(id string) bool {
+		_, ok := held[segment.Of(id, g.n)]
+		return ok
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &segmentRun{cancel: cancel, done: make(chan struct{}), began: time.Now()}
+	g.logger.Info("runs segments", "projection", g.sl.name, "segments", intsString(keys), "of", g.n)
+	s := g.s
+	build := func(ctx context.Context, collection string) (*projector.Runner, error) {
+		if err := s.segmentCount(ctx, g.sl, collection); err != nil {
+			return nil, err
+		}
+		cps := &segmentCheckpoints{g: g, held: held, keys: keys, keep: keep}
+		return s.cli.runner(ctx, s.c, g.sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
+	}
+	go func() {
+		defer close(r.done)
+		r.err = g.sl.run(rctx, s.store, true, s.logger, s.cli.name(), build)
+	}()
+	return r
+}
+
+// show tells the slot's readiness and metrics whether this process runs
+// any segment.
+func (g *segments) show() {
+	n := g.count()
+	g.sl.leader.Store(n > 0)
+	down := g.sl.down.Load()
+	switch {
+	case n == 0:
+		g.sl.setDown(fmt.Sprintf("standby: this process holds none of the %d segments", g.n))
+	case down != nil && strings.HasPrefix(*down, "standby"):
+		g.sl.setDown("")
+	}
+}
+
+// releaseAll lets go of every segment held, at once, so that the other
+// processes take them without waiting for their leases to expire. The run
+// has stopped.
+func (g *segments) releaseAll() {
+	for _, k := range g.keys() {
+		g.release(k, "stopping")
+	}
+	g.sl.leader.Store(false)
+}
+
+// leave lets go of this process's heartbeat: the others count it out at
+// once.
+func (g *segments) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), g.s.c.lease)
+	defer cancel()
+	if err := segment.Leave(ctx, g.s.store.Database(), g.sl.name, g.s.holder); err != nil {
+		g.logger.Warn("leaving the projection's processes", "projection", g.sl.name, "err", err)
+	}
+}
+
+// noteSaved records that segment k's checkpoint was stored at position.
+func (g *segments) noteSaved(k int, position uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.held[k]; ok {
+		g.saved[k] = position
+	}
+}
+
+// Segments is what the metrics show of the segments: how many the
+// projection has, and of those this process holds, where it last stored
+// each one's checkpoint (absent before the first store).
+func (g *segments) Segments() (n int, held map[int]*uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	held = make(map[int]*uint64, len(g.held))
+	for k := range g.held {
+		if p, ok := g.saved[k]; ok {
+			held[k] = &p
+		} else {
+			held[k] = nil
+		}
+	}
+	return g.n, held
+}
+
+// intsString is "1,4,7".
+func intsString(ks []int) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = strconv.Itoa(k)
+	}
+	return strings.Join(parts, ",")
+}

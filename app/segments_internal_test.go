@@ -1,0 +1,192 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+// segmentsOf returns what process holder holds of projection "p" split
+// into n segments, on store, logging into log.
+func segmentsOf(store *mongostore.Store, holder string, n int, log *bytes.Buffer) *segments {
+	logger := slog.New(slog.NewTextHandler(log, nil))
+	s := &session{c: &runConfig{lease: time.Minute, segments: n}, store: store, holder: holder, logger: logger}
+	return &segments{s: s, sl: &slot{name: "p"}, n: n, logger: logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+		changed: make(chan struct{}, 1)}
+}
+
+// unrenewed is a lease taken for holder and never renewed: it expires
+// after ttl unless released.
+func unrenewed(t *testing.T, store *mongostore.Store, name, holder string, ttl time.Duration) *heldLease {
+	t.Helper()
+	l, err := store.AcquireLease(context.Background(), name, holder, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unrenewedLease(store, l, ttl)
+}
+
+// unrenewedLease is lease l held without its renewals.
+func unrenewedLease(store *mongostore.Store, l mongostore.Lease, ttl time.Duration) *heldLease {
+	done := make(chan struct{})
+	close(done)
+	return &heldLease{store: store, ttl: ttl, logger: slog.New(slog.DiscardHandler), lease: l, lost: make(chan struct{}), stop: func() {}, done: done}
+}
+
+// checkpointsOf is the checkpoint store of a run of g over the segments
+// of held.
+func checkpointsOf(g *segments, held map[int]*heldLease) *segmentCheckpoints {
+	c := &segmentCheckpoints{g: g, held: held}
+	for k, h := range held {
+		g.held[k] = h
+		c.keys = append(c.keys, k)
+	}
+	slices.Sort(c.keys)
+	return c
+}
+
+// A run resumes from the lowest checkpoint of its segments; a segment with
+// none of its own resumes from the collection's own (before it was
+// segmented); with neither, from the start.
+func TestSegmentCheckpoints_load_the_lowest_and_fall_back_to_the_collections_own(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 4, &log)
+	for k, pos := range map[int]uint64{0: 100, 1: 50} {
+		if err := store.SaveCheckpoint(ctx, segment.CheckpointName("coll", k, 4), projector.Checkpoint{Position: pos}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 4), "A", time.Minute) }
+	two := checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1)})
+	if cp, err := two.LoadCheckpoint(ctx, "coll"); err != nil || cp == nil || cp.Position != 50 {
+		t.Fatalf("segments 0 (100) and 1 (50): %v, %v; want 50", cp, err)
+	}
+	three := checkpointsOf(g, map[int]*heldLease{0: g.held[0], 1: g.held[1], 2: lease(2)})
+	if cp, err := three.LoadCheckpoint(ctx, "coll"); err != nil || cp != nil {
+		t.Fatalf("segment 2 has none, the collection none: %v, %v; want none (the start)", cp, err)
+	}
+	if err := store.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := three.LoadCheckpoint(ctx, "coll"); err != nil || cp == nil || cp.Position != 30 {
+		t.Fatalf("segment 2 has none, the collection 30: %v, %v; want 30", cp, err)
+	}
+	if err := three.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 120}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		if cp, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", k, 4)); err != nil || cp == nil || cp.Position != 120 {
+			t.Errorf("segment %d after a save at 120: %v, %v", k, cp, err)
+		}
+	}
+}
+
+// A process whose lease of a segment expired and was taken finds its
+// checkpoint save refused: the new holder claimed the segment's checkpoint
+// when its run loaded it. The stale process drops the segment (its lease is
+// lost, its run starts again without it) and goes on; the checkpoint stays
+// where the new holder has it.
+func TestSegmentCheckpoints_a_stale_holders_save_is_refused_and_drops_the_segment(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	name := segment.LeaseName("p", 0, 4)
+	var staleLog, newLog bytes.Buffer
+	stale := segmentsOf(store, "A", 4, &staleLog)
+	staleRun := checkpointsOf(stale, map[int]*heldLease{0: unrenewed(t, store, name, "A", 200*time.Millisecond)})
+	if err := staleRun.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// A's lease expires (its process stopped renewing it); B takes it.
+	var taken *heldLease
+	for deadline := time.Now().Add(10 * time.Second); taken == nil; time.Sleep(50 * time.Millisecond) {
+		if l, err := store.AcquireLease(ctx, name, "B", time.Minute); err == nil {
+			taken = unrenewedLease(store, l, time.Minute)
+		} else if !errors.Is(err, mongostore.ErrLeaseHeld) || time.Now().After(deadline) {
+			t.Fatalf("B takes the expired lease: %v", err)
+		}
+	}
+	newer := checkpointsOf(segmentsOf(store, "B", 4, &newLog), map[int]*heldLease{0: taken})
+	if cp, err := newer.LoadCheckpoint(ctx, "coll"); err != nil || cp == nil || cp.Position != 100 {
+		t.Fatalf("B loads: %v, %v; want 100", cp, err)
+	}
+	// A comes back and saves further: refused, not an error.
+	if err := staleRun.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 150}); err != nil {
+		t.Fatalf("the stale save: %v; want nil (the segment dropped, the process goes on)", err)
+	}
+	if !staleRun.held[0].isLost() {
+		t.Error("the stale holder does not know it lost the segment")
+	}
+	select {
+	case <-stale.changed:
+	default:
+		t.Error("the stale holder's run is not told to start again without the segment")
+	}
+	if !strings.Contains(staleLog.String(), "a checkpoint save was refused (fenced)") {
+		t.Errorf("the refusal is not logged:\n%s", staleLog.String())
+	}
+	if cp, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", 0, 4)); err != nil || cp.Position != 100 {
+		t.Errorf("the checkpoint after the stale save: %v, %v; want 100", cp, err)
+	}
+	if err := newer.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if cp, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", 0, 4)); err != nil || cp.Position != 200 {
+		t.Errorf("the new holder's save: %v, %v; want 200", cp, err)
+	}
+}
+
+// A stale process's document writes cannot undo newer work: the gate's
+// writes are conditional on the revision, so an event the new holder
+// applied already comes back to the stale one as a duplicate, and the
+// document keeps the newer state.
+func TestSegments_a_stale_holders_document_write_cannot_undo_newer_work(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	p := cart.NewDetailsProjection()
+	newEngine := func() *projector.Engine {
+		e, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	fresh, stale := newEngine(), newEngine()
+	var events []projector.Event
+	for rev, payload := range cart.RandomLife(rand.New(rand.NewPCG(1, 1)), "c1", "client", 6, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
+		name, data, _ := cart.Registry().Encode(payload)
+		events = append(events, projector.Event{ID: "e" + string(rune('a'+rev)), Type: name, StreamID: cart.StreamID("c1"), StreamRevision: uint64(rev), Data: data})
+	}
+	for _, ev := range events {
+		if _, err := fresh.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ev := range events[2:4] {
+		results, err := stale.Handle(ctx, ev)
+		if err != nil || len(results) != 1 || results[0].Outcome != projector.Duplicate {
+			t.Fatalf("the stale holder handles revision %d again: %v, %v; want a duplicate", ev.StreamRevision, results, err)
+		}
+	}
+	want := make([]projector.Event, len(events))
+	for i, ev := range events {
+		want[i], _ = cart.Registry().Decode(ev)
+	}
+	if err := projectortest.CheckDocument(ctx, store, p, "c1", want); err != nil {
+		t.Error(err)
+	}
+}

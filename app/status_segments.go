@@ -1,0 +1,140 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// segmentStatus is one segment of a projection run in segments, in status.
+type segmentStatus struct {
+	Segment int `json:"segment"`
+	// Holder is the process that holds the segment's lease, until Until;
+	// empty when none does.
+	Holder string    `json:"holder,omitempty"`
+	Until  time.Time `json:"until,omitzero"`
+	// Checkpoint is the segment's stored position (the collection's own,
+	// from before it was segmented, until the segment stores one); nil
+	// before the first store.
+	Checkpoint *uint64 `json:"checkpoint"`
+	// Behind counts the events the projection reads after the checkpoint,
+	// as projectionStatus.Behind; nil without --esdb.
+	Behind        *int `json:"behind,omitempty"`
+	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
+}
+
+// segmentsOf fills in st.Segments for a projection whose collection is
+// split into segments (run --segments) and returns the checkpoint its lag
+// is counted from: the lowest of its segments' (the collection's own for a
+// projection not split).
+func (c *statusConfig) segmentsOf(ctx context.Context, store *mongostore.Store, client eventStore, end *uint64,
+	leases map[string]mongostore.Lease, stored map[string]mongostore.CheckpointStatus, p Projection, st *projectionStatus) (mongostore.CheckpointStatus, error) {
+	own := stored[st.Collection]
+	n, err := segment.Count(ctx, store.Database(), st.Collection)
+	if err != nil || n <= 1 {
+		return own, err
+	}
+	low := own
+	low.Checkpoint, low.Updated = nil, time.Time{}
+	none := false
+	for k := range n {
+		seg := segmentStatus{Segment: k}
+		if l := leases[segment.LeaseName(st.Projection, k, n)]; l.Held(time.Now()) {
+			seg.Holder, seg.Until = l.Holder, l.Expires
+		}
+		cp := stored[segment.CheckpointName(st.Collection, k, n)]
+		if cp.Checkpoint == nil {
+			cp = own
+		}
+		switch {
+		case cp.Checkpoint == nil:
+			none = true
+		case low.Checkpoint == nil || cp.Checkpoint.Position < low.Checkpoint.Position:
+			low.Checkpoint, low.Updated = cp.Checkpoint, cp.Updated
+		}
+		if cp.Checkpoint != nil {
+			seg.Checkpoint = &cp.Checkpoint.Position
+		}
+		if end != nil {
+			if err := c.segmentBehind(ctx, client, *end, cp.Checkpoint, p.Reads, &seg); err != nil {
+				return own, err
+			}
+		}
+		st.Segments = append(st.Segments, seg)
+	}
+	if none {
+		low.Checkpoint, low.Updated = nil, time.Time{}
+	}
+	st.Checkpoint, st.Updated = nil, low.Updated
+	if low.Checkpoint != nil {
+		st.Checkpoint = &low.Checkpoint.Position
+	}
+	return low, nil
+}
+
+// segmentBehind counts the events after a segment's checkpoint cp.
+func (c *statusConfig) segmentBehind(ctx context.Context, client eventStore, end uint64, cp *projector.Checkpoint, reads Filter, seg *segmentStatus) error {
+	behind, more := 0, false
+	var err error
+	lctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	switch {
+	case cp == nil:
+		behind, more, err = countAfter(lctx, client, nil, 0, reads)
+	case cp.Position < end:
+		behind, more, err = countAfter(lctx, client, &cp.Position, cp.Prepare, reads)
+	}
+	if err != nil {
+		return fmt.Errorf("counting the events after segment %d's checkpoint: %w", seg.Segment, err)
+	}
+	seg.Behind, seg.BehindAtLeast = &behind, more
+	return nil
+}
+
+// printSegments prints, under the table, the segments of each projection
+// run in segments: who runs each, its checkpoint and how far behind it is.
+func printSegments(w io.Writer, lines []projectionStatus) error {
+	for _, s := range lines {
+		if len(s.Segments) == 0 {
+			continue
+		}
+		holders := map[string]bool{}
+		for _, seg := range s.Segments {
+			if seg.Holder != "" {
+				holders[seg.Holder] = true
+			}
+		}
+		fmt.Fprintf(w, "\n%s runs in %d segments, %d of them held by %d processes:\n", s.Projection, len(s.Segments), heldCount(s.Segments), len(holders))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEGMENT\tCHECKPOINT\tBEHIND (EVENTS)\tRUN BY")
+		for _, seg := range s.Segments {
+			runBy := "-"
+			if seg.Holder != "" {
+				runBy = fmt.Sprintf("%s until %s", seg.Holder, optT(seg.Until))
+			}
+			behind := behindText(projectionStatus{Behind: seg.Behind, BehindAtLeast: seg.BehindAtLeast})
+			fmt.Fprintf(tw, "%d of %d\t%s\t%s\t%s\n", seg.Segment, len(s.Segments), optU(seg.Checkpoint, "none"), behind, runBy)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldCount is how many of segs have a holder.
+func heldCount(segs []segmentStatus) int {
+	n := 0
+	for _, s := range segs {
+		if s.Holder != "" {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,109 @@
+package projector
+
+import (
+	"context"
+	"errors"
+)
+
+// partialCheckpoints is a checkpoint store whose checkpoints cover some
+// of the projection's documents only: those of the segments of a
+// projection that several processes share, each running its own segments
+// (a stable hash of the id gives a document's segment, so that every event
+// of a document goes to the same process, whichever streams feed it). A
+// runner given one ([NewRunner]) hands its engine only the events of the
+// documents it covers: it routes each event as the engine would (ties
+// included), and passes over, as a checkpoint, an event that feeds only
+// documents the store does not cover. Events the projection does not
+// route, cannot route, or whose document it cannot tell (a stream's
+// deletion record) reach the engine as they would without it. The engine
+// must have one projection.
+type partialCheckpoints interface {
+	CheckpointStore
+	// CoversDocument reports whether the store's checkpoints cover
+	// document id.
+	CoversDocument(id string) bool
+}
+
+// keepDocuments wraps the runner's source, when its checkpoint store
+// covers some documents only, so that it delivers only the events of those
+// (see partialCheckpoints).
+func (r *Runner) keepDocuments() error {
+	partial, ok := r.checkpoints.(partialCheckpoints)
+	if !ok {
+		return nil
+	}
+	r.keep = partial.CoversDocument
+	if len(r.engine.projections) != 1 {
+		return errors.New("a checkpoint store that covers some documents only needs an engine of one projection")
+	}
+	kept := keptSource{Source: r.source, engine: r.engine, keep: r.keep}
+	if a, ok := r.source.(AnchoredSource); ok {
+		r.source = anchoredKeptSource{keptSource: kept, anchored: a}
+		return nil
+	}
+	r.source = kept
+	return nil
+}
+
+// keptSource is a source whose subscriptions pass over the events of
+// documents keep refuses.
+type keptSource struct {
+	Source
+	engine *Engine
+	keep   func(id string) bool
+}
+
+func (s keptSource) Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error) {
+	sub, err := s.Source.Subscribe(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	return keptSubscription{Subscription: sub, source: s}, nil
+}
+
+// anchoredKeptSource is a keptSource that checks checkpoints as the source
+// it wraps does.
+type anchoredKeptSource struct {
+	keptSource
+	anchored AnchoredSource
+}
+
+func (s anchoredKeptSource) Log(ctx context.Context) (string, error) { return s.anchored.Log(ctx) }
+
+func (s anchoredKeptSource) Check(ctx context.Context, cp Checkpoint) error {
+	return s.anchored.Check(ctx, cp)
+}
+
+type keptSubscription struct {
+	Subscription
+	source keptSource
+}
+
+func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
+	d, err := s.Subscription.Next(ctx)
+	if err != nil || d.Event == nil || d.Settle != nil || isDeletionRecord(*d.Event) {
+		return d, err
+	}
+	if s.source.passesOver(ctx, d.Event) {
+		return Delivery{Checkpoint: d.Checkpoint, CaughtUp: d.CaughtUp}, nil
+	}
+	return d, nil
+}
+
+// passesOver reports whether every document ev feeds is refused; it keeps
+// the decoded payload in ev, so that the engine does not decode it again.
+func (s keptSource) passesOver(ctx context.Context, ev *Event) bool {
+	decoded, targets, unroutable, decodeErr := s.engine.routed(ctx, *ev)
+	if decodeErr == nil {
+		ev.Payload = decoded.Payload
+	}
+	if len(targets) == 0 || len(unroutable) > 0 {
+		return false
+	}
+	for _, t := range targets {
+		if s.keep(t.id) {
+			return false
+		}
+	}
+	return true
+}
