@@ -809,3 +809,55 @@ func grepLines(text string, words ...string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// BenchmarkSegmentsCPU measures what sharing a projection's segments costs
+// in CPU: the cart details, in 16 segments, caught up by one process
+// holding them all, and on the same log by three processes sharing them,
+// each on a database of its own; each measure is the sum of the processes'
+// user and system time from their start to every segment's checkpoint at
+// the head and their exit on SIGTERM. Each process reads the whole log, so
+// the reading is paid three times. It reports the ratio (three over one,
+// summed over the iterations). On the embedded default:
+// PROJECTOR_TEST_POSTGRES= go test ./cmd/projector-lab -run '^$' -bench SegmentsCPU -benchtime 3x
+func BenchmarkSegmentsCPU(b *testing.B) {
+	if bin == "" {
+		bin = build(b) // without the race detector: measured
+	}
+	srv := esdbtest.New(b)
+	appendPoisonLog(b, srv.Client(b), 2000, 10, false)
+	head := srv.Head()
+	measure := func(procs int) time.Duration {
+		db := mongotest.Database(b)
+		store := mongostore.New(db)
+		args := []string{"run", "--esdb", srv.URI(), "--mongo", mongotest.URI(b), "--database", db.Name(),
+			"--projections", cart.DetailsName, "--segments", strconv.Itoa(segmentCount), "--lease", "2s",
+			"--http", "", "--checkpoint-interval", "100ms"}
+		ps := make([]*process, procs)
+		for i := range ps {
+			ps[i] = startBinary(b, args...)
+		}
+		waitSegmentsAt(b, store, head)
+		var cpu time.Duration
+		for _, p := range ps {
+			if code := p.terminate(b); code != 0 {
+				b.Fatalf("run: exit %d\n%s", code, p.stderrText())
+			}
+			cpu += p.cmd.ProcessState.UserTime() + p.cmd.ProcessState.SystemTime()
+		}
+		return cpu
+	}
+	var one, three time.Duration
+	for i := range b.N {
+		for _, procs := range []int{1 + 2*(i%2), 3 - 2*(i%2)} {
+			cpu := measure(procs)
+			b.Logf("round %d, %d processes: %v of CPU", i, procs, cpu.Round(time.Millisecond))
+			if procs == 1 {
+				one += cpu
+			} else {
+				three += cpu
+			}
+		}
+	}
+	b.ReportMetric(three.Seconds()/one.Seconds(), "cpu-ratio")
+	b.ReportMetric(one.Seconds()/float64(b.N), "one-process-cpu-s")
+}
