@@ -114,11 +114,10 @@ var _ projector.StreamReader = (*Client)(nil)
 // it was deleted and written again), or [projector.ErrStreamDeleted] when
 // the read finds no event (deleted, tombstoned, truncated entirely).
 func (c *Client) FirstRevision(ctx context.Context, stream string) (uint64, error) {
-	var first *neutral.Resolved
-	err := c.do(ctx, func(s neutral.Session) error {
-		var err error
-		first, err = firstRecord(s.ReadStream(ctx, stream, 0, 1))
-		return err
+	// The record comes back as call's value: a call abandoned at ctx's end
+	// finishes in the background and must not write to this frame.
+	first, err := call(ctx, c, func(s neutral.Session) (*neutral.Resolved, error) {
+		return firstRecord(s.ReadStream(ctx, stream, 0, 1))
 	})
 	if (err == nil && first == nil) || c.is(err, neutral.ErrNotFound) || c.is(err, neutral.ErrDeleted) {
 		return 0, projector.ErrStreamDeleted
