@@ -3,7 +3,6 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -13,9 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
-	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -68,38 +64,7 @@ func TestRun_three_processes_one_leader_killed_ten_times_during_traffic(t *testi
 	}
 
 	// Traffic: carts appended one event at a time, in the background.
-	var lives sync.Map // cart id -> []projector.Event
-	stopTraffic := make(chan struct{})
-	var traffic sync.WaitGroup
-	var stopOnce sync.Once
-	stop := func() {
-		stopOnce.Do(func() { close(stopTraffic) })
-		traffic.Wait()
-	}
-	t.Cleanup(stop) // also when the test fails half-way: no t.Error after it ends
-	traffic.Go(func() {
-		r := rand.New(rand.NewPCG(7, 7))
-		for i := 0; ; i++ {
-			select {
-			case <-stopTraffic:
-				return
-			default:
-			}
-			id := fmt.Sprintf("c%04d", i)
-			var evs []projector.Event
-			for rev, ev := range cart.RandomLife(r, id, "client", 6, time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)) {
-				name, data, _ := cart.Registry().Encode(ev)
-				if _, err := client.AppendToStream(context.Background(), cart.StreamID(id), kurrentdb.AppendToStreamOptions{},
-					kurrentdb.EventData{EventID: uuid.New(), EventType: name, ContentType: kurrentdb.ContentTypeJson, Data: data, Metadata: cartMeta}); err != nil {
-					t.Error(err)
-					return
-				}
-				evs = append(evs, projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: ev})
-				time.Sleep(5 * time.Millisecond)
-			}
-			lives.Store(id, evs)
-		}
-	})
+	lives, stop := appendLives(t, client, 5*time.Millisecond)
 
 	// The checkpoint never moves back.
 	var backwards atomic.Value

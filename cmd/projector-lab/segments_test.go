@@ -570,7 +570,7 @@ func TestRun_segments_killed_joined_and_paused_during_traffic(t *testing.T) {
 	for range 3 {
 		f.spawn()
 	}
-	lives, stopTraffic := appendLives(t, client)
+	lives, stopTraffic := appendLives(t, client, 20*time.Millisecond)
 	stopWatch := make(chan struct{})
 	watched := watchSegments(t, db, stopWatch)
 
@@ -757,10 +757,11 @@ func claimedAt(t testing.TB, db *mongo.Database, k int) int64 {
 	return d.Lease
 }
 
-// appendLives appends carts one event at a time, in the background, until
-// the returned func is called; lives holds each cart's events once all are
-// appended.
-func appendLives(t *testing.T, client *kurrentdb.Client) (lives *sync.Map, stop func()) {
+// appendLives appends carts one event at a time, pace apart, in the
+// background, until the returned func is called (or the test ends: no
+// t.Error after it); lives holds each cart's events (cart id ->
+// []projector.Event) once all are appended.
+func appendLives(t *testing.T, client *kurrentdb.Client, pace time.Duration) (lives *sync.Map, stop func()) {
 	lives = &sync.Map{}
 	stopTraffic := make(chan struct{})
 	var traffic sync.WaitGroup
@@ -788,7 +789,7 @@ func appendLives(t *testing.T, client *kurrentdb.Client) (lives *sync.Map, stop 
 					return
 				}
 				evs = append(evs, projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(rev), Payload: ev})
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(pace)
 			}
 			lives.Store(id, evs)
 		}
