@@ -175,27 +175,13 @@ func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
 		}
 	}()
 	n := 0
-	var settled []item // a persistent group's deliveries received together: one batch
-	defer func() { x.handleApart(settled) }()
+	defer x.handOver()
 	for next := range ahead {
 		if next.err != nil {
 			return n, next.err
 		}
 		n++
-		if d := next.d; d.Settle != nil && d.Event != nil {
-			x.r.counts.events.Add(1)
-			x.settling = true
-			settled = append(settled, item{d: d})
-			if len(settled) < x.r.batch && len(ahead) > 0 {
-				continue // more received already: they join the batch
-			}
-			x.handleApart(settled)
-			settled = nil
-			continue
-		}
-		x.handleApart(settled)
-		settled = nil
-		if !x.dispatch(ctx, next.d) {
+		if !x.dispatch(ctx, next.d, len(ahead) > 0) {
 			return n, ctx.Err()
 		}
 	}
@@ -205,8 +191,14 @@ func (x *run) consume(ctx context.Context, sub Subscription) (int, error) {
 // readAhead is how many deliveries consume receives ahead of dispatching.
 const readAhead = 256
 
-func (x *run) dispatch(ctx context.Context, d Delivery) bool {
+// dispatch hands d to the workers, or, for a delivery its source settles,
+// to the batch of those received together (handleApart), which goes once
+// none is received behind it (more is false) or it is full.
+func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 	r := x.r
+	if d.Settle == nil || d.Event == nil {
+		x.handOver()
+	}
 	if d.CaughtUp && !r.caughtUp.Swap(true) {
 		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
 		for _, h := range x.heads {
@@ -225,6 +217,14 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		return true
 	}
 	r.counts.events.Add(1)
+	if d.Settle != nil {
+		x.settling = true
+		x.received = append(x.received, item{d: d})
+		if !more || len(x.received) >= r.batch {
+			x.handOver()
+		}
+		return true
+	}
 	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event)}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
@@ -238,6 +238,12 @@ func (x *run) dispatch(ctx context.Context, d Delivery) bool {
 		r.inFlight.Add(-1)
 		return false
 	}
+}
+
+// handOver hands the settled deliveries received together to handleApart.
+func (x *run) handOver() {
+	x.handleApart(x.received)
+	x.received = nil
 }
 
 // handleApart handles deliveries its source settles (a persistent

@@ -28,6 +28,7 @@ type run struct {
 	cleared   bool         // the saver has cleared the recorded error
 	log       string       // what identifies the source's log ([AnchoredSource]), "" when unknown
 	settling  bool         // the source settles its deliveries (read by the reading goroutine only)
+	received  []item       // deliveries the source settles, received together: one batch (the reading goroutine's)
 
 	failOnce sync.Once
 	failure  error
