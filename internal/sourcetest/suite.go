@@ -618,6 +618,12 @@ func undecodableParked(t *testing.T, f *fixture) {
 	r := NewRunner(t, "consumer", Engine(t, f.store, projector.WithFailurePolicy(projector.Skip)), src, nil)
 	x := Start(t, r)
 	x.WaitFor(t, "every event handled", func(st projector.RunnerStats) bool { return st.Applied+st.Skipped >= uint64(f.carts.Total+1) })
+	// A settlement sent is the server's once it has read it off the open
+	// subscription (one sent as the subscription closes may be lost, and
+	// the event delivered again): the park is looked for before the stop.
+	x.WaitFor(t, "the event parked on the server", func(projector.RunnerStats) bool {
+		return len(f.server.Parked(neutral.AllStreams, group.Name)) > 0
+	})
 	if err := x.Stop(); err != nil {
 		t.Fatal(err)
 	}
