@@ -51,10 +51,15 @@ type Conn[C comparable] struct {
 	cfg ConnConfig[C]
 
 	mu      sync.Mutex
-	client  C // zero: none yet, or the last one was dropped
+	client  C               // zero: none yet, or the last one was dropped
+	calls   *sync.WaitGroup // calls into client not yet returned
 	closed  bool
 	rebuilt int
 }
+
+// closeWait bounds how long [Conn.Close] waits for calls into the client
+// still running (one abandoned at its context's end finishes soon after).
+const closeWait = 5 * time.Second
 
 // NewConn returns a connection that builds its clients with cfg.
 func NewConn[C comparable](cfg ConnConfig[C]) *Conn[C] {
@@ -72,23 +77,25 @@ func (c *Conn[C]) Rebuilt() int {
 	return c.rebuilt
 }
 
-// Client returns the current client, building one if there is none or the
-// last one closed itself.
-func (c *Conn[C]) Client() (C, error) {
+// acquire returns the current client, building one if there is none or the
+// last one closed itself, and counts a call into it: release must follow.
+func (c *Conn[C]) acquire() (cl C, release func(), err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var zero C
 	if c.closed {
-		return zero, fmt.Errorf("%s: client closed", c.cfg.Package)
+		return zero, nil, fmt.Errorf("%s: client closed", c.cfg.Package)
 	}
 	if c.client == zero {
 		cl, err := c.cfg.New()
 		if err != nil {
-			return zero, fmt.Errorf("%s: %s client for %s: %w", c.cfg.Package, c.cfg.Server, c.cfg.URI, err)
+			return zero, nil, fmt.Errorf("%s: %s client for %s: %w", c.cfg.Package, c.cfg.Server, c.cfg.URI, err)
 		}
-		c.client = cl
+		c.client, c.calls = cl, new(sync.WaitGroup)
 	}
-	return c.client, nil
+	calls := c.calls
+	calls.Add(1)
+	return c.client, calls.Done, nil
 }
 
 // check looks at an error of a call made with cl: when it says the client
@@ -126,18 +133,32 @@ func (c *Conn[C]) drop(cl C) {
 	}
 }
 
-// Close closes the current client; later calls fail.
+// Close closes the current client; later calls fail. It first waits, for
+// a few seconds at most, for calls into the client that have not returned,
+// abandoned ones too: both clients check that they are open and then send
+// on a channel that their close closes, so closing under a call in flight
+// would make it panic. A client whose calls do not return in that time is
+// left open (its state machine has stopped, or the process is ending).
 func (c *Conn[C]) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
+	cl, calls := c.client, c.calls
 	var zero C
-	if c.client == zero {
+	c.client, c.calls = zero, nil
+	c.mu.Unlock()
+	if cl == zero {
 		return nil
 	}
-	err := c.cfg.Close(c.client)
-	c.client = zero
-	return err
+	returned := make(chan struct{})
+	go func() { calls.Wait(); close(returned) }()
+	timer := time.NewTimer(closeWait)
+	defer timer.Stop()
+	select {
+	case <-returned:
+		return c.cfg.Close(cl)
+	case <-timer.C:
+		return fmt.Errorf("%s: %s client at %s left open: a call into it did not return within %v", c.cfg.Package, c.cfg.Server, c.cfg.URI, closeWait)
+	}
 }
 
 // Do runs fn with the current client, bounded by ctx and by the hang limit.
@@ -155,13 +176,14 @@ var ErrHung = errors.New("the client did not answer; replaced it")
 // value it then returns that has a Close method (a subscription) is closed.
 func Call[C comparable, T any](ctx context.Context, c *Conn[C], fn func(C) (T, error)) (T, error) {
 	var zero T
-	cl, err := c.Client()
+	cl, release, err := c.acquire()
 	if err != nil {
 		return zero, err
 	}
 	done := make(chan result[T], 1)
 	go func() {
 		v, err := fn(cl)
+		release()
 		done <- result[T]{v, err}
 	}()
 	timer := time.NewTimer(c.cfg.HangLimit)
