@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/revgate/projector/internal/segment"
@@ -12,9 +13,11 @@ import (
 
 // segmentCheckpoints is the checkpoint store of a run over a set of
 // segments (run --segments): each segment has its own checkpoint, stored
-// fenced by its lease's token. The run resumes from the lowest of them (the
-// events a segment had already come back as duplicates, which the gate
-// passes over), and stores each checkpoint it reaches under every segment.
+// fenced by its lease's token. The run resumes from the lowest of them, and
+// passes over, without its engine, the events of a segment at or before
+// that segment's own checkpoint (their effects are stored already); it
+// stores each checkpoint it reaches under every segment (a save never
+// moves a checkpoint back).
 // A save that another process's newer lease refuses (mongostore.ErrFenced)
 // drops that segment: its lease is lost, and the run starts again without
 // it; it never stops the process.
@@ -22,12 +25,24 @@ type segmentCheckpoints struct {
 	g    *segments
 	held map[int]*heldLease
 	keys []int // of held, in order
-	keep func(id string) bool
+
+	mu   sync.Mutex
+	from map[int]uint64 // each held segment's loaded checkpoint; absent: none
 }
 
-// CoversDocument reports whether document id is in a segment of the run:
-// the runner hands its engine the events of those documents only.
-func (c *segmentCheckpoints) CoversDocument(id string) bool { return c.keep(id) }
+// NeedsEvent reports whether the event at position must still be applied
+// to document id: the document is in a segment of the run, past that
+// segment's checkpoint. The runner hands its engine those events only.
+func (c *segmentCheckpoints) NeedsEvent(id string, position uint64) bool {
+	k := segment.Of(id, c.g.n)
+	if _, ok := c.held[k]; !ok {
+		return false
+	}
+	c.mu.Lock()
+	from, ok := c.from[k]
+	c.mu.Unlock()
+	return !ok || position > from
+}
 
 // LoadCheckpoint returns the lowest checkpoint of the segments held, nil
 // when one has none. A segment without its own checkpoint resumes from the
@@ -53,6 +68,14 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 			baseRead, cp = true, base
 		} else {
 			cp = base
+		}
+		if cp != nil {
+			c.mu.Lock()
+			if c.from == nil {
+				c.from = map[int]uint64{}
+			}
+			c.from[k] = cp.Position
+			c.mu.Unlock()
 		}
 		switch {
 		case cp == nil:

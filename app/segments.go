@@ -451,10 +451,6 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 	held := maps.Clone(g.held)
 	g.mu.Unlock()
 	keys := slices.Sorted(maps.Keys(held))
-	keep := func(id string) bool {
-		_, ok := held[segment.Of(id, g.n)]
-		return ok
-	}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &segmentRun{cancel: cancel, done: make(chan struct{}), began: time.Now()}
 	g.logger.Info("runs segments", "projection", g.sl.name, "segments", intsString(keys), "of", g.n)
@@ -463,7 +459,7 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 		if err := s.segmentCount(ctx, g.sl, collection); err != nil {
 			return nil, err
 		}
-		cps := &segmentCheckpoints{g: g, held: held, keys: keys, keep: keep}
+		cps := &segmentCheckpoints{g: g, held: held, keys: keys}
 		return s.cli.runner(ctx, s.c, g.sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
 	}
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -92,6 +93,49 @@ func TestSegmentCheckpoints_load_the_lowest_and_fall_back_to_the_collections_own
 	for k := range 3 {
 		if cp, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", k, 4)); err != nil || cp == nil || cp.Position != 120 {
 			t.Errorf("segment %d after a save at 120: %v, %v", k, cp, err)
+		}
+	}
+}
+
+// A run hands its engine the events of its own segments only, each from
+// past its segment's checkpoint: an event at or before it is stored
+// already, and goes by without the engine (no gate to pass, no document to
+// read again) however far back the run resumes for its other segments.
+func TestSegmentCheckpoints_a_segment_needs_only_the_events_past_its_own_checkpoint(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 4, &log)
+	for k, pos := range map[int]uint64{0: 100, 1: 50} {
+		if err := store.SaveCheckpoint(ctx, segment.CheckpointName("coll", k, 4), projector.Checkpoint{Position: pos}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 4), "A", time.Minute) }
+	c := checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1), 2: lease(2)})
+	in := map[int]string{} // a document id of each segment
+	for i := 0; len(in) < 4; i++ {
+		id := fmt.Sprintf("doc-%d", i)
+		if _, ok := in[segment.Of(id, 4)]; !ok {
+			in[segment.Of(id, 4)] = id
+		}
+	}
+	if cp, err := c.LoadCheckpoint(ctx, "coll"); err != nil || cp != nil {
+		t.Fatalf("segment 2 has no checkpoint: %v, %v; want none (the start)", cp, err)
+	}
+	for _, tc := range []struct {
+		segment int
+		at      uint64
+		want    bool
+	}{
+		{0, 1, false}, {0, 100, false}, {0, 101, true},
+		{1, 49, false}, {1, 50, false}, {1, 51, true},
+		{2, 1, true}, {2, 1000, true},
+		{3, 1, false}, {3, 1000, false}, // not held
+	} {
+		if got := c.NeedsEvent(in[tc.segment], tc.at); got != tc.want {
+			t.Errorf("segment %d (checkpoints 0: 100, 1: 50, 2: none; 3 not held), event at %d: needed %v, want %v",
+				tc.segment, tc.at, got, tc.want)
 		}
 	}
 }

@@ -9,19 +9,21 @@ import (
 // of the projection's documents only: those of the segments of a
 // projection that several processes share, each running its own segments
 // (a stable hash of the id gives a document's segment, so that every event
-// of a document goes to the same process, whichever streams feed it). A
-// runner given one ([NewRunner]) hands its engine only the events of the
-// documents it covers: it routes each event as the engine would (ties
-// included), and passes over, as a checkpoint, an event that feeds only
-// documents the store does not cover. Events the projection does not
-// route, cannot route, or whose document it cannot tell (a stream's
-// deletion record) reach the engine as they would without it. The engine
-// must have one projection.
+// of a document goes to the same process, whichever streams feed it), and
+// each segment from its own checkpoint. A runner given one ([NewRunner])
+// hands its engine only the events the store still needs: it routes each
+// event as the engine would (ties included), and passes over, as a
+// checkpoint, an event that feeds only documents the store does not cover,
+// or covers from a checkpoint at or past the event. Events the projection
+// does not route, cannot route, or whose document it cannot tell (a
+// stream's deletion record) reach the engine as they would without it. The
+// engine must have one projection.
 type partialCheckpoints interface {
 	CheckpointStore
-	// CoversDocument reports whether the store's checkpoints cover
-	// document id.
-	CoversDocument(id string) bool
+	// NeedsEvent reports whether the event at position must still be
+	// applied to document id: the store covers the document, and its
+	// checkpoint for the document is before position.
+	NeedsEvent(id string, position uint64) bool
 }
 
 // keepDocuments wraps the runner's source, when its checkpoint store
@@ -32,11 +34,10 @@ func (r *Runner) keepDocuments() error {
 	if !ok {
 		return nil
 	}
-	r.keep = partial.CoversDocument
 	if len(r.engine.projections) != 1 {
 		return errors.New("a checkpoint store that covers some documents only needs an engine of one projection")
 	}
-	kept := keptSource{Source: r.source, engine: r.engine, keep: r.keep}
+	kept := keptSource{Source: r.source, engine: r.engine, keep: partial.NeedsEvent}
 	if a, ok := r.source.(AnchoredSource); ok {
 		r.source = anchoredKeptSource{keptSource: kept, anchored: a}
 		return nil
@@ -50,7 +51,7 @@ func (r *Runner) keepDocuments() error {
 type keptSource struct {
 	Source
 	engine *Engine
-	keep   func(id string) bool
+	keep   func(id string, position uint64) bool
 }
 
 func (s keptSource) Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error) {
@@ -84,15 +85,19 @@ func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
 	if err != nil || d.Event == nil || d.Settle != nil || isDeletionRecord(*d.Event) {
 		return d, err
 	}
-	if s.source.passesOver(ctx, d.Event) {
+	if s.source.passesOver(ctx, d.Event, d.Checkpoint) {
 		return Delivery{Checkpoint: d.Checkpoint, CaughtUp: d.CaughtUp}, nil
 	}
 	return d, nil
 }
 
-// passesOver reports whether every document ev feeds is refused; it keeps
-// the decoded payload in ev, so that the engine does not decode it again.
-func (s keptSource) passesOver(ctx context.Context, ev *Event) bool {
+// passesOver reports whether no document ev, at checkpoint at, feeds needs
+// it; it keeps the decoded payload in ev, so that the engine does not
+// decode it again.
+func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) bool {
+	if at == nil {
+		return false
+	}
 	decoded, targets, unroutable, decodeErr := s.engine.routed(ctx, *ev)
 	if decodeErr == nil {
 		ev.Payload = decoded.Payload
@@ -101,7 +106,7 @@ func (s keptSource) passesOver(ctx context.Context, ev *Event) bool {
 		return false
 	}
 	for _, t := range targets {
-		if s.keep(t.id) {
+		if s.keep(t.id, at.Position) {
 			return false
 		}
 	}

@@ -18,7 +18,7 @@ type halfStore struct {
 	keep func(string) bool
 }
 
-func (h halfStore) CoversDocument(id string) bool { return h.keep(id) }
+func (h halfStore) NeedsEvent(id string, _ uint64) bool { return h.keep(id) }
 
 // Two runners share one projection's documents, each keeping half of them
 // (a checkpoint store that covers those only): each applies the events of its own documents only, and
@@ -76,5 +76,45 @@ func TestNewRunner_checkpoints_of_some_documents_need_an_engine_of_one_projectio
 		halfStore{s, func(string) bool { return true }}, projector.WithCheckpointEvery(1, time.Second))
 	if err == nil || !strings.Contains(err.Error(), "one projection") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// neededFrom is a checkpoint store that needs every document's events past
+// position from only (one whose segments' checkpoints are all there).
+type neededFrom struct {
+	projector.CheckpointStore
+	from uint64
+}
+
+func (n neededFrom) NeedsEvent(_ string, position uint64) bool { return position > n.from }
+
+// The events a store covers from a checkpoint at or past them are passed
+// over by their position: the engine is handed only those past it.
+func TestRunner_checkpoints_that_need_events_past_a_position_pass_over_those_before(t *testing.T) {
+	s := newStore(t)
+	all, by := cartEvents(t, 8)
+	full, err := projector.NewRunner("full", newEngine(t, s, retry.Default()), &scripted{events: all}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(t, full, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	half := len(all) / 2
+	again, err := projector.NewRunner("again", newEngine(t, s, retry.Default()), &scripted{events: all},
+		neededFrom{s, all[half-1].Position})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(t, again, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	st := again.Stats()
+	if st.Checkpoints != uint64(half) || st.Events != uint64(len(all)-half) || st.Applied != 0 {
+		t.Errorf("%d events passed over, %d handed to the engine, %d applied; want %d passed over, %d handed over (all duplicates)",
+			st.Checkpoints, st.Events, st.Applied, half, len(all)-half)
+	}
+	for id, evs := range by {
+		assertDocument(t, s, id, evs)
 	}
 }

@@ -42,7 +42,6 @@ type Runner struct {
 	batchBytes  int
 	logger      *slog.Logger
 	seed        maphash.Seed
-	keep        func(id string) bool // the documents the checkpoints cover; nil: all
 
 	running   atomic.Bool
 	caughtUp  atomic.Bool                    // the source said it reached the head
@@ -195,11 +194,12 @@ func DefaultReconnect() retry.Policy {
 // engine from source and stores checkpoints in checkpoints. checkpoints may
 // be nil for a source that keeps its own position (a persistent
 // subscription). A checkpoint store whose checkpoints cover some of the
-// projection's documents only, which it says with a method CoversDocument(id
-// string) bool (the store of one process's segments of a projection shared
-// by several), has the runner hand its engine only the events of those
-// documents; the others pass as checkpoints. It logs with the engine's
-// logger. It refuses settings that cannot work, and a projection that needs what the source does not give
+// projection's documents only, which it says with a method NeedsEvent(id
+// string, position uint64) bool (the store of one process's segments of a
+// projection shared by several, each segment from its own checkpoint), has
+// the runner hand its engine only the events it needs; the others pass as
+// checkpoints. It logs with the engine's logger. It refuses settings that
+// cannot work, and a projection that needs what the source does not give
 // ([Check]: the log in order, one worker). An engine made without a stream
 // reader ([WithStreamReader]) gets the source's, when the source reads its
 // event store's streams (a [StreamHistory]: the catch-up sources of package
