@@ -385,12 +385,29 @@ func (b *batchRun) foldGated(ctx context.Context, p Definition, docs []*docEvent
 	through = append(through, missed...)
 	r.folded(ctx, p, docs, through, folds)
 	for j, d := range docs {
-		if fd := folds[j]; fd.extended > 0 && !fd.broken && !slices.Contains(missed, d) {
+		switch fd := folds[j]; {
+		case fd.extended > 0 && !fd.broken && !slices.Contains(missed, d):
 			b.known.wrote(docKey{p.Collection(), d.id}, fd.rev, b.highest(d))
 			b.known.folded(p.Collection(), fd.f.write.Stream, d.id, fd.readFrom, fd.rev)
+		case b.streamFolds(p):
+			b.knowAhead(p, d, loaded, fd)
 		}
 	}
 	return through
+}
+
+// knowAhead notes a document the server holds past every event of d the
+// batch has (all duplicates): a stream fold wrote it ahead of its events'
+// delivery, in an earlier run or another process (a segment taken over).
+// Its stream's later events up to that revision then pass as duplicates
+// (skipKnown) instead of each reading it again through the gate.
+func (b *batchRun) knowAhead(p Definition, d *docEvents, loaded map[string]driver.Loaded, fd *folder) {
+	cur, found := loaded[d.id]
+	if !found || cur.Cached || fd.f.changed || fd.f.fallback || fd.broken ||
+		cur.Stream != b.events[d.idx[0]].StreamID || cur.Revision <= b.highest(d) {
+		return
+	}
+	b.known.wrote(docKey{p.Collection(), d.id}, cur.Revision, cur.Revision)
 }
 
 // enter takes the batch's place in the queue of each document, in the order

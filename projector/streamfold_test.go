@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 )
 
@@ -165,6 +167,62 @@ func TestStreamFold_each_stream_read_once_and_every_document_the_fold(t *testing
 		t.Fatalf("%d events applied again after a restart", a)
 	}
 	checkCarts(t, s, carts)
+}
+
+// gateReads counts the documents read one at a time (through the gate), as
+// against those read together by batches.
+type gateReads struct {
+	*mongostore.Store
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (g *gateReads) Load(ctx context.Context, coll, id string, min uint64, state any) (driver.Head, bool, error) {
+	g.mu.Lock()
+	g.ids[id]++
+	g.mu.Unlock()
+	return g.Store.Load(ctx, coll, id, min, state)
+}
+
+// A new process (a restart, or a segment taken over) resumes from a
+// checkpoint behind documents a stream fold wrote ahead of their events'
+// delivery: the first batch that reads such a document from the server
+// notes its revision, and the stream's later events up to it pass as
+// duplicates without reading it again one event at a time. (A document
+// whose creation comes after the checkpoint is not read by the batch, which
+// inserts it: the insert misses, and the gate reads it.)
+func TestStreamFold_a_new_engine_reads_a_document_written_ahead_once(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	all, carts := interleaved(t, r, 40, 12)
+	db := mongotest.Database(t)
+	h := newStreams(all...)
+	if a, _ := handleInBatches(t, foldEngine(t, mongostore.New(db), h), all, 37); a != len(all) {
+		t.Fatalf("applied %d of %d", a, len(all))
+	}
+	store := &gateReads{Store: mongostore.New(db), ids: map[string]int{}} // a new process's: nothing cached
+	restarted, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+		projector.WithRetry(patient()), projector.WithStreamReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := len(all) / 4
+	if a, _ := handleInBatches(t, restarted, all[from:], 23); a != 0 {
+		t.Fatalf("%d events applied again after a restart", a)
+	}
+	resumed := 0
+	for id, evs := range carts {
+		if evs[0].Position >= all[from].Position {
+			continue // created after the checkpoint
+		}
+		resumed++
+		if n := store.ids[id]; n != 0 {
+			t.Errorf("document %s read %d times one event at a time; want it read once, by its first batch", id, n)
+		}
+	}
+	if resumed == 0 {
+		t.Fatal("no document resumed mid-stream: the test shows nothing")
+	}
+	checkCarts(t, store.Store, carts)
 }
 
 // The fold from a stream stops before the first event the gate would not
