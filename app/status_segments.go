@@ -110,7 +110,11 @@ func printSegments(w io.Writer, lines []projectionStatus) error {
 				holders[seg.Holder] = true
 			}
 		}
-		fmt.Fprintf(w, "\n%s runs in %d segments, %d of them held by %d processes:\n", s.Projection, len(s.Segments), heldCount(s.Segments), len(holders))
+		procs := fmt.Sprintf("%d processes", len(holders))
+		if len(holders) == 1 {
+			procs = "1 process"
+		}
+		fmt.Fprintf(w, "\n%s runs in %d segments, %d of them held by %s:\n", s.Projection, len(s.Segments), heldCount(s.Segments), procs)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEGMENT\tCHECKPOINT\tBEHIND (EVENTS)\tRUN BY")
 		for _, seg := range s.Segments {

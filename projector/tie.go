@@ -28,13 +28,18 @@ var errTieRead = errors.New("reading the stream its event is tied by")
 // route returns the document ev feeds in projection p: its router's
 // answer; for an event of a stream p ties ([Projection.TieStreams]) that the
 // router declines, the document of the stream's first event before it that
-// the router routes.
+// the router routes. An event the router declines in a stream that it does
+// not tie but that feeds a document, under a strategy that gates every
+// revision, cannot be routed (see declined).
 func (e *Engine) route(ctx context.Context, p Definition, ev Event) (id string, ok bool, err error) {
 	id, ok, err = p.Route(ev)
-	if err != nil || ok || !ties(p, ev.StreamID) {
+	switch {
+	case err != nil || ok:
 		return id, ok, err
+	case ties(p, ev.StreamID):
+		return e.tieOf(ctx, p, ev)
 	}
-	return e.tieOf(ctx, p, ev)
+	return "", false, e.declined(ctx, p, ev)
 }
 
 // Documents returns the events of each document of p among events (decoded,
@@ -77,13 +82,53 @@ func ties(p Definition, stream string) bool {
 }
 
 // tieOf returns the document of the first event of ev's stream, before ev,
-// that p's router routes, read from the event store under the engine's
-// retry policy (once a process for a stream, while the engine remembers
-// it). Only the events before ev count, so the answer is the same whenever
-// ev is handled: live, after a restart, in a rebuild. When none routes, ev
-// cannot be routed ([ErrUnroutable]); when the stream cannot be read, the
-// error wraps errTieRead.
+// that p's router routes (streamDocument). Only the events before ev count,
+// so the answer is the same whenever ev is handled: live, after a restart,
+// in a rebuild. When none routes, ev cannot be routed ([ErrUnroutable]);
+// when the stream cannot be read, the error wraps errTieRead.
 func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, bool, error) {
+	known, err := e.streamDocument(ctx, p, ev)
+	if err != nil {
+		return "", true, err
+	}
+	if known.doc == "" || known.at > ev.StreamRevision {
+		return "", true, fmt.Errorf("%w: the projection ties the events of stream %q to the document of its first event the router routes, "+
+			"and none before revision %d does", ErrUnroutable, ev.StreamID, ev.StreamRevision)
+	}
+	return known.doc, true, nil
+}
+
+// declined says why an event p's router declined cannot be left alone:
+// its projection handles its type, gates every revision of a stream
+// (RevisionMap, the revision gate), and an earlier event of its stream
+// feeds a document. That document would never get it: a later event of the
+// stream routed there finds it missing (a hole), and when none comes (the
+// stream's last event: a cancellation, a closing) it is lost without a
+// word. So it fails under the failure policy, as an event its router
+// cannot route, naming the document and the cure (TieStreams). nil when
+// the event is the projection's to leave alone, or the engine reads no
+// streams.
+func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
+	if e.history == nil || ev.StreamRevision == 0 || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
+		return nil
+	}
+	known, err := e.streamDocument(ctx, p, ev)
+	switch {
+	case err != nil:
+		return err
+	case known.doc == "" || known.at >= ev.StreamRevision:
+		return nil
+	}
+	return fmt.Errorf("%w: its router declined it, but the stream's event at revision %d feeds document %q, which would miss it "+
+		"(tie the stream with Projection.TieStreams, so that the events the router declines go to that document, or route it)",
+		ErrUnroutable, known.at, known.doc)
+}
+
+// streamDocument returns what the engine knows of the document ev's stream
+// feeds in p, by the stream's events before ev: the first one p's router
+// routes, read from the event store under the engine's retry policy (once a
+// process for a stream, while the engine remembers it).
+func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (tie, error) {
 	k := tieKey{p.Name(), ev.StreamID}
 	known, _ := e.ties.Get(k)
 	if known.doc == "" && known.scanned < ev.StreamRevision {
@@ -91,16 +136,12 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 			return e.readTie(ctx, p, ev.StreamID, known.scanned, ev.StreamRevision)
 		}, e.retryOptions()...)
 		if err != nil {
-			return "", true, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
+			return tie{}, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
 		}
 		known = found
 		e.ties.Add(k, known)
 	}
-	if known.doc == "" || known.at > ev.StreamRevision {
-		return "", true, fmt.Errorf("%w: the projection ties the events of stream %q to the document of its first event the router routes, "+
-			"and none before revision %d does", ErrUnroutable, ev.StreamID, ev.StreamRevision)
-	}
-	return known.doc, true, nil
+	return known, nil
 }
 
 // readTie reads stream from revision from up to before, for the first

@@ -75,7 +75,10 @@ func kanbanRegistry() *projector.Registry {
 // boards is the board summary: one document per board, under the
 // per-stream revision map, with the card streams tied to the board their
 // first event names.
-func boards() *projector.Projection[board] {
+func boards() *projector.Projection[board] { return boardsTying(cardStreams) }
+
+// boardsTying is the board summary tying the streams of prefixes.
+func boardsTying(prefixes ...string) *projector.Projection[board] {
 	p := projector.New[board]("kanban_boards", func(ev projector.Event) (string, bool) {
 		switch pl := ev.Payload.(type) {
 		case BoardOpened:
@@ -84,7 +87,7 @@ func boards() *projector.Projection[board] {
 			return pl.BoardID, true
 		}
 		return "", false
-	}).Idempotency(projector.RevisionMap()).TieStreams(cardStreams)
+	}).Idempotency(projector.RevisionMap()).TieStreams(prefixes...)
 	card := func(s board, id string, f func(*boardCard)) board {
 		if s.Cards == nil {
 			s.Cards = map[string]boardCard{}

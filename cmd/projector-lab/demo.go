@@ -341,9 +341,10 @@ func (c *demoCommand) holdServers(ctx context.Context) {
 	c.es.DuplicateDeliveries(0)
 	esdbURI, mongo := neutral.Redact(c.es.URI()), neutral.Redact(c.opened.URI)
 	fmt.Fprintf(c.stdout, "holding the servers up, without the demo's faults; Ctrl-C to stop. Point projector commands, or your own binary, at them\n"+
-		"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names):\n"+
-		"  projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+
-		"  projector status --esdb '%[1]s' --mongo '%[2]s' --database mine\n"+
+		"(in a database of your own: the demo's projections are not the binary's, and their checkpoints are under other names),\n"+
+		"from another shell in the clone (or with the binary of go install ./cmd/projector, as projector run ...):\n"+
+		"  go run ./cmd/projector run --esdb '%s' --mongo '%s' --database mine --http ''\n"+
+		"  go run ./cmd/projector status --esdb '%[1]s' --mongo '%[2]s' --database mine\n"+
 		"  mongosh '%[2]s'   (the demo's read models are in database %s)\n", esdbURI, mongo, c.database)
 	<-ctx.Done()
 }

@@ -1,0 +1,80 @@
+package projector_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/sourcetest"
+	"github.com/revgate/projector/projector"
+)
+
+// A board summary that forgets to tie its card streams: a card's later
+// events name no board, so its router declines them. Under the per-stream
+// revision map such an event of a stream that feeds a board would never
+// reach it (the card's last event, archived here, with nothing after it to
+// find the hole), so it fails under the failure policy at once, naming the
+// board and TieStreams; its document is not written. An event of a handled
+// type in a stream that feeds no document is still the projection's to
+// leave alone.
+func TestDeclined_an_event_of_a_stream_that_feeds_a_document_is_not_left_alone(t *testing.T) {
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	ctx := context.Background()
+	reg := kanbanRegistry()
+	appendOne := func(stream string, payload any) projector.Event {
+		t.Helper()
+		name, data, err := reg.Encode(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (appender{client}).Append(ctx, stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		var last projector.Event // read back, as the catch-up delivers it
+		if err := client.ReadStream(ctx, stream, 0, func(ev projector.Event) error { last = ev; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return last
+	}
+	opened := appendOne("board-b1", BoardOpened{BoardID: "b1", Name: "sprint"})
+	added := appendOne("card-c1", CardAdded{CardID: "c1", BoardID: "b1", Title: "write it"})
+	archived := appendOne("card-c1", CardArchived{CardID: "c1"})
+	stray := appendOne("card-c2", CardArchived{CardID: "c2"}) // a card this projection never saw
+
+	for _, policy := range []projector.FailurePolicy{projector.Block, projector.Park} {
+		t.Run(policy.String(), func(t *testing.T) {
+			store := newStore(t)
+			e, err := projector.NewEngine(store, kanbanRegistry(), []projector.Definition{boardsTying().OnFailure(policy)},
+				projector.WithRetry(patient()), projector.WithStreamReader(client), projector.WithParker(store))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Prepare(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range []projector.Event{opened, added} {
+				if rs, _ := e.Handle(ctx, ev); len(rs) != 1 || rs[0].Outcome != projector.Applied {
+					t.Fatalf("%s: %+v", ev.Type, rs)
+				}
+			}
+			rs, _ := e.Handle(ctx, archived)
+			want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Park: projector.Parked}[policy]
+			if len(rs) != 1 || rs[0].Outcome != want || !errors.Is(rs[0].Err, projector.ErrUnroutable) ||
+				!strings.Contains(rs[0].Err.Error(), `"b1"`) || !strings.Contains(rs[0].Err.Error(), "TieStreams") {
+				t.Fatalf("the archived card, declined: %+v; want %v, unroutable, naming board b1 and TieStreams", rs, want)
+			}
+			var got board
+			if found, _, err := projector.ReadDocument(ctx, store, boardsTying(), "b1", &got); err != nil || !found || got.Cards["c1"].Archived {
+				t.Fatalf("board b1: found %v, %v, %+v; want it with card c1 not archived", found, err, got)
+			}
+			if rs, err := e.Handle(ctx, stray); len(rs) != 0 || err != nil {
+				t.Fatalf("an archived card of a stream that feeds no board: %+v, %v; want it left alone", rs, err)
+			}
+		})
+	}
+}
