@@ -99,6 +99,9 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 // run runs the rebuild over the segments held until it has caught up
 // with the head (follow).
 func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoints) error {
+	if over, _, err := rb.over(ctx); err != nil || over {
+		return err // over: done, and its checkpoints are run's
+	}
 	eng, err := rb.x.rebuildEngine(rb.c, rb.p, rb.building, rb.store, rb.client)
 	if err != nil {
 		return err
@@ -132,8 +135,13 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 }
 
 // done reports whether every segment's checkpoint is at the head this
-// process read at its start, or past it.
+// process read at its start, or past it, or the rebuild is over (another
+// process switched readers while this one, started later, had a later
+// head to reach): from then on run --segments writes the checkpoints.
 func (rb *segmentedRebuild) done(ctx context.Context) bool {
+	if over, _, err := rb.over(ctx); err == nil && over {
+		return true
+	}
 	all, err := rb.store.Checkpoints(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
