@@ -82,8 +82,8 @@ func waitExit(t testing.TB, p *process, within time.Duration) int {
 
 // A projection run in 4 segments is rebuilt by processes that each run
 // rebuild --segments 4: one, stopped by SIGTERM as soon as it has stored a
-// segment's checkpoint, says it was interrupted and lets its leases go;
-// then three share the segments, one of them is killed (SIGKILL) while it
+// segment's checkpoint, says it was interrupted and lets its leases go; a
+// rebuild with another number of segments, or without, is refused; then three share the segments, one of them is killed (SIGKILL) while it
 // holds a segment not yet at the head, and the other two take its segments
 // once its leases expire. Both exit 0, exactly one says it switched
 // readers; the new collection is active, every document in it equals its
@@ -139,20 +139,32 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 		t.Fatalf("the interrupted process still holds the leases of segments %v", held)
 	}
 
+	// Another number of segments for the rebuild in progress, or none, is refused.
+	for _, segs := range []string{"8", "1"} {
+		_, errOut, code := runBinary(t, time.Minute, append([]string{"rebuild", cart.DetailsName, "--segments", segs}, common...)...)
+		if want := "into " + building + " runs in 4 segments"; code != 1 || !strings.Contains(errOut, want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("rebuild --segments %s during a rebuild in 4: exit %d, %q; want 1 and one line with %q", segs, code, errOut, want)
+		}
+	}
+
 	three := []*process{start(rebuildArgs), start(rebuildArgs), start(rebuildArgs)}
-	victim := killHolder(t, store, three, building, n, head)
+	victim, lost := killHolder(t, store, three, building, n, head)
 	var survivors []*process
 	for _, p := range three {
 		if p != victim {
 			survivors = append(survivors, p)
 		}
 	}
-	switched := 0
+	switched, took := 0, 0
+	ranLost := regexp.MustCompile(`this process ran segments (?:\d+,)*` + fmt.Sprint(lost) + `\b`)
 	for _, p := range survivors {
 		if code := waitExit(t, p, 3*time.Minute); code != 0 {
 			t.Fatalf("rebuild --segments 4: exit %d\n%s\n%s", code, p.stdout.String(), p.stderrText())
 		}
 		out := p.stdout.String()
+		if ranLost.MatchString(out) {
+			took++
+		}
 		if !strings.Contains(out, "rebuilt cart_details in 4 segments: this process ran ") {
 			t.Errorf("process %d does not say what it did:\n%s", p.cmd.Process.Pid, out)
 		}
@@ -164,6 +176,9 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 	}
 	if switched != 1 {
 		t.Fatalf("%d processes say they switched readers; want 1", switched)
+	}
+	if took == 0 {
+		t.Errorf("no process says it ran segment %d, which the killed one held", lost)
 	}
 	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != building {
 		t.Fatalf("active collection %q, want %q", got, building)
@@ -218,8 +233,8 @@ func rebuildLeases(t testing.TB, store *mongostore.Store, building string, n int
 
 // killHolder kills (SIGKILL) the first of procs seen holding a segment of
 // the rebuild into building whose checkpoint is short of head, and returns
-// it.
-func killHolder(t testing.TB, store *mongostore.Store, procs []*process, building string, n int, head uint64) *process {
+// it and the segment.
+func killHolder(t testing.TB, store *mongostore.Store, procs []*process, building string, n int, head uint64) (*process, int) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		cps := checkpointsIn(t, store, building, n)
@@ -229,7 +244,7 @@ func killHolder(t testing.TB, store *mongostore.Store, procs []*process, buildin
 					p.cmd.Process.Signal(syscall.SIGKILL)
 					<-p.done
 					t.Logf("killed process %d holding segment %d at %d of %d", pid, k, cps[k], head)
-					return p
+					return p, k
 				}
 			}
 		}
