@@ -47,9 +47,9 @@ keeps its checkpoint: run it again to resume. The previous collection is kept;
 drop it when no reader uses it.
 
 With --segments N, run the same command in several processes: they share the
-new collection's N segments, and the first to see every segment caught up
-switches readers; the others exit 0 saying so. Run the new collection with
-run --segments N.
+new collection's N segments, and once every segment has caught up one of
+them switches readers; the others exit 0 saying so. Run the new collection
+with run --segments N.
 
 `, inv.Name)
 		fs.PrintDefaults()

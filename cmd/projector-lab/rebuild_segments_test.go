@@ -3,7 +3,9 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,6 +139,16 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 	}
 	if held := rebuildLeases(t, store, building, n, time.Now()); len(held) != 0 {
 		t.Fatalf("the interrupted process still holds the leases of segments %v", held)
+	}
+
+	// status shows the rebuild at the lowest of its segments' checkpoints.
+	cps := checkpointsIn(t, store, building, n)
+	if len(cps) != n {
+		t.Fatalf("the interrupted process stored the checkpoints of segments %v; want all %d", cps, n)
+	}
+	status, _, _ := runBinary(t, time.Minute, append([]string{"status", "--projections", cart.DetailsName}, common...)...)
+	if want := fmt.Sprintf("%s at %d", building, slices.Min(slices.Collect(maps.Values(cps)))); !strings.Contains(status, want) {
+		t.Errorf("status does not show the rebuild at %q:\n%s", want, status)
 	}
 
 	// Another number of segments for the rebuild in progress, or none, is refused.
