@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
@@ -101,6 +104,12 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 	store := mongostore.New(db)
 	carts := map[string][]projector.Event{}
 	appendCarts(t, client, 0, 100, 6, carts)
+	// The log ends with an event the projection does not read: the
+	// segments' checkpoints still reach the head.
+	if _, err := client.AppendToStream(context.Background(), "other-1", kurrentdb.AppendToStreamOptions{},
+		kurrentdb.EventData{EventID: uuid.New(), EventType: "OtherThing", ContentType: kurrentdb.ContentTypeJson, Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
 	head := srv.Head()
 	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--connect-timeout", "1m"}
 	runArgs := append([]string{"run", "--http", "", "--projections", cart.DetailsName, "--segments", "4", "--lease", lease.String(),
