@@ -103,7 +103,7 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 	db := mongotest.Database(t)
 	store := mongostore.New(db)
 	carts := map[string][]projector.Event{}
-	appendCarts(t, client, 0, 100, 6, carts)
+	appendCarts(t, client, 0, 200, 6, carts) // enough that the three find segments short of the head
 	// The log ends with an event the projection does not read: the
 	// segments' checkpoints still reach the head.
 	if _, err := client.AppendToStream(context.Background(), "other-1", kurrentdb.AppendToStreamOptions{},
@@ -221,7 +221,7 @@ func TestRebuild_segments_shared_by_processes_one_killed_then_run_goes_on_from_t
 			t.Fatalf("the run after the rebuild does not run the 4 segments:\n%s", next.stderrText())
 		}
 	}
-	appendCarts(t, client, 100, 5, 6, carts)
+	appendCarts(t, client, 200, 5, 6, carts)
 	waitAllAt(t, store, building, n, srv.Head())
 	if code := next.terminate(t); code != 0 {
 		t.Fatalf("run after the rebuild: exit %d", code)
