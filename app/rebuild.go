@@ -24,6 +24,7 @@ type rebuildConfig struct {
 	onFailure      string
 	policy         projector.FailurePolicy
 	segments       int
+	lease          time.Duration
 }
 
 func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
@@ -34,7 +35,8 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
-	fs.IntVar(&c.segments, "segments", 1, "not supported yet above 1: a rebuild runs in one process (a projection run with run --segments follows its switch)")
+	fs.IntVar(&c.segments, "segments", 1, "split the new collection's documents into this many segments, shared by every process that runs this same rebuild, each holding the leases of its share (as run --segments does; needs --lease); readers switch once every segment has caught up, and run --segments N goes on from each segment's checkpoint; set once per rebuild: its first process records it")
+	fs.DurationVar(&c.lease, "lease", 15*time.Second, "with --segments above 1: a process holds the leases of its segments in MongoDB and renews them; another takes a dead process's segments within this time")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
 
@@ -43,6 +45,11 @@ live one keeps serving, then switches readers (and a running "%[1]s run")
 to the new collection once it has caught up with the head. Interrupted, it
 keeps its checkpoint: run it again to resume. The previous collection is kept;
 drop it when no reader uses it.
+
+With --segments N, run the same command in several processes: they share the
+new collection's N segments, and once every segment has caught up one of
+them switches readers; the others exit 0 saying so. Run the new collection
+with run --segments N.
 
 `, inv.Name)
 		fs.PrintDefaults()
@@ -58,23 +65,8 @@ drop it when no reader uses it.
 	if !ok {
 		return usageError(inv.Stderr, "%v", x.cat.unknown(name))
 	}
-	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
+	if err := c.check(inv, x, p); err != nil {
 		return err
-	}
-	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
-		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
-	}
-	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
-		return err
-	}
-	if c.segments != 1 {
-		return usageError(inv.Stderr, "--segments %d: a rebuild runs in one process for now; rebuild without it, and the processes of run --segments follow its switch", c.segments)
-	}
-	if c.policy, err = parsePolicy(c.onFailure); err != nil {
-		return usageError(inv.Stderr, "%v", err)
-	}
-	if err := projector.Check(p.Definition, c.policy, true, c.runnerOptions(p)...); err != nil {
-		return usageError(inv.Stderr, "%v", err)
 	}
 	client, err := dial(ctx, c.servers, nil)
 	if err != nil {
@@ -89,6 +81,9 @@ drop it when no reader uses it.
 	if err := refuseGroups(ctx, client, opened.Store, name, x.cat.names(), inv.Stderr); err != nil {
 		return err
 	}
+	if c.segments > 1 {
+		return x.rebuildSegments(ctx, &c, p, client, opened.Store, inv)
+	}
 	// One rebuild of a projection at a time.
 	held, l, err := holdLease(ctx, opened.Store, "rebuild "+name, holderID("rebuild"), 15*time.Second, slog.New(slog.DiscardHandler))
 	if errors.Is(err, mongostore.ErrLeaseHeld) {
@@ -99,6 +94,33 @@ drop it when no reader uses it.
 	}
 	defer held.release()
 	return x.rebuild(ctx, &c, p, client, opened.Store, inv)
+}
+
+// check checks the flags of a rebuild of p, without I/O.
+func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
+	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
+		return err
+	}
+	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
+		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
+	}
+	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
+		return err
+	}
+	switch {
+	case c.segments < 1 || c.segments > maxSegments:
+		return usageError(inv.Stderr, "--segments %d: want 1 (the rebuild in one process) to %d", c.segments, maxSegments)
+	case c.segments > 1 && c.lease <= 0:
+		return usageError(inv.Stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
+	}
+	var err error
+	if c.policy, err = parsePolicy(c.onFailure); err != nil {
+		return usageError(inv.Stderr, "%v", err)
+	}
+	if err := projector.Check(p.Definition, c.policy, true, c.runnerOptions(p)...); err != nil {
+		return usageError(inv.Stderr, "%v", err)
+	}
+	return nil
 }
 
 // runnerOptions are the settings of p's rebuild runner: its own, else the
@@ -174,6 +196,9 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
+	if err := rebuildSegmentCount(ctx, store, name, building, 1, x.name()); err != nil {
+		return err
+	}
 	from, err := store.LoadCheckpoint(ctx, building)
 	if err != nil {
 		return err
@@ -206,16 +231,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	}
 	began := time.Now()
 	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
-		var fe *projector.Error
-		if pol, _ := eng.FailurePolicy(name); errors.As(err, &fe) && !fe.Retryable() && pol == projector.Block {
-			// The rebuild's own failure policy, not the one run was given.
-			past := "park or skip"
-			if projector.Check(p.Definition, projector.Hold, true) == nil {
-				past = "hold, park or skip"
-			}
-			return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure %s goes on past it, and run again it resumes)", err, past)
-		}
-		return err
+		return blockedHint(err, p, eng)
 	}
 	// Caught up: the switch completes even if a signal came meanwhile. An
 	// error an interrupted attempt recorded is over.
@@ -233,6 +249,21 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
 		eng.StreamsFolded(), switched.Active, switched.Previous)
 	return nil
+}
+
+// blockedHint adds to err, when an event failed for good under the
+// rebuild's block policy (its own, not the one run was given), how to go
+// on past it.
+func blockedHint(err error, p Projection, eng *projector.Engine) error {
+	var fe *projector.Error
+	if pol, _ := eng.FailurePolicy(p.Definition.Name()); errors.As(err, &fe) && !fe.Retryable() && pol == projector.Block {
+		past := "park or skip"
+		if projector.Check(p.Definition, projector.Hold, true) == nil {
+			past = "hold, park or skip"
+		}
+		return fmt.Errorf("%w (the rebuild stops at an event that fails for good; rebuild --on-failure %s goes on past it, and run again it resumes)", err, past)
+	}
+	return err
 }
 
 // startRebuild records a rebuild of p into a new collection, or resumes the

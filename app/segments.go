@@ -75,12 +75,33 @@ func (s *session) segmentCount(ctx context.Context, sl *slot, collection string)
 		errSegmentCount, sl.name, collection, stored, segment.CountCollection, s.c.segments, stored, bin, sl.name)
 }
 
+// segmentWork is what the processes sharing the segments of one collection
+// do with those they hold: run --segments runs the projection's active
+// collection for as long as it runs; rebuild --segments fills the building
+// collection until every segment has caught up.
+type segmentWork struct {
+	// group names the segments' leases (segment.LeaseName) and the
+	// heartbeats of the processes that share them.
+	group string
+	// run runs a runner over the segments held, its checkpoint store made
+	// by cps (one for each runner it builds), until ctx is done or it
+	// stops. A run that ends without an error before ctx is done has done
+	// its segments (with done set): it is not started again until the set
+	// of segments held changes.
+	run func(ctx context.Context, cps func() *segmentCheckpoints) error
+	// done reports that every segment is done: the processes stop. Nil
+	// (run): never.
+	done func(ctx context.Context) bool
+}
+
 // segments is what this process holds of a segmented projection (run
-// --segments): the leases of its segments, renewed in the background,
-// and, for the metrics, where it last stored each one's checkpoint.
+// --segments, rebuild --segments): the leases of its segments, renewed in
+// the background, and, for the metrics, where it last stored each one's
+// checkpoint.
 type segments struct {
 	s      *session
 	sl     *slot
+	work   segmentWork
 	n      int
 	logger *slog.Logger
 
@@ -126,14 +147,35 @@ func (r *segmentRun) doneChan() <-chan struct{} {
 }
 
 // keepSegments runs slot sl's projection split into --segments segments
-// until ctx is done or it stops for good: this process keeps a heartbeat
-// among the projection's processes, holds the leases of its fair share of
-// the segments (taking free ones, letting go of those above its share), and
-// runs one runner for the documents of the segments it holds, started again
-// whenever that set changes. Stopping, it stores each segment's checkpoint
-// and lets its leases and heartbeat go at once.
+// until ctx is done or it stops for good (shareSegments).
 func (s *session) keepSegments(ctx context.Context, sl *slot) error {
-	g := &segments{s: s, sl: sl, n: s.c.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+	return s.shareSegments(ctx, sl, s.runWork(sl))
+}
+
+// runWork is the work of run --segments: slot sl's runner over the
+// segments held, following the switches of its active collection.
+func (s *session) runWork(sl *slot) segmentWork {
+	return segmentWork{group: sl.name, run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
+		build := func(ctx context.Context, collection string) (*projector.Runner, error) {
+			if err := s.segmentCount(ctx, sl, collection); err != nil {
+				return nil, err
+			}
+			return s.cli.runner(ctx, s.c, sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps(), s.logger)
+		}
+		return sl.run(ctx, s.store, true, s.logger, s.cli.name(), build)
+	}}
+}
+
+// shareSegments does work over slot sl's projection split into --segments
+// segments until ctx is done, it stops for good, or every segment is done
+// (work.done): this process keeps a heartbeat among the processes that
+// share them, holds the leases of its fair share of the segments (taking
+// free ones, letting go of those above its share), and runs one runner for
+// the documents of the segments it holds, started again whenever that set
+// changes. Stopping, it stores each segment's checkpoint and lets its
+// leases and heartbeat go at once.
+func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork) error {
+	g := &segments{s: s, sl: sl, work: work, n: s.c.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
 		changed: make(chan struct{}, 1)}
 	sl.segs.Store(g)
 	// The leases are renewed until they are let go, after the run has
@@ -141,6 +183,7 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 	aliveCtx, stopAlive := context.WithCancel(context.WithoutCancel(ctx))
 	alive := g.keepAlive(aliveCtx)
 	var run *segmentRun
+	idle := false // the run over the segments held did them (work.done)
 	defer func() {
 		run.stop()
 		g.releaseAll()
@@ -157,15 +200,21 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 				g.failures = 0
 				pacer.Reset() // it ran a while: a new run of failures
 			}
+			idle = run.err == nil && work.done != nil
 			stop, err := g.settle(ctx, run.err, pacer)
 			if run = nil; stop {
 				return err
 			}
 		}
-		if want, live, ok := g.want(ctx); ok {
-			run = g.balance(ctx, want, live, run)
+		if work.done != nil && work.done(ctx) {
+			return nil
 		}
-		if run == nil && g.count() > 0 && ctx.Err() == nil {
+		if want, live, ok := g.want(ctx); ok {
+			var changed bool
+			run, changed = g.balance(ctx, want, live, run)
+			idle = idle && !changed
+		}
+		if run == nil && !idle && g.count() > 0 && ctx.Err() == nil {
 			run = g.start(ctx)
 		}
 		g.show()
@@ -182,9 +231,9 @@ func (s *session) keepSegments(ctx context.Context, sl *slot) error {
 // balance brings the segments held to want: it drops those lost, lets go
 // of those above want (once the run, which stores their checkpoint, has
 // stopped) and takes free ones up to want. It returns the run to go on
-// with: nil, for a new one, when the set changed.
-func (g *segments) balance(ctx context.Context, want int, live []string, run *segmentRun) *segmentRun {
-	changed := g.dropLost()
+// with: nil, for a new one, when the set changed (changed).
+func (g *segments) balance(ctx context.Context, want int, live []string, run *segmentRun) (_ *segmentRun, changed bool) {
+	changed = g.dropLost()
 	if g.count() > want {
 		run.stop()
 		run, changed = nil, true
@@ -195,9 +244,9 @@ func (g *segments) balance(ctx context.Context, want int, live []string, run *se
 	}
 	if changed {
 		run.stop()
-		return nil
+		return nil, true
 	}
-	return run
+	return run, false
 }
 
 func isClosed(c <-chan struct{}) bool {
@@ -266,11 +315,11 @@ func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 	once := func() {
 		bctx, cancel := context.WithTimeout(ctx, ttl/3)
 		defer cancel()
-		if err := segment.Beat(bctx, db, g.sl.name, g.s.holder, ttl); err != nil && ctx.Err() == nil {
+		if err := segment.Beat(bctx, db, g.work.group, g.s.holder, ttl); err != nil && ctx.Err() == nil {
 			g.logger.Warn("heartbeat", "projection", g.sl.name, "err", err)
 		}
 		if beats++; beats%30 == 1 {
-			if err := segment.Forget(bctx, db, g.sl.name, 10*ttl); err != nil && ctx.Err() == nil {
+			if err := segment.Forget(bctx, db, g.work.group, 10*ttl); err != nil && ctx.Err() == nil {
 				g.logger.Warn("forgetting the heartbeats of processes gone", "projection", g.sl.name, "err", err)
 			}
 		}
@@ -297,7 +346,7 @@ func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 // the live processes (segment.Share), which it returns too; false when
 // they cannot be read.
 func (g *segments) want(ctx context.Context) (int, []string, bool) {
-	live, err := segment.Live(ctx, g.s.store.Database(), g.sl.name)
+	live, err := segment.Live(ctx, g.s.store.Database(), g.work.group)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.logger.Warn("reading the projection's processes", "projection", g.sl.name, "err", err)
@@ -390,7 +439,7 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 	var turns []turn
 	for k := range g.n {
 		// A lease this process lost and no other took is its own to take.
-		if l := leases[segment.LeaseName(g.sl.name, k, g.n)]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
+		if l := leases[segment.LeaseName(g.work.group, k, g.n)]; g.holds(k) || (l.Held(now) && l.Holder != g.s.holder) {
 			continue
 		}
 		free[k] = g.freeFor[k] + 1
@@ -406,7 +455,7 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 		if len(taken) == need {
 			break
 		}
-		if h, _, err := holdLease(ctx, g.s.store, segment.LeaseName(g.sl.name, tr.k, g.n), g.s.holder, g.s.c.lease, g.logger); err == nil {
+		if h, _, err := holdLease(ctx, g.s.store, segment.LeaseName(g.work.group, tr.k, g.n), g.s.holder, g.s.c.lease, g.logger); err == nil {
 			taken, ks = append(taken, h), append(ks, tr.k)
 		}
 	}
@@ -454,17 +503,10 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 	rctx, cancel := context.WithCancel(ctx)
 	r := &segmentRun{cancel: cancel, done: make(chan struct{}), began: time.Now()}
 	g.logger.Info("runs segments", "projection", g.sl.name, "segments", intsString(keys), "of", g.n)
-	s := g.s
-	build := func(ctx context.Context, collection string) (*projector.Runner, error) {
-		if err := s.segmentCount(ctx, g.sl, collection); err != nil {
-			return nil, err
-		}
-		cps := &segmentCheckpoints{g: g, held: held, keys: keys}
-		return s.cli.runner(ctx, s.c, g.sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
-	}
+	cps := func() *segmentCheckpoints { return &segmentCheckpoints{g: g, held: held, keys: keys} }
 	go func() {
 		defer close(r.done)
-		r.err = g.sl.run(rctx, s.store, true, s.logger, s.cli.name(), build)
+		r.err = g.work.run(rctx, cps)
 	}()
 	return r
 }
@@ -498,7 +540,7 @@ func (g *segments) releaseAll() {
 func (g *segments) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), g.s.c.lease)
 	defer cancel()
-	if err := segment.Leave(ctx, g.s.store.Database(), g.sl.name, g.s.holder); err != nil {
+	if err := segment.Leave(ctx, g.s.store.Database(), g.work.group, g.s.holder); err != nil {
 		g.logger.Warn("leaving the projection's processes", "projection", g.sl.name, "err", err)
 	}
 }

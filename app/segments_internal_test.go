@@ -25,7 +25,7 @@ import (
 func segmentsOf(store *mongostore.Store, holder string, n int, log *bytes.Buffer) *segments {
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	s := &session{c: &runConfig{lease: time.Minute, segments: n}, store: store, holder: holder, logger: logger}
-	return &segments{s: s, sl: &slot{name: "p"}, n: n, logger: logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+	return &segments{s: s, sl: &slot{name: "p"}, work: segmentWork{group: "p"}, n: n, logger: logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
 		changed: make(chan struct{}, 1)}
 }
 

@@ -235,8 +235,8 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	}
 	if colls.Building != "" {
 		st.Rebuilding = colls.Building
-		if b := stored[colls.Building].Checkpoint; b != nil {
-			st.RebuildCheckpoint = &b.Position
+		if st.RebuildCheckpoint, err = rebuildCheckpoint(ctx, store, stored, colls.Building); err != nil {
+			return st, err
 		}
 	}
 	cp := stored[st.Collection]

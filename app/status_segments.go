@@ -29,6 +29,35 @@ type segmentStatus struct {
 	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
 }
 
+// rebuildCheckpoint is where the rebuild into building stands: its own
+// checkpoint, or for a rebuild in segments (rebuild --segments) the lowest
+// of its segments' (a segment without one counts from the collection's
+// own); nil before the first store.
+func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[string]mongostore.CheckpointStatus, building string) (*uint64, error) {
+	own := stored[building].Checkpoint
+	n, err := segment.Count(ctx, store.Database(), building)
+	if err != nil || n <= 1 {
+		if own == nil {
+			return nil, err
+		}
+		return &own.Position, err
+	}
+	var low *uint64
+	for k := range n {
+		cp := stored[segment.CheckpointName(building, k, n)].Checkpoint
+		if cp == nil {
+			cp = own
+		}
+		if cp == nil {
+			return nil, nil
+		}
+		if low == nil || cp.Position < *low {
+			low = &cp.Position
+		}
+	}
+	return low, nil
+}
+
 // segmentsOf fills in st.Segments for a projection whose collection is
 // split into segments (run --segments) and returns the checkpoint its lag
 // is counted from: the lowest of its segments' (the collection's own for a

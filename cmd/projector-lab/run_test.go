@@ -57,6 +57,7 @@ func appendCarts(t *testing.T, c *kurrentdb.Client, first, n, size int, into map
 type process struct {
 	cmd    *exec.Cmd
 	stderr syncBuffer
+	stdout syncBuffer
 	done   chan struct{} // closed when the process has ended
 	base   string        // where it serves /metrics, when a test asked
 }
@@ -66,7 +67,7 @@ func (p *process) stderrText() string { return p.stderr.String() }
 func startBinary(t testing.TB, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(binary(t), args...), done: make(chan struct{})}
-	p.cmd.Stderr = &p.stderr
+	p.cmd.Stderr, p.cmd.Stdout = &p.stderr, &p.stdout
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -303,10 +303,10 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 	case sum != events:
 		t.Errorf("the processes applied %v, %d in all; want each of the %d events applied once", applied, sum, events)
 	}
-	if _, errOut, code := runBinary(t, time.Minute, "rebuild", cart.DetailsName, "--segments", "4",
+	if _, errOut, code := runBinary(t, time.Minute, "rebuild", cart.DetailsName, "--segments", "4", "--lease", "0",
 		"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name()); code != 2 ||
-		!strings.Contains(errOut, "--segments 4: a rebuild runs in one process") {
-		t.Errorf("rebuild --segments 4: exit %d, %q; want 2 and why", code, errOut)
+		!strings.Contains(errOut, "--segments 4 needs leases") {
+		t.Errorf("rebuild --segments 4 --lease 0: exit %d, %q; want 2 and why", code, errOut)
 	}
 	for _, tc := range []struct {
 		args []string

@@ -1,0 +1,333 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// segmentedRebuild is one process's part of a rebuild in segments (rebuild
+// --segments N): the processes that run the same rebuild share the building
+// collection's segments as those of run --segments share the active one's
+// (shareSegments), each segment with its own checkpoint, named after the
+// building collection, from which run --segments N goes on after the
+// switch.
+type segmentedRebuild struct {
+	x        *cli
+	c        *rebuildConfig
+	p        Projection
+	client   eventStore
+	store    *mongostore.Store
+	s        *session
+	building string
+	end      uint64 // the head of $all when this process started
+	inv      Invocation
+
+	mu     sync.Mutex
+	stats  projector.RunnerStats // of its runs, added up
+	folded uint64
+	ran    map[int]bool // the segments it ran
+}
+
+// group names the leases and heartbeats of the rebuild into building: apart
+// from those of run --segments, which are the projection's.
+func rebuildGroup(building string) string { return "rebuild " + building }
+
+// rebuildSegments is this process's part of the rebuild of p in
+// --segments segments: it shares the segments with the other processes
+// that run it until every one has caught up with the head of $all this
+// process read at its start, and then switches readers, or sees that
+// another process did.
+func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projection, client eventStore, store *mongostore.Store, inv Invocation) error {
+	name, def := p.Definition.Name(), p.Definition.Collection()
+	eng, err := x.rebuildEngine(c, p, def, store, client)
+	if err != nil {
+		return err
+	}
+	if err := refuseSingleRebuild(ctx, store, name); err != nil {
+		return err
+	}
+	active, err := store.ActiveCollection(ctx, name, def)
+	if err != nil {
+		return err
+	}
+	building, err := x.startRebuild(ctx, store, p)
+	if err != nil {
+		return err
+	}
+	if err := rebuildSegmentCount(ctx, store, name, building, c.segments, x.name()); err != nil {
+		return err
+	}
+	hctx, cancel := context.WithTimeout(ctx, c.timeout)
+	end, err := client.Head(hctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the head of $all: %w", err)
+	}
+	logger, err := newLogger(inv.Stderr, "text", "info")
+	if err != nil {
+		return err
+	}
+	rc := &runConfig{servers: c.servers, lease: c.lease, segments: c.segments}
+	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, inv: inv, ran: map[int]bool{},
+		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}}
+	fmt.Fprintf(inv.Stdout, "rebuilding %s into %s in %d segments, shared with the processes that run this rebuild, up to position %d; readers stay on %s\n",
+		name, building, c.segments, end, active)
+	began := time.Now()
+	work := segmentWork{group: rebuildGroup(building), run: rb.run, done: rb.done}
+	if err := rb.s.shareSegments(ctx, &slot{name: name, projection: p}, work); err != nil {
+		return blockedHint(err, p, eng)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted after %s; run it again to resume", rb.did(began))
+	}
+	switched, err := rb.finish(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(inv.Stdout, "rebuilt %s in %d segments: %s; %s\n", name, c.segments, rb.did(began), switched)
+	return nil
+}
+
+// run runs the rebuild over the segments held until it has caught up
+// with the head (follow).
+func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoints) error {
+	if over, _, err := rb.over(ctx); err != nil || over {
+		return err // over: done, and its checkpoints are run's
+	}
+	eng, err := rb.x.rebuildEngine(rb.c, rb.p, rb.building, rb.store, rb.client)
+	if err != nil {
+		return err
+	}
+	if err := eng.Prepare(ctx); err != nil {
+		return err
+	}
+	src, err := rb.client.all(rb.p.Reads.options())
+	if err != nil {
+		return err
+	}
+	held := cps()
+	r, err := projector.NewRunner(rb.building, eng, src, held, rb.c.runnerOptions(rb.p)...)
+	if err != nil {
+		return err
+	}
+	err = follow(ctx, r, eng, nil, rb.end, rb.inv.Stderr)
+	st := r.Stats()
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	for _, k := range held.keys {
+		rb.ran[k] = true
+	}
+	rb.stats.Applied += st.Applied
+	rb.stats.Duplicates += st.Duplicates
+	rb.stats.Skipped += st.Skipped
+	rb.stats.Parked += st.Parked
+	rb.stats.Held += st.Held
+	rb.folded += eng.StreamsFolded()
+	return err
+}
+
+// done reports whether every segment's checkpoint is at the head this
+// process read at its start, or past it, or the rebuild is over (another
+// process switched readers while this one, started later, had a later
+// head to reach): from then on run --segments writes the checkpoints.
+func (rb *segmentedRebuild) done(ctx context.Context) bool {
+	if over, _, err := rb.over(ctx); err == nil && over {
+		return true
+	}
+	all, err := rb.store.Checkpoints(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			rb.s.logger.Warn("reading the segments' checkpoints", "collection", rb.building, "err", err)
+		}
+		return false
+	}
+	return len(segmentsBehind(all, rb.building, rb.c.segments, rb.end)) == 0
+}
+
+// segmentsBehind returns the segments of collection, of n, whose stored
+// checkpoint (in all, by name) is not at end or past it; none when end is
+// 0 (an empty $all).
+func segmentsBehind(all map[string]mongostore.CheckpointStatus, collection string, n int, end uint64) []int {
+	if end == 0 {
+		return nil
+	}
+	var behind []int
+	for k := range n {
+		if cp := all[segment.CheckpointName(collection, k, n)].Checkpoint; cp == nil || cp.Position < end {
+			behind = append(behind, k)
+		}
+	}
+	return behind
+}
+
+// did says what this process did of the rebuild.
+func (rb *segmentedRebuild) did(began time.Time) string {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	st := rb.stats
+	ran := "no segment"
+	if len(rb.ran) > 0 {
+		ran = "segments " + intsString(slices.Sorted(maps.Keys(rb.ran)))
+	}
+	return fmt.Sprintf("this process ran %s: %d events in %v (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history)",
+		ran, handled(st), time.Since(began).Round(time.Millisecond), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held, rb.folded)
+}
+
+// finish switches readers to the building collection, every segment
+// being done, and says so; or says that another process did. One process
+// at a time finishes (a lease); it first holds every segment's lease, so
+// that no process still runs one, and hands the segments' checkpoints over
+// to run --segments (handOver).
+func (rb *segmentedRebuild) finish(ctx context.Context) (string, error) {
+	group, s := rebuildGroup(rb.building), rb.s
+	for {
+		if over, why, err := rb.over(ctx); err != nil || over {
+			return why, err
+		}
+		h, _, err := holdLease(ctx, rb.store, group+"/finish", s.holder, s.c.lease, s.logger)
+		if err == nil && h.confirm(ctx) {
+			defer h.release()
+			break
+		}
+		if err == nil {
+			h.release()
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("interrupted while switching readers; run it again to resume")
+		case <-time.After(standbyPoll(s.c.lease)):
+		}
+	}
+	if over, why, err := rb.over(ctx); err != nil || over {
+		return why, err
+	}
+	held, err := rb.holdAll(ctx)
+	defer func() {
+		for _, h := range held {
+			h.release()
+		}
+	}()
+	if err != nil {
+		return "", err
+	}
+	// Every segment held and done: the switch completes even if a signal
+	// comes meanwhile.
+	wctx := context.WithoutCancel(ctx)
+	if err := rb.handOver(wctx); err != nil {
+		return "", err
+	}
+	name := rb.p.Definition.Name()
+	if err := rb.store.ClearError(wctx, rb.building); err != nil {
+		fmt.Fprintf(rb.inv.Stderr, "clearing the error an earlier attempt recorded: %v\n", err)
+	}
+	switched, err := rb.store.FinishRebuild(wctx, name, rb.building, rb.p.Definition.Collection())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("this process switched readers: they now use %s (the previous collection %s is kept)", switched.Active, switched.Previous), nil
+}
+
+// over reports whether the rebuild into the building collection is no
+// longer in progress: another process switched readers to it.
+func (rb *segmentedRebuild) over(ctx context.Context) (bool, string, error) {
+	c, err := rb.store.CollectionsOf(ctx, rb.p.Definition.Name())
+	switch {
+	case err != nil:
+		return false, "", err
+	case c.Building == rb.building:
+		return false, "", nil
+	case c.Active == rb.building:
+		return true, "another process switched readers to " + rb.building, nil
+	}
+	return true, fmt.Sprintf("the rebuild into %s is no longer in progress: readers use %s (another process switched them, or the rebuild was given up)", rb.building, c.Active), nil
+}
+
+// holdAll takes the lease of every segment, waiting for the processes that
+// hold them to let them go (they do, every segment being done, once their
+// runs have stopped and stored their checkpoints) or for their leases to
+// expire. It returns those it holds, all of them unless ctx is done.
+func (rb *segmentedRebuild) holdAll(ctx context.Context) ([]*heldLease, error) {
+	s, n := rb.s, rb.c.segments
+	held := make([]*heldLease, 0, n)
+	for k := range n {
+		for {
+			h, _, err := holdLease(ctx, rb.store, segment.LeaseName(rebuildGroup(rb.building), k, n), s.holder, s.c.lease, s.logger)
+			if err == nil {
+				held = append(held, h)
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return held, fmt.Errorf("interrupted while switching readers; run it again to resume")
+			case <-time.After(standbyPoll(s.c.lease)):
+			}
+		}
+	}
+	return held, nil
+}
+
+// handOver stores each segment's checkpoint again without the lease token
+// it was fenced by: the leases of run --segments are not the rebuild's
+// (their tokens are counted apart), and a run's first save of a checkpoint
+// fenced by a higher token than its own would be refused.
+func (rb *segmentedRebuild) handOver(ctx context.Context) error {
+	n := rb.c.segments
+	for k := range n {
+		name := segment.CheckpointName(rb.building, k, n)
+		cp, err := rb.store.LoadCheckpoint(ctx, name)
+		if err != nil {
+			return err
+		}
+		if cp == nil {
+			continue // an empty $all
+		}
+		if err := rb.store.DeleteCheckpoint(ctx, name); err != nil {
+			return err
+		}
+		if err := rb.store.SaveCheckpoint(ctx, name, *cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refuseSingleRebuild fails while a rebuild of projection name runs in one
+// process (rebuild without --segments holds its lease).
+func refuseSingleRebuild(ctx context.Context, store *mongostore.Store, name string) error {
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	if l := leases["rebuild "+name]; l.Held(time.Now()) {
+		return fmt.Errorf("a rebuild of %s runs in one process, in %s (its lease runs until %s): let it finish, or stop it and run rebuild --segments again",
+			name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// rebuildSegmentCount records n as the number of segments of building, the
+// collection a rebuild of projection fills, unless one is recorded, and
+// refuses another number than the one recorded (n 1: a rebuild in one
+// process, which records nothing).
+func rebuildSegmentCount(ctx context.Context, store *mongostore.Store, projection, building string, n int, bin string) error {
+	var stored int
+	var err error
+	if n > 1 {
+		stored, err = segment.Record(ctx, store.Database(), projection, building, n)
+	} else {
+		stored, err = segment.Count(ctx, store.Database(), building)
+	}
+	if err != nil || stored <= 1 || stored == n {
+		return err
+	}
+	return fmt.Errorf("%w: the rebuild of %s into %s runs in %d segments, as its first process recorded in %s, not %d: run %s rebuild %s --segments %d",
+		errSegmentCount, projection, building, stored, segment.CountCollection, n, bin, projection, stored)
+}

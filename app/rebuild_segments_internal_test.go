@@ -1,0 +1,134 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// A rebuild in segments is done once every segment of the building
+// collection has its own checkpoint at the head its process read at its
+// start, or past it: a segment without one, one behind, or the
+// checkpoints of another collection or another number of segments leave
+// it not done. An empty $all (head 0) has nothing to rebuild.
+func TestSegmentsBehind_is_done_when_every_segment_of_the_collection_is_at_the_end(t *testing.T) {
+	at := func(pos uint64) mongostore.CheckpointStatus {
+		return mongostore.CheckpointStatus{Checkpoint: &projector.Checkpoint{Position: pos}}
+	}
+	of := func(coll string, n int, pos ...uint64) map[string]mongostore.CheckpointStatus {
+		all := map[string]mongostore.CheckpointStatus{}
+		for k, p := range pos {
+			all[segment.CheckpointName(coll, k, n)] = at(p)
+		}
+		return all
+	}
+	merge := func(ms ...map[string]mongostore.CheckpointStatus) map[string]mongostore.CheckpointStatus {
+		out := map[string]mongostore.CheckpointStatus{}
+		for _, m := range ms {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		all    map[string]mongostore.CheckpointStatus
+		end    uint64
+		behind string
+	}{
+		{"every segment at the end", of("b", 4, 100, 100, 100, 100), 100, "[]"},
+		{"every segment past the end", of("b", 4, 150, 101, 120, 100), 100, "[]"},
+		{"one segment behind", of("b", 4, 100, 99, 100, 100), 100, "[1]"},
+		{"segments without a checkpoint", of("b", 4, 100, 100), 100, "[2 3]"},
+		{"none stored", nil, 100, "[0 1 2 3]"},
+		{"the collection's own checkpoint is not a segment's", merge(of("b", 4, 100, 100, 100), map[string]mongostore.CheckpointStatus{"b": at(200)}), 100, "[3]"},
+		{"another collection's segments", of("a", 4, 100, 100, 100, 100), 100, "[0 1 2 3]"},
+		{"another number of segments", of("b", 8, 100, 100, 100, 100, 100, 100, 100, 100), 100, "[0 1 2 3]"},
+		{"a record holding only an error", merge(of("b", 4, 100, 100, 100), map[string]mongostore.CheckpointStatus{segment.CheckpointName("b", 3, 4): {LastError: "x"}}), 100, "[3]"},
+		{"an empty $all", nil, 0, "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := segmentsBehind(tc.all, "b", 4, tc.end)
+			if fmt.Sprint(got) != tc.behind {
+				t.Errorf("behind %v, want %s", got, tc.behind)
+			}
+		})
+	}
+}
+
+// A process sharing segments whose work has a done condition (rebuild
+// --segments) runs the segments it holds once: a run that ends without an
+// error is not started again while the set held stays the same, however
+// many looks pass. Once done, it stops, lets its leases go at once and
+// leaves the processes.
+func TestShareSegments_runs_done_segments_once_and_stops_once_done(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	s := &session{c: &runConfig{lease: time.Second, segments: 4}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
+	var runs, looks atomic.Int32
+	var finished atomic.Bool
+	var ran atomic.Pointer[[]int]
+	work := segmentWork{group: "rebuild x",
+		run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
+			keys := cps().keys
+			ran.Store(&keys)
+			runs.Add(1)
+			return nil
+		},
+		done: func(context.Context) bool {
+			looks.Add(1)
+			return finished.Load()
+		}}
+	ended := make(chan error, 1)
+	go func() { ended <- s.shareSegments(ctx, &slot{name: "p"}, work) }()
+	waitUntil(t, "a run", func() bool { return runs.Load() > 0 })
+	// Looks after the run ended: each would start it again if it were.
+	from := looks.Load()
+	waitUntil(t, "five more looks", func() bool { return looks.Load() >= from+5 })
+	if n := runs.Load(); n != 1 {
+		t.Errorf("%d runs over the segments held; want 1: a run that did its segments is not started again", n)
+	}
+	if got := fmt.Sprint(*ran.Load()); got != "[0 1 2 3]" {
+		t.Errorf("the run held segments %s; want all four", got)
+	}
+	finished.Store(true)
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("shareSegments did not stop within a minute of its work being done")
+	}
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 4 {
+		if l := leases[segment.LeaseName("rebuild x", k, 4)]; l.Held(time.Now()) {
+			t.Errorf("segment %d: its lease is still held, until %v", k, l.Expires)
+		}
+	}
+	if live, err := segment.Live(ctx, store.Database(), "rebuild x"); err != nil || len(live) != 0 {
+		t.Errorf("processes still live: %v, %v", live, err)
+	}
+}
+
+// waitUntil waits until cond holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within a minute", what)
+		}
+	}
+}
