@@ -192,8 +192,14 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 		g.leave()
 	}()
 	pacer := pace.New(restarts)
-	tick := time.NewTicker(standbyPoll(s.c.lease))
+	poll := standbyPoll(s.c.lease)
+	tick := time.NewTicker(poll)
 	defer tick.Stop()
+	// Processes started together see each other before any takes a
+	// segment, instead of the first taking them all and handing most of
+	// them over a moment later (each hand-over restarts runs).
+	joined := time.Now().Add(poll)
+	want, changedAt := 0, time.Time{}
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
 			if time.Since(run.began) > restarts.MaxDelay {
@@ -209,12 +215,14 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 		if work.done != nil && work.done(ctx) {
 			return nil
 		}
-		if want, live, ok := g.want(ctx); ok {
+		if w, live, ok := g.want(ctx); ok && time.Now().After(joined) {
 			var changed bool
-			run, changed = g.balance(ctx, want, live, run)
-			idle = idle && !changed
+			want = w
+			if run, changed = g.balance(ctx, want, live, run); changed {
+				idle, changedAt = false, time.Now()
+			}
 		}
-		if run == nil && !idle && g.count() > 0 && ctx.Err() == nil {
+		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
 			run = g.start(ctx)
 		}
 		g.show()
@@ -227,6 +235,19 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 	}
 	return nil
 }
+
+// settled reports whether a run over the segments held may start: this
+// process holds its share (want), or what it holds has not changed for a
+// while (since changedAt). A process short of its share takes the
+// segments the others let go of one after the other as their runs stop:
+// it starts one run once they have come, rather than a run at each.
+func (g *segments) settled(want int, changedAt time.Time) bool {
+	return g.count() >= want || time.Since(changedAt) >= settleSegments(g.s.c.lease)
+}
+
+// settleSegments is how long a process short of its share of the
+// segments waits for more before it runs those it holds.
+func settleSegments(lease time.Duration) time.Duration { return max(lease/4, 100*time.Millisecond) }
 
 // balance brings the segments held to want: it drops those lost, lets go
 // of those above want (once the run, which stores their checkpoint, has

@@ -234,3 +234,30 @@ func TestSegments_a_stale_holders_document_write_cannot_undo_newer_work(t *testi
 		t.Error(err)
 	}
 }
+
+// A process short of its share of the segments waits for the ones the
+// others let go of before it runs those it holds, for a while at most: one
+// run once they have come, not one at each.
+func TestSegments_a_run_starts_at_the_share_or_once_the_segments_held_have_settled(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 16, &log)
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 16), "A", time.Minute) }
+	checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1)})
+	settle := settleSegments(g.s.c.lease)
+	for _, tc := range []struct {
+		want    int
+		changed time.Duration // ago
+		start   bool
+	}{
+		{2, 0, true},                    // its share
+		{1, 0, true},                    // more than its share: it lets go of some once its run stops
+		{5, 0, false},                   // short of it, just changed
+		{5, settle / 2, false},          // still settling
+		{5, settle + time.Second, true}, // the others keep theirs: it runs what it has
+	} {
+		if got := g.settled(tc.want, time.Now().Add(-tc.changed)); got != tc.start {
+			t.Errorf("holding 2 of a share of %d, changed %v ago: starts %v, want %v", tc.want, tc.changed, got, tc.start)
+		}
+	}
+}
