@@ -202,13 +202,8 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 	want, changedAt := 0, time.Time{}
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
-			if time.Since(run.began) > restarts.MaxDelay {
-				g.failures = 0
-				pacer.Reset() // it ran a while: a new run of failures
-			}
-			idle = run.err == nil && work.done != nil
-			stop, err := g.settle(ctx, run.err, pacer)
-			if run = nil; stop {
+			stop, err := g.ended(ctx, run, pacer)
+			if idle, run = run.err == nil && work.done != nil, nil; stop {
 				return err
 			}
 		}
@@ -234,6 +229,16 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 		}
 	}
 	return nil
+}
+
+// ended judges a run that has ended on its own (settle), after a new run
+// of failures begins if it ran a while.
+func (g *segments) ended(ctx context.Context, run *segmentRun, pacer *pace.Pacer) (stop bool, _ error) {
+	if time.Since(run.began) > restarts.MaxDelay {
+		g.failures = 0
+		pacer.Reset()
+	}
+	return g.settle(ctx, run.err, pacer)
 }
 
 // settled reports whether a run over the segments held may start: this
