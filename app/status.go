@@ -498,8 +498,11 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 			group = fmt.Sprintf("%s (%s)", s.Group, optI(s.Parked))
 		}
 		runBy := "-"
-		if s.LeaseHolder != "" {
+		switch {
+		case s.LeaseHolder != "":
 			runBy = fmt.Sprintf("%s until %s", s.LeaseHolder, optT(s.LeaseUntil))
+		case len(s.Segments) > 0:
+			runBy = fmt.Sprintf("%d segments (below)", len(s.Segments))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", s.Projection, s.Collection, optU(s.Checkpoint, "none"), optT(s.Updated),
 			optU(s.Head, "?"), behindText(s), s.ParkedHere, heldText(s.Held), group, rebuilding, runBy, errText(s))

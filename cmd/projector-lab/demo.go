@@ -122,6 +122,9 @@ func (c *demoCommand) parseFlags(inv app.Invocation) error {
 		fmt.Fprintln(c.stderr, err)
 		return app.ErrUsage
 	}
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
 	return nil
 }
 
@@ -133,7 +136,7 @@ func (c *demoConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.consumers, "consumers", 3, "competing consumers of the persistent subscription group")
 	fs.Float64Var(&c.duplicates, "duplicates", 0.2, "share of deliveries the server sends twice")
 	fs.IntVar(&c.drops, "drops", 3, "times the server drops every subscription while the traffic runs")
-	fs.Uint64Var(&c.seed, "seed", uint64(time.Now().UnixNano()), "seed of the traffic and of the faults")
+	fs.Uint64Var(&c.seed, "seed", 0, "seed of the traffic and of the faults (0: one from the clock, printed, to run the same again)")
 	fs.StringVar(&c.dataDir, "data-dir", "projector-data", "where the embedded Mongo-wire server keeps its data (kept across runs)")
 	fs.StringVar(&c.mongoURI, "mongo", "", "MongoDB URI to use instead of the embedded server")
 	fs.StringVar(&c.database, "database", "projector_demo", "database of the read models; emptied at the start")

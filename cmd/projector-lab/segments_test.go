@@ -259,6 +259,11 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 			t.Errorf("status: segment %d at %v, %v behind; want a checkpoint with none behind", k, seg.Checkpoint, seg.Behind)
 		}
 	}
+	// The table says who runs it: the segments, listed below it.
+	table, _, code := runBinary(t, time.Minute, append([]string{"status"}, common...)...)
+	if want := fmt.Sprintf("%d segments (below)", segmentCount); code != 0 || !strings.Contains(table, want) || !strings.Contains(table, "held by 3 processes") {
+		t.Errorf("status: exit %d, want %q in the table and the segments held by 3 processes:\n%s", code, want, table)
+	}
 
 	if code := p3.terminate(t); code != 0 {
 		t.Fatalf("the third process exited %d after SIGTERM\n%s", code, p3.stderrText())
