@@ -213,7 +213,7 @@ func (c *demoCommand) startServers(ctx context.Context) error {
 
 // printHeader prints what the demo runs and where its servers are.
 func (c *demoCommand) printHeader() {
-	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, %d drops, seed %d\n",
+	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, every subscription dropped %d times, seed %d\n",
 		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
 	fmt.Fprintf(c.stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", c.es.Addr(), c.opened.Where(), neutral.Redact(c.opened.URI), c.database)
 }
@@ -316,8 +316,12 @@ func (c *demoCommand) checkPath(ctx context.Context, p *demoPath, streams map[st
 	if p.handedBack && st.Failed > 0 {
 		failures += " (waited for a predecessor queued behind them: handed back to the group, delivered again)"
 	}
-	fmt.Fprintf(c.stdout, "  %-12s applied %d, duplicates skipped %d, %s, gate waits %d, drops %d, all applied %v after the first append; documents %d of %d equal to the pure fold\n",
-		p.name, st.Applied, st.Duplicates, failures, st.Waits, st.Drops, p.took.Round(time.Millisecond), right, c.carts)
+	drops := fmt.Sprint("subscription drops ", st.Drops)
+	if p.handedBack {
+		drops += fmt.Sprintf(" (over its %d consumers)", c.consumers)
+	}
+	fmt.Fprintf(c.stdout, "  %-12s applied %d, duplicates skipped %d, %s, gate waits %d, %s, all applied %v after the first append; documents %d of %d equal to the pure fold\n",
+		p.name, st.Applied, st.Duplicates, failures, st.Waits, drops, p.took.Round(time.Millisecond), right, c.carts)
 	if len(wrong) > 0 || st.Applied != uint64(c.total()) {
 		fmt.Fprintf(c.stdout, "  %s: wrong documents %v\n", p.name, wrong)
 		return false, nil

@@ -84,7 +84,7 @@ func TestDemo_checks_every_document_against_the_fold(t *testing.T) {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
 	for _, path := range []string{"catch-up", "group"} {
-		re := regexp.MustCompile(path + `\s+applied 160, duplicates skipped (\d+), failed (\d+)[^,]*, .*drops (\d+), all applied ([0-9.hms]+) after the first append; documents 20 of 20 equal to the pure fold`)
+		re := regexp.MustCompile(path + `\s+applied 160, duplicates skipped (\d+), failed (\d+)[^,]*, .*drops (\d+)[^,]*, all applied ([0-9.hms]+) after the first append; documents 20 of 20 equal to the pure fold`)
 		m := re.FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("no %s line with 160 applied and 20 of 20 documents right:\n%s", path, out)
