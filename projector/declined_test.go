@@ -11,6 +11,7 @@ import (
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
 )
 
 // A board summary that forgets to tie its card streams: a card's later
@@ -76,5 +77,37 @@ func TestDeclined_an_event_of_a_stream_that_feeds_a_document_is_not_left_alone(t
 				t.Fatalf("an archived card of a stream that feeds no board: %+v, %v; want it left alone", rs, err)
 			}
 		})
+	}
+}
+
+// A projection under the revision map whose router declines every event of
+// some streams (the cards of other boards): the engine learns, as their
+// events come in order, that none of them routes, and reads such a stream
+// once at most, not once an event.
+func TestDeclined_streams_that_feed_no_document_are_not_read_an_event_at_a_time(t *testing.T) {
+	p := projector.New[board]("kanban_b1", func(ev projector.Event) (string, bool) {
+		if a, ok := ev.Payload.(CardAdded); ok && a.BoardID == "b1" {
+			return "b1", true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap())
+	projector.On(p, func(s board, e CardAdded) (board, error) { s.Name = e.Title; return s, nil })
+	projector.On(p, func(s board, e CardMoved) (board, error) { return s, nil })
+	log := projectortest.NewLog(kanbanRegistry())
+	evs := log.MustAppend(t, "card-c9", CardAdded{CardID: "c9", BoardID: "b2", Title: "elsewhere"},
+		CardMoved{CardID: "c9", Column: "doing"}, CardMoved{CardID: "c9", Column: "done"}, CardMoved{CardID: "c9", Column: "todo"})
+	h := newStreams(evs...)
+	e, err := projector.NewEngine(newStore(t), kanbanRegistry(), []projector.Definition{p},
+		projector.WithRetry(patient()), projector.WithStreamReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if rs, err := e.Handle(context.Background(), ev); len(rs) != 0 || err != nil {
+			t.Fatalf("%s@%d: %+v, %v; want it left alone", ev.Type, ev.StreamRevision, rs, err)
+		}
+	}
+	if n := h.readsOf("card-c9"); n > 1 {
+		t.Errorf("the stream of a card of another board was read %d times for its %d events; want once at most", n, len(evs))
 	}
 }

@@ -109,14 +109,23 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 // the event is the projection's to leave alone, or the engine reads no
 // streams.
 func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
-	if e.history == nil || ev.StreamRevision == 0 || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
+	if e.history == nil || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
 		return nil
 	}
-	known, err := e.streamDocument(ctx, p, ev)
-	switch {
-	case err != nil:
-		return err
-	case known.doc == "" || known.at >= ev.StreamRevision:
+	known, _ := e.ties.Peek(tieKey{p.Name(), ev.StreamID})
+	if ev.StreamRevision > 0 {
+		var err error
+		if known, err = e.streamDocument(ctx, p, ev); err != nil {
+			return err
+		}
+	}
+	if known.doc == "" || known.at >= ev.StreamRevision {
+		// None of the stream's events up to this one routes: the next
+		// declined one needs no read for them.
+		if known.doc == "" && known.scanned <= ev.StreamRevision {
+			known.scanned = ev.StreamRevision + 1
+			e.ties.Add(tieKey{p.Name(), ev.StreamID}, known)
+		}
 		return nil
 	}
 	return fmt.Errorf("%w: its router declined it, but the stream's event at revision %d feeds document %q, which would miss it "+
