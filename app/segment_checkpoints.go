@@ -27,13 +27,13 @@ type segmentCheckpoints struct {
 	keys []int // of held, in order
 
 	mu   sync.Mutex
-	from map[int]uint64 // each held segment's loaded checkpoint; absent: none
+	from map[int]projector.Checkpoint // each held segment's loaded checkpoint; absent: none
 }
 
-// NeedsEvent reports whether the event at position must still be applied
-// to document id: the document is in a segment of the run, past that
-// segment's checkpoint. The runner hands its engine those events only.
-func (c *segmentCheckpoints) NeedsEvent(id string, position uint64) bool {
+// NeedsEvent reports whether the event at checkpoint at must still be
+// applied to document id: the document is in a segment of the run, past
+// that segment's checkpoint. The runner hands its engine those events only.
+func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool {
 	k := segment.Of(id, c.g.n)
 	if _, ok := c.held[k]; !ok {
 		return false
@@ -41,7 +41,14 @@ func (c *segmentCheckpoints) NeedsEvent(id string, position uint64) bool {
 	c.mu.Lock()
 	from, ok := c.from[k]
 	c.mu.Unlock()
-	return !ok || position > from
+	return !ok || after(at, from)
+}
+
+// after reports whether checkpoint a is past b in $all: by commit position,
+// then by prepare position (the events of one append share a commit
+// position, and a checkpoint can fall between them).
+func after(a, b projector.Checkpoint) bool {
+	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
 }
 
 // LoadCheckpoint returns the lowest checkpoint of the segments held, nil
@@ -72,15 +79,15 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 		if cp != nil {
 			c.mu.Lock()
 			if c.from == nil {
-				c.from = map[int]uint64{}
+				c.from = map[int]projector.Checkpoint{}
 			}
-			c.from[k] = cp.Position
+			c.from[k] = *cp
 			c.mu.Unlock()
 		}
 		switch {
 		case cp == nil:
 			none = true
-		case low == nil || cp.Position < low.Position:
+		case low == nil || after(*low, *cp):
 			low = cp
 		}
 	}

@@ -133,9 +133,47 @@ func TestSegmentCheckpoints_a_segment_needs_only_the_events_past_its_own_checkpo
 		{2, 1, true}, {2, 1000, true},
 		{3, 1, false}, {3, 1000, false}, // not held
 	} {
-		if got := c.NeedsEvent(in[tc.segment], tc.at); got != tc.want {
+		if got := c.NeedsEvent(in[tc.segment], projector.Checkpoint{Position: tc.at}); got != tc.want {
 			t.Errorf("segment %d (checkpoints 0: 100, 1: 50, 2: none; 3 not held), event at %d: needed %v, want %v",
 				tc.segment, tc.at, got, tc.want)
+		}
+	}
+}
+
+// The events of one append share a commit position and differ by their
+// prepare positions, and a checkpoint can fall between them: a segment
+// resumed from one still needs the rest of its append, and a run resumes
+// from the lowest checkpoint by both positions.
+func TestSegmentCheckpoints_a_checkpoint_inside_an_append(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 2, &log)
+	for k, prepare := range map[int]uint64{0: 40, 1: 58} {
+		if err := store.SaveCheckpoint(ctx, segment.CheckpointName("coll", k, 2), projector.Checkpoint{Position: 60, Prepare: prepare}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 2), "A", time.Minute) }
+	c := checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1)})
+	if cp, err := c.LoadCheckpoint(ctx, "coll"); err != nil || cp == nil || cp.Position != 60 || cp.Prepare != 40 {
+		t.Fatalf("segments at 60/40 and 60/58: resumes from %v, %v; want 60/40", cp, err)
+	}
+	id := "doc-0"
+	for segment.Of(id, 2) != 0 {
+		id += "x"
+	}
+	for _, tc := range []struct {
+		at   projector.Checkpoint
+		want bool
+	}{
+		{projector.Checkpoint{Position: 60, Prepare: 40}, false},
+		{projector.Checkpoint{Position: 60, Prepare: 49}, true}, // the same append, after the checkpoint
+		{projector.Checkpoint{Position: 59, Prepare: 59}, false},
+		{projector.Checkpoint{Position: 61, Prepare: 0}, true},
+	} {
+		if got := c.NeedsEvent(id, tc.at); got != tc.want {
+			t.Errorf("segment 0 at 60/40, event at %d/%d: needed %v, want %v", tc.at.Position, tc.at.Prepare, got, tc.want)
 		}
 	}
 }

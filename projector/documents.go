@@ -20,10 +20,11 @@ import (
 // engine must have one projection.
 type partialCheckpoints interface {
 	CheckpointStore
-	// NeedsEvent reports whether the event at position must still be
+	// NeedsEvent reports whether the event at checkpoint at must still be
 	// applied to document id: the store covers the document, and its
-	// checkpoint for the document is before position.
-	NeedsEvent(id string, position uint64) bool
+	// checkpoint for the document is before at (by commit position, then by
+	// prepare position: the events of one append share a commit position).
+	NeedsEvent(id string, at Checkpoint) bool
 }
 
 // keepDocuments wraps the runner's source, when its checkpoint store
@@ -51,7 +52,7 @@ func (r *Runner) keepDocuments() error {
 type keptSource struct {
 	Source
 	engine *Engine
-	keep   func(id string, position uint64) bool
+	keep   func(id string, at Checkpoint) bool
 }
 
 func (s keptSource) Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error) {
@@ -106,7 +107,7 @@ func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) b
 		return false
 	}
 	for _, t := range targets {
-		if s.keep(t.id, at.Position) {
+		if s.keep(t.id, *at) {
 			return false
 		}
 	}

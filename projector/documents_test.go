@@ -18,7 +18,7 @@ type halfStore struct {
 	keep func(string) bool
 }
 
-func (h halfStore) NeedsEvent(id string, _ uint64) bool { return h.keep(id) }
+func (h halfStore) NeedsEvent(id string, _ projector.Checkpoint) bool { return h.keep(id) }
 
 // Two runners share one projection's documents, each keeping half of them
 // (a checkpoint store that covers those only): each applies the events of its own documents only, and
@@ -86,7 +86,7 @@ type neededFrom struct {
 	from uint64
 }
 
-func (n neededFrom) NeedsEvent(_ string, position uint64) bool { return position > n.from }
+func (n neededFrom) NeedsEvent(_ string, at projector.Checkpoint) bool { return at.Position > n.from }
 
 // The events a store covers from a checkpoint at or past them are passed
 // over by their position: the engine is handed only those past it.

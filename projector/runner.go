@@ -195,7 +195,7 @@ func DefaultReconnect() retry.Policy {
 // be nil for a source that keeps its own position (a persistent
 // subscription). A checkpoint store whose checkpoints cover some of the
 // projection's documents only, which it says with a method NeedsEvent(id
-// string, position uint64) bool (the store of one process's segments of a
+// string, at Checkpoint) bool (the store of one process's segments of a
 // projection shared by several, each segment from its own checkpoint), has
 // the runner hand its engine only the events it needs; the others pass as
 // checkpoints. It logs with the engine's logger. It refuses settings that
