@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/sourcetest"
@@ -109,5 +111,67 @@ func TestDeclined_streams_that_feed_no_document_are_not_read_an_event_at_a_time(
 	}
 	if n := h.readsOf("card-c9"); n > 1 {
 		t.Errorf("the stream of a card of another board was read %d times for its %d events; want once at most", n, len(evs))
+	}
+}
+
+// A card stream deleted since its events were appended (a catch-up or a
+// rebuild delivers them from $all): the declined event's stream cannot be
+// read to tell whether it feeds a board, and that is not the event store
+// failing to answer. The event is left alone, as without the check, instead
+// of failing again and again as a store error.
+func TestDeclined_an_event_of_a_stream_deleted_since_is_left_alone(t *testing.T) {
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	ctx := context.Background()
+	reg := kanbanRegistry()
+	var evs []projector.Event
+	for _, a := range []struct {
+		stream  string
+		payload any
+	}{
+		{"board-b1", BoardOpened{BoardID: "b1", Name: "sprint"}},
+		{"card-c1", CardAdded{CardID: "c1", BoardID: "b1", Title: "write it"}},
+		{"card-c1", CardArchived{CardID: "c1"}},
+	} {
+		name, data, err := reg.Encode(a.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (appender{client}).Append(ctx, a.stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		if err := client.ReadStream(ctx, a.stream, 0, func(ev projector.Event) error {
+			if len(evs) == 0 || ev.StreamID != evs[len(evs)-1].StreamID || ev.StreamRevision > evs[len(evs)-1].StreamRevision {
+				evs = append(evs, ev)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := server.Client(t).DeleteStream(ctx, "card-c1", kurrentdb.DeleteStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	store := newStore(t)
+	e, err := projector.NewEngine(store, reg, []projector.Definition{boardsTying()},
+		projector.WithRetry(patient()), projector.WithStreamReader(client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 {
+		t.Fatalf("read back %d events, want 3", len(evs))
+	}
+	for _, ev := range evs[:2] {
+		if rs, _ := e.Handle(ctx, ev); len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("%s: %+v", ev.Type, rs)
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if rs, err := e.Handle(hctx, evs[2]); len(rs) != 0 || err != nil {
+		t.Fatalf("the declined event of a deleted stream: %+v, %v; want it left alone", rs, err)
 	}
 }

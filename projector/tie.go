@@ -169,13 +169,25 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 		found.scanned = ev.StreamRevision + 1
 		return nil
 	})
-	if err != nil {
+	if err != nil && !e.deleted(ctx, stream) {
 		return tie{}, err
+	}
+	if err != nil {
+		// Deleted since (tombstoned, or soft-deleted with nothing left):
+		// none of its events can say where it goes.
+		found = tie{}
 	}
 	if found.doc == "" {
 		found.scanned = max(found.scanned, before)
 	}
 	return found, nil
+}
+
+// deleted reports whether stream has no events left to read (its read
+// failed because it is gone, not because the event store did not answer).
+func (e *Engine) deleted(ctx context.Context, stream string) bool {
+	_, err := e.history.FirstRevision(ctx, stream)
+	return errors.Is(err, ErrStreamDeleted)
 }
 
 // routeInStream routes ev, read from its stream, in p by its router alone,
