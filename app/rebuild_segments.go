@@ -142,6 +142,9 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 	if over, _, err := rb.over(ctx); err == nil && over {
 		return true
 	}
+	if rb.finishing(ctx) {
+		return true
+	}
 	all, err := rb.store.Checkpoints(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -150,6 +153,22 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 		return false
 	}
 	return len(segmentsBehind(all, rb.building, rb.c.segments, rb.end)) == 0
+}
+
+// finishing reports whether another process holds the rebuild's finish
+// lease: it found every segment at or past the head it read at its start
+// (an earlier one than this process's, it may be) and waits for every
+// segment's lease to switch readers. This process's part is then done too:
+// it lets go of its segments (a later head of its own to reach would have
+// the two wait for each other for ever), and the switch goes on from the
+// checkpoints they reached; run --segments then takes them further.
+func (rb *segmentedRebuild) finishing(ctx context.Context) bool {
+	all, err := rb.store.Leases(ctx)
+	if err != nil {
+		return false
+	}
+	l, ok := all[rebuildGroup(rb.building)+"/finish"]
+	return ok && l.Held(time.Now()) && l.Holder != rb.s.holder
 }
 
 // segmentsBehind returns the segments of collection, of n, whose stored

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
@@ -130,5 +131,64 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within a minute", what)
 		}
+	}
+}
+
+// Two processes of one segmented rebuild read different heads (appends go
+// on during a rebuild): A's 100, B's 200, each reaching its own head with
+// the segments it holds. A is done first, and holds every segment's lease
+// to switch; B, which sees A's finish lease, is done too and lets go of its
+// segment, instead of waiting for the one A holds to reach 200 while A
+// waits for B's: A holds every segment within a few lease periods.
+func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_other(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	p := Projection{Definition: cart.NewDetailsProjection()}
+	building, err := store.StartRebuild(ctx, p.Definition.Name(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = time.Second
+	proc := func(holder string, end uint64) (*segmentedRebuild, segmentWork) {
+		s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
+		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end}
+		return rb, segmentWork{group: rebuildGroup(building), done: rb.done,
+			run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
+				// The segments held reach this process's head.
+				c := cps()
+				if _, err := c.LoadCheckpoint(ctx, building); err != nil {
+					return err
+				}
+				return c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: end})
+			}}
+	}
+	a, workA := proc("A", 100)
+	b, workB := proc("B", 200)
+	bDone := make(chan error, 1)
+	go func() { bDone <- b.s.shareSegments(ctx, &slot{name: p.Definition.Name(), projection: p}, workB) }()
+	if err := a.s.shareSegments(ctx, &slot{name: p.Definition.Name(), projection: p}, workA); err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := holdLease(ctx, store, rebuildGroup(building)+"/finish", a.s.holder, lease, a.s.logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.release()
+	hctx, cancel := context.WithTimeout(ctx, 10*lease)
+	defer cancel()
+	held, err := a.holdAll(hctx)
+	for _, h := range held {
+		h.release()
+	}
+	if err != nil {
+		t.Fatalf("A holding every segment to switch: %v (held %d of 2)", err, len(held))
+	}
+	select {
+	case err := <-bDone:
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+	case <-time.After(10 * lease):
+		t.Fatal("B did not stop once A was switching")
 	}
 }
