@@ -99,7 +99,7 @@ func (c *Conn[C]) acquire() (cl C, release func(), err error) {
 }
 
 // check looks at an error of a call made with cl: when it says the client
-// has closed itself, the next [Conn.Client] builds a new one.
+// has closed itself, the next call builds a new one.
 func (c *Conn[C]) check(cl C, err error) error {
 	if err != nil && c.cfg.ClosedForGood(err) {
 		// Not closed: a call may still be queued on its channel, and closing
@@ -182,8 +182,8 @@ func Call[C comparable, T any](ctx context.Context, c *Conn[C], fn func(C) (T, e
 	}
 	done := make(chan result[T], 1)
 	go func() {
+		defer release()
 		v, err := fn(cl)
-		release()
 		done <- result[T]{v, err}
 	}()
 	timer := time.NewTimer(c.cfg.HangLimit)
