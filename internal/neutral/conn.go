@@ -55,6 +55,8 @@ type Conn[C comparable] struct {
 	calls   *sync.WaitGroup // calls into client not yet returned
 	closed  bool
 	rebuilt int
+
+	closeWait time.Duration // how long Close waits for calls (closeWait)
 }
 
 // closeWait bounds how long [Conn.Close] waits for calls into the client
@@ -66,7 +68,7 @@ func NewConn[C comparable](cfg ConnConfig[C]) *Conn[C] {
 	if cfg.HangLimit <= 0 {
 		cfg.HangLimit = DefaultHangLimit
 	}
-	return &Conn[C]{cfg: cfg}
+	return &Conn[C]{cfg: cfg, closeWait: closeWait}
 }
 
 // Rebuilt returns how many times the client was replaced after it closed
@@ -151,13 +153,13 @@ func (c *Conn[C]) Close() error {
 	}
 	returned := make(chan struct{})
 	go func() { calls.Wait(); close(returned) }()
-	timer := time.NewTimer(closeWait)
+	timer := time.NewTimer(c.closeWait)
 	defer timer.Stop()
 	select {
 	case <-returned:
 		return c.cfg.Close(cl)
 	case <-timer.C:
-		return fmt.Errorf("%s: %s client at %s left open: a call into it did not return within %v", c.cfg.Package, c.cfg.Server, c.cfg.URI, closeWait)
+		return fmt.Errorf("%s: %s client at %s left open: a call into it did not return within %v", c.cfg.Package, c.cfg.Server, c.cfg.URI, c.closeWait)
 	}
 }
 

@@ -80,7 +80,6 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	c := testConn(cl)
 	c.cfg.HangLimit = 50 * time.Millisecond
 	stuck := make(chan struct{})
-	defer close(stuck)
 	err := c.Do(context.Background(), func(cl *client) error {
 		cl.calls.Add(1)
 		<-stuck
@@ -91,8 +90,11 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	}
 	// The hung client was dropped: a second call builds another (the same
 	// one here) and hangs in turn; Close must not close it under the call.
-	c.cfg.HangLimit = time.Hour
-	go c.Do(context.Background(), func(cl *client) error { cl.calls.Add(1); <-stuck; return nil })
+	c.cfg.HangLimit, c.closeWait = time.Hour, 100*time.Millisecond
+	second := make(chan error, 1)
+	go func() {
+		second <- c.Do(context.Background(), func(cl *client) error { cl.calls.Add(1); <-stuck; return nil })
+	}()
 	for cl.calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
 	}
@@ -102,5 +104,9 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	}
 	if cl.closed.Load() {
 		t.Fatal("the client was closed under a call in flight")
+	}
+	close(stuck)
+	if err := <-second; err != nil {
+		t.Fatalf("the second call, once it returned: %v", err)
 	}
 }
