@@ -208,38 +208,20 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	} else {
 		fmt.Fprintf(inv.Stdout, "resuming the rebuild of %s into %s from position %s; readers stay on %s\n", name, building, from, active)
 	}
-	eng, err := x.rebuildEngine(c, p, building, store, client)
+	r, eng, err := x.rebuildRunner(ctx, c, p, building, client, store, store)
 	if err != nil {
 		return err
 	}
-	if err := eng.Prepare(ctx); err != nil {
-		return err
-	}
-	src, err := client.all(p.Reads.options())
+	end, err := rebuildEnd(ctx, c, client)
 	if err != nil {
 		return err
-	}
-	r, err := projector.NewRunner(building, eng, src, store, c.runnerOptions(p)...)
-	if err != nil {
-		return err
-	}
-	hctx, cancel := context.WithTimeout(ctx, c.timeout)
-	end, err := client.Head(hctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("reading the head of $all: %w", err)
 	}
 	began := time.Now()
 	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
 		return blockedHint(err, p, eng)
 	}
-	// Caught up: the switch completes even if a signal came meanwhile. An
-	// error an interrupted attempt recorded is over.
-	wctx := context.WithoutCancel(ctx)
-	if err := store.ClearError(wctx, building); err != nil {
-		fmt.Fprintf(inv.Stderr, "clearing the error an earlier attempt recorded: %v\n", err)
-	}
-	switched, err := store.FinishRebuild(wctx, name, building, def)
+	// Caught up: the switch completes even if a signal came meanwhile.
+	switched, err := switchReaders(context.WithoutCancel(ctx), store, p, building, inv.Stderr)
 	if err != nil {
 		return err
 	}
@@ -249,6 +231,48 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
 		eng.StreamsFolded(), switched.Active, switched.Previous)
 	return nil
+}
+
+// rebuildRunner makes the runner of a rebuild of p into building, its
+// engine prepared, storing its checkpoints in cps.
+func (x *cli) rebuildRunner(ctx context.Context, c *rebuildConfig, p Projection, building string, client eventStore,
+	store *mongostore.Store, cps projector.CheckpointStore) (*projector.Runner, *projector.Engine, error) {
+	eng, err := x.rebuildEngine(c, p, building, store, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := eng.Prepare(ctx); err != nil {
+		return nil, nil, err
+	}
+	src, err := client.all(p.Reads.options())
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := projector.NewRunner(building, eng, src, cps, c.runnerOptions(p)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, eng, nil
+}
+
+// rebuildEnd reads the head of $all: where a rebuild has caught up.
+func rebuildEnd(ctx context.Context, c *rebuildConfig, client eventStore) (uint64, error) {
+	hctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	end, err := client.Head(hctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the head of $all: %w", err)
+	}
+	return end, nil
+}
+
+// switchReaders switches p's readers to building, a rebuild that has
+// caught up; an error an interrupted attempt recorded is over.
+func switchReaders(ctx context.Context, store *mongostore.Store, p Projection, building string, stderr io.Writer) (mongostore.Collections, error) {
+	if err := store.ClearError(ctx, building); err != nil {
+		fmt.Fprintf(stderr, "clearing the error an earlier attempt recorded: %v\n", err)
+	}
+	return store.FinishRebuild(ctx, p.Definition.Name(), building, p.Definition.Collection())
 }
 
 // blockedHint adds to err, when an event failed for good under the

@@ -65,11 +65,9 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	if err := rebuildSegmentCount(ctx, store, name, building, c.segments, x.name()); err != nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, c.timeout)
-	end, err := client.Head(hctx)
-	cancel()
+	end, err := rebuildEnd(ctx, c, client)
 	if err != nil {
-		return fmt.Errorf("reading the head of $all: %w", err)
+		return err
 	}
 	logger, err := newLogger(inv.Stderr, "text", "info")
 	if err != nil {
@@ -102,19 +100,8 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	if over, _, err := rb.over(ctx); err != nil || over {
 		return err // over: done, and its checkpoints are run's
 	}
-	eng, err := rb.x.rebuildEngine(rb.c, rb.p, rb.building, rb.store, rb.client)
-	if err != nil {
-		return err
-	}
-	if err := eng.Prepare(ctx); err != nil {
-		return err
-	}
-	src, err := rb.client.all(rb.p.Reads.options())
-	if err != nil {
-		return err
-	}
 	held := cps()
-	r, err := projector.NewRunner(rb.building, eng, src, held, rb.c.runnerOptions(rb.p)...)
+	r, eng, err := rb.x.rebuildRunner(ctx, rb.c, rb.p, rb.building, rb.client, rb.store, held)
 	if err != nil {
 		return err
 	}
@@ -243,11 +230,7 @@ func (rb *segmentedRebuild) finish(ctx context.Context) (string, error) {
 	if err := rb.handOver(wctx); err != nil {
 		return "", err
 	}
-	name := rb.p.Definition.Name()
-	if err := rb.store.ClearError(wctx, rb.building); err != nil {
-		fmt.Fprintf(rb.inv.Stderr, "clearing the error an earlier attempt recorded: %v\n", err)
-	}
-	switched, err := rb.store.FinishRebuild(wctx, name, rb.building, rb.p.Definition.Collection())
+	switched, err := switchReaders(wctx, rb.store, rb.p, rb.building, rb.inv.Stderr)
 	if err != nil {
 		return "", err
 	}

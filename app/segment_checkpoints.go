@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -41,14 +42,7 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 	c.mu.Lock()
 	from, ok := c.from[k]
 	c.mu.Unlock()
-	return !ok || after(at, from)
-}
-
-// after reports whether checkpoint a is past b in $all: by commit position,
-// then by prepare position (the events of one append share a commit
-// position, and a checkpoint can fall between them).
-func after(a, b projector.Checkpoint) bool {
-	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
+	return !ok || neutral.Past(at, from)
 }
 
 // LoadCheckpoint returns the lowest checkpoint of the segments held, nil
@@ -87,7 +81,7 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 		switch {
 		case cp == nil:
 			none = true
-		case low == nil || after(*low, *cp):
+		case low == nil || neutral.Past(*low, *cp):
 			low = cp
 		}
 	}

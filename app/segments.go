@@ -210,11 +210,13 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 		if work.done != nil && work.done(ctx) {
 			return nil
 		}
-		if w, live, ok := g.want(ctx); ok && time.Now().After(joined) {
-			var changed bool
-			want = w
-			if run, changed = g.balance(ctx, want, live, run); changed {
-				idle, changedAt = false, time.Now()
+		if time.Now().After(joined) {
+			if w, live, ok := g.want(ctx); ok {
+				var changed bool
+				want = w
+				if run, changed = g.balance(ctx, want, live, run); changed {
+					idle, changedAt = false, time.Now()
+				}
 			}
 		}
 		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {

@@ -69,7 +69,7 @@ func NewHead(o AllOptions, scan ScanAll) *Head {
 func (h *Head) After(ctx context.Context, last *projector.Checkpoint) (*projector.Checkpoint, error) {
 	var out *projector.Checkpoint
 	err := h.scan(ctx, last, HeadScanLimit, func(r Record) bool {
-		if last != nil && !after(r.Checkpoint, *last) {
+		if last != nil && !Past(r.Checkpoint, *last) {
 			return true // the record at last itself (or one of its commit)
 		}
 		if h.keeps(r.Stream, r.Type) {
@@ -127,9 +127,9 @@ func (o AllOptions) keeps() func(stream, eventType string) bool {
 	}
 }
 
-// after reports whether a is past b in $all: by commit position, then by
+// Past reports whether a is past b in $all: by commit position, then by
 // prepare position (the records of one commit share its commit position).
-func after(a, b projector.Checkpoint) bool {
+func Past(a, b projector.Checkpoint) bool {
 	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
 }
 
