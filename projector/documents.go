@@ -94,14 +94,24 @@ func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
 
 // passesOver reports whether no document ev, at checkpoint at, feeds needs
 // it; it keeps the decoded payload in ev, so that the engine does not
-// decode it again.
+// decode it again. A projection that routes by the envelope
+// ([Projection.RoutesByEnvelope]) has the events of documents it does not
+// need passed over without their payloads decoded.
 func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) bool {
 	if at == nil {
 		return false
 	}
+	p := s.engine.projections[0]
+	bare, byEnvelope := s.routeBare(p, *ev)
+	if byEnvelope && !s.keep(bare, *at) {
+		return true
+	}
 	decoded, targets, unroutable, decodeErr := s.engine.routed(ctx, *ev)
 	if decodeErr == nil {
 		ev.Payload = decoded.Payload
+		if byEnvelope && (len(targets) != 1 || targets[0].id != bare) {
+			s.engine.misroutedByEnvelope(p, *ev, bare, targets)
+		}
 	}
 	if len(targets) == 0 || len(unroutable) > 0 {
 		return false
@@ -112,4 +122,36 @@ func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) b
 		}
 	}
 	return true
+}
+
+// routeBare routes ev, its payload not decoded, when p routes by the
+// envelope: ok when its router names a document, the same with no payload
+// and with the zero value of the event's type (a router that reads the
+// payload all the same answers otherwise for one of them, or fails).
+func (s keptSource) routeBare(p Definition, ev Event) (id string, ok bool) {
+	if !p.routesByEnvelope() || ev.Payload != nil || s.engine.readsPayload.Load() {
+		return "", false
+	}
+	zero := ev
+	zero.Payload, _ = s.engine.registry.zero(ev.Type)
+	id, routed, trusted, _ := routeUndecoded(p.Route, ev, zero)
+	return id, routed && trusted
+}
+
+// misroutedByEnvelope says, once, that p's router sent ev to document bare
+// without its payload and elsewhere (targets) with it, although p routes by the
+// envelope: events it passed over on that word may have been another
+// document's. Its events are routed with their payloads from then on.
+func (e *Engine) misroutedByEnvelope(p Definition, ev Event, bare string, targets []target) {
+	if e.readsPayload.Swap(true) {
+		return
+	}
+	decoded := "none"
+	if len(targets) > 0 {
+		decoded = targets[0].id
+	}
+	e.logger.Error("a projection that routes by the envelope (RoutesByEnvelope) has a router that reads the payload: "+
+		"its events are decoded before they are routed from now on; events passed over before may have been missed, rebuild it",
+		"projection", p.Name(), "event", ev.ID, "stream", ev.StreamID, "revision", ev.StreamRevision,
+		"document without the payload", bare, "document with it", decoded)
 }

@@ -27,6 +27,7 @@ type Projection[S any] struct {
 	// failUnknown: an event of a type nobody registered fails (see
 	// FailUnknownTypes).
 	failUnknown bool
+	byEnvelope  bool // see RoutesByEnvelope
 }
 
 type handler[S any] struct {
@@ -187,6 +188,7 @@ type Definition interface {
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
 	tiedStreams() []string
+	routesByEnvelope() bool
 }
 
 // TieStreams ties each stream whose name starts with one of prefixes to the
@@ -215,6 +217,25 @@ func (p *Projection[S]) TieStreams(prefixes ...string) *Projection[S] {
 }
 
 func (p *Projection[S]) tiedStreams() []string { return p.ties }
+
+// RoutesByEnvelope says that the projection's router reads the event's
+// envelope only (its stream, type, id, metadata, position), never its
+// payload, as [StreamSuffix] does. A process that runs some of the
+// projection's segments (app's run --segments) then passes over the events
+// of the other segments without decoding their payloads: with three
+// processes on one log, most of the events each one reads.
+//
+// The engine checks the word where it can: an event is passed over so only
+// when the router names the same document for it with no payload and with
+// the zero value of its type, and an event the process keeps, decoded
+// anyway, whose router names another document with its payload turns this
+// off for the engine's life, with an error in the log.
+func (p *Projection[S]) RoutesByEnvelope() *Projection[S] {
+	p.byEnvelope = true
+	return p
+}
+
+func (p *Projection[S]) routesByEnvelope() bool { return p.byEnvelope }
 
 // Idempotency sets how the engine gets exactly-once effect for this
 // projection (default [StreamRevision]).

@@ -31,7 +31,7 @@ const DetailsName = "cart_details"
 // NewDetailsProjection returns the cart-details projection: one document per
 // cart, its id the cart id, indexed by client and status for the API's lists.
 func NewDetailsProjection() *projector.Projection[Details] {
-	p := projector.New[Details](DetailsName, projector.StreamSuffix(StreamPrefix)).
+	p := projector.New[Details](DetailsName, projector.StreamSuffix(StreamPrefix)).RoutesByEnvelope().
 		WithIndex(projector.Index{Keys: []string{"clientId", "status"}})
 	projector.Create(p, func(e ShoppingCartOpened) (Details, error) {
 		return Details{

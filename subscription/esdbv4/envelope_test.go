@@ -1,4 +1,4 @@
-package esdbv4_test
+package esdbv4
 
 import (
 	"errors"
@@ -10,9 +10,19 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/revgate/projector/internal/neutral"
+	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
-	"github.com/revgate/projector/subscription/esdbv4"
 )
+
+// envelope is the event the engine handles for re, a delivery the client
+// read, as the adapter maps it: the event, or the original of a link.
+func envelope(re *esdb.ResolvedEvent) (projector.Event, error) {
+	r := resolved(re)
+	if r == nil {
+		return projector.Event{}, errors.New("nil event")
+	}
+	return neutral.Envelope(r.Event, r.Link, r.Commit)
+}
 
 func testRecorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
 	return &esdb.RecordedEvent{
@@ -29,7 +39,7 @@ func testRecorded(stream string, rev, commit uint64) *esdb.RecordedEvent {
 }
 
 func TestEnvelope_of_a_plain_event(t *testing.T) {
-	e, err := esdbv4.Envelope(&esdb.ResolvedEvent{Event: testRecorded("shopping_cart-c1", 4, 1234)})
+	e, err := envelope(&esdb.ResolvedEvent{Event: testRecorded("shopping_cart-c1", 4, 1234)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +52,7 @@ func TestEnvelope_of_a_plain_event(t *testing.T) {
 
 func TestEnvelope_of_a_link_is_its_original_event(t *testing.T) {
 	link := testRecorded("$ce-shopping_cart", 99, 5000)
-	e, err := esdbv4.Envelope(&esdb.ResolvedEvent{Link: link, Event: testRecorded("shopping_cart-c1", 4, 1234)})
+	e, err := envelope(&esdb.ResolvedEvent{Link: link, Event: testRecorded("shopping_cart-c1", 4, 1234)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +62,11 @@ func TestEnvelope_of_a_link_is_its_original_event(t *testing.T) {
 }
 
 func TestEnvelope_of_a_dangling_link_is_an_error(t *testing.T) {
-	_, err := esdbv4.Envelope(&esdb.ResolvedEvent{Link: testRecorded("$ce-shopping_cart", 99, 5000)})
+	_, err := envelope(&esdb.ResolvedEvent{Link: testRecorded("$ce-shopping_cart", 99, 5000)})
 	if !errors.Is(err, subscription.ErrUnresolvedLink) {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := esdbv4.Envelope(nil); err == nil {
+	if _, err := envelope(nil); err == nil {
 		t.Fatal("nil event accepted")
 	}
 }

@@ -35,7 +35,6 @@ package esdbv4
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
@@ -311,20 +310,4 @@ func recorded(e *esdb.RecordedEvent) *neutral.Recorded {
 		ID: e.EventID, Type: e.EventType, Stream: e.StreamID, Revision: e.EventNumber,
 		Commit: e.Position.Commit, Prepare: e.Position.Prepare, Created: e.CreatedDate, Data: e.Data, Metadata: e.UserMetadata,
 	}
-}
-
-// Envelope returns the event the engine handles for re, a delivery the
-// official client read: the event, or the original of a link (see package
-// [github.com/revgate/projector/subscription]); a link to an event that no
-// longer exists is an error wrapping [subscription.ErrUnresolvedLink].
-func Envelope(re *esdb.ResolvedEvent) (projector.Event, error) {
-	r := resolved(re)
-	if r == nil {
-		return projector.Event{}, errors.New("subscription: nil event")
-	}
-	ev, err := neutral.Envelope(r.Event, r.Link, r.Commit)
-	if err != nil {
-		return projector.Event{}, fmt.Errorf("subscription: %w", err)
-	}
-	return ev, nil
 }

@@ -27,7 +27,7 @@ var ErrTooManyRenewals = errors.New("loan cannot be renewed")
 // NewLoans returns the loans projection: one document per loan stream,
 // under the revision gate (the default strategy).
 func NewLoans() *projector.Projection[Loan] {
-	p := projector.New[Loan]("loans", projector.StreamSuffix(LoanStreams)).
+	p := projector.New[Loan]("loans", projector.StreamSuffix(LoanStreams)).RoutesByEnvelope().
 		WithIndex(projector.Index{Keys: []string{"memberId", "status"}})
 	projector.Create(p, func(e BookCheckedOut) (Loan, error) {
 		return Loan{BookID: e.BookID, MemberID: e.Member.ID, Status: "out", Due: e.Due.UTC().Truncate(time.Millisecond)}, nil

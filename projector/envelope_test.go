@@ -1,0 +1,155 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
+)
+
+// decodes counts the payloads of type Reading decoded, in every test of
+// this file (each test reads it before and after).
+var decodes atomic.Int64
+
+// Reading is a meter's reading; Elsewhere, when set, sends it to another
+// meter's document under a router that reads the payload.
+type Reading struct {
+	KWh       int    `json:"kwh"`
+	Elsewhere string `json:"elsewhere,omitempty"`
+}
+
+func (r *Reading) UnmarshalJSON(b []byte) error {
+	decodes.Add(1)
+	type plain Reading
+	return json.Unmarshal(b, (*plain)(r))
+}
+
+// Meter is the total of a meter's readings.
+type Meter struct {
+	KWh int `bson:"kwh"`
+}
+
+func meterRegistry() *projector.Registry {
+	r := projector.NewRegistry()
+	projector.Register[Reading](r, "Reading")
+	return r
+}
+
+func meterProjection(route projector.IDFunc) *projector.Projection[Meter] {
+	p := projector.New[Meter]("meters", route).RoutesByEnvelope()
+	projector.On(p, func(m Meter, r Reading) (Meter, error) {
+		m.KWh += r.KWh
+		return m, nil
+	})
+	return p
+}
+
+// meterLog is readings of meters m0 to m7, 3 each, interleaved, as a
+// source delivers them: undecoded.
+func meterLog(t *testing.T, r *projector.Registry, elsewhere map[string]string) []projector.Event {
+	log := projectortest.NewLog(r)
+	var all []projector.Event
+	for round := range 3 {
+		for m := range 8 {
+			id := "m" + string(rune('0'+m))
+			ev := log.MustAppend(t, "meter-"+id, Reading{KWh: round + 1, Elsewhere: elsewhere[id]})[0]
+			ev.Payload = nil
+			all = append(all, ev)
+		}
+	}
+	return all
+}
+
+// A process that keeps half of a projection's documents (a segmented run)
+// and whose projection routes by the envelope decodes the payloads of its
+// own documents' events only: the others are passed over undecoded. The
+// documents it keeps still equal their folds.
+func TestRoutesByEnvelope_events_of_documents_not_kept_are_passed_over_undecoded(t *testing.T) {
+	r := meterRegistry()
+	s := newStore(t)
+	all := meterLog(t, r, nil)
+	mine := func(id string) bool { return id < "m4" }
+	e, err := projector.NewEngine(s, r, []projector.Definition{meterProjection(projector.StreamSuffix("meter-"))}, projector.WithRetry(retry.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := decodes.Load()
+	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	decoded := decodes.Load() - before
+	st := run.Stats()
+	if decoded != int64(len(all)/2) || st.Applied != uint64(len(all)/2) || st.Checkpoints != uint64(len(all)/2) {
+		t.Errorf("%d payloads decoded, %d events applied, %d passed over; want %d each", decoded, st.Applied, st.Checkpoints, len(all)/2)
+	}
+	for m := range 8 {
+		id := "m" + string(rune('0'+m))
+		var got Meter
+		_, found, err := s.Load(t.Context(), "meters", id, 0, &got)
+		if err != nil || found != mine(id) || (found && got.KWh != 6) {
+			t.Errorf("meter %s: found %v, %d kWh (%v); want found %v with 6", id, found, got.KWh, err, mine(id))
+		}
+	}
+}
+
+// A projection that says it routes by the envelope while its router reads
+// the payload (in a way the zero payload does not show) is found out at the
+// first event the process keeps that its router sends elsewhere with its
+// payload: an error in the log, and its events are decoded before they
+// are routed from then on.
+func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decoded_from_then_on(t *testing.T) {
+	r := meterRegistry()
+	s := newStore(t)
+	// Meter m1's readings go to m5's document, which this process does not
+	// keep: without their payloads, they look like m1's.
+	all := meterLog(t, r, map[string]string{"m1": "m5"})
+	reads := func(ev projector.Event) (string, bool) {
+		if rd, ok := ev.Payload.(Reading); ok && rd.Elsewhere != "" {
+			return rd.Elsewhere, true
+		}
+		return projector.StreamSuffix("meter-")(ev)
+	}
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	e, err := projector.NewEngine(s, r, []projector.Definition{meterProjection(reads)}, projector.WithRetry(retry.Default()), projector.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := func(id string) bool { return id < "m4" }
+	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := decodes.Load()
+	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	decoded := decodes.Load() - before
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	if strings.Count(logged, "RoutesByEnvelope") != 1 || !strings.Contains(logged, "level=ERROR") || !strings.Contains(logged, "projection=meters") {
+		t.Errorf("log:\n%s\nwant one error naming the projection and RoutesByEnvelope", logged)
+	}
+	// The first event of m1 (the second in the log) finds the router out:
+	// the one before it (m0's) was decoded as a kept event, and every event
+	// from m1's on is decoded to be routed, m5's and the others' too.
+	if want := int64(len(all)); decoded != want {
+		t.Errorf("%d payloads decoded, want %d", decoded, want)
+	}
+	var m1 Meter
+	if _, found, err := s.Load(t.Context(), "meters", "m1", 0, &m1); err != nil || found {
+		t.Errorf("m1's document found %v (%v): its readings feed m5's", found, err)
+	}
+}
