@@ -207,8 +207,13 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err != nil {
 		return err
 	}
-	if c.group != "" && !caps.AtomicConditionalWrites {
+	switch {
+	case caps.AtomicConditionalWrites:
+	case c.group != "":
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
+	case c.segments > 1:
+		logger.Warn("this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: run the processes of a segmented projection on MongoDB",
+			"server", caps.Server)
 	}
 	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)

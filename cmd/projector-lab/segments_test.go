@@ -297,8 +297,16 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 	// applied ahead of their delivery come to the next run as duplicates,
 	// counted applied by none. Then no event is counted twice.
 	glitch := false
+	caps, err := store.Capabilities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*process{p1, p2, p3} {
 		glitch = glitch || strings.Contains(p.stderrText(), "lost a segment's lease")
+		// On FerretDB, each process says that its leases are not exclusive.
+		if warned := strings.Contains(p.stderrText(), "two processes can hold a segment's lease"); warned == caps.AtomicConditionalWrites {
+			t.Errorf("process %d on %s warned of leases that are not exclusive: %v", p.cmd.Process.Pid, caps.Server, warned)
+		}
 	}
 	switch {
 	case glitch && sum > events:
