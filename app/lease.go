@@ -66,9 +66,7 @@ func (h *heldLease) renew(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		h.mu.Lock()
-		l := h.lease
-		h.mu.Unlock()
+		l := h.current()
 		rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 		next, err := h.store.RenewLease(rctx, l, h.ttl)
 		cancel()
@@ -99,9 +97,7 @@ func (h *heldLease) confirm(ctx context.Context) bool {
 		return false
 	case <-time.After(min(standbyPoll(h.ttl), 250*time.Millisecond)):
 	}
-	h.mu.Lock()
-	l := h.lease
-	h.mu.Unlock()
+	l := h.current()
 	rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 	defer cancel()
 	next, err := h.store.RenewLease(rctx, l, h.ttl)
@@ -115,10 +111,13 @@ func (h *heldLease) confirm(ctx context.Context) bool {
 }
 
 // token is the fencing token of the holding.
-func (h *heldLease) token() int64 {
+func (h *heldLease) token() int64 { return h.current().Token }
+
+// current is the lease as this process holds it.
+func (h *heldLease) current() mongostore.Lease {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lease.Token
+	return h.lease
 }
 
 // markLost notes that the lease is not held any more.
@@ -146,9 +145,7 @@ func (h *heldLease) release() {
 	if h.isLost() {
 		return
 	}
-	h.mu.Lock()
-	l := h.lease
-	h.mu.Unlock()
+	l := h.current()
 	ctx, cancel := context.WithTimeout(context.Background(), h.ttl)
 	defer cancel()
 	if err := h.store.ReleaseLease(ctx, l); err != nil {
@@ -165,7 +162,7 @@ type leasedCheckpoints struct {
 }
 
 func (l leasedCheckpoints) SaveCheckpoint(ctx context.Context, name string, c projector.Checkpoint) error {
-	err := l.Store.SaveCheckpointUnder(ctx, name, c, l.held.token())
+	err := l.Store.SaveCheckpointUnder(ctx, name, c, l.held.current())
 	if errors.Is(err, mongostore.ErrFenced) {
 		l.held.markLost(err)
 	}

@@ -190,8 +190,7 @@ func (rb *segmentedRebuild) did(began time.Time) string {
 // finish switches readers to the building collection, every segment
 // being done, and says so; or says that another process did. One process
 // at a time finishes (a lease); it first holds every segment's lease, so
-// that no process still runs one, and hands the segments' checkpoints over
-// to run --segments (handOver).
+// that no process still runs one.
 func (rb *segmentedRebuild) finish(ctx context.Context) (string, error) {
 	group, s := rebuildGroup(rb.building), rb.s
 	for {
@@ -225,12 +224,9 @@ func (rb *segmentedRebuild) finish(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// Every segment held and done: the switch completes even if a signal
-	// comes meanwhile.
-	wctx := context.WithoutCancel(ctx)
-	if err := rb.handOver(wctx); err != nil {
-		return "", err
-	}
-	switched, err := switchReaders(wctx, rb.store, rb.p, rb.building, rb.inv.Stderr)
+	// comes meanwhile. The runs that go on from the segments' checkpoints
+	// take them over once these leases are let go (SaveCheckpointUnder).
+	switched, err := switchReaders(context.WithoutCancel(ctx), rb.store, rb.p, rb.building, rb.inv.Stderr)
 	if err != nil {
 		return "", err
 	}
@@ -274,31 +270,6 @@ func (rb *segmentedRebuild) holdAll(ctx context.Context) ([]*heldLease, error) {
 		}
 	}
 	return held, nil
-}
-
-// handOver stores each segment's checkpoint again without the lease token
-// it was fenced by: the leases of run --segments are not the rebuild's
-// (their tokens are counted apart), and a run's first save of a checkpoint
-// fenced by a higher token than its own would be refused.
-func (rb *segmentedRebuild) handOver(ctx context.Context) error {
-	n := rb.c.segments
-	for k := range n {
-		name := segment.CheckpointName(rb.building, k, n)
-		cp, err := rb.store.LoadCheckpoint(ctx, name)
-		if err != nil {
-			return err
-		}
-		if cp == nil {
-			continue // an empty $all
-		}
-		if err := rb.store.DeleteCheckpoint(ctx, name); err != nil {
-			return err
-		}
-		if err := rb.store.SaveCheckpoint(ctx, name, *cp); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // refuseSingleRebuild fails while a rebuild of projection name runs in one

@@ -113,7 +113,7 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 // refusal drops the segment and is not an error.
 func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp projector.Checkpoint) error {
 	h := c.held[k]
-	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.token())
+	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current())
 	switch {
 	case errors.Is(err, mongostore.ErrFenced):
 		c.g.logger.Warn("a checkpoint save was refused (fenced): another process holds the segment now; this process drops it",

@@ -116,43 +116,103 @@ func (s *Store) Leases(ctx context.Context) (map[string]Lease, error) {
 	return out, nil
 }
 
-// SaveCheckpointUnder is [Store.SaveCheckpoint] fenced by a lease token: the
-// checkpoint moves only while no newer token has written it. The error wraps
-// [ErrFenced] when one has: the writer lost its lease, and its checkpoint is
-// left as the new holder stored it.
-func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projector.Checkpoint, token int64) error {
+// SaveCheckpointUnder is [Store.SaveCheckpoint] fenced by lease l: the
+// checkpoint records the lease and its token, and moves only while no newer
+// token of that lease has written it. The error wraps [ErrFenced] when one
+// has: the writer lost its lease, and its checkpoint is left as the new
+// holder stored it.
+//
+// A checkpoint another lease wrote is taken over once that lease is not
+// held: the checkpoints a rebuild's leases wrote pass to those of the runs
+// that go on from them after its switch, and a rebuild process that lost its
+// lease cannot write them back once a run has (its lease is held). While the
+// other lease is held, the save is refused ([ErrFenced]).
+func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projector.Checkpoint, l Lease) error {
 	if c.Position > math.MaxInt64 || c.Prepare > math.MaxInt64 {
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
-	set := checkpointSet(c)
-	set = append(set, bson.E{Key: "lease", Value: token})
+	set := append(checkpointSet(c), bson.E{Key: "lease", Value: l.Token}, bson.E{Key: "leaseName", Value: l.Name})
+	// No lease's yet, or this lease's under its token or an older one (or
+	// a token written before leases were named).
+	mine := bson.A{
+		bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "leaseName", Value: l.Name}, {Key: "lease", Value: bson.D{{Key: "$lte", Value: l.Token}}}},
+		bson.D{{Key: "leaseName", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "lease", Value: bson.D{{Key: "$lte", Value: l.Token}}}},
+	}
+	if took, err := s.saveFenced(ctx, name, c, set, mine); took || err != nil {
+		return err
+	}
+	// The filter matched nothing: a later checkpoint, a newer token, or
+	// another lease's checkpoint.
+	fence, err := s.fenceOf(ctx, name)
+	switch {
+	case err != nil:
+		return err
+	case fence.Name == "" || fence.Name == l.Name:
+		if fence.Token > l.Token {
+			return fmt.Errorf("%w: %q is at lease token %d, this writer holds %d", ErrFenced, name, fence.Token, l.Token)
+		}
+		return nil // a later checkpoint: it never moves back
+	}
+	other, err := s.leaseOf(ctx, fence.Name)
+	if err != nil {
+		return err
+	}
+	if other.Held(time.Now()) {
+		return fmt.Errorf("%w: %q is written under lease %q, held by %s, not %q", ErrFenced, name, fence.Name, other.Holder, l.Name)
+	}
+	theirs := bson.A{bson.D{{Key: "leaseName", Value: fence.Name}, {Key: "lease", Value: fence.Token}}}
+	if took, err := s.saveFenced(ctx, name, c, set, theirs); took || err != nil {
+		return err
+	}
+	if now, err := s.fenceOf(ctx, name); err != nil || now != fence {
+		return fmt.Errorf("%w: %q was taken over under lease %q meanwhile", ErrFenced, name, now.Name)
+	}
+	return nil // a later checkpoint of the lease let go: it never moves back
+}
+
+// fence is the lease a checkpoint was last written under.
+type fence struct {
+	Name  string `bson:"leaseName"`
+	Token int64  `bson:"lease"`
+}
+
+// fenceOf returns the lease the checkpoint of name was last written under.
+func (s *Store) fenceOf(ctx context.Context, name string) (fence, error) {
+	var f fence
+	if err := s.db.Collection(checkpointCollection).FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&f); err != nil {
+		return f, fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
+	}
+	return f, nil
+}
+
+// leaseOf returns the lease of name (zero when there is none).
+func (s *Store) leaseOf(ctx context.Context, name string) (Lease, error) {
+	var l Lease
+	err := s.db.Collection(leaseCollection).FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&l)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return l, fmt.Errorf("mongostore: lease of %q: %w", name, err)
+	}
+	return l, nil
+}
+
+// saveFenced sets the checkpoint of name to set where it is before c (or
+// has no position) and matches one of fences, inserting it when there is
+// none; took is false when it exists and matches not.
+func (s *Store) saveFenced(ctx context.Context, name string, c projector.Checkpoint, set bson.D, fences bson.A) (took bool, err error) {
 	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$and", Value: bson.A{
 		bson.D{{Key: "$or", Value: bson.A{
 			bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
 			bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
 		}}},
-		bson.D{{Key: "$or", Value: bson.A{
-			bson.D{{Key: "lease", Value: bson.D{{Key: "$lte", Value: token}}}},
-			bson.D{{Key: "lease", Value: bson.D{{Key: "$exists", Value: false}}}},
-		}}},
+		bson.D{{Key: "$or", Value: fences}},
 	}}}
-	coll := s.db.Collection(checkpointCollection)
-	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
-	if !mongo.IsDuplicateKeyError(err) {
-		if err != nil {
-			return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
-		}
-		return nil
+	_, err = s.db.Collection(checkpointCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
 	}
-	// The filter matched nothing: a later checkpoint, or a newer lease.
-	var d struct {
-		Lease int64 `bson:"lease"`
-	}
-	if err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&d); err != nil {
-		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
-	}
-	if d.Lease > token {
-		return fmt.Errorf("%w: %q is at lease token %d, this writer holds %d", ErrFenced, name, d.Lease, token)
-	}
-	return nil
+	return true, nil
 }
