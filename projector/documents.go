@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 )
 
 // partialCheckpoints is a checkpoint store whose checkpoints cover some
@@ -129,7 +130,7 @@ func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) b
 // and with the zero value of the event's type (a router that reads the
 // payload all the same answers otherwise for one of them, or fails).
 func (s keptSource) routeBare(p Definition, ev Event) (id string, ok bool) {
-	if !p.routesByEnvelope() || ev.Payload != nil || s.engine.readsPayload.Load() {
+	if r := p.envelopeRouting(); r == nil || r.readsPayload.Load() || ev.Payload != nil {
 		return "", false
 	}
 	zero := ev
@@ -138,20 +139,30 @@ func (s keptSource) routeBare(p Definition, ev Event) (id string, ok bool) {
 	return id, routed && trusted
 }
 
-// misroutedByEnvelope says, once, that p's router sent ev to document bare
-// without its payload and elsewhere (targets) with it, although p routes by the
-// envelope: events it passed over on that word may have been another
-// document's. Its events are routed with their payloads from then on.
+// envelopeRouting is what the engine knows of a router said to read the
+// envelope only ([Projection.RoutesByEnvelope]).
+type envelopeRouting struct {
+	// readsPayload: an event went to another document with its payload
+	// than without; its events are decoded before they are routed.
+	readsPayload atomic.Bool
+}
+
+// misroutedByEnvelope says, once for p in this process, that p's router
+// sent ev to document bare without its payload and elsewhere (targets) with
+// it, although p routes by the envelope: events passed over on that word
+// may have been this process's documents'. p's events are decoded before
+// they are routed from then on, by every engine of p.
 func (e *Engine) misroutedByEnvelope(p Definition, ev Event, bare string, targets []target) {
-	if e.readsPayload.Swap(true) {
+	if p.envelopeRouting().readsPayload.Swap(true) {
 		return
 	}
 	decoded := "none"
 	if len(targets) > 0 {
 		decoded = targets[0].id
 	}
-	e.logger.Error("a projection that routes by the envelope (RoutesByEnvelope) has a router that reads the payload: "+
-		"its events are decoded before they are routed from now on; events passed over before may have been missed, rebuild it",
+	e.logger.Error("a projection said to route by the envelope (RoutesByEnvelope) has a router that reads the payload: "+
+		"its events are decoded before they are routed from now on, and events passed over before may have been missed: "+
+		"fix the router or remove RoutesByEnvelope, then rebuild the projection",
 		"projection", p.Name(), "event", ev.ID, "stream", ev.StreamID, "revision", ev.StreamRevision,
-		"document without the payload", bare, "document with it", decoded)
+		"bare_document", bare, "decoded_document", decoded)
 }

@@ -60,9 +60,6 @@ type core struct {
 	ties        *lru.Cache[tieKey, tie]
 	folded      atomic.Uint64
 	locks       docLocks
-	// readsPayload: the projection said it routes by the envelope, and its
-	// router was found to read the payload (documents.go).
-	readsPayload atomic.Bool
 
 	tracerProvider trace.TracerProvider // nil: the global one
 	tracer         trace.Tracer

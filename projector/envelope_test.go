@@ -122,7 +122,8 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	var logs strings.Builder
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
-	e, err := projector.NewEngine(s, r, []projector.Definition{meterProjection(reads)}, projector.WithRetry(retry.Default()), projector.WithLogger(logger))
+	def := meterProjection(reads)
+	e, err := projector.NewEngine(s, r, []projector.Definition{def}, projector.WithRetry(retry.Default()), projector.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	mu.Lock()
 	logged := logs.String()
 	mu.Unlock()
-	if strings.Count(logged, "RoutesByEnvelope") != 1 || !strings.Contains(logged, "level=ERROR") || !strings.Contains(logged, "projection=meters") {
+	if strings.Count(logged, "level=ERROR") != 1 || !strings.Contains(logged, "RoutesByEnvelope") || !strings.Contains(logged, "projection=meters") {
 		t.Errorf("log:\n%s\nwant one error naming the projection and RoutesByEnvelope", logged)
 	}
 	// The first event of m1 (the second in the log) finds the router out:
@@ -148,8 +149,63 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	if want := int64(len(all)); decoded != want {
 		t.Errorf("%d payloads decoded, want %d", decoded, want)
 	}
-	var m1 Meter
-	if _, found, err := s.Load(t.Context(), "meters", "m1", 0, &m1); err != nil || found {
-		t.Errorf("m1's document found %v (%v): its readings feed m5's", found, err)
+	// Off for the projection in this process, not for the engine only: a
+	// runner of another engine of it (a segment run after a rebalance)
+	// decodes every event too.
+	e2, err := projector.NewEngine(s, r, []projector.Definition{def}, projector.WithRetry(retry.Default()), projector.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := projector.NewRunner("again", e2, &scripted{events: all}, halfStore{s, mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = decodes.Load()
+	if err := runUntil(t, again, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	if decoded := decodes.Load() - before; decoded != int64(len(all)) {
+		t.Errorf("another engine of the projection decoded %d payloads, want all %d", decoded, len(all))
+	}
+}
+
+// A router that reads a field of the payload, said to route by the
+// envelope, fails without it: the engine does not trust its answer, decodes
+// every event, and passes over none that it needs.
+func TestRoutesByEnvelope_a_router_that_fails_without_the_payload_is_not_trusted(t *testing.T) {
+	r := meterRegistry()
+	s := newStore(t)
+	all := meterLog(t, r, map[string]string{"m1": "x1", "m6": "a6"})
+	reads := func(ev projector.Event) (string, bool) {
+		rd := ev.Payload.(Reading) // panics without a payload
+		if rd.Elsewhere != "" {
+			return rd.Elsewhere, true
+		}
+		return projector.StreamSuffix("meter-")(ev)
+	}
+	e, err := projector.NewEngine(s, r, []projector.Definition{meterProjection(reads)}, projector.WithRetry(retry.Default()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := func(id string) bool { return id < "m4" }
+	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := decodes.Load()
+	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	if decoded := decodes.Load() - before; decoded != int64(len(all)) {
+		t.Errorf("%d payloads decoded, want all %d", decoded, len(all))
+	}
+	// m6's readings feed a6, which this process keeps; m1's feed x1, which
+	// it does not.
+	for id, want := range map[string]int{"m0": 6, "m1": 0, "m2": 6, "m3": 6, "a6": 6, "x1": 0} {
+		var got Meter
+		_, found, err := s.Load(t.Context(), "meters", id, 0, &got)
+		if err != nil || found != (want > 0) || got.KWh != want {
+			t.Errorf("meter %s: found %v, %d kWh (%v); want %d", id, found, got.KWh, err, want)
+		}
 	}
 }

@@ -27,7 +27,9 @@ type Projection[S any] struct {
 	// failUnknown: an event of a type nobody registered fails (see
 	// FailUnknownTypes).
 	failUnknown bool
-	byEnvelope  bool // see RoutesByEnvelope
+	// byEnvelope: the router reads the envelope only (RoutesByEnvelope),
+	// until it is found to read the payload; shared by the copies.
+	byEnvelope *envelopeRouting
 }
 
 type handler[S any] struct {
@@ -188,7 +190,7 @@ type Definition interface {
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
 	tiedStreams() []string
-	routesByEnvelope() bool
+	envelopeRouting() *envelopeRouting
 }
 
 // TieStreams ties each stream whose name starts with one of prefixes to the
@@ -221,21 +223,31 @@ func (p *Projection[S]) tiedStreams() []string { return p.ties }
 // RoutesByEnvelope says that the projection's router reads the event's
 // envelope only (its stream, type, id, metadata, position), never its
 // payload, as [StreamSuffix] does. A process that runs some of the
-// projection's segments (app's run --segments) then passes over the events
-// of the other segments without decoding their payloads: with three
-// processes on one log, most of the events each one reads.
+// projection's segments (app's run --segments and rebuild --segments) then
+// passes over the events of the other segments without decoding their
+// payloads, which are most of what it reads when several processes share
+// the projection. The router is called twice more for such an event (with
+// no payload and with the zero value of its type).
 //
-// The engine checks the word where it can: an event is passed over so only
-// when the router names the same document for it with no payload and with
-// the zero value of its type, and an event the process keeps, decoded
-// anyway, whose router names another document with its payload turns this
-// off for the engine's life, with an error in the log.
+// Say it only of a router that does not read the payload: an event passed
+// over on that word is not looked at again, and if its payload would have
+// sent it to a document of this process, the document misses it. The
+// engine checks what it can. It passes an event over only when the router
+// names the same document for it with no payload and with the zero value of
+// its type. And when an event this process keeps, which it decodes anyway,
+// goes to another document with its payload than without, the process
+// logs one error and decodes every event of the projection before routing
+// it from then on. That check sees the events routed away from this
+// process's documents, not those a payload would route to them from
+// another process's segments.
 func (p *Projection[S]) RoutesByEnvelope() *Projection[S] {
-	p.byEnvelope = true
+	if p.byEnvelope == nil {
+		p.byEnvelope = &envelopeRouting{}
+	}
 	return p
 }
 
-func (p *Projection[S]) routesByEnvelope() bool { return p.byEnvelope }
+func (p *Projection[S]) envelopeRouting() *envelopeRouting { return p.byEnvelope }
 
 // Idempotency sets how the engine gets exactly-once effect for this
 // projection (default [StreamRevision]).
