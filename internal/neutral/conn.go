@@ -159,7 +159,12 @@ func (c *Conn[C]) Close() error {
 	case <-returned:
 		return c.cfg.Close(cl)
 	case <-timer.C:
-		return fmt.Errorf("%s: %s client at %s left open: a call into it did not return within %v", c.cfg.Package, c.cfg.Server, c.cfg.URI, c.closeWait)
+		// Closed once its calls return, if they ever do.
+		go func() {
+			<-returned
+			_ = c.cfg.Close(cl)
+		}()
+		return fmt.Errorf("%s: %s client at %s left open until its calls return: one did not return within %v", c.cfg.Package, c.cfg.Server, c.cfg.URI, c.closeWait)
 	}
 }
 

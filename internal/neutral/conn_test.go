@@ -82,6 +82,7 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	stuck := make(chan struct{})
 	err := c.Do(context.Background(), func(cl *client) error {
 		cl.calls.Add(1)
+		defer cl.calls.Add(-1)
 		<-stuck
 		return nil
 	})
@@ -93,7 +94,7 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	c.cfg.HangLimit, c.closeWait = time.Hour, 100*time.Millisecond
 	second := make(chan error, 1)
 	go func() {
-		second <- c.Do(context.Background(), func(cl *client) error { cl.calls.Add(1); <-stuck; return nil })
+		second <- c.Do(context.Background(), func(cl *client) error { cl.calls.Add(1); defer cl.calls.Add(-1); <-stuck; return nil })
 	}()
 	for cl.calls.Load() < 2 {
 		time.Sleep(time.Millisecond)
@@ -108,5 +109,13 @@ func TestConn_Close_leaves_open_a_client_whose_call_never_returns(t *testing.T) 
 	close(stuck)
 	if err := <-second; err != nil {
 		t.Fatalf("the second call, once it returned: %v", err)
+	}
+	// Its calls returned: the client left open is closed then.
+	deadline := time.Now().Add(10 * time.Second)
+	for !cl.closed.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the client was not closed once its calls returned")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
