@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,7 +111,32 @@ func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, 
 	if err != nil {
 		return nil, err
 	}
+	if err := refuseSegmented(ctx, store, name); err != nil {
+		held.release()
+		return nil, err
+	}
 	return held, nil
+}
+
+// refuseSegmented fails while processes of run --segments run projection
+// name: they hold its segments' leases, not the projection's.
+func refuseSegmented(ctx context.Context, store *mongostore.Store, name string) error {
+	leases, err := store.Leases(ctx)
+	if err != nil {
+		return err
+	}
+	holders := map[string]bool{}
+	now := time.Now()
+	for lease, l := range leases {
+		if strings.HasPrefix(lease, name+"/segment-") && l.Held(now) {
+			holders[l.Holder] = true
+		}
+	}
+	if len(holders) == 0 {
+		return nil
+	}
+	return fmt.Errorf("projection %s runs in segments, in %s: stop its processes, then replay its parked events",
+		name, strings.Join(slices.Sorted(maps.Keys(holders)), ", "))
 }
 
 // replay is one replay of a projection's parked events: the engine that

@@ -265,6 +265,11 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 		t.Errorf("status: exit %d, want %q in the table and the segments held by 3 processes:\n%s", code, want, table)
 	}
 
+	// replay-parked refuses while the processes hold the segments.
+	if _, errOut, code := runBinary(t, time.Minute, "replay-parked", cart.DetailsName, "--esdb", srv.URI(), "--mongo", mongotest.URI(t),
+		"--database", db.Name()); code != 1 || !strings.Contains(errOut, "runs in segments") {
+		t.Errorf("replay-parked while segmented processes run: exit %d, %q; want 1 and why", code, errOut)
+	}
 	if code := p3.terminate(t); code != 0 {
 		t.Fatalf("the third process exited %d after SIGTERM\n%s", code, p3.stderrText())
 	}
