@@ -335,6 +335,57 @@ func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testin
 	}
 }
 
+// desks is a read model of one document per desk, fed by ticket streams: a
+// ticket's opening names its desk, its notes do not (TieStreams ties them
+// to it); a note "bad" fails unless fixed.
+func desks(fixed bool) *projector.Projection[ticket] {
+	p := projector.New[ticket]("desks", func(ev projector.Event) (string, bool) {
+		if o, ok := ev.Payload.(opened); ok {
+			return o.ID, true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap()).TieStreams("ticket/").OnFailure(projector.Park)
+	projector.On(p, func(t ticket, _ opened) (ticket, error) { return t, nil })
+	projector.On(p, func(t ticket, n noted) (ticket, error) {
+		if n.Text == "bad" && !fixed {
+			return t, errors.New("no bad notes")
+		}
+		t.Notes++
+		return t, nil
+	})
+	return p
+}
+
+// The parked events of a projection that ties streams are replayed with
+// the event store given (the engine reads their streams to route them); without
+// it, replay-parked says what to give.
+func TestReplayParked_of_a_projection_that_ties_streams_reads_them_from_the_event_store(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "d1"}, noted{Text: "a"}, noted{Text: "bad"}, noted{Text: "c"})
+	servers.Append(t, registry(), "ticket/2", opened{ID: "d1"}, noted{Text: "a"})
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	broken := config(app.Projection{Definition: desks(false), Reads: app.StreamPrefix("ticket/")})
+	cmd := e2e.StartCommand(t, broken, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+	cmd.WaitCheckpoint(t, db, "desks", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	fixed := config(app.Projection{Definition: desks(true), Reads: app.StreamPrefix("ticket/")})
+	code, out, stderr := run(fixed, nil, append([]string{"replay-parked", "desks"}, common...)...)
+	if code != 1 || !strings.Contains(stderr, "give --esdb") {
+		t.Fatalf("replay-parked without --esdb: exit %d, want 1 and what to give\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(fixed, nil, append([]string{"replay-parked", "desks", "--esdb", servers.ESDBURI()}, common...)...)
+	if code != 0 || !strings.Contains(out, "replayed 1 of 1 parked events of desks") {
+		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var d ticket
+	if found, _, err := projector.ReadDocument(context.Background(), mongostore.New(db), desks(true), "d1", &d); err != nil || !found || d.Notes != 4 {
+		t.Fatalf("desk d1: found %v, %d notes (%v); want its 4 notes", found, d.Notes, err)
+	}
+}
+
 // counter is a projection of one document, "all", counting the events of
 // the types named; any other event routed to it lands in a document "leak".
 func counter(name string, types ...string) *projector.Projection[ticket] {

@@ -28,7 +28,7 @@ type replayConfig struct {
 // usage.
 func (x *cli) replayFlags(c *replayConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
-	c.register(fs, x, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb:// (with --group)")
+	c.register(fs, x, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb://: the events' streams, as run reads them (needed for a projection that ties streams, and with --group)")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
 	fs.StringVar(&c.group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {
@@ -47,7 +47,13 @@ One the document has already (a replay cut short) counts as applied.
 It takes the projection's lease (see run --lease), so it refuses while a
 "%[1]s run" runs the projection, and a run waits while it replays: the
 replay's write under the revision gate cannot be made conditional on the
-events the gate applies meanwhile.
+events the gate applies meanwhile. It also refuses while processes of
+"%[1]s run --segments" hold any of the projection's segments (they hold
+the segments' leases, not the projection's); a segmented run that starts
+during a replay does not wait for it.
+
+With --esdb, the engine reads the events' streams as run's does: a
+projection that ties streams (TieStreams) needs it.
 
 With --group, the events are those the persistent subscription group parked
 (under run --group: after they kept failing); EventStoreDB delivers them
@@ -78,6 +84,15 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer opened.Close()
+	var streams projector.StreamHistory
+	if c.esdb != "" {
+		client, err := dial(ctx, c.servers, nil)
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		streams = client
+	}
 	if c.lease > 0 {
 		held, err := holdReplayLease(ctx, opened.Store, name, c.lease)
 		if err != nil {
@@ -85,7 +100,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		}
 		defer held.release()
 	}
-	return x.replayParked(ctx, p, opened.Store, inv.Stdout)
+	return x.replayParked(ctx, p, opened.Store, streams, inv.Stdout)
 }
 
 // checkReplay returns the projection called name, once it has checked the
@@ -150,9 +165,10 @@ type replay struct {
 }
 
 // replayParked replays the events parked for p into the collection readers
-// use, the held documents first, and prints what became of them; the error
-// says how many still fail.
-func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.Store, stdout io.Writer) error {
+// use, the held documents first, reading their streams from streams (nil:
+// none, for a projection that need not), and prints what became of them;
+// the error says how many still fail.
+func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.Store, streams projector.StreamHistory, stdout io.Writer) error {
 	name := p.Definition.Name()
 	coll, err := store.ActiveCollection(ctx, name, p.Definition.Collection())
 	if err != nil {
@@ -161,7 +177,7 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if err := claimVersion(ctx, store, p, coll, x.name()); err != nil {
 		return err
 	}
-	eng, err := projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, coll)}, projector.WithParker(store))
+	eng, err := x.replayEngine(p, coll, store, streams)
 	if err != nil {
 		return err
 	}
@@ -186,6 +202,37 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	}
 	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll)
 	return stillFailing(r.failed)
+}
+
+// replayEngine is the engine of a replay of p's parked events into
+// collection coll, reading streams from streams (nil: none). Without one,
+// a projection that needs one (it ties streams) is refused with what to
+// give.
+func (x *cli) replayEngine(p Projection, coll string, store *mongostore.Store, streams projector.StreamHistory) (*projector.Engine, error) {
+	defs := []projector.Definition{projector.Copy(p.Definition, coll)}
+	opts := []projector.Option{projector.WithParker(store)}
+	if streams != nil {
+		opts = append(opts, projector.WithStreamReader(streams))
+	}
+	eng, err := projector.NewEngine(store, x.Registry, defs, opts...)
+	if err != nil && streams == nil {
+		if _, withStreams := projector.NewEngine(store, x.Registry, defs, append(opts, projector.WithStreamReader(noStreams{}))...); withStreams == nil {
+			return nil, fmt.Errorf("replaying the events of %s reads their streams (it ties streams): give --esdb, the event store run reads", p.Definition.Name())
+		}
+	}
+	return eng, err
+}
+
+// noStreams stands for an event store, to tell what an engine without one
+// lacks.
+type noStreams struct{}
+
+func (noStreams) FirstRevision(context.Context, string) (uint64, error) {
+	return 0, errors.New("no event store")
+}
+
+func (noStreams) ReadStream(context.Context, string, uint64, func(projector.Event) error) error {
+	return errors.New("no event store")
 }
 
 // parkedSets are a projection's parked events as a replay into one
