@@ -367,10 +367,18 @@ func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unrou
 // the event, silently), and for the zero one it may give a document made of
 // empty fields. Its projection cannot route the event: the failure policy
 // has it, without a document; unless the projection has no handler for the
-// event's type, and the event is not its concern.
+// event's type, and the event is not its concern, or the stream is tied
+// (TieStreams) to a document by an earlier event, which then has it.
 func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
 		id, ok, trusted, err := routeUndecoded(func(ev Event) (string, bool, error) { return e.route(ctx, p, ev) }, ev, zero)
+		if !trusted && handlesType(p, zero.Payload) && ties(p, ev.StreamID) {
+			// In a tied stream, the event fails on the document the stream
+			// is tied to, where its policy has it (held there under Hold).
+			if tied, _, tieErr := e.tieOf(ctx, p, ev); tieErr == nil {
+				id, ok, trusted = tied, true, true
+			}
+		}
 		switch {
 		case trusted && ok:
 			targets = append(targets, target{p, id})

@@ -463,3 +463,37 @@ func TestTieStreams_a_stream_that_cannot_be_read_is_not_the_events_fault(t *test
 		t.Fatalf("parked %+v (%v), want the early event only", parked, err)
 	}
 }
+
+// An event of a tied stream whose payload does not decode, of a type whose
+// router reads the payload (here a card's second CardAdded, a second board
+// named), fails on the document the stream is tied to, where its policy
+// has it: parked against that board, not without a document.
+func TestTieStreams_an_undecodable_event_of_a_tied_stream_fails_on_the_tied_document(t *testing.T) {
+	s := newStore(t)
+	log := projectortest.NewLog(kanbanRegistry())
+	board := log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+	card := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "zed"},
+		projector.Event{Type: "CardAdded", Data: []byte(`{"CardID": "z", "BoardID": `)})
+	if card[1].Payload != nil {
+		t.Fatal("the second CardAdded decoded")
+	}
+	e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boards()}, projector.WithRetry(retry.Default()),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(append(board, card...)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ev := range append(board, card[0]) {
+		if rs, err := e.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
+		}
+	}
+	rs, err := e.Handle(ctx, card[1])
+	if err != nil || len(rs) != 1 || rs[0].Outcome != projector.Parked || rs[0].Document != "b1" || !errors.Is(rs[0].Err, projector.ErrUndecodable) {
+		t.Fatalf("the undecodable event: %+v %v; want it parked against b1, undecodable", rs, err)
+	}
+	parked, err := s.Parked(ctx, "kanban_boards")
+	if err != nil || len(parked) != 1 || parked[0].Document != "b1" {
+		t.Fatalf("parked %+v (%v), want the event against b1", parked, err)
+	}
+}
