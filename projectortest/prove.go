@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
@@ -29,7 +30,7 @@ type Delivery struct {
 	Shuffle bool
 	// SeparateEngines gives each worker its own engine, as competing
 	// processes would have. It needs a store whose conditional writes are
-	// atomic (MongoDB; not FerretDB 1.24).
+	// atomic (MongoDB; not FerretDB 1.24, on which Prove refuses it).
 	SeparateEngines bool
 	// Seed makes the run repeatable; the same seed gives the same deliveries.
 	Seed uint64
@@ -81,6 +82,9 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // policy (test skipping and parking with the engine and a log instead).
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	d = withDefaults(d)
+	if err := checkSeparateEngines(ctx, store, d); err != nil {
+		return Report{}, err
+	}
 	policy := gatePolicy(d)
 	r := rand.New(rand.NewPCG(d.Seed, d.Seed^0x9e3779b97f4a7c15))
 	events, err := appendStreams(r, registry, streams, d.Metadata)
@@ -115,6 +119,28 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		return rep, err
 	}
 	return rep, checkFolds(ctx, store, p, byDoc)
+}
+
+// checkSeparateEngines refuses engines of their own for the workers (d) on
+// a store that says its conditional writes are not atomic (FerretDB):
+// competing engines there overwrite each other's writes, and the proof
+// would wait for events lost that way until it gave up.
+func checkSeparateEngines(ctx context.Context, store driver.Store, d Delivery) error {
+	s, ok := store.(interface {
+		Capabilities(context.Context) (mongostore.Capabilities, error)
+	})
+	if !d.SeparateEngines || !ok {
+		return nil
+	}
+	caps, err := s.Capabilities(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("projectortest: %w", err)
+	case !caps.AtomicConditionalWrites:
+		return fmt.Errorf("projectortest: SeparateEngines needs a store whose conditional writes are atomic, and those of %s are not: "+
+			"engines of their own would overwrite each other's writes there; prove it with one engine, or on MongoDB", caps.Server)
+	}
+	return nil
 }
 
 // withDefaults is d with the defaults of the settings it leaves at zero.

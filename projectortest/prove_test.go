@@ -47,6 +47,27 @@ func TestProve_passes_the_cart_details_projection(t *testing.T) {
 	}
 }
 
+// Engines of their own for the workers are refused, at once, on a server
+// whose conditional writes are not atomic: there they would overwrite each
+// other's writes, and the proof would wait for the lost events.
+func TestProve_separate_engines_are_refused_where_conditional_writes_are_not_atomic(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	caps, err := store.Capabilities(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.AtomicConditionalWrites {
+		t.Skip("this server's conditional writes are atomic: separate engines are allowed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := projectortest.Prove(ctx, store, cart.Registry(), cart.NewDetailsProjection(), lives(4, 4, 3),
+		projectortest.Delivery{Shuffle: true, Seed: 3, SeparateEngines: true})
+	if err == nil || !strings.Contains(err.Error(), "SeparateEngines") || rep.Deliveries != 0 {
+		t.Fatalf("Prove with separate engines on %s: %v, %v; want it refused before any delivery", caps.Server, rep, err)
+	}
+}
+
 // A stream given with no events appends nothing, and the others are proven.
 func TestProve_a_stream_of_no_events_is_left_out(t *testing.T) {
 	store := mongostore.New(mongotest.Database(t))
