@@ -77,9 +77,12 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // the embedded server), to prove the projection exactly-once in a few lines.
 // The engines read the log's streams as they read an event store's
 // (stream folds, and the ties of [projector.Projection.TieStreams]). The
-// fold it compares with is pure: an event that does not decode, or that
-// fails its handler, fails the proof whatever the projection's failure
-// policy (test skipping and parking with the engine and a log instead).
+// fold it compares with is pure: an event that does not decode fails the
+// proof before any delivery, and one that fails its handler fails it
+// whatever the projection's failure policy. Test skipping and parking
+// with an engine instead, handing it a [Log]'s events in log order (a
+// projection that ties streams needs a [projector.StreamHistory] of them
+// too), or with the binary's end-to-end kit (package e2e).
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	d = withDefaults(d)
 	if err := checkSeparateEngines(ctx, store, d); err != nil {
@@ -89,6 +92,9 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	r := rand.New(rand.NewPCG(d.Seed, d.Seed^0x9e3779b97f4a7c15))
 	events, err := appendStreams(r, registry, streams, d.Metadata)
 	if err != nil {
+		return Report{}, err
+	}
+	if err := checkDecode(registry, events); err != nil {
 		return Report{}, err
 	}
 	// The engines read the log's streams as they read the event store's:
@@ -139,6 +145,21 @@ func checkSeparateEngines(ctx context.Context, store driver.Store, d Delivery) e
 	case !caps.AtomicConditionalWrites:
 		return fmt.Errorf("projectortest: SeparateEngines needs a store whose conditional writes are atomic, and those of %s are not: "+
 			"engines of their own would overwrite each other's writes there; prove it with one engine, or on MongoDB", caps.Server)
+	}
+	return nil
+}
+
+// checkDecode fails on the first event of events whose payload does not
+// decode (or that an upcaster fails): the pure fold would leave it out, as
+// if the projection did not handle its type.
+func checkDecode(registry *projector.Registry, events []projector.Event) error {
+	for _, ev := range events {
+		if ev.Payload != nil {
+			continue
+		}
+		if _, err := registry.Decode(ev); err != nil {
+			return fmt.Errorf("projectortest: Prove folds every event, and %w; test an event that does not decode with the engine and a Log", err)
+		}
 	}
 	return nil
 }

@@ -92,3 +92,18 @@ func TestProve_takes_events_in_older_forms(t *testing.T) {
 		t.Fatalf("an impure upcaster: %v, want ErrNotExactlyOnce", err)
 	}
 }
+
+// An event that does not decode fails the proof before any delivery, under
+// every failure policy: the pure fold would leave it out, as an event of a
+// type the projection does not handle, and the proof would pass whatever
+// the engine did with it.
+func TestProve_an_event_that_does_not_decode_fails_the_proof(t *testing.T) {
+	for _, pol := range []projector.FailurePolicy{projector.Block, projector.Skip} {
+		store := mongostore.New(mongotest.Database(t))
+		streams := map[string][]any{"player-1": {Scored{Points: 2}, projector.Event{Type: "points.scored", Data: []byte(`{"n": "three"}`)}, Scored{Points: 1}}}
+		rep, err := projectortest.Prove(context.Background(), store, scoreRegistry(upScored), scores().OnFailure(pol), streams, projectortest.Delivery{Seed: 1})
+		if !errors.Is(err, projector.ErrUndecodable) || rep.Deliveries != 0 {
+			t.Errorf("%v: Prove = %v, %v; want the event that does not decode, before any delivery", pol, rep, err)
+		}
+	}
+}
