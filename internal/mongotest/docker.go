@@ -10,6 +10,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcmongo "github.com/testcontainers/testcontainers-go/modules/mongodb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/revgate/projector/internal/dbname"
 )
 
 // MongoImage is the MongoDB image the Docker tier runs.
@@ -67,5 +69,5 @@ func Docker(tb testing.TB) *mongo.Database {
 		tb.Fatalf("mongotest: connect to %s: %v", MongoImage, err)
 	}
 	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return client.Database(dbName(tb))
+	return client.Database(dbname.ForTest(tb.Name()))
 }

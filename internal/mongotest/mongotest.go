@@ -22,9 +22,7 @@ import (
 	"net"
 	neturl "net/url"
 	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/revgate/projector/internal/dbname"
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/mongostore"
 )
@@ -89,7 +88,7 @@ func Server(tb testing.TB) string {
 func Database(tb testing.TB) *mongo.Database {
 	tb.Helper()
 	s := get(tb)
-	db := s.client.Database(dbName(tb))
+	db := s.client.Database(dbname.ForTest(tb.Name()))
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -131,16 +130,6 @@ func get(tb testing.TB) *server {
 		tb.Fatalf("mongotest: %v", initErr)
 	}
 	return shared
-}
-
-var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9]+`)
-
-func dbName(tb testing.TB) string {
-	name := strings.ToLower(unsafeChars.ReplaceAllString(tb.Name(), "_"))
-	if len(name) > 40 {
-		name = name[len(name)-40:]
-	}
-	return fmt.Sprintf("t%d_%d_%s", os.Getpid()%100000, dbSeq.Add(1), strings.Trim(name, "_"))
 }
 
 func start() (*server, error) {

@@ -146,3 +146,18 @@ func strictDoors() *projector.Projection[strictDoor] {
 	})
 	return doors
 }
+
+// A subtest's name may hold what a database name may not (a repeated name
+// gets "#01", a version has a dot): each still gets a database it can
+// write to.
+func TestServers_Database_of_subtests_of_any_name(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	for _, name := range []string{"v1.2", "v1.2", "a$b \"c\"/d"} {
+		t.Run(name, func(t *testing.T) {
+			db := servers.Database(t)
+			if _, err := db.Collection("c").InsertOne(context.Background(), map[string]string{"_id": "x"}); err != nil {
+				t.Fatalf("database %q of %s: %v", db.Name(), t.Name(), err)
+			}
+		})
+	}
+}

@@ -18,11 +18,7 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +27,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/dbname"
 	"github.com/revgate/projector/internal/embedded"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
@@ -65,8 +62,6 @@ type Options struct {
 	// the same traffic duplicates the same events.
 	Seed int64
 }
-
-var databases atomic.Int64
 
 // StartServers starts the servers for tb; they stop when tb ends. It fails
 // tb when one cannot start.
@@ -112,11 +107,7 @@ func (s *Servers) Client() *kurrentdb.Client { return s.client }
 // when tb ends: give its name to --database.
 func (s *Servers) Database(tb testing.TB) *mongo.Database {
 	tb.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name()))
-	if len(name) > 40 {
-		name = name[len(name)-40:]
-	}
-	db := s.mongo.Database(fmt.Sprintf("t%d_%d_%s", os.Getpid()%100000, databases.Add(1), strings.Trim(name, "_")))
+	db := s.mongo.Database(dbname.ForTest(tb.Name()))
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
