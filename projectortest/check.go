@@ -19,7 +19,9 @@ var ErrMismatch = errors.New("document differs from the fold of its events")
 // strategies (documents fed by several streams) with the document's events
 // given in log order ([projector.Projection.Documents] gives each
 // document's, as the engine routes them, ties included). A difference is an error wrapping [ErrMismatch] that
-// shows both; other errors come from the store or the fold.
+// shows both; other errors come from the store or the fold. It reads p's
+// collection: after a rebuild switched readers, give it p in the active
+// one (InCollection, with mongostore.Store.ActiveCollection).
 func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
 	if len(events) == 0 {
 		return errors.New("projectortest: no events to fold")
