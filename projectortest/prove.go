@@ -80,9 +80,10 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // fold it compares with is pure: an event that does not decode fails the
 // proof before any delivery, and one that fails its handler fails it
 // whatever the projection's failure policy. Test skipping and parking
-// with an engine instead, handing it a [Log]'s events in log order (a
-// projection that ties streams needs a [projector.StreamHistory] of them
-// too), or with the binary's end-to-end kit (package e2e).
+// with the binary's end-to-end kit (package e2e), or with an engine handed
+// a [Log]'s events in log order (a projection that ties streams needs a
+// [projector.StreamHistory] of them too: the client of the e2e servers'
+// event store, kurrent.Dial(servers.ESDBURI(), nil), is one).
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	d = withDefaults(d)
 	if err := checkSeparateEngines(ctx, store, d); err != nil {
