@@ -122,7 +122,11 @@ func indexOf(events []projector.Event, id string) int {
 	panic(fmt.Sprintf("projectortest: event %s not found", id))
 }
 
-// Shuffled returns a copy of events in random order.
+// Shuffled returns a copy of events in random order. Hand them to an
+// engine from concurrent workers, or put back each one that fails with
+// [projector.ErrPredecessorMissing] (as a subscription delivers it again),
+// as [Prove] does: one goroutine handing them in this order waits for each
+// event's predecessor, which is behind it, until the gate gives up.
 func Shuffled(r *rand.Rand, events []projector.Event) []projector.Event {
 	out := append([]projector.Event(nil), events...)
 	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
