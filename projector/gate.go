@@ -60,8 +60,11 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return done, err
 	}
 	var from any = state
-	if t.p.creates(ev) && ev.StreamRevision == head.Revision {
+	switch {
+	case t.p.creates(ev) && ev.StreamRevision == head.Revision:
 		from = nil
+	case t.p.startsDocument(ev):
+		return false, retry.Permanent(recreatedSince(t))
 	}
 	next, err := t.p.applyTo(from, ev)
 	if err != nil {
@@ -87,6 +90,14 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return false, errMoved
 	}
 	return false, nil
+}
+
+// recreatedSince is why a parked event whose handler creates the document
+// ([Create]) is not replayed into document t, made since by later events:
+// the state it makes would replace theirs.
+func recreatedSince(t target) error {
+	return fmt.Errorf("%w: document %q was made since by later events, whose changes a replay of its creation "+
+		"would throw away: rebuild the projection to fold its events in order", ErrAlreadyCreated, t.id)
 }
 
 // replaySettled says, from the document as read (head; found: it exists),

@@ -51,6 +51,8 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 		// Written with the event's change: by an earlier replay, or by
 		// this one's earlier attempt, whose answer was lost.
 		return *wrote == "", nil
+	case t.p.startsDocument(ev):
+		return false, retry.Permanent(recreatedSince(t))
 	}
 	next, err := t.p.applyTo(state, ev)
 	if err != nil {

@@ -107,6 +107,68 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 	}
 }
 
+// A parked creation (a Create handler that failed) whose document later
+// events made since is not replayed into it: its state would replace
+// theirs. The replay fails with ErrAlreadyCreated, saying to rebuild, and
+// the document keeps the later events' changes. One replayed before any
+// later event applies.
+func TestPark_a_parked_creation_is_not_replayed_over_the_later_events(t *testing.T) {
+	s := newStore(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	p := projector.New[cart.Details]("opens", projector.StreamSuffix(cart.StreamPrefix)).OnFailure(projector.Park)
+	projector.Create(p, func(e cart.ShoppingCartOpened) (cart.Details, error) {
+		if broken.Load() {
+			return cart.Details{}, errors.New("cannot open yet")
+		}
+		return cart.Details{ClientID: e.ClientID, Status: cart.StatusOpened, ProductItems: []cart.ProductItem{}}, nil
+	})
+	projector.On(p, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
+		items, err := cart.AddProductItem(d.ProductItems, e.ProductItem)
+		d.ProductItems = items
+		return d, err
+	})
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(retry.Default()), projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	add := cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}}
+	k1 := log.MustAppend(t, cart.StreamID("k1"), cart.ShoppingCartOpened{ShoppingCartID: "k1", ClientID: "c", OpenedAt: t0}, add)
+	k2 := log.MustAppend(t, cart.StreamID("k2"), cart.ShoppingCartOpened{ShoppingCartID: "k2", ClientID: "d", OpenedAt: t0})
+	ctx := context.Background()
+	for _, ev := range append(k1, k2...) {
+		if _, err := e.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parked, err := s.Parked(ctx, "opens")
+	if err != nil || len(parked) != 2 {
+		t.Fatalf("parked %+v (%v), want both openings", parked, err)
+	}
+	broken.Store(false)
+	for _, pe := range parked {
+		r := e.Replay(ctx, pe)
+		var d cart.Details
+		if _, _, err := s.Load(ctx, "opens", pe.Document, 0, &d); err != nil {
+			t.Fatal(err)
+		}
+		switch pe.Document {
+		case "k1": // its item was added since: the opening is not replayed over it
+			if r.Outcome != projector.Failed || !errors.Is(r.Err, projector.ErrAlreadyCreated) || !strings.Contains(r.Err.Error(), "rebuild") {
+				t.Errorf("replay of k1's opening: %v %v; want it refused, saying to rebuild", r.Outcome, r.Err)
+			}
+			if len(d.ProductItems) != 1 || d.ClientID != "" {
+				t.Errorf("k1 after the refused replay: %+v; want its item kept", d)
+			}
+		case "k2": // nothing since: the opening applies
+			if r.Outcome != projector.Applied || d.ClientID != "d" || d.Status != cart.StatusOpened {
+				t.Errorf("replay of k2's opening: %v %v, document %+v", r.Outcome, r.Err, d)
+			}
+		}
+	}
+}
+
 func TestPark_needs_a_parker(t *testing.T) {
 	var broken atomic.Bool
 	if _, err := projector.NewEngine(newStore(t), cart.Registry(), []projector.Definition{fixable(&broken)}); err == nil || !strings.Contains(err.Error(), "WithParker") {

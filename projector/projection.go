@@ -182,6 +182,7 @@ type Definition interface {
 	Strategy() Strategy
 
 	creates(Event) bool
+	startsDocument(Event) bool
 	deletionPolicy() DeletionPolicy
 	handledTypes() []reflect.Type
 	routes() bool
@@ -284,7 +285,13 @@ func (p *Projection[S]) OnDelete(d DeletionPolicy) *Projection[S] {
 func (p *Projection[S]) deletionPolicy() DeletionPolicy { return p.onDelete }
 
 func (p *Projection[S]) creates(e Event) bool {
-	return e.StreamRevision == 0 || p.handlers[reflect.TypeOf(e.Payload)].creates
+	return e.StreamRevision == 0 || p.startsDocument(e)
+}
+
+// startsDocument reports whether e's handler was registered with [Create]:
+// it makes the state anew, whatever the state before.
+func (p *Projection[S]) startsDocument(e Event) bool {
+	return p.handlers[reflect.TypeOf(e.Payload)].creates
 }
 
 func (p *Projection[S]) newState() any { return new(S) }
