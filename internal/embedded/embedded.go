@@ -103,6 +103,12 @@ func Start(cfg Config) (*Server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("embedded: data dir %q: %w", cfg.Dir, err)
 		}
+		if strings.ContainsAny(dir, "#?%") {
+			// FerretDB names its SQLite files by a file: URI of the path
+			// as it is, where these would start a fragment or a query, or
+			// an escape.
+			return nil, fmt.Errorf("embedded: data dir %q: the SQLite backend cannot open a path with '#', '?' or '%%' in it; choose another", dir)
+		}
 		if err := writable(dir); err != nil {
 			return nil, err
 		}

@@ -71,3 +71,19 @@ func TestStart_a_second_server_on_one_data_dir_is_refused_naming_the_holder(t *t
 	}
 	again.Close()
 }
+
+// A data dir whose path the SQLite backend cannot open is refused in one
+// line that says why, before FerretDB starts.
+func TestStart_a_data_dir_the_SQLite_backend_cannot_open_is_refused_in_one_line(t *testing.T) {
+	for _, name := range []string{"data#1", "what?", "100%"} {
+		dir := t.TempDir() + "/" + name
+		s, err := embedded.Start(embedded.Config{Dir: dir})
+		if err == nil {
+			s.Close()
+			t.Fatalf("%s: started", name)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "cannot open a path with") || strings.Contains(msg, "\n") {
+			t.Errorf("%s: %q, want one line saying why", name, msg)
+		}
+	}
+}

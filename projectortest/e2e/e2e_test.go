@@ -161,3 +161,15 @@ func TestServers_Database_of_subtests_of_any_name(t *testing.T) {
 		})
 	}
 }
+
+// Servers start in subtests of any name, a repeated one ("#01") too.
+func TestStartServers_in_subtests_of_a_repeated_name(t *testing.T) {
+	for range 2 {
+		t.Run("same", func(t *testing.T) {
+			db := e2e.StartServers(t, e2e.Options{}).Database(t)
+			if _, err := db.Collection("c").InsertOne(context.Background(), map[string]string{"_id": "x"}); err != nil {
+				t.Fatalf("%s: %v", t.Name(), err)
+			}
+		})
+	}
+}

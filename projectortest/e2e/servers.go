@@ -18,6 +18,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -78,7 +79,14 @@ func StartServers(tb testing.TB, o Options) *Servers {
 	}
 	tb.Cleanup(func() { s.reader.Close() })
 	if s.mongoURI == "" {
-		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(tb.TempDir(), "ferretdb")})
+		// Not tb.TempDir(): its path holds the test's name, and a subtest's
+		// "#01" is one the SQLite backend cannot open.
+		dir, err := os.MkdirTemp("", "projector-e2e-")
+		if err != nil {
+			tb.Fatalf("e2e: %v", err)
+		}
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+		srv, err := embedded.Start(embedded.Config{Dir: filepath.Join(dir, "ferretdb")})
 		if err != nil {
 			tb.Fatalf("e2e: %v", err)
 		}
