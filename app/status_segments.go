@@ -42,20 +42,11 @@ func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[
 		}
 		return &own.Position, err
 	}
-	var low *uint64
-	for k := range n {
-		cp := stored[segment.CheckpointName(building, k, n)].Checkpoint
-		if cp == nil {
-			cp = own
-		}
-		if cp == nil {
-			return nil, nil
-		}
-		if low == nil || cp.Position < *low {
-			low = &cp.Position
-		}
+	low := segment.Lowest(building, n, own, func(name string) *projector.Checkpoint { return stored[name].Checkpoint })
+	if low == nil {
+		return nil, nil
 	}
-	return low, nil
+	return &low.Position, nil
 }
 
 // segmentsOf fills in st.Segments for a projection whose collection is
@@ -69,9 +60,6 @@ func (c *statusConfig) segmentsOf(ctx context.Context, store *mongostore.Store, 
 	if err != nil || n <= 1 {
 		return own, err
 	}
-	low := own
-	low.Checkpoint, low.Updated = nil, time.Time{}
-	none := false
 	for k := range n {
 		seg := segmentStatus{Segment: k}
 		if l := leases[segment.LeaseName(st.Projection, k, n)]; l.Held(time.Now()) {
@@ -80,12 +68,6 @@ func (c *statusConfig) segmentsOf(ctx context.Context, store *mongostore.Store, 
 		cp := stored[segment.CheckpointName(st.Collection, k, n)]
 		if cp.Checkpoint == nil {
 			cp = own
-		}
-		switch {
-		case cp.Checkpoint == nil:
-			none = true
-		case low.Checkpoint == nil || cp.Checkpoint.Position < low.Checkpoint.Position:
-			low.Checkpoint, low.Updated = cp.Checkpoint, cp.Updated
 		}
 		if cp.Checkpoint != nil {
 			seg.Checkpoint = &cp.Checkpoint.Position
@@ -97,12 +79,19 @@ func (c *statusConfig) segmentsOf(ctx context.Context, store *mongostore.Store, 
 		}
 		st.Segments = append(st.Segments, seg)
 	}
-	if none {
-		low.Checkpoint, low.Updated = nil, time.Time{}
-	}
-	st.Checkpoint, st.Updated = nil, low.Updated
+	// The record of the lowest checkpoint: when it was stored.
+	updated := map[*projector.Checkpoint]time.Time{own.Checkpoint: own.Updated}
+	low := own
+	low.Checkpoint = segment.Lowest(st.Collection, n, own.Checkpoint, func(name string) *projector.Checkpoint {
+		cp := stored[name]
+		updated[cp.Checkpoint] = cp.Updated
+		return cp.Checkpoint
+	})
+	low.Updated = time.Time{}
+	st.Checkpoint, st.Updated = nil, time.Time{}
 	if low.Checkpoint != nil {
-		st.Checkpoint = &low.Checkpoint.Position
+		low.Updated = updated[low.Checkpoint]
+		st.Checkpoint, st.Updated = &low.Checkpoint.Position, low.Updated
 	}
 	return low, nil
 }

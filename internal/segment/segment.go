@@ -11,6 +11,8 @@ package segment
 import (
 	"fmt"
 	"hash/fnv"
+
+	"github.com/revgate/projector/projector"
 )
 
 // Of is the segment of document id among n segments: FNV-1a (32 bits) of
@@ -75,4 +77,26 @@ func mix(h uint32) uint32 {
 	h *= 0xc2b2ae35
 	h ^= h >> 16
 	return h
+}
+
+// Lowest is where a runner's n segments are, all together: the lowest of
+// their checkpoints (of gives the one stored under a name, nil when none),
+// a segment without one counting from the runner's own (own, that of the
+// runner before it was split, or of the rebuild it goes on from); nil when
+// one has none at all.
+func Lowest(runner string, n int, own *projector.Checkpoint, of func(name string) *projector.Checkpoint) *projector.Checkpoint {
+	var low *projector.Checkpoint
+	for k := range n {
+		cp := of(CheckpointName(runner, k, n))
+		if cp == nil {
+			cp = own
+		}
+		if cp == nil {
+			return nil
+		}
+		if low == nil || cp.Position < low.Position {
+			low = cp
+		}
+	}
+	return low
 }

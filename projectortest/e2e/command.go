@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -100,7 +101,9 @@ func (c *Running) state() string {
 // It gives up when done is closed (the projector ended; nil: never), when
 // the projection's record has held an error for 10 seconds while the
 // checkpoint stays where it is short of position (the projection stopped: at
-// an event that failed for good, say), or after two minutes.
+// an event that failed for good, say), or after two minutes. For a
+// projection split into segments (run --segments), it waits for every
+// segment's checkpoint, and an error any of them holds counts.
 //
 // For a projection that is caught up, position is the head of $all
 // ([Servers.Head]): the test double sends a filtered subscription a
@@ -114,8 +117,7 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 	var last *projector.Checkpoint
 	for {
 		// One read a round: the checkpoint and the error recorded beside it.
-		all, err := store.Checkpoints(context.Background())
-		st := all[name]
+		st, err := progress(db, store, name)
 		cp := st.Checkpoint
 		if err == nil && cp != nil && cp.Position >= position {
 			return nil
@@ -136,14 +138,14 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 		case <-done:
 			// Read again: the projector stores its checkpoint and its
 			// error as it ends.
-			all, err := store.Checkpoints(context.Background())
+			st, err := progress(db, store, name)
 			if err != nil {
 				return fmt.Errorf("the projector ended before the checkpoint of %s reached %d; reading it: %w", name, position, err)
 			}
-			if st := all[name]; st.Checkpoint != nil && st.Checkpoint.Position >= position {
+			if st.Checkpoint != nil && st.Checkpoint.Position >= position {
 				return nil
 			}
-			return fmt.Errorf("the projector ended before the checkpoint of %s reached %d: %s", name, position, describe(all[name]))
+			return fmt.Errorf("the projector ended before the checkpoint of %s reached %d: %s", name, position, describe(st))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -153,6 +155,30 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 			return fmt.Errorf("the checkpoint of %s has not reached %d after two minutes: %s", name, position, describe(st))
 		}
 	}
+}
+
+// progress is the record of the checkpoint of name: its own, or for a
+// projection split into segments the lowest of its segments' checkpoints
+// (segment.Lowest), with the first error one of them holds.
+func progress(db *mongo.Database, store *mongostore.Store, name string) (mongostore.CheckpointStatus, error) {
+	ctx := context.Background()
+	all, err := store.Checkpoints(ctx)
+	if err != nil {
+		return mongostore.CheckpointStatus{}, err
+	}
+	own := all[name]
+	n, err := segment.Count(ctx, db, name)
+	if err != nil || n <= 1 {
+		return own, err
+	}
+	st := own
+	st.Checkpoint = segment.Lowest(name, n, own.Checkpoint, func(seg string) *projector.Checkpoint {
+		if rec := all[seg]; rec.LastError != "" && st.LastError == "" {
+			st.LastError, st.LastErrorAt = rec.LastError, rec.LastErrorAt
+		}
+		return all[seg].Checkpoint
+	})
+	return st, nil
 }
 
 // describe says where a projection's checkpoint is and the error its

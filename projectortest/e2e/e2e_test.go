@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -171,5 +172,40 @@ func TestStartServers_in_subtests_of_a_repeated_name(t *testing.T) {
 				t.Fatalf("%s: %v", t.Name(), err)
 			}
 		})
+	}
+}
+
+// WaitCheckpoint waits for a projection split into segments (run
+// --segments): for every segment's checkpoint, since the projection has
+// none of its own.
+func TestWaitCheckpoint_of_a_projection_in_segments(t *testing.T) {
+	type door struct {
+		Open bool `bson:"open"`
+	}
+	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
+	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	for _, id := range []string{"1", "2", "3", "4", "5", "6"} {
+		servers.Append(t, registry(), "door/"+id, opened{By: "ann"}, closed{})
+	}
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "",
+		"--segments", "4", "--lease", "2s", "--checkpoint-interval", "100ms")
+	if err := e2e.WaitCheckpoint(db, "doors", servers.Head(), cmd.Done()); err != nil {
+		t.Fatalf("%v\n%s", err, cmd.Stderr())
+	}
+	all, err := mongostore.New(db).Checkpoints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 4 {
+		if cp := all[fmt.Sprintf("doors/segment-%d-of-4", k)].Checkpoint; cp == nil || cp.Position < servers.Head() {
+			t.Errorf("segment %d at %v once WaitCheckpoint returned, want the head %d", k, cp, servers.Head())
+		}
+	}
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
 }
