@@ -373,8 +373,8 @@ func TestReplayParked_of_a_projection_that_ties_streams_reads_them_from_the_even
 	}
 	fixed := config(app.Projection{Definition: desks(true), Reads: app.StreamPrefix("ticket/")})
 	code, out, stderr := run(fixed, nil, append([]string{"replay-parked", "desks"}, common...)...)
-	if code != 1 || !strings.Contains(stderr, "give --esdb") {
-		t.Fatalf("replay-parked without --esdb: exit %d, want 1 and what to give\n%s\n%s", code, out, stderr)
+	if code != 2 || !strings.Contains(stderr, "give --esdb") {
+		t.Fatalf("replay-parked without --esdb: exit %d, want 2 (a usage error) and what to give\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(fixed, nil, append([]string{"replay-parked", "desks", "--esdb", servers.ESDBURI()}, common...)...)
 	if code != 0 || !strings.Contains(out, "replayed 1 of 1 parked events of desks") {

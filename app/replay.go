@@ -113,6 +113,12 @@ func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Project
 	if !ok {
 		return Projection{}, usageError(inv.Stderr, "%v", x.cat.unknown(name))
 	}
+	if c.esdb == "" && c.group == "" {
+		// The engine made without a store's I/O: only what it lacks counts.
+		if _, err := x.replayEngine(p, p.Definition.Collection(), mongostore.New(nil), nil); err != nil {
+			return Projection{}, usageError(inv.Stderr, "%v", err)
+		}
+	}
 	return p, c.servers.check(inv, c.group != "", x.Embedded != nil)
 }
 
