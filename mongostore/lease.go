@@ -139,36 +139,45 @@ func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projecto
 		bson.D{{Key: "leaseName", Value: l.Name}, {Key: "lease", Value: bson.D{{Key: "$lte", Value: l.Token}}}},
 		bson.D{{Key: "leaseName", Value: bson.D{{Key: "$exists", Value: false}}}, {Key: "lease", Value: bson.D{{Key: "$lte", Value: l.Token}}}},
 	}
-	if took, err := s.saveFenced(ctx, name, c, set, mine); took || err != nil {
-		return err
-	}
-	// The filter matched nothing: a later checkpoint, a newer token, or
-	// another lease's checkpoint.
-	fence, err := s.fenceOf(ctx, name)
-	switch {
-	case err != nil:
-		return err
-	case fence.Name == "" || fence.Name == l.Name:
-		if fence.Token > l.Token {
-			return fmt.Errorf("%w: %q is at lease token %d, this writer holds %d", ErrFenced, name, fence.Token, l.Token)
+	// A takeover that another writer wins makes the checkpoint this lease's
+	// (a stale holder's, under an older token) or a third's: look again, a
+	// few times.
+	for range 3 {
+		if took, err := s.saveFenced(ctx, name, c, set, mine); took || err != nil {
+			return err
 		}
-		return nil // a later checkpoint: it never moves back
+		// The filter matched nothing: a later checkpoint, a newer token,
+		// or another lease's checkpoint.
+		fence, err := s.fenceOf(ctx, name)
+		switch {
+		case err != nil:
+			return err
+		case fence.Name == "" || fence.Name == l.Name:
+			if fence.Token > l.Token {
+				return fmt.Errorf("%w: %q is at lease token %d, this writer holds %d", ErrFenced, name, fence.Token, l.Token)
+			}
+			return nil // a later checkpoint: it never moves back
+		}
+		other, err := s.leaseOf(ctx, fence.Name)
+		if err != nil {
+			return err
+		}
+		if other.Held(time.Now()) {
+			return fmt.Errorf("%w: %q is written under lease %q, held by %s, not %q", ErrFenced, name, fence.Name, other.Holder, l.Name)
+		}
+		theirs := bson.A{bson.D{{Key: "leaseName", Value: fence.Name}, {Key: "lease", Value: fence.Token}}}
+		if took, err := s.saveFenced(ctx, name, c, set, theirs); took || err != nil {
+			return err
+		}
+		now, err := s.fenceOf(ctx, name)
+		if err != nil {
+			return err
+		}
+		if now == fence {
+			return nil // a later checkpoint of the lease let go: it never moves back
+		}
 	}
-	other, err := s.leaseOf(ctx, fence.Name)
-	if err != nil {
-		return err
-	}
-	if other.Held(time.Now()) {
-		return fmt.Errorf("%w: %q is written under lease %q, held by %s, not %q", ErrFenced, name, fence.Name, other.Holder, l.Name)
-	}
-	theirs := bson.A{bson.D{{Key: "leaseName", Value: fence.Name}, {Key: "lease", Value: fence.Token}}}
-	if took, err := s.saveFenced(ctx, name, c, set, theirs); took || err != nil {
-		return err
-	}
-	if now, err := s.fenceOf(ctx, name); err != nil || now != fence {
-		return fmt.Errorf("%w: %q was taken over under lease %q meanwhile", ErrFenced, name, now.Name)
-	}
-	return nil // a later checkpoint of the lease let go: it never moves back
+	return fmt.Errorf("%w: %q keeps changing hands", ErrFenced, name)
 }
 
 // fence is the lease a checkpoint was last written under.

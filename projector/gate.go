@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
@@ -63,7 +64,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	switch {
 	case t.p.creates(ev) && ev.StreamRevision == head.Revision:
 		from = nil
-	case t.p.startsDocument(ev):
+	case t.p.startsDocument(ev) && !reflect.DeepEqual(state, t.p.newState()):
 		return false, retry.Permanent(recreatedSince(t))
 	}
 	next, err := t.p.applyTo(from, ev)
@@ -93,8 +94,10 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 }
 
 // recreatedSince is why a parked event whose handler creates the document
-// ([Create]) is not replayed into document t, made since by later events:
-// the state it makes would replace theirs.
+// ([Create]) is not replayed into document t, which later events have
+// changed since (it is not the zero state: their events applied, not only
+// moved it on as parked or skipped): the state it makes would replace
+// theirs.
 func recreatedSince(t target) error {
 	return fmt.Errorf("%w: document %q was made since by later events, whose changes a replay of its creation "+
 		"would throw away: rebuild the projection to fold its events in order", ErrAlreadyCreated, t.id)

@@ -293,6 +293,9 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 			return out
 		}
 		ev, err := e.registry.Decode(pe.Event)
+		if err == nil {
+			err = e.routedElsewhere(p, ev, pe.Document)
+		}
 		t := target{p, pe.Document}
 		var r Result
 		switch {

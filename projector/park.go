@@ -215,6 +215,9 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 	}
+	if err := e.routedElsewhere(p, decoded, pe.Document); err != nil {
+		return e.fail(t, decoded, permanent(err))
+	}
 	attempts := 0
 	var wrote string // what an attempt's write gave the document (its token)
 	var before bool  // an earlier replay wrote it
@@ -233,4 +236,18 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
 	}
 	return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
+}
+
+// routedElsewhere says why event ev, parked or held against document doc
+// of p, is not replayed there: its router names another document now that
+// its payload decodes (it was put against doc, the document its stream is
+// tied to, while its payload did not decode). nil when the router names
+// doc, or none.
+func (e *Engine) routedElsewhere(p Definition, ev Event, doc string) error {
+	id, ok, err := p.Route(ev)
+	if err != nil || !ok || id == doc {
+		return nil
+	}
+	return fmt.Errorf("its payload routes it to document %q, not to %q, which it was recorded against while its payload did not decode "+
+		"(the document its stream is tied to): rebuild the projection to fold it where it belongs", id, doc)
 }

@@ -113,10 +113,16 @@ func TestPark_records_a_poison_event_moves_past_it_and_replays_it_after_the_fix(
 // the document keeps the later events' changes. One replayed before any
 // later event applies.
 func TestPark_a_parked_creation_is_not_replayed_over_the_later_events(t *testing.T) {
+	for _, strategy := range []projector.Strategy{projector.StreamRevision(), projector.RevisionMap()} {
+		t.Run(strategy.String(), func(t *testing.T) { testParkedCreation(t, strategy) })
+	}
+}
+
+func testParkedCreation(t *testing.T, strategy projector.Strategy) {
 	s := newStore(t)
 	var broken atomic.Bool
 	broken.Store(true)
-	p := projector.New[cart.Details]("opens", projector.StreamSuffix(cart.StreamPrefix)).OnFailure(projector.Park)
+	p := projector.New[cart.Details]("opens", projector.StreamSuffix(cart.StreamPrefix)).OnFailure(projector.Park).Idempotency(strategy)
 	projector.Create(p, func(e cart.ShoppingCartOpened) (cart.Details, error) {
 		if broken.Load() {
 			return cart.Details{}, errors.New("cannot open yet")
@@ -124,6 +130,9 @@ func TestPark_a_parked_creation_is_not_replayed_over_the_later_events(t *testing
 		return cart.Details{ClientID: e.ClientID, Status: cart.StatusOpened, ProductItems: []cart.ProductItem{}}, nil
 	})
 	projector.On(p, func(d cart.Details, e cart.ProductItemAddedToShoppingCart) (cart.Details, error) {
+		if e.ProductItem.ProductID == "needs-open" && d.Status != cart.StatusOpened {
+			return d, errors.New("not opened")
+		}
 		items, err := cart.AddProductItem(d.ProductItems, e.ProductItem)
 		d.ProductItems = items
 		return d, err
@@ -133,24 +142,33 @@ func TestPark_a_parked_creation_is_not_replayed_over_the_later_events(t *testing
 		t.Fatal(err)
 	}
 	log := projectortest.NewLog(cart.Registry())
-	add := cart.ProductItemAddedToShoppingCart{ShoppingCartID: "k1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}}
-	k1 := log.MustAppend(t, cart.StreamID("k1"), cart.ShoppingCartOpened{ShoppingCartID: "k1", ClientID: "c", OpenedAt: t0}, add)
-	k2 := log.MustAppend(t, cart.StreamID("k2"), cart.ShoppingCartOpened{ShoppingCartID: "k2", ClientID: "d", OpenedAt: t0})
+	add := func(id, product string) cart.ProductItemAddedToShoppingCart {
+		return cart.ProductItemAddedToShoppingCart{ShoppingCartID: id, ProductItem: cart.ProductItem{ProductID: product, Quantity: 2}}
+	}
+	open := func(id string) cart.ShoppingCartOpened {
+		return cart.ShoppingCartOpened{ShoppingCartID: id, ClientID: "c-" + id, OpenedAt: t0}
+	}
+	// k1: its item applies on the zero state after the failed opening.
+	// k2: its opening alone. k3: its item fails too (it needs the opening),
+	// so the document is still the zero state, two revisions on.
+	k1 := log.MustAppend(t, cart.StreamID("k1"), open("k1"), add("k1", "p"))
+	k2 := log.MustAppend(t, cart.StreamID("k2"), open("k2"))
+	k3 := log.MustAppend(t, cart.StreamID("k3"), open("k3"), add("k3", "needs-open"))
 	ctx := context.Background()
-	for _, ev := range append(k1, k2...) {
+	for _, ev := range append(append(k1, k2...), k3...) {
 		if _, err := e.Handle(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	parked, err := s.Parked(ctx, "opens")
-	if err != nil || len(parked) != 2 {
-		t.Fatalf("parked %+v (%v), want both openings", parked, err)
+	if err != nil || len(parked) != 4 {
+		t.Fatalf("parked %+v (%v), want the three openings and k3's item", parked, err)
 	}
 	broken.Store(false)
 	for _, pe := range parked {
 		r := e.Replay(ctx, pe)
 		var d cart.Details
-		if _, _, err := s.Load(ctx, "opens", pe.Document, 0, &d); err != nil {
+		if _, _, err := projector.ReadDocument(ctx, s, p, pe.Document, &d); err != nil {
 			t.Fatal(err)
 		}
 		switch pe.Document {
@@ -162,10 +180,17 @@ func TestPark_a_parked_creation_is_not_replayed_over_the_later_events(t *testing
 				t.Errorf("k1 after the refused replay: %+v; want its item kept", d)
 			}
 		case "k2": // nothing since: the opening applies
-			if r.Outcome != projector.Applied || d.ClientID != "d" || d.Status != cart.StatusOpened {
+			if r.Outcome != projector.Applied || d.ClientID != "c-k2" || d.Status != cart.StatusOpened {
 				t.Errorf("replay of k2's opening: %v %v, document %+v", r.Outcome, r.Err, d)
 			}
+		case "k3": // only failures since: both replay, in order
+			if r.Outcome != projector.Applied {
+				t.Errorf("replay of k3's revision %d: %v %v", pe.StreamRevision, r.Outcome, r.Err)
+			}
 		}
+	}
+	if err := projectortest.CheckDocument(ctx, s, p, "k3", k3); err != nil {
+		t.Errorf("k3 after its replays: %v", err)
 	}
 }
 

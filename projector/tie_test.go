@@ -497,3 +497,52 @@ func TestTieStreams_an_undecodable_event_of_a_tied_stream_fails_on_the_tied_docu
 		t.Fatalf("parked %+v (%v), want the event against b1", parked, err)
 	}
 }
+
+// Once its payload decodes, an event parked against its stream's tied
+// document while it did not is not replayed there when its router names
+// another document: the replay fails, saying to rebuild.
+func TestTieStreams_a_replay_does_not_apply_an_event_its_router_sends_elsewhere(t *testing.T) {
+	type cardAddedV0 struct{ Card, Board string }
+	var broken atomic.Bool
+	broken.Store(true)
+	r := projector.NewRegistry()
+	projector.Register[BoardOpened](r, "BoardOpened")
+	projector.Register[CardAdded](r, "CardAdded", projector.Upcast("CardAddedV0", func(old cardAddedV0) (CardAdded, error) {
+		if broken.Load() {
+			return CardAdded{}, errors.New("the upcaster is broken")
+		}
+		return CardAdded{CardID: old.Card, BoardID: old.Board}, nil
+	}))
+	projector.Register[CardRenamed](r, "CardRenamed")
+	projector.Register[CardMoved](r, "CardMoved")
+	projector.Register[CardArchived](r, "CardArchived")
+	s := newStore(t)
+	log := projectortest.NewLog(r)
+	opened := log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+	card := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "zed"},
+		projector.Event{Type: "CardAddedV0", Data: []byte(`{"Card": "y", "Board": "b2"}`)})
+	e, err := projector.NewEngine(s, r, []projector.Definition{boards()}, projector.WithRetry(retry.Default()),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(append(opened, card...)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ev := range append(opened, card...) {
+		if _, err := e.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parked, err := s.Parked(ctx, "kanban_boards")
+	if err != nil || len(parked) != 1 || parked[0].Document != "b1" {
+		t.Fatalf("parked %+v (%v), want the undecodable event against b1", parked, err)
+	}
+	broken.Store(false) // the fix: the event names board b2
+	res := e.Replay(ctx, parked[0])
+	if res.Outcome != projector.Failed || res.Err == nil || !strings.Contains(res.Err.Error(), `routes it to document "b2"`) {
+		t.Fatalf("replay: %v %v; want it refused, naming b2", res.Outcome, res.Err)
+	}
+	var got board
+	if _, _, err := projector.ReadDocument(ctx, s, boards(), "b1", &got); err != nil || len(got.Cards) != 1 {
+		t.Fatalf("b1 after the refused replay: %+v (%v); want card z alone", got, err)
+	}
+}
