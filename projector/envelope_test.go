@@ -66,6 +66,25 @@ func meterLog(t *testing.T, r *projector.Registry, elsewhere map[string]string) 
 	return all
 }
 
+// decodedRunning runs a runner named name of engine e over all, keeping
+// the meters below m4 (half of them, as a segmented process does), until
+// it caught up, and returns how many payloads it decoded, and its stats.
+func decodedRunning(t *testing.T, s projector.CheckpointStore, e *projector.Engine, name string, all []projector.Event) (int64, projector.RunnerStats) {
+	t.Helper()
+	run, err := projector.NewRunner(name, e, &scripted{events: all}, halfStore{s, keptMeters})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := decodes.Load()
+	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+		t.Fatal(err)
+	}
+	return decodes.Load() - before, run.Stats()
+}
+
+// keptMeters are the meters a process that keeps half of them keeps.
+func keptMeters(id string) bool { return id < "m4" }
+
 // A process that keeps half of a projection's documents (a segmented run)
 // and whose projection routes by the envelope decodes the payloads of its
 // own documents' events only: the others are passed over undecoded. The
@@ -74,21 +93,11 @@ func TestRoutesByEnvelope_events_of_documents_not_kept_are_passed_over_undecoded
 	r := meterRegistry()
 	s := newStore(t)
 	all := meterLog(t, r, nil)
-	mine := func(id string) bool { return id < "m4" }
 	e, err := projector.NewEngine(s, r, []projector.Definition{meterProjection(projector.StreamSuffix("meter-"))}, projector.WithRetry(retry.Default()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := decodes.Load()
-	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
-		t.Fatal(err)
-	}
-	decoded := decodes.Load() - before
-	st := run.Stats()
+	decoded, st := decodedRunning(t, s, e, "half", all)
 	if decoded != int64(len(all)/2) || st.Applied != uint64(len(all)/2) || st.Checkpoints != uint64(len(all)/2) {
 		t.Errorf("%d payloads decoded, %d events applied, %d passed over; want %d each", decoded, st.Applied, st.Checkpoints, len(all)/2)
 	}
@@ -96,8 +105,8 @@ func TestRoutesByEnvelope_events_of_documents_not_kept_are_passed_over_undecoded
 		id := "m" + string(rune('0'+m))
 		var got Meter
 		_, found, err := s.Load(t.Context(), "meters", id, 0, &got)
-		if err != nil || found != mine(id) || (found && got.KWh != 6) {
-			t.Errorf("meter %s: found %v, %d kWh (%v); want found %v with 6", id, found, got.KWh, err, mine(id))
+		if err != nil || found != keptMeters(id) || (found && got.KWh != 6) {
+			t.Errorf("meter %s: found %v, %d kWh (%v); want found %v with 6", id, found, got.KWh, err, keptMeters(id))
 		}
 	}
 }
@@ -127,16 +136,7 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine := func(id string) bool { return id < "m4" }
-	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := decodes.Load()
-	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
-		t.Fatal(err)
-	}
-	decoded := decodes.Load() - before
+	decoded, _ := decodedRunning(t, s, e, "half", all)
 	mu.Lock()
 	logged := logs.String()
 	mu.Unlock()
@@ -156,15 +156,7 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := projector.NewRunner("again", e2, &scripted{events: all}, halfStore{s, mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before = decodes.Load()
-	if err := runUntil(t, again, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
-		t.Fatal(err)
-	}
-	if decoded := decodes.Load() - before; decoded != int64(len(all)) {
+	if decoded, _ := decodedRunning(t, s, e2, "again", all); decoded != int64(len(all)) {
 		t.Errorf("another engine of the projection decoded %d payloads, want all %d", decoded, len(all))
 	}
 }
@@ -187,16 +179,7 @@ func TestRoutesByEnvelope_a_router_that_fails_without_the_payload_is_not_trusted
 	if err != nil {
 		t.Fatal(err)
 	}
-	mine := func(id string) bool { return id < "m4" }
-	run, err := projector.NewRunner("half", e, &scripted{events: all}, halfStore{s, mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := decodes.Load()
-	if err := runUntil(t, run, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
-		t.Fatal(err)
-	}
-	if decoded := decodes.Load() - before; decoded != int64(len(all)) {
+	if decoded, _ := decodedRunning(t, s, e, "half", all); decoded != int64(len(all)) {
 		t.Errorf("%d payloads decoded, want all %d", decoded, len(all))
 	}
 	// m6's readings feed a6, which this process keeps; m1's feed x1, which

@@ -25,6 +25,19 @@ func registry() *projector.Registry {
 	return r
 }
 
+// door is a door's read model: open or not.
+type door struct {
+	Open bool `bson:"open"`
+}
+
+// doorsConfig is a binary of one projection, a document per door stream.
+func doorsConfig() app.Config {
+	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
+	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
+	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
+	return app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+}
+
 func TestServers_append_returns_the_events_as_the_engine_receives_them(t *testing.T) {
 	servers := e2e.StartServers(t, e2e.Options{})
 	first := servers.Append(t, registry(), "door/1", opened{By: "ann"}, closed{})
@@ -47,13 +60,7 @@ func TestServers_append_returns_the_events_as_the_engine_receives_them(t *testin
 }
 
 func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testing.T) {
-	type door struct {
-		Open bool `bson:"open"`
-	}
-	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
-	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
-	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
-	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	c := doorsConfig()
 
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -179,13 +186,7 @@ func TestStartServers_in_subtests_of_a_repeated_name(t *testing.T) {
 // --segments): for every segment's checkpoint, since the projection has
 // none of its own.
 func TestWaitCheckpoint_of_a_projection_in_segments(t *testing.T) {
-	type door struct {
-		Open bool `bson:"open"`
-	}
-	doors := projector.New[door]("doors", projector.StreamSuffix("door/"))
-	projector.Create(doors, func(opened) (door, error) { return door{Open: true}, nil })
-	projector.On(doors, func(d door, _ closed) (door, error) { d.Open = false; return d, nil })
-	c := app.Config{Name: "doors", Registry: registry(), Dial: kurrent.Dial, Projections: []app.Projection{{Definition: doors, Reads: app.StreamPrefix("door/")}}}
+	c := doorsConfig()
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
 	for _, id := range []string{"1", "2", "3", "4", "5", "6"} {
