@@ -64,7 +64,7 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	switch {
 	case t.p.creates(ev) && ev.StreamRevision == head.Revision:
 		from = nil
-	case t.p.startsDocument(ev) && !reflect.DeepEqual(state, t.p.newState()):
+	case t.p.startsDocument(ev) && !holdsNothing(t.p, state):
 		return false, retry.Permanent(recreatedSince(t))
 	}
 	next, err := t.p.applyTo(from, ev)
@@ -91,6 +91,14 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return false, errMoved
 	}
 	return false, nil
+}
+
+// holdsNothing reports whether state, a document of p as read, is the zero
+// state: no event has changed it (those p passed over, parked or skipped
+// moved it on without a change). A creation ([Create]) made anew over it
+// throws nothing away.
+func holdsNothing(p Definition, state any) bool {
+	return state == nil || reflect.DeepEqual(state, p.newState())
 }
 
 // recreatedSince is why a parked event whose handler creates the document
@@ -221,7 +229,13 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		case over:
 			return e.restart(ctx, t, ev, again.rev, state, skipped, waits)
 		}
-		return e.advance(ctx, tk, t, ev, func(any) (any, error) {
+		return e.advance(ctx, tk, t, ev, func(state any) (any, error) {
+			if holdsNothing(t.p, state) {
+				// Only events the projection passed over (dropped, of a
+				// type it does not handle) made the document: the creation
+				// applies, as in the fold.
+				return apply(state)
+			}
 			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
@@ -52,7 +51,7 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 		// Written with the event's change: by an earlier replay, or by
 		// this one's earlier attempt, whose answer was lost.
 		return *wrote == "", nil
-	case t.p.startsDocument(ev) && !reflect.DeepEqual(state, t.p.newState()):
+	case t.p.startsDocument(ev) && !holdsNothing(t.p, state):
 		return false, retry.Permanent(recreatedSince(t))
 	}
 	next, err := t.p.applyTo(state, ev)

@@ -3,9 +3,11 @@ package projector_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/projector"
@@ -287,5 +289,34 @@ func TestHandledIDs_an_event_outside_the_window_is_parked_under_Park(t *testing.
 	}
 	if parked, _ := s.Parked(context.Background(), "fixable"); len(parked) != 1 || !strings.Contains(parked[0].Error, "older than the window") {
 		t.Fatalf("parked %v", parked)
+	}
+}
+
+// A stream whose first event the projection passes over (a type nobody
+// registered, an event its upcaster drops, one it has no handler for) and
+// whose creation comes after it: the creation applies over the document
+// that passed event made, as in the fold, instead of being refused as a
+// second creation. Through a runner (batches) and one event at a time.
+func TestCreate_after_an_event_the_projection_passes_over_applies_as_in_the_fold(t *testing.T) {
+	for _, batch := range []int{1, 100} {
+		s := newStore(t)
+		log := projectortest.NewLog(cart.Registry())
+		evs := log.MustAppend(t, cart.StreamID("n1"), projector.Event{Type: "cart.noise", Data: []byte(`{}`)},
+			cart.ShoppingCartOpened{ShoppingCartID: "n1", ClientID: "c", OpenedAt: t0},
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: "n1", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 2}})
+		delivered := slices.Clone(evs)
+		for i := range delivered {
+			delivered[i].Payload = nil // as a subscription delivers them
+		}
+		r, err := projector.NewRunner("n", newEngine(t, s, retry.Default()), &scripted{events: delivered}, s, projector.WithBatch(batch, time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runUntil(t, r, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+			t.Fatalf("batch %d: %v", batch, err)
+		}
+		if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), "n1", evs); err != nil {
+			t.Errorf("batch %d: %v", batch, err)
+		}
 	}
 }
