@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 
 	"github.com/revgate/projector/projector"
@@ -149,7 +150,7 @@ func refuseSegmented(ctx context.Context, store *mongostore.Store, name string) 
 	holders := map[string]bool{}
 	now := time.Now()
 	for lease, l := range leases {
-		if strings.HasPrefix(lease, name+"/segment-") && l.Held(now) {
+		if segment.IsLease(name, lease) && l.Held(now) {
 			holders[l.Holder] = true
 		}
 	}

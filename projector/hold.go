@@ -294,7 +294,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		}
 		ev, err := e.registry.Decode(pe.Event)
 		if err == nil {
-			err = e.routedElsewhere(p, ev, pe.Document)
+			err = routedElsewhere(p, ev, pe.Document)
 		}
 		t := target{p, pe.Document}
 		var r Result

@@ -215,7 +215,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 	}
-	if err := e.routedElsewhere(p, decoded, pe.Document); err != nil {
+	if err := routedElsewhere(p, decoded, pe.Document); err != nil {
 		return e.fail(t, decoded, permanent(err))
 	}
 	attempts := 0
@@ -243,7 +243,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 // its payload decodes (it was put against doc, the document its stream is
 // tied to, while its payload did not decode). nil when the router names
 // doc, or none.
-func (e *Engine) routedElsewhere(p Definition, ev Event, doc string) error {
+func routedElsewhere(p Definition, ev Event, doc string) error {
 	id, ok, err := p.Route(ev)
 	if err != nil || !ok || id == doc {
 		return nil

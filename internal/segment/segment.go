@@ -11,7 +11,9 @@ package segment
 import (
 	"fmt"
 	"hash/fnv"
+	"strings"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
 )
 
@@ -40,6 +42,12 @@ func Share(n, p, rank int) int {
 // LeaseName is the name of the lease of segment k of n of projection.
 func LeaseName(projection string, k, n int) string {
 	return fmt.Sprintf("%s/segment-%d-of-%d", projection, k, n)
+}
+
+// IsLease reports whether lease is the name of a segment's lease of
+// projection (LeaseName's, of any segment count).
+func IsLease(projection, lease string) bool {
+	return strings.HasPrefix(lease, projection+"/segment-")
 }
 
 // CheckpointName is the name of the checkpoint of segment k of n of the
@@ -79,11 +87,11 @@ func mix(h uint32) uint32 {
 	return h
 }
 
-// Lowest is where a runner's n segments are, all together: the lowest of
-// their checkpoints (of gives the one stored under a name, nil when none),
-// a segment without one counting from the runner's own (own, that of the
-// runner before it was split, or of the rebuild it goes on from); nil when
-// one has none at all.
+// Lowest is where a runner's n segments are, all together: the lowest, in
+// $all's order (neutral.Past), of their checkpoints (of gives the one
+// stored under a name, nil when none), a segment without one counting from
+// the runner's own (own, that of the runner before it was split, or of the
+// rebuild it goes on from); nil when one has none at all.
 func Lowest(runner string, n int, own *projector.Checkpoint, of func(name string) *projector.Checkpoint) *projector.Checkpoint {
 	var low *projector.Checkpoint
 	for k := range n {
@@ -94,7 +102,7 @@ func Lowest(runner string, n int, own *projector.Checkpoint, of func(name string
 		if cp == nil {
 			return nil
 		}
-		if low == nil || cp.Position < low.Position {
+		if low == nil || neutral.Past(*low, *cp) {
 			low = cp
 		}
 	}
