@@ -30,6 +30,12 @@ type Event struct {
 	// registry does not know. An event an upcaster dropped has a payload of
 	// an unexported type that no projection handles.
 	Payload any
+
+	// undecodable is why [Registry.Decode] could not decode the event (nil
+	// when it could, or was not asked): [Projection.Apply] fails such an
+	// event, as the engine does, instead of passing over it as over a type
+	// nobody registered.
+	undecodable error
 }
 
 // IDFunc picks the document an event feeds in a projection; ok is false when

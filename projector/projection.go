@@ -140,9 +140,14 @@ func (p *Projection[S]) handles(e Event) bool {
 // Apply folds one decoded event into state: the pure step the engine runs
 // between its read and its write. An event with no handler returns the state
 // unchanged; one of a type nobody registered fails instead in a projection
-// that says so ([Projection.FailUnknownTypes]). A panic in a handler comes
-// back as an error wrapping [ErrPanic].
+// that says so ([Projection.FailUnknownTypes]). An event that
+// [Registry.Decode] could not decode (its payload, or an upcaster, failed)
+// fails with that error, wrapping [ErrUndecodable], as it does in the
+// engine. A panic in a handler comes back as an error wrapping [ErrPanic].
 func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
+	if e.Payload == nil && e.undecodable != nil {
+		return state, e.undecodable
+	}
 	h, ok := p.handlers[reflect.TypeOf(e.Payload)]
 	if !ok {
 		if p.failUnknown && unknownType(e) {

@@ -109,7 +109,10 @@ func (r *Registry) Encode(payload any) (name string, data []byte, err error) {
 // ([Projection.FailUnknownTypes]). An event an upcaster dropped gets a
 // payload that no projection handles, and passes the same way. A payload
 // that does not decode, or an upcaster that fails, is an error wrapping
-// [ErrUndecodable]. e.Type and e.Data stay as they were stored.
+// [ErrUndecodable]; the event it returns then keeps its nil Payload and
+// that error, which [Projection.Apply] and [Projection.Fold] return for it
+// (the engine fails such an event too, and does not pass over it as over an
+// unknown type). e.Type and e.Data stay as they were stored.
 func (r *Registry) Decode(e Event) (Event, error) {
 	if e.Payload != nil {
 		return e, nil
@@ -120,9 +123,10 @@ func (r *Registry) Decode(e Event) (Event, error) {
 	}
 	v, err := f.decode(e.Data)
 	if err != nil {
-		return e, fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
+		e.undecodable = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
 			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)
+		return e, e.undecodable
 	}
-	e.Payload = v
+	e.Payload, e.undecodable = v, nil
 	return e, nil
 }

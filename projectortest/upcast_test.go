@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -105,5 +106,33 @@ func TestProve_an_event_that_does_not_decode_fails_the_proof(t *testing.T) {
 		if !errors.Is(err, projector.ErrUndecodable) || rep.Deliveries != 0 {
 			t.Errorf("%v: Prove = %v, %v; want the event that does not decode, before any delivery", pol, rep, err)
 		}
+	}
+}
+
+// The fold of an event that does not decode (its payload, or its upcaster,
+// fails) fails, as the engine does, instead of leaving it out as an event of
+// a type nobody registered: a document that lost the event would otherwise
+// equal its fold.
+func TestFold_of_an_event_that_does_not_decode_fails(t *testing.T) {
+	log := projectortest.NewLog(scoreRegistry(upScored))
+	evs := log.MustAppend(t, "player-1", Scored{Points: 2}, projector.Event{Type: "points.scored", Data: []byte(`{"n": "three"}`)}, v1(0))
+	if evs[1].Payload != nil {
+		t.Fatalf("the event that does not decode came back with payload %#v", evs[1].Payload)
+	}
+	if s, err := scores().Fold(evs...); !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), "revision 1") {
+		t.Fatalf("Fold = %+v, %v; want the event at revision 1 that does not decode", s, err)
+	}
+	if _, err := scores().Apply(score{}, evs[1]); !errors.Is(err, projector.ErrUndecodable) {
+		t.Fatalf("Apply = %v, want ErrUndecodable", err)
+	}
+	// The events around it fold, the dropped one included.
+	if s, err := scores().Fold(evs[0], evs[2]); err != nil || s != (score{Total: 2, Goals: 1}) {
+		t.Fatalf("Fold of the others = %+v, %v", s, err)
+	}
+
+	store := mongostore.New(mongotest.Database(t))
+	err := projectortest.CheckDocument(context.Background(), store, scores(), "1", evs)
+	if !errors.Is(err, projector.ErrUndecodable) || errors.Is(err, projectortest.ErrMismatch) {
+		t.Fatalf("CheckDocument = %v, want the fold's ErrUndecodable", err)
 	}
 }
