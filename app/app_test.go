@@ -123,6 +123,13 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 			`reads event type "ticket.nited", which is not in the event registry`, ""},
 		{"a handled type the filter leaves out", config(app.Projection{Definition: counter("notes", "ticket.noted"), Reads: app.EventTypes("ticket.opened")}), nil,
 			`handles event type "ticket.noted" but reads only event types ["ticket.opened"]`, ""},
+		{"handled types the filter leaves out", func() app.Config {
+			c := config(app.Projection{Definition: counter("notes", "ticket.noted"), Reads: app.EventTypes("ticket.opened")})
+			c.Registry = projector.NewRegistry()
+			projector.Register[opened](c.Registry, "ticket.opened")
+			projector.Register[noted](c.Registry, "ticket.noted", projector.Renamed("ticket.note"))
+			return c
+		}(), nil, `handles event types ["ticket.note" "ticket.noted"] but reads only event types ["ticket.opened"]: their handlers`, ""},
 		{"an added command named as a built-in", func() app.Config {
 			c := config(good)
 			c.Commands = []app.Command{{Name: "status", Run: func(context.Context, app.Invocation) error { return nil }}}

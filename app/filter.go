@@ -129,12 +129,22 @@ func (f Filter) covers(registry *projector.Registry, p projector.Definition) err
 			return fmt.Errorf("reads event type %q, which is not in the event registry", t)
 		}
 	}
+	var missing []string
 	for _, t := range projector.HandledTypes(registry, p) {
-		if !slices.Contains(f.types, t) {
-			return fmt.Errorf("handles event type %q but reads only %s: its handler would never be called; add it to EventTypes", t, f)
+		if !slices.Contains(f.types, t) && !slices.Contains(missing, t) {
+			missing = append(missing, t)
 		}
 	}
-	return nil
+	switch len(missing) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("handles event type %q but reads only %s: its handler would never be called; add it to EventTypes", missing[0], f)
+	}
+	// All of them at once: a registry with upcasters names a type under
+	// each of its older names, and one a run would be a long way to learn
+	// them.
+	return fmt.Errorf("handles event types %q but reads only %s: their handlers would never be called; add them to EventTypes", missing, f)
 }
 
 // matches reports whether the filter reads an event of stream and
