@@ -190,12 +190,19 @@ func (s *Stream) Subscribe(ctx context.Context, from *projector.Checkpoint) (pro
 	return neutral.NewCatchUp(s.client.pkg, catchUp{client: s.client, feed: sub, checkpoint: streamCheckpoint}, s.opts.Logger), nil
 }
 
-func allCheckpoint(re *neutral.Resolved) *projector.Checkpoint {
+// allCheckpoint is the checkpoint after re in $all. id is the id of re's
+// event as its envelope spelled it ("" when it has none), which is the
+// checkpoint's too when re was not read through a link: the id is then
+// written out once an event, not twice.
+func allCheckpoint(re *neutral.Resolved, id string) *projector.Checkpoint {
 	ev := re.Original()
-	return &projector.Checkpoint{Position: ev.Commit, Prepare: ev.Prepare, EventID: ev.ID.String()}
+	if re.Link != nil || id == "" {
+		id = ev.ID.String()
+	}
+	return &projector.Checkpoint{Position: ev.Commit, Prepare: ev.Prepare, EventID: id}
 }
 
-func streamCheckpoint(re *neutral.Resolved) *projector.Checkpoint {
+func streamCheckpoint(re *neutral.Resolved, _ string) *projector.Checkpoint {
 	return &projector.Checkpoint{Position: re.Original().Revision}
 }
 
@@ -204,7 +211,7 @@ func streamCheckpoint(re *neutral.Resolved) *projector.Checkpoint {
 type catchUp struct {
 	client     *Client
 	feed       neutral.Feed
-	checkpoint func(*neutral.Resolved) *projector.Checkpoint
+	checkpoint func(re *neutral.Resolved, id string) *projector.Checkpoint
 }
 
 func (c catchUp) Recv() neutral.Message {
@@ -213,8 +220,8 @@ func (c catchUp) Recv() neutral.Message {
 	case m.Dropped != nil:
 		return neutral.Message{Dropped: m.Dropped}
 	case m.Event != nil:
-		cp := c.checkpoint(m.Event)
 		ev, err := c.client.envelope(m.Event)
+		cp := c.checkpoint(m.Event, ev.ID)
 		if err != nil {
 			return neutral.Message{EventErr: err, Checkpoint: cp}
 		}
