@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"reflect"
 	"strings"
 	"time"
 )
@@ -31,11 +32,18 @@ type Event struct {
 	// an unexported type that no projection handles.
 	Payload any
 
-	// undecodable is why [Registry.Decode] could not decode the event (nil
-	// when it could, or was not asked): [Projection.Apply] fails such an
-	// event, as the engine does, instead of passing over it as over a type
-	// nobody registered.
-	undecodable error
+	// undecodable is why [Registry.Decode] could not decode the event, and
+	// the type it is registered as (nil when it could, or was not asked):
+	// [Projection.Apply] fails such an event in a projection that handles
+	// that type, as the engine does, instead of passing over it as over a
+	// type nobody registered.
+	undecodable *decodeFailure
+}
+
+// decodeFailure is why an event of registered type t did not decode.
+type decodeFailure struct {
+	err error
+	t   reflect.Type
 }
 
 // IDFunc picks the document an event feeds in a projection; ok is false when

@@ -142,11 +142,15 @@ func (p *Projection[S]) handles(e Event) bool {
 // unchanged; one of a type nobody registered fails instead in a projection
 // that says so ([Projection.FailUnknownTypes]). An event that
 // [Registry.Decode] could not decode (its payload, or an upcaster, failed)
-// fails with that error, wrapping [ErrUndecodable], as it does in the
-// engine. A panic in a handler comes back as an error wrapping [ErrPanic].
+// fails with that error, wrapping [ErrUndecodable], in a projection with a
+// handler for its type, as it does in the engine; the others pass over it.
+// A panic in a handler comes back as an error wrapping [ErrPanic].
 func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
-	if e.Payload == nil && e.undecodable != nil {
-		return state, e.undecodable
+	if f := e.undecodable; e.Payload == nil && f != nil {
+		if _, handled := p.handlers[f.t]; handled {
+			return state, f.err
+		}
+		return state, nil
 	}
 	h, ok := p.handlers[reflect.TypeOf(e.Payload)]
 	if !ok {

@@ -111,8 +111,8 @@ func (r *Registry) Encode(payload any) (name string, data []byte, err error) {
 // that does not decode, or an upcaster that fails, is an error wrapping
 // [ErrUndecodable]; the event it returns then keeps its nil Payload and
 // that error, which [Projection.Apply] and [Projection.Fold] return for it
-// (the engine fails such an event too, and does not pass over it as over an
-// unknown type). e.Type and e.Data stay as they were stored.
+// in a projection that handles its type, as the engine does (the others
+// pass over it). e.Type and e.Data stay as they were stored.
 func (r *Registry) Decode(e Event) (Event, error) {
 	if e.Payload != nil {
 		return e, nil
@@ -123,9 +123,10 @@ func (r *Registry) Decode(e Event) (Event, error) {
 	}
 	v, err := f.decode(e.Data)
 	if err != nil {
-		e.undecodable = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
+		err = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
 			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)
-		return e, e.undecodable
+		e.undecodable = &decodeFailure{err: err, t: f.t}
+		return e, err
 	}
 	e.Payload, e.undecodable = v, nil
 	return e, nil

@@ -129,6 +129,13 @@ func TestFold_of_an_event_that_does_not_decode_fails(t *testing.T) {
 	if s, err := scores().Fold(evs[0], evs[2]); err != nil || s != (score{Total: 2, Goals: 1}) {
 		t.Fatalf("Fold of the others = %+v, %v", s, err)
 	}
+	// A projection without a handler for its type passes over it, as the
+	// engine does.
+	appearances := projector.New[score]("appearances", projector.StreamSuffix("player-"))
+	projector.On(appearances, func(s score, _ projector.Event) (score, error) { s.Goals++; return s, nil })
+	if s, err := appearances.Fold(evs...); err != nil || s != (score{}) {
+		t.Fatalf("Fold without a handler for the type = %+v, %v; want it passed over", s, err)
+	}
 
 	store := mongostore.New(mongotest.Database(t))
 	err := projectortest.CheckDocument(context.Background(), store, scores(), "1", evs)

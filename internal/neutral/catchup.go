@@ -55,12 +55,18 @@ func NewAllCatchUp(pkg string, s CatchUpStream, logger *slog.Logger, from *proje
 	}
 	if head != nil && head.quiet > 0 {
 		// Received on a goroutine of its own, so that Next can also wait
-		// for quiet at the head.
-		c.msgs, c.done = make(chan Message), make(chan struct{})
+		// for quiet at the head; up to receivedAhead messages ahead of Next (receivedAhead), so
+		// that the two need not meet for every event of a catch-up.
+		c.msgs, c.done = make(chan Message, receivedAhead), make(chan struct{})
 		go c.receive()
 	}
 	return c
 }
+
+// receivedAhead is how many messages the receiving goroutine of a subscription
+// to $all may have received ahead of Next: a bound on the events it holds,
+// above the client's own.
+const receivedAhead = 64
 
 type catchUp struct {
 	pkg    string
