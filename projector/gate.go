@@ -506,7 +506,7 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 		out, err := e.refuseStray(ctx, t, ev, gone, attempts)
 		return out, rev, true, err
 	}
-	if !e.movesPastHole(t.p) {
+	if !h.notOurs && !e.movesPastHole(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
 	read := stored{found: found, rev: head.Revision, stream: head.Stream}

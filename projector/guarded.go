@@ -144,7 +144,7 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 		out, err := e.refuseStray(ctx, t, ev, gone, 1)
 		return out, true, err
 	}
-	if !e.movesPastHole(t.p) {
+	if !h.notOurs && !e.movesPastHole(t.p) {
 		return step{}, true, retry.Permanent(gone)
 	}
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {

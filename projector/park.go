@@ -125,8 +125,12 @@ const GoneType = "$revisions-gone"
 // stream that its router declined, each parked against it (one routed to
 // another document is that one's to handle, and one the router could not
 // route was parked when it came), or, for events gone from the stream, a
-// record of type [GoneType]. It logs the move.
+// record of type [GoneType]. It logs the move. A hole of events that are
+// not the projection's (hole.notOurs) is neither: it is no failure.
 func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone error) error {
+	if h.notOurs {
+		return nil
+	}
 	if len(h.away) > 0 {
 		e.logger.Warn("document moved past events of its stream that are routed elsewhere", "projection", t.p.Name(),
 			"document", t.id, "stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision, "err", gone)

@@ -214,8 +214,12 @@ type Definition interface {
 // same whenever it is handled: live, after a restart, in every process and
 // in a rebuild (unless the stream was truncated past its first routed
 // event). The engine remembers the ties of up to [WithKnownDocuments]
-// streams. A declined event before its stream's first routed one cannot be
-// routed ([ErrUnroutable]): its failure policy has it. A stream that cannot
+// streams. A declined event before its stream's first routed one stays
+// declined, as in a stream that is not tied: a stream none of whose events
+// the router routes is not the projection's, and when a later event of the
+// stream is routed to a document, that document finds the earlier events
+// of types it handles missing ([ErrRoutedAway]), under its failure policy
+// (those of types it does not handle, it moves past). A stream that cannot
 // be read fails the event as a store error does, to be tried again.
 //
 // It is how a document fed by many streams under [RevisionMap] gets every

@@ -74,6 +74,13 @@ type hole struct {
 	// stray: the event itself is the one routed away: its document never
 	// had its stream, whose earlier events feed another document.
 	stray bool
+	// notOurs: the router declined every revision from to to, and the
+	// projection has no handler for any of their types (events of another
+	// concern, of types nobody registered, or dropped by their upcasters).
+	// They are not the projection's: the document moves past them under
+	// every policy, as it moves past an event of a type it does not handle,
+	// and nothing is recorded.
+	notOurs bool
 }
 
 // routedAway is an event of a stream that its projection does not route to
@@ -209,6 +216,9 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 	}
 	h := hole{gone: true, from: away[0].ev.StreamRevision, to: ev.StreamRevision - 1, away: away}
 	h.stray = !found && slices.ContainsFunc(away, func(a routedAway) bool { return a.to != "" })
+	h.notOurs = !slices.ContainsFunc(away, func(a routedAway) bool {
+		return a.to != "" || a.err != nil || handlesType(t.p, a.ev.Payload)
+	})
 	return h, nil
 }
 

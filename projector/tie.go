@@ -84,16 +84,19 @@ func ties(p Definition, stream string) bool {
 // tieOf returns the document of the first event of ev's stream, before ev,
 // that p's router routes (streamDocument). Only the events before ev count,
 // so the answer is the same whenever ev is handled: live, after a restart,
-// in a rebuild. When none routes, ev cannot be routed ([ErrUnroutable]);
-// when the stream cannot be read, the error wraps errTieRead.
+// in a rebuild. When none routes, ev stays declined, as in a stream that is
+// not tied: a stream none of whose events the router routes is not the
+// projection's, and a document that a later event of the stream is routed
+// to finds ev missing there, when it has a handler for ev's type
+// ([ErrRoutedAway]); when the stream cannot be read, the error wraps
+// errTieRead.
 func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, bool, error) {
 	known, err := e.streamDocument(ctx, p, ev)
 	if err != nil {
 		return "", true, err
 	}
 	if known.doc == "" || known.at > ev.StreamRevision {
-		return "", true, fmt.Errorf("%w: the projection ties the events of stream %q to the document of its first event the router routes, "+
-			"and none before revision %d does", ErrUnroutable, ev.StreamID, ev.StreamRevision)
+		return "", false, nil
 	}
 	return known.doc, true, nil
 }

@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -421,8 +422,9 @@ func (f *failingHistory) ReadStream(ctx context.Context, stream string, from uin
 // A tied event whose stream cannot be read fails as a store error does,
 // retryable, under park too: not parked, not skipped. Once the stream reads
 // again, the same event goes to its stream's document. An event before its
-// stream's first routed one is unroutable: the same verdict whenever it
-// comes.
+// stream's first routed one is declined, as in a stream that is not tied:
+// the document the stream's first routed event went to found it missing,
+// and under park it is parked there.
 func TestTieStreams_a_stream_that_cannot_be_read_is_not_the_events_fault(t *testing.T) {
 	s := newStore(t)
 	log := projectortest.NewLog(kanbanRegistry())
@@ -454,13 +456,12 @@ func TestTieStreams_a_stream_that_cannot_be_read_is_not_the_events_fault(t *test
 		t.Fatalf("once the stream reads: %+v %v", rs, err)
 	}
 	// Revision 0 came before the card named its board.
-	rs, _ = e.Handle(ctx, early[0])
-	if len(rs) != 1 || rs[0].Outcome != projector.Parked || !errors.Is(rs[0].Err, projector.ErrUnroutable) {
-		t.Fatalf("an event before the stream's first routed one: %+v", rs)
+	if rs, err := e.Handle(ctx, early[0]); err != nil || len(rs) != 0 {
+		t.Fatalf("an event before the stream's first routed one: %+v %v; want it declined", rs, err)
 	}
 	parked, err := s.Parked(ctx, "kanban_boards")
-	if err != nil || len(parked) != 1 || parked[0].ID != early[0].ID {
-		t.Fatalf("parked %+v (%v), want the early event only", parked, err)
+	if err != nil || len(parked) != 1 || parked[0].ID != early[0].ID || parked[0].Document != "b1" || !strings.Contains(parked[0].Error, projector.ErrRoutedAway.Error()) {
+		t.Fatalf("parked %+v (%v), want the early event only, against b1, routed away", parked, err)
 	}
 }
 
@@ -544,5 +545,64 @@ func TestTieStreams_a_replay_does_not_apply_an_event_its_router_sends_elsewhere(
 	var got board
 	if _, _, err := projector.ReadDocument(ctx, s, boards(), "b1", &got); err != nil || len(got.Cards) != 1 {
 		t.Fatalf("b1 after the refused replay: %+v (%v); want card z alone", got, err)
+	}
+}
+
+// A card stream's revision 0 that the board summary has nothing to do with
+// (an event its upcaster dropped, one of a type nobody registered, one of a
+// registered type the summary has no handler for) is declined by a router
+// that switches on the payload's type, and the card's board moves past it
+// under every policy, block included, tied or not, with nothing parked: the
+// board equals its fold. A stream none of whose events the router routes is
+// not the projection's, even when the summary handles their types.
+func TestRevisionMap_a_declined_event_the_projection_does_not_handle_is_not_a_hole(t *testing.T) {
+	type note struct{ Text string }
+	r := kanbanRegistry()
+	projector.Register[note](r, "CardNoted", projector.Upcast("CardPinged", func(json.RawMessage) (note, error) { return note{}, projector.DropEvent }))
+	for _, c := range []struct {
+		name string
+		p    *projector.Projection[board]
+	}{{"tied", boards()}, {"not tied", boardsTying()}} {
+		for _, first := range []projector.Event{
+			{Type: "CardPinged", Data: []byte(`{}`)},
+			{Type: "CardFlipped", Data: []byte(`{}`)},
+			{Type: "CardNoted", Data: []byte(`{"Text": "hello"}`)},
+		} {
+			t.Run(c.name+"/"+first.Type, func(t *testing.T) {
+				log := projectortest.NewLog(r)
+				evs := log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+				evs = append(evs, log.MustAppend(t, cardStreams+"z", first, CardAdded{CardID: "z", BoardID: "b1", Title: "zed"})...)
+				// Streams none of whose events is routed.
+				evs = append(evs, log.MustAppend(t, cardStreams+"y", first, first)...)
+				evs = append(evs, log.MustAppend(t, cardStreams+"x", CardRenamed{CardID: "x", Title: "orphan"}, CardMoved{CardID: "x", Column: "done"})...)
+				// And one in the middle of a stream, between two routed ones.
+				evs = append(evs, log.MustAppend(t, cardStreams+"w", CardAdded{CardID: "w", BoardID: "b1", Title: "w"}, first,
+					CardAdded{CardID: "w", BoardID: "b1", Title: "w again"})...)
+				s := newStore(t)
+				e, err := projector.NewEngine(s, r, []projector.Definition{c.p}, projector.WithRetry(patient()),
+					projector.WithFailurePolicy(projector.Block), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx := context.Background()
+				// The card's CardAdded first, so that its board finds
+				// revision 0 missing and reads the stream for it.
+				for _, ev := range []projector.Event{evs[0], evs[2], evs[1], evs[3], evs[4], evs[5], evs[6], evs[7], evs[8], evs[9]} {
+					if _, err := e.Handle(ctx, ev); err != nil {
+						t.Fatalf("%s@%d: %v", ev.StreamID, ev.StreamRevision, err)
+					}
+				}
+				docs := c.p.Documents(evs)
+				if len(docs) != 1 {
+					t.Fatalf("documents %v, want b1 only", docs)
+				}
+				if err := projectortest.CheckDocument(ctx, s, c.p, "b1", docs["b1"]); err != nil {
+					t.Fatal(err)
+				}
+				if parked, err := s.Parked(ctx, "kanban_boards"); err != nil || len(parked) != 0 {
+					t.Fatalf("parked %+v (%v), want none", parked, err)
+				}
+			})
+		}
 	}
 }
