@@ -46,7 +46,7 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 	case err != nil:
 		return false, err
 	case !found:
-		return false, retry.Permanent(fmt.Errorf("document %q is gone", t.id))
+		return false, retry.Permanent(fmt.Errorf("document %q is not in %s (deleted, or never written): a replay applies an event to its document as it is", t.id, t.p.Collection()))
 	case meta.Replayed == ev.ID:
 		// Written with the event's change: by an earlier replay, or by
 		// this one's earlier attempt, whose answer was lost.

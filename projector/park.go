@@ -222,6 +222,9 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if err := routedElsewhere(p, decoded, pe.Document); err != nil {
 		return e.fail(t, decoded, permanent(err))
 	}
+	if f, stray := e.strayAt(ctx, t, decoded); stray {
+		return e.fail(t, decoded, f)
+	}
 	attempts := 0
 	var wrote string // what an attempt's write gave the document (its token)
 	var before bool  // an earlier replay wrote it
@@ -242,16 +245,39 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
 }
 
+// strayAt says why ev, parked against document t, is not replayed there,
+// as it was refused when it came: under a strategy that gates every
+// revision, none of its stream's earlier events is routed to t's document
+// and some are to others (a stray: see hole), so t's document would get
+// the stream from the middle. It cannot tell, and says nothing, when the
+// engine reads no streams. A stream that cannot be read is a failure too,
+// not a permanent one: the event stays parked.
+func (e *Engine) strayAt(ctx context.Context, t target, ev Event) (failure, bool) {
+	if !e.keeperOf(t.p).everyRevision() || ev.StreamRevision == 0 {
+		return failure{}, false
+	}
+	h, err := e.routedAwayBefore(ctx, t, ev, false, 0)
+	switch {
+	case err != nil:
+		return failure{err: err, wanted: -1, seen: -1, attempts: 1}, true
+	case !h.stray:
+		return failure{}, false
+	}
+	f := permanent(fmt.Errorf("not replayed: %w", h.err(t, ev.StreamID, ev.StreamRevision)))
+	f.attempts = 1
+	return f, true
+}
+
 // routedElsewhere says why event ev, parked or held against document doc
-// of p, is not replayed there: its router names another document now that
-// its payload decodes (it was put against doc, the document its stream is
-// tied to, while its payload did not decode). nil when the router names
-// doc, or none.
+// of p, is not replayed there: its router names another document now (it
+// was put against doc, the document its stream is tied to, while its
+// payload did not decode; or the router was changed since). nil when the
+// router names doc, or none.
 func routedElsewhere(p Definition, ev Event, doc string) error {
 	id, ok, err := p.Route(ev)
 	if err != nil || !ok || id == doc {
 		return nil
 	}
-	return fmt.Errorf("its payload routes it to document %q, not to %q, which it was recorded against while its payload did not decode "+
-		"(the document its stream is tied to): rebuild the projection to fold it where it belongs", id, doc)
+	return fmt.Errorf("its router now sends it to document %q, not to %q, which it was recorded against: "+
+		"rebuild the projection to fold it where it belongs", id, doc)
 }

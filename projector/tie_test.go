@@ -539,7 +539,7 @@ func TestTieStreams_a_replay_does_not_apply_an_event_its_router_sends_elsewhere(
 	}
 	broken.Store(false) // the fix: the event names board b2
 	res := e.Replay(ctx, parked[0])
-	if res.Outcome != projector.Failed || res.Err == nil || !strings.Contains(res.Err.Error(), `routes it to document "b2"`) {
+	if res.Outcome != projector.Failed || res.Err == nil || !strings.Contains(res.Err.Error(), `sends it to document "b2"`) {
 		t.Fatalf("replay: %v %v; want it refused, naming b2", res.Outcome, res.Err)
 	}
 	var got board
@@ -604,5 +604,44 @@ func TestRevisionMap_a_declined_event_the_projection_does_not_handle_is_not_a_ho
 				}
 			})
 		}
+	}
+}
+
+// A parked event refused as a stray (its document never had its stream,
+// whose earlier events feed another document) is refused again by a
+// replay, with the same error: the replay would have given the document
+// the stream from the middle. The document stays as it was.
+func TestRevisionMap_a_replay_refuses_a_stray_as_the_run_did(t *testing.T) {
+	log := projectortest.NewLog(kanbanRegistry())
+	evs := log.MustAppend(t, boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
+	evs = append(evs, log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "zed"}, CardAdded{CardID: "z", BoardID: "b2", Title: "zed"})...)
+	p := boardsTying() // routes each CardAdded to the board it names
+	s := newStore(t)
+	e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{p}, projector.WithRetry(patient()),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ev := range evs {
+		if _, err := e.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parked, err := s.Parked(ctx, "kanban_boards")
+	if err != nil || len(parked) != 1 || parked[0].Document != "b2" || !strings.Contains(parked[0].Error, projector.ErrRoutedAway.Error()) {
+		t.Fatalf("parked %+v (%v), want the second CardAdded against b2, routed away", parked, err)
+	}
+	var before board
+	if _, _, err := projector.ReadDocument(ctx, s, p, "b2", &before); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Replay(ctx, parked[0])
+	if r.Outcome != projector.Failed || !errors.Is(r.Err, projector.ErrRoutedAway) || !strings.Contains(r.Err.Error(), "not replayed") {
+		t.Fatalf("replay: %+v, want it refused as routed away", r)
+	}
+	var after board
+	if _, _, err := projector.ReadDocument(ctx, s, p, "b2", &after); err != nil || !reflect.DeepEqual(after, before) {
+		t.Fatalf("b2 after the replay %+v (%v), want it as it was, %+v", after, err, before)
 	}
 }
