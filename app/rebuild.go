@@ -316,6 +316,21 @@ func handled(st projector.RunnerStats) uint64 {
 // follow runs r, on engine eng, until it has caught up with the head,
 // printing its progress every second (events and the documents folded from
 // their streams, each per second, and the time left); then it stops r.
+// progress is how far a rebuild that started at position start, took, and
+// stored checkpoint cp (nil: none yet in this run) stands towards end.
+func progress(cp *projector.Checkpoint, start, end uint64, took time.Duration) string {
+	switch {
+	case cp == nil:
+		return fmt.Sprintf("no checkpoint stored yet in this run (from position %d, up to %d)", start, end)
+	case cp.Position >= end:
+		return fmt.Sprintf("position %d of %d, about 0s left", cp.Position, end)
+	case cp.Position <= start:
+		return fmt.Sprintf("position %d of %d", cp.Position, end)
+	}
+	left := time.Duration(float64(took) * float64(end-cp.Position) / float64(cp.Position-start)).Round(time.Second)
+	return fmt.Sprintf("position %d of %d, about %s left", cp.Position, end, left)
+}
+
 func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -341,21 +356,10 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 		case <-tick.C:
 		}
 		st := r.Stats()
-		pos := start
-		if st.Checkpoint != nil {
-			pos = st.Checkpoint.Position
-		}
 		elapsed := time.Since(began).Seconds()
-		rate := float64(handled(st)) / elapsed
 		streams := eng.StreamsFolded()
-		left := "?"
-		if moved := pos - start; moved > 0 && end > pos {
-			left = (time.Duration(float64(time.Since(began)) * float64(end-pos) / float64(moved))).Round(time.Second).String()
-		} else if end <= pos {
-			left = "0s"
-		}
-		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d streams folded (%.0f/s), position %d of %d, about %s left\n",
-			handled(st), rate, streams, float64(streams)/elapsed, pos, end, left)
+		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d streams folded (%.0f/s), %s\n",
+			handled(st), float64(handled(st))/elapsed, streams, float64(streams)/elapsed, progress(st.Checkpoint, start, end, time.Since(began)))
 	}
 	stop()
 	return <-done

@@ -36,10 +36,12 @@ type projectionStatus struct {
 	// run refuses it.
 	PastHead bool `json:"checkpointPastHead,omitempty"`
 	// Collection is the collection readers use; Rebuilding, one a rebuild
-	// in progress fills, with its checkpoint.
+	// in progress fills, with its checkpoint, and the error it stopped with
+	// (a rebuild that stopped and has not stored a checkpoint since).
 	Collection        string  `json:"collection"`
 	Rebuilding        string  `json:"rebuilding,omitempty"`
 	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
+	RebuildError      string  `json:"rebuildError,omitempty"`
 	// Group and Parked describe a persistent subscription group (--group).
 	Group  string `json:"group,omitempty"`
 	Parked *int64 `json:"parked,omitempty"`
@@ -159,6 +161,9 @@ func notRunning(lines []projectionStatus) error {
 		case s.LastError != "":
 			line, _, _ := strings.Cut(s.LastError, "\n")
 			names = append(names, s.Projection+" ("+line+")")
+		case s.RebuildError != "":
+			line, _, _ := strings.Cut(s.RebuildError, "\n")
+			names = append(names, s.Projection+" (its rebuild into "+s.Rebuilding+" stopped: "+line+")")
 		}
 	}
 	if len(names) == 0 {
@@ -235,7 +240,7 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	}
 	if colls.Building != "" {
 		st.Rebuilding = colls.Building
-		if st.RebuildCheckpoint, err = rebuildCheckpoint(ctx, store, stored, colls.Building); err != nil {
+		if st.RebuildCheckpoint, st.RebuildError, err = rebuildCheckpoint(ctx, store, stored, colls.Building); err != nil {
 			return st, err
 		}
 	}
@@ -492,6 +497,9 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		rebuilding := "-"
 		if s.Rebuilding != "" {
 			rebuilding = fmt.Sprintf("%s at %s", s.Rebuilding, optU(s.RebuildCheckpoint, "start"))
+			if s.RebuildError != "" {
+				rebuilding += ", stopped (below)"
+			}
 		}
 		group := "-"
 		if s.Group != "" {
@@ -512,6 +520,12 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 	}
 	if err := printSegments(w, lines); err != nil {
 		return err
+	}
+	for _, s := range lines {
+		if s.RebuildError != "" {
+			fmt.Fprintf(w, "the rebuild of %s into %s stopped at %s: %s\n", s.Projection, s.Rebuilding, optU(s.RebuildCheckpoint, "the start"),
+				firstLine(s.RebuildError, "--json"))
+		}
 	}
 	for _, s := range lines {
 		if len(s.UnknownTypes) > 0 {

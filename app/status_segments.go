@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -32,21 +33,27 @@ type segmentStatus struct {
 // rebuildCheckpoint is where the rebuild into building stands: its own
 // checkpoint, or for a rebuild in segments (rebuild --segments) the lowest
 // of its segments' (a segment without one counts from the collection's
-// own); nil before the first store.
-func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[string]mongostore.CheckpointStatus, building string) (*uint64, error) {
+// own); nil before the first store. The error is the one it stopped with,
+// a segment's for a rebuild in segments ("" when it has not stopped, or
+// has stored a checkpoint since).
+func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[string]mongostore.CheckpointStatus, building string) (*uint64, string, error) {
 	own := stored[building].Checkpoint
 	n, err := segment.Count(ctx, store.Database(), building)
 	if err != nil || n <= 1 {
 		if own == nil {
-			return nil, err
+			return nil, stored[building].LastError, err
 		}
-		return &own.Position, err
+		return &own.Position, stored[building].LastError, err
+	}
+	lastError := stored[building].LastError
+	for k := range n {
+		lastError = cmp.Or(lastError, stored[segment.CheckpointName(building, k, n)].LastError)
 	}
 	low := segment.Lowest(building, n, own, func(name string) *projector.Checkpoint { return stored[name].Checkpoint })
 	if low == nil {
-		return nil, nil
+		return nil, lastError, nil
 	}
-	return &low.Position, nil
+	return &low.Position, lastError, nil
 }
 
 // segmentsOf fills in st.Segments for a projection whose collection is

@@ -188,6 +188,13 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != cart.DetailsName {
 		t.Fatalf("readers moved to %q after a failed rebuild", got)
 	}
+	// status says that the rebuild stopped, and why, and exits 3: a stopped
+	// rebuild is not one in progress.
+	out, errOut, code = runBinary(t, time.Minute, append([]string{"status", "--projections", cart.DetailsName}, common...)...)
+	if code != 3 || !strings.Contains(out, "stopped (below)") || !strings.Contains(out, "the rebuild of "+cart.DetailsName+" into ") ||
+		!strings.Contains(out, "ghost") || !strings.Contains(errOut, "its rebuild into ") {
+		t.Fatalf("status after the failed rebuild: exit %d, want 3 and the rebuild's error\n%s\n%s", code, out, errOut)
+	}
 
 	out, errOut, code = runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName, "--on-failure", "park"}, common...)...)
 	m := regexp.MustCompile(`readers now use (cart_details_r\d+)`).FindStringSubmatch(out)

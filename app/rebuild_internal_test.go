@@ -1,0 +1,29 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/projector"
+)
+
+// The progress line of a rebuild says where it stands only from what it
+// stored, and does not pass off the position it started from (or 0) as one.
+func TestProgress_of_a_rebuild(t *testing.T) {
+	at := func(pos uint64) *projector.Checkpoint { return &projector.Checkpoint{Position: pos} }
+	for _, c := range []struct {
+		cp         *projector.Checkpoint
+		start, end uint64
+		want       string
+	}{
+		{nil, 0, 900, "no checkpoint stored yet in this run (from position 0, up to 900)"},
+		{nil, 300, 900, "no checkpoint stored yet in this run (from position 300, up to 900)"},
+		{at(600), 300, 900, "position 600 of 900, about 10s left"},
+		{at(300), 300, 900, "position 300 of 900"},
+		{at(950), 300, 900, "position 950 of 900, about 0s left"},
+	} {
+		if got := progress(c.cp, c.start, c.end, 10*time.Second); got != c.want {
+			t.Errorf("progress(%v, %d, %d) = %q, want %q", c.cp, c.start, c.end, got, c.want)
+		}
+	}
+}
