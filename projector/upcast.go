@@ -72,7 +72,13 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // its metadata (a JSON object) named field: a number (2) or a string ("2",
 // "v2"). An event of type T with version N there is decoded as the form
 // registered as "T.vN" when there is one, else as T (so that the current
-// version needs no form of its own); an event without it, as T. Events
+// version needs no form of its own); an event without it, as T. A field
+// that holds something else ("one", an object) makes the event undecodable
+// ([ErrUndecodable]): its shape cannot be told. The registry cannot tell a
+// version newer than the current one from the current one, so a producer
+// that writes a new shape ahead of the projector's upgrade writes events
+// the projector decodes as T: deploy the projector that knows a version
+// first, or let the new version's events carry a new type name. Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -104,6 +110,7 @@ type upcaster struct {
 // form is how the events stored under one name decode: into type t, through
 // the upcasters steps (none for the name now and the renamed ones).
 type form struct {
+	err   error // why events of the form cannot decode (a version that is none)
 	t     reflect.Type
 	name  string // the type's name now
 	steps []upcaster
@@ -142,6 +149,9 @@ func (en entry) forms() map[string]form {
 // registered type, through f's upcasters; nil with no error when one
 // dropped it.
 func (f form) decode(data []byte) (any, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
 	v := any(json.RawMessage(data))
 	for i, s := range f.steps {
 		out, err := s.run(v)
@@ -196,31 +206,40 @@ func as(v any, t reflect.Type) (any, error) {
 func (r *Registry) formOf(e Event) (form, string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.versionField != "" {
-		if v, ok := metadataVersion(e.Metadata, r.versionField); ok {
-			key := e.Type + ".v" + v
-			if f, ok := r.forms[key]; ok {
-				return f, key, true
-			}
-		}
-	}
 	f, ok := r.forms[e.Type]
+	if r.versionField == "" {
+		return f, e.Type, ok
+	}
+	v, held := metadataVersion(e.Metadata, r.versionField)
+	switch {
+	case v != "":
+		key := e.Type + ".v" + v
+		if f, ok := r.forms[key]; ok {
+			return f, key, true
+		}
+	case held != "" && ok:
+		// A version that is none: the event's shape cannot be told, and
+		// it does not decode (rather than as the type's current shape).
+		f.err = fmt.Errorf("its metadata's %q is %s, not a version (a number, or a string of one, with or without a \"v\")", r.versionField, held)
+	}
 	return f, e.Type, ok
 }
 
 // metadataVersion returns the version in field of metadata: a number, or a
-// string of one, with or without a "v".
-func metadataVersion(metadata []byte, field string) (string, bool) {
+// string of one, with or without a "v"; held is the field's JSON. When the
+// field holds something else, v is ""; both are "" without the field (or
+// without metadata that is a JSON object).
+func metadataVersion(metadata []byte, field string) (v, held string) {
 	if len(metadata) == 0 {
-		return "", false
+		return "", ""
 	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(metadata, &m) != nil {
-		return "", false
+		return "", ""
 	}
 	rawV, ok := m[field]
-	if !ok {
-		return "", false
+	if !ok || string(rawV) == "null" {
+		return "", ""
 	}
 	var s string
 	if json.Unmarshal(rawV, &s) != nil {
@@ -228,9 +247,9 @@ func metadataVersion(metadata []byte, field string) (string, bool) {
 	}
 	s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "v"), "V")
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		return strconv.FormatUint(n, 10), true
+		return strconv.FormatUint(n, 10), string(rawV)
 	}
-	return "", false
+	return "", string(rawV)
 }
 
 // versionAffix is a version in a type name: "CardMoved.v2", "card-moved_v2",

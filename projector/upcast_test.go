@@ -185,10 +185,18 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 	}
 	// Version 3 (the type now) has no form of its own, and no version is
 	// the type's name: both decode as they are.
-	for _, meta := range []string{`{"schemaVersion": 3}`, `{}`, ``, `not json`} {
+	for _, meta := range []string{`{"schemaVersion": 3}`, `{}`, ``, `not json`, `{"schemaVersion": null}`} {
 		ev, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(meta), Data: []byte(`{"column": {"name": "Done", "position": 2}}`)})
 		if err != nil || ev.Payload != (Moved{Column: column{Name: "Done", Position: 2}}) {
 			t.Errorf("metadata %q: %#v, %v", meta, ev.Payload, err)
+		}
+	}
+	// A field that holds no version: the shape cannot be told, and the
+	// event does not decode (it did as the current shape).
+	for _, meta := range []string{`{"schemaVersion": "one"}`, `{"schemaVersion": {"major": 1}}`, `{"schemaVersion": -1}`} {
+		_, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(meta), Data: []byte(`{"column": {"name": "Done"}}`)})
+		if !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), `its metadata's "schemaVersion" is `) {
+			t.Errorf("metadata %s: %v, want it undecodable for its version", meta, err)
 		}
 	}
 }
