@@ -102,7 +102,7 @@ func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fo
 			t.Fatalf("status --parked --json: record %d %+v", i, r)
 		}
 	}
-	if !strings.Contains(records[0].Error, "bug: the poison note") || !strings.Contains(records[0].Error, "goroutine") {
+	if !strings.Contains(records[0].Error, "bug: the poison note") || !strings.Contains(records[0].Error, "frames of the engine below)") {
 		t.Fatalf("status --parked --json: the first record's error is not whole: %q", records[0].Error)
 	}
 	// Still broken: nothing applies past the poison.

@@ -343,7 +343,7 @@ func TestGate_a_projection_that_panics_fails_the_event_not_the_process(t *testin
 		t.Fatalf("%v: %s", err, logged.String())
 	}
 	if rec.Level != "ERROR" || rec.Msg != "event failed" || strings.Contains(rec.Err, "\n") || !strings.Contains(rec.Err, "assignment to entry in nil map") ||
-		!strings.Contains(rec.Stack, "goroutine") {
+		!strings.Contains(rec.Stack, "TestGate_a_projection_that_panics") || !strings.Contains(rec.Stack, "frames of the engine below)") {
 		t.Fatalf("logged: level %s, msg %q, err %q, stack %.80q", rec.Level, rec.Msg, rec.Err, rec.Stack)
 	}
 }

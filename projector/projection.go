@@ -5,7 +5,6 @@ import (
 
 	"fmt"
 	"reflect"
-	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -161,7 +160,7 @@ func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, debug.Stack())
+			err = fmt.Errorf("%w: %v\n%s", ErrPanic, r, panicStack())
 		}
 	}()
 	return h.apply(state, e.Payload, e)
