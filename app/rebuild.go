@@ -313,9 +313,6 @@ func handled(st projector.RunnerStats) uint64 {
 	return st.Applied + st.Duplicates + st.Skipped + st.Parked + st.Held
 }
 
-// follow runs r, on engine eng, until it has caught up with the head,
-// printing its progress every second (events and the documents folded from
-// their streams, each per second, and the time left); then it stops r.
 // progress is how far a rebuild that started at position start, took, and
 // stored checkpoint cp (nil: none yet in this run) stands towards end.
 func progress(cp *projector.Checkpoint, start, end uint64, took time.Duration) string {
@@ -331,6 +328,9 @@ func progress(cp *projector.Checkpoint, start, end uint64, took time.Duration) s
 	return fmt.Sprintf("position %d of %d, about %s left", cp.Position, end, left)
 }
 
+// follow runs r, on engine eng, until it has caught up with the head,
+// printing its progress every second (events and the documents folded from
+// their streams, each per second, and the time left); then it stops r.
 func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()

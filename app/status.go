@@ -248,7 +248,10 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	if cp.Checkpoint != nil {
 		st.Checkpoint, st.Updated = &cp.Checkpoint.Position, cp.Updated
 	}
-	st.LastError, st.LastErrorAt, st.UnknownTypes = cp.LastError, cp.LastErrorAt, cp.UnknownTypes
+	if stoppedWith(cp) != "" {
+		st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
+	}
+	st.UnknownTypes = cp.UnknownTypes
 	parked, err := store.Parked(ctx, name)
 	if err != nil {
 		return st, err
@@ -263,6 +266,16 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 		return st, err
 	}
 	return st, nil
+}
+
+// stoppedWith is the error a runner's record says it stopped with, unless
+// it has stored a checkpoint since (it runs again, and clears the error
+// once it has caught up); "" when it has none.
+func stoppedWith(cs mongostore.CheckpointStatus) string {
+	if cs.LastError == "" || cs.Updated.After(cs.LastErrorAt) {
+		return ""
+	}
+	return cs.LastError
 }
 
 // againstHead fills in the head of $all, the events behind the checkpoint,

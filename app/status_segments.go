@@ -35,19 +35,19 @@ type segmentStatus struct {
 // of its segments' (a segment without one counts from the collection's
 // own); nil before the first store. The error is the one it stopped with,
 // a segment's for a rebuild in segments ("" when it has not stopped, or
-// has stored a checkpoint since).
+// has stored a checkpoint since: see stoppedWith).
 func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[string]mongostore.CheckpointStatus, building string) (*uint64, string, error) {
 	own := stored[building].Checkpoint
 	n, err := segment.Count(ctx, store.Database(), building)
 	if err != nil || n <= 1 {
 		if own == nil {
-			return nil, stored[building].LastError, err
+			return nil, stoppedWith(stored[building]), err
 		}
-		return &own.Position, stored[building].LastError, err
+		return &own.Position, stoppedWith(stored[building]), err
 	}
-	lastError := stored[building].LastError
+	lastError := stoppedWith(stored[building])
 	for k := range n {
-		lastError = cmp.Or(lastError, stored[segment.CheckpointName(building, k, n)].LastError)
+		lastError = cmp.Or(lastError, stoppedWith(stored[segment.CheckpointName(building, k, n)]))
 	}
 	low := segment.Lowest(building, n, own, func(name string) *projector.Checkpoint { return stored[name].Checkpoint })
 	if low == nil {

@@ -239,7 +239,7 @@ func (b *batchRun) decode(i int) (Event, error) {
 	d, err := b.registry.Decode(b.events[i])
 	if err != nil {
 		d = b.events[i]
-		d.Payload, _ = b.registry.zero(d.Type)
+		d.Payload, _ = b.registry.zero(d)
 		return d, err
 	}
 	b.decoded[i], b.ready[i] = d, true

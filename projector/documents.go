@@ -134,7 +134,7 @@ func (s keptSource) routeBare(p Definition, ev Event) (id string, ok bool) {
 		return "", false
 	}
 	zero := ev
-	zero.Payload, _ = s.engine.registry.zero(ev.Type)
+	zero.Payload, _ = s.engine.registry.zero(ev)
 	id, routed, trusted, _ := routeUndecoded(p.Route, ev, zero)
 	return id, routed && trusted
 }

@@ -335,7 +335,7 @@ func (e *Engine) routed(ctx context.Context, ev Event) (decoded Event, targets [
 		// The zero value of its type stands in for the payload, so that a
 		// creation event is still known as one when the gate skips it.
 		decoded = ev
-		decoded.Payload, _ = e.registry.zero(ev.Type)
+		decoded.Payload, _ = e.registry.zero(ev)
 		targets, unroutable = e.targetsUndecoded(ctx, ev, decoded)
 		return decoded, targets, unroutable, decodeErr
 	}
@@ -375,7 +375,7 @@ func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets 
 		if !trusted && handlesType(p, zero.Payload) && ties(p, ev.StreamID) {
 			// In a tied stream, the event fails on the document the stream
 			// is tied to, where its policy has it (held there under Hold).
-			if tied, _, tieErr := e.tieOf(ctx, p, ev); tieErr == nil {
+			if tied, wanted, tieErr := e.tieOf(ctx, p, ev); tieErr == nil && wanted {
 				id, ok, trusted = tied, true, true
 			}
 		}

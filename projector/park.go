@@ -247,17 +247,27 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 
 // strayAt says why ev, parked against document t, is not replayed there,
 // as it was refused when it came: under a strategy that gates every
-// revision, none of its stream's earlier events is routed to t's document
-// and some are to others (a stray: see hole), so t's document would get
-// the stream from the middle. It cannot tell, and says nothing, when the
-// engine reads no streams. A stream that cannot be read is a failure too,
-// not a permanent one: the event stays parked.
+// revision, t's document never had ev's stream, none of whose earlier
+// events is routed to it and some are to others (a stray: see hole), so it
+// would get the stream from the middle. It cannot tell, and says nothing,
+// when the engine reads no streams, or the stream is deleted. A document
+// or stream that cannot be read is a failure too, not a permanent one: the
+// event stays parked.
 func (e *Engine) strayAt(ctx context.Context, t target, ev Event) (failure, bool) {
-	if !e.keeperOf(t.p).everyRevision() || ev.StreamRevision == 0 {
+	if e.history == nil || !e.keeperOf(t.p).everyRevision() || ev.StreamRevision == 0 {
+		return failure{}, false
+	}
+	had, err := e.hadStream(ctx, t, ev.StreamID)
+	if err != nil {
+		return failure{err: err, wanted: -1, seen: -1, attempts: 1}, true
+	}
+	if had {
 		return failure{}, false
 	}
 	h, err := e.routedAwayBefore(ctx, t, ev, false, 0)
 	switch {
+	case err != nil && e.deleted(ctx, ev.StreamID):
+		return failure{}, false
 	case err != nil:
 		return failure{err: err, wanted: -1, seen: -1, attempts: 1}, true
 	case !h.stray:
@@ -266,6 +276,19 @@ func (e *Engine) strayAt(ctx context.Context, t target, ev Event) (failure, bool
 	f := permanent(fmt.Errorf("not replayed: %w", h.err(t, ev.StreamID, ev.StreamRevision)))
 	f.attempts = 1
 	return f, true
+}
+
+// hadStream reports whether document t has had events of stream: under
+// the revision gate, whether it is that stream's document; under
+// RevisionMap, whether its meta has the stream.
+func (e *Engine) hadStream(ctx context.Context, t target, stream string) (bool, error) {
+	if _, ok := e.keeperOf(t.p).(revisionMap); ok {
+		meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
+		_, had := meta.Revisions[streamKey(stream)]
+		return found && had, err
+	}
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, t.p.newState())
+	return found && (head.Stream == "" || head.Stream == stream), err
 }
 
 // routedElsewhere says why event ev, parked or held against document doc

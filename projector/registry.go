@@ -52,11 +52,11 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	r.addKin(forms)
 }
 
-// zero returns the zero value of the Go type registered for name, if any.
-func (r *Registry) zero(name string) (any, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	f, ok := r.forms[name]
+// zero returns the zero value of the Go type e decodes into (its type's,
+// or, under [Registry.VersionField], its type and version's), if any: the
+// type whose handlers an event that does not decode fails in.
+func (r *Registry) zero(e Event) (any, bool) {
+	f, _, ok := r.formOf(e)
 	if !ok {
 		return nil, false
 	}
@@ -117,6 +117,7 @@ func (r *Registry) Decode(e Event) (Event, error) {
 	if e.Payload != nil {
 		return e, nil
 	}
+	e.undecodable = nil // another registry's verdict, if any
 	f, name, ok := r.formOf(e)
 	if !ok {
 		return e, nil

@@ -83,6 +83,14 @@ type hole struct {
 	notOurs bool
 }
 
+// failsUnhandled reports whether p fails ev, an event of a type it has no
+// handler for: one of a type nobody registered, in a projection that fails
+// unknown types ([Projection.FailUnknownTypes]). No handler runs.
+func failsUnhandled(p Definition, ev Event) bool {
+	_, err := p.applyTo(p.newState(), ev)
+	return err != nil
+}
+
 // routedAway is an event of a stream that its projection does not route to
 // the document its stream feeds: to document to, or to none ("", with the
 // router's error if it had one).
@@ -152,7 +160,14 @@ func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool,
 		if found {
 			from = max(first, rev+1)
 		}
-		return e.routedAwayBefore(ctx, t, ev, found, from)
+		h, err := e.routedAwayBefore(ctx, t, ev, found, from)
+		if found && first > rev+1 || !found && first > 0 {
+			// The revisions before first are gone from the stream: whose
+			// they were cannot be told, so the hole is no one's to pass
+			// over without a word.
+			h.notOurs = false
+		}
+		return h, err
 	}
 	from := uint64(0)
 	if found {
@@ -217,7 +232,7 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 	h := hole{gone: true, from: away[0].ev.StreamRevision, to: ev.StreamRevision - 1, away: away}
 	h.stray = !found && slices.ContainsFunc(away, func(a routedAway) bool { return a.to != "" })
 	h.notOurs = !slices.ContainsFunc(away, func(a routedAway) bool {
-		return a.to != "" || a.err != nil || handlesType(t.p, a.ev.Payload)
+		return a.to != "" || a.err != nil || handlesType(t.p, a.ev.Payload) || failsUnhandled(t.p, a.ev)
 	})
 	return h, nil
 }

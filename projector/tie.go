@@ -204,7 +204,7 @@ func (e *Engine) routeInStream(p Definition, ev Event) (string, bool) {
 		return id, ok && err == nil
 	}
 	zero := ev
-	zero.Payload, _ = e.registry.zero(ev.Type)
+	zero.Payload, _ = e.registry.zero(ev)
 	id, ok, trusted, _ := routeUndecoded(p.Route, ev, zero)
 	return id, ok && trusted
 }

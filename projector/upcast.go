@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -226,9 +227,10 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 }
 
 // metadataVersion returns the version in field of metadata: a number, or a
-// string of one, with or without a "v"; held is the field's JSON. When the
-// field holds something else, v is ""; both are "" without the field (or
-// without metadata that is a JSON object).
+// string of one, with or without a "v", a whole one written as a decimal
+// (2.0); held is the field's JSON. When the field holds something else
+// ("1.0.0", "one"), v is ""; both are "" without the field, with null or
+// "" in it, or without metadata that is a JSON object.
 func metadataVersion(metadata []byte, field string) (v, held string) {
 	if len(metadata) == 0 {
 		return "", ""
@@ -238,7 +240,7 @@ func metadataVersion(metadata []byte, field string) (v, held string) {
 		return "", ""
 	}
 	rawV, ok := m[field]
-	if !ok || string(rawV) == "null" {
+	if !ok || string(rawV) == "null" || string(rawV) == `""` {
 		return "", ""
 	}
 	var s string
@@ -248,6 +250,10 @@ func metadataVersion(metadata []byte, field string) (v, held string) {
 	s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "v"), "V")
 	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 		return strconv.FormatUint(n, 10), string(rawV)
+	}
+	// 2.0, "2.0": a whole number written as a decimal one.
+	if f, err := strconv.ParseFloat(s, 64); err == nil && f >= 0 && f < math.MaxUint32 && f == math.Trunc(f) {
+		return strconv.FormatUint(uint64(f), 10), string(rawV)
 	}
 	return "", string(rawV)
 }

@@ -177,7 +177,7 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 	projector.Register[Moved](r, "CardMoved",
 		projector.Upcast("CardMoved.v1", v1ToV2),
 		projector.Upcast("CardMoved.v2", v2ToV3))
-	for _, meta := range []string{`{"schemaVersion": 1}`, `{"schemaVersion": "1"}`, `{"schemaVersion": "v1", "other": true}`} {
+	for _, meta := range []string{`{"schemaVersion": 1}`, `{"schemaVersion": "1"}`, `{"schemaVersion": "v1", "other": true}`, `{"schemaVersion": 1.0}`, `{"schemaVersion": "1.0"}`} {
 		ev, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(meta), Data: []byte(`{"to": "Done"}`)})
 		if err != nil || ev.Payload != (Moved{Column: column{Name: "Done"}}) {
 			t.Errorf("metadata %s: %#v, %v", meta, ev.Payload, err)
@@ -185,7 +185,7 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 	}
 	// Version 3 (the type now) has no form of its own, and no version is
 	// the type's name: both decode as they are.
-	for _, meta := range []string{`{"schemaVersion": 3}`, `{}`, ``, `not json`, `{"schemaVersion": null}`} {
+	for _, meta := range []string{`{"schemaVersion": 3}`, `{}`, ``, `not json`, `{"schemaVersion": null}`, `{"schemaVersion": ""}`} {
 		ev, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(meta), Data: []byte(`{"column": {"name": "Done", "position": 2}}`)})
 		if err != nil || ev.Payload != (Moved{Column: column{Name: "Done", Position: 2}}) {
 			t.Errorf("metadata %q: %#v, %v", meta, ev.Payload, err)
@@ -193,7 +193,7 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 	}
 	// A field that holds no version: the shape cannot be told, and the
 	// event does not decode (it did as the current shape).
-	for _, meta := range []string{`{"schemaVersion": "one"}`, `{"schemaVersion": {"major": 1}}`, `{"schemaVersion": -1}`} {
+	for _, meta := range []string{`{"schemaVersion": "one"}`, `{"schemaVersion": {"major": 1}}`, `{"schemaVersion": -1}`, `{"schemaVersion": "1.0.0"}`, `{"schemaVersion": 1.5}`} {
 		_, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(meta), Data: []byte(`{"column": {"name": "Done"}}`)})
 		if !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), `its metadata's "schemaVersion" is `) {
 			t.Errorf("metadata %s: %v, want it undecodable for its version", meta, err)
