@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -24,6 +25,26 @@ func TestProgress_of_a_rebuild(t *testing.T) {
 	} {
 		if got := progress(c.cp, c.start, c.end, 10*time.Second); got != c.want {
 			t.Errorf("progress(%v, %d, %d) = %q, want %q", c.cp, c.start, c.end, got, c.want)
+		}
+	}
+}
+
+// A runner's error record says it stopped until it stores a checkpoint
+// again: a projection or a rebuild that resumed runs, and clears the
+// record once it has caught up.
+func TestStoppedWith_counts_an_error_until_a_checkpoint_is_stored_after_it(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		cs   mongostore.CheckpointStatus
+		want string
+	}{
+		{mongostore.CheckpointStatus{}, ""},
+		{mongostore.CheckpointStatus{LastError: "boom", LastErrorAt: t0}, "boom"},
+		{mongostore.CheckpointStatus{LastError: "boom", LastErrorAt: t0, Updated: t0.Add(-time.Minute)}, "boom"},
+		{mongostore.CheckpointStatus{LastError: "boom", LastErrorAt: t0, Updated: t0.Add(time.Second)}, ""},
+	} {
+		if got := stoppedWith(c.cs); got != c.want {
+			t.Errorf("stoppedWith(%+v) = %q, want %q", c.cs, got, c.want)
 		}
 	}
 }

@@ -298,8 +298,11 @@ const groupPoll = 2 * time.Second
 
 // watchGroups keeps each slot's count of the events parked in its group, as
 // the server says, until ctx is done: under the block policy they leave
-// documents behind, which readiness tells, also after a restart.
+// documents behind, which readiness tells, also after a restart. It keeps
+// the projection's error record too (what status reads): why it is
+// blocked, or none.
 func (s *session) watchGroups(ctx context.Context) {
+	recorded := map[*slot]*string{} // the record each slot last wrote
 	for {
 		for _, sl := range s.slots {
 			if !sl.groupBlocks.Load() {
@@ -313,6 +316,7 @@ func (s *session) watchGroups(ctx context.Context) {
 				continue
 			}
 			sl.groupParked.Store(n)
+			s.recordGroupDown(ctx, sl, recorded)
 		}
 		select {
 		case <-ctx.Done():
@@ -320,6 +324,33 @@ func (s *session) watchGroups(ctx context.Context) {
 		case <-time.After(groupPoll):
 		}
 	}
+}
+
+// recordGroupDown writes why sl is blocked in its group as its runner's
+// error record, or clears the record, when that changed since the record
+// it last wrote (recorded): status says a projection is down by that
+// record, and a group has no checkpoint to say it runs again.
+func (s *session) recordGroupDown(ctx context.Context, sl *slot, recorded map[*slot]*string) {
+	r := sl.cur.Load()
+	down := sl.groupDown()
+	if r == nil || recorded[sl] != nil && *recorded[sl] == down {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.c.timeout)
+	defer cancel()
+	var err error
+	if down != "" {
+		err = s.store.RecordError(ctx, r.Name(), down)
+	} else {
+		err = s.store.ClearError(ctx, r.Name())
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("keeping the record of a group's blocked projection", "projection", sl.name, "err", err)
+		}
+		return
+	}
+	recorded[sl] = &down
 }
 
 // groupParked returns how many events group (on $all) has parked.

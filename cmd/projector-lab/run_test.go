@@ -746,6 +746,17 @@ func TestRun_with_a_persistent_group_under_block_parks_a_failing_event_after_bou
 	if v := metric(t, body, `projector_parked_total{projection="cart_details"}`); v != 2 {
 		t.Errorf("projector_parked_total %v, want 2", v)
 	}
+	// status says so too, and exits 3, as for a projection stopped by
+	// block without a group.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		out, errOut, code := runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector"}, common...)...)
+		if code == 3 && strings.Contains(out, "events that kept failing are parked in group") && strings.Contains(errOut, "1 of 1 projections stopped or failing") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status --group while blocked: exit %d, want 3 and why\n%s\n%s", code, out, errOut)
+		}
+	}
 	if code := p.terminate(t); code != 1 {
 		t.Fatalf("exit %d with a projection blocked in its group, want 1\n%s", code, p.stderrText())
 	}
