@@ -137,8 +137,11 @@ func (s *slot) Stats() projector.RunnerStats {
 		st.Duplicates += p.Duplicates
 		st.Skipped += p.Skipped
 		st.Parked += p.Parked
+		st.Held += p.Held
 		st.Failed += p.Failed
 		st.Waits += p.Waits
+		st.Batches += p.Batches
+		st.Batched += p.Batched
 		st.Saved += p.Saved
 		st.Subscriptions += p.Subscriptions
 		st.Drops += p.Drops
@@ -149,7 +152,20 @@ func (s *slot) Stats() projector.RunnerStats {
 
 func (s *slot) CaughtUp() bool {
 	r := s.cur.Load()
+	if s.group.Load() != nil {
+		// A group's consumer is never told it reached the head: it has,
+		// as far as it can tell, when every event delivered to it has its
+		// outcome (the server pushes what it has, up to the buffer).
+		return r != nil && r.Connected() && s.Down() == "" && inFlight(s.Stats()) == 0
+	}
 	return r != nil && r.CaughtUp() && s.Down() == ""
+}
+
+// inFlight is how many events delivered to a runner of one projection have
+// no outcome yet: each has one result, or is unrouted, or was abandoned.
+func inFlight(st projector.RunnerStats) uint64 {
+	done := st.Unrouted + st.Abandoned + st.Applied + st.Duplicates + st.Skipped + st.Parked + st.Held + st.Failed
+	return st.Events - min(done, st.Events)
 }
 
 func (s *slot) Connected() bool {

@@ -113,7 +113,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	if err != nil {
 		return err
 	}
-	if noneStarted(lines) {
+	if noneStarted(lines) && c.group == "" {
 		which := "no projection has"
 		if c.projections != "" {
 			which = "none of these projections has"
@@ -282,6 +282,11 @@ func stoppedWith(cs mongostore.CheckpointStatus) string {
 // and a group's parked events; each read is bounded by the connect timeout.
 func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end uint64, cp mongostore.CheckpointStatus, reads Filter, st *projectionStatus) error {
 	st.Head = &end
+	if c.group != "" {
+		// The group's position is the server's, not a checkpoint: what it
+		// has not delivered yet is not counted here.
+		return c.againstGroup(ctx, client, st)
+	}
 	behind, more := 0, false
 	var err error
 	lctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -298,9 +303,12 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 		return fmt.Errorf("counting the events after %s's checkpoint: %w", st.Projection, err)
 	}
 	st.Behind, st.BehindAtLeast = &behind, more
-	if c.group == "" {
-		return nil
-	}
+	return nil
+}
+
+// againstGroup fills in the name of st's persistent subscription group, as
+// the server gives it, and how many events it has parked.
+func (c *statusConfig) againstGroup(ctx context.Context, client eventStore, st *projectionStatus) error {
 	group := groupName(c.group, st.Projection)
 	gctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()

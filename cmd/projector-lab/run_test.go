@@ -341,8 +341,20 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	carts[id] = append(carts[id], projector.Event{Type: name, StreamID: cart.StreamID(id), StreamRevision: uint64(len(carts[id]) + 1), Payload: late})
 
 	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
-	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "skip"}, common...)...)
+	p := startBinary(t, append([]string{"run", "--http", "127.0.0.1:0", "--group", "projector", "--on-failure", "skip"}, common...)...)
 	waitCartsAtFold(t, store, carts, p)
+	// Every event delivered has its outcome: the consumer is caught up, as
+	// far as a group's consumer can tell, with no lag, and stays so idle.
+	base := "http://" + waitFor(t, p, regexp.MustCompile(`msg=http addr=(\S+)`))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, body := get(t, base+"/metrics")
+		if metric(t, body, `projector_caught_up{projection="cart_details"}`) == 1 && metric(t, body, `projector_lag_seconds{projection="cart_details"}`) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an idle group consumer is not caught up, or lags:\n%s", body)
+		}
+	}
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
 	}
@@ -354,8 +366,12 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	if code != 0 || json.Unmarshal([]byte(out), &lines) != nil || len(lines) != 1 {
 		t.Fatalf("status: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if lines[0]["parked"] != float64(1) || lines[0]["group"] != "projector-cart_details" {
-		t.Fatalf("status %v, want group projector-cart_details with 1 parked event", lines[0])
+	if lines[0]["parked"] != float64(1) || lines[0]["group"] != "projector-cart_details" || lines[0]["behind"] != nil {
+		t.Fatalf("status %v, want group projector-cart_details with 1 parked event, and no count behind a checkpoint it has not", lines[0])
+	}
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector"}, common...)...)
+	if code != 0 || strings.Contains(out+errOut, "not started yet") {
+		t.Fatalf("status of a group: exit %d, want 0 and no word of a checkpoint\n%s\n%s", code, out, errOut)
 	}
 	// A group that does not exist: one line that says what groups are named.
 	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog"}, common...)...)
