@@ -102,7 +102,7 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 		}
 		conn.Close()
 	}
-	_, err := c.Head(ctx)
+	err := headWithin(ctx, c)
 	switch {
 	case err == nil:
 		return nil
@@ -115,6 +115,25 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 		return fmt.Errorf("EventStoreDB at %s: the server there does not answer as EventStoreDB (is it the right port?): %w", c, err)
 	}
 	return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
+}
+
+// headWithin asks c for the head of $all and returns when it answers or
+// when ctx is done, whichever comes first: a client that connects to a
+// port that accepts and never answers can take seconds past its context
+// (its own discovery timeouts), and the connect timeout is the user's.
+// The call left behind ends on its own.
+func headWithin(ctx context.Context, c eventStore) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Head(ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // dialError is the gist of a failed TCP dial: "connection refused".
