@@ -84,6 +84,12 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // a [Log]'s events in log order (a projection that ties streams needs a
 // [projector.StreamHistory] of them too: the client of the e2e servers'
 // event store, kurrent.Dial(servers.ESDBURI(), nil), is one).
+//
+// A projection under [projector.GlobalPosition] takes its events in log
+// order from one consumer, as its runner does: prove it with Delivery{
+// Workers: 1} and without Shuffle (a late copy is then a duplicate, as it
+// is in production); shuffled, Prove reports the late events it applies out
+// of order as differences, which is what that strategy cannot take.
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	d = withDefaults(d)
 	if err := checkSeparateEngines(ctx, store, d); err != nil {

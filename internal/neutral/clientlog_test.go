@@ -27,12 +27,14 @@ func TestClientLog_a_repeated_warning_is_logged_once_every_ClientLogEvery(t *tes
 	at(time.Second)
 	log("error", "error when reading server features: %v", "unavailable") // debug
 	at(2 * time.Second)
-	log("error", "error when reading server features: %v", "unavailable") // debug
-	log("error", "error when reading server features: %v", "refused")     // another message: warn, after 2 repeats
-	log("error", "error when reading server features: %v", "refused")     // debug
-	log("warn", "discovery failed: %v", "no node")                        // another site: warn
-	log("info", "connected to %s", "node")                                // debug
-	log("error", "read: %v", "context canceled")                          // debug
+	log("error", "error when reading server features: %v", "unavailable")                               // debug
+	log("error", "error when reading server features: %v", "refused")                                   // another message: warn, after 2 repeats
+	log("error", "error when reading server features: %v", "refused")                                   // debug
+	log("warn", "discovery failed: %v", "no node")                                                      // another site: warn
+	log("info", "connected to %s", "node")                                                              // debug
+	log("error", "read: %v", "context canceled")                                                        // debug
+	log("warn", "unexpected exception: %v", "rpc error: code = NotFound desc = group g does not exist") // debug: created
+	log("warn", "unexpected exception: %v", "rpc error: code = AlreadyExists desc = group g exists")    // debug
 	at(ClientLogEvery + time.Second)
 	log("error", "error when reading server features: %v", "unavailable") // warn, after 1 repeat
 	want := []string{
@@ -44,6 +46,8 @@ func TestClientLog_a_repeated_warning_is_logged_once_every_ClientLogEvery(t *tes
 		`level=WARN msg="discovery failed: no node"`,
 		`level=DEBUG msg="connected to node"`,
 		`level=DEBUG msg="read: context canceled"`,
+		`level=DEBUG msg="unexpected exception: rpc error: code = NotFound desc = group g does not exist"`,
+		`level=DEBUG msg="unexpected exception: rpc error: code = AlreadyExists desc = group g exists"`,
 		`level=WARN msg="error when reading server features: unavailable" repeats_since_last_warning=1`,
 	}
 	got := strings.Split(strings.TrimSpace(buf.String()), "\n")

@@ -48,7 +48,9 @@ func Scrub(msg, uri string) string {
 }
 
 // ClientLog adapts an official client's logging callback to l: errors and
-// warnings at warn level (except those of a cancelled call), the rest at
+// warnings at warn level (except those of a cancelled call, and a server's
+// answers the sources expect: a group or stream not found, a group that
+// exists already, which they act on and report themselves), the rest at
 // debug. Both clients' LoggingFunc are functions of this type.
 //
 // A client retrying a server that is down says the same thing ten times a
@@ -64,6 +66,17 @@ func ClientLog(l *slog.Logger) func(level string, format string, args ...any) {
 // of a client at warn level.
 const ClientLogEvery = 10 * time.Second
 
+// expected reports whether a client's error message is one the sources
+// expect and act on (see ClientLog).
+func expected(msg string) bool {
+	for _, s := range []string{"context canceled", "code = NotFound", "code = AlreadyExists"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func clientLog(l *slog.Logger, now func() time.Time) func(level string, format string, args ...any) {
 	type site struct {
 		last     time.Time
@@ -74,7 +87,7 @@ func clientLog(l *slog.Logger, now func() time.Time) func(level string, format s
 	sites := map[string]*site{}
 	return func(level string, format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
-		if (level != "warn" && level != "error") || strings.Contains(msg, "context canceled") {
+		if (level != "warn" && level != "error") || expected(msg) {
 			l.Log(context.Background(), slog.LevelDebug, msg)
 			return
 		}
