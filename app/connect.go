@@ -82,10 +82,18 @@ func dial(ctx context.Context, s servers, logger *slog.Logger) (eventStore, erro
 		return nil, err
 	}
 	if err := probeESDB(ctx, client, s.timeout); err != nil {
-		client.Close()
+		closeAbandoned(client)
 		return nil, err
 	}
 	return client, nil
+}
+
+// closeAbandoned closes c, whose probe failed, without waiting: the call
+// the probe gave up on may run on in the official client for seconds past
+// the connect timeout (a port that accepts and never answers), and the
+// client's Close waits for it. It is closed once that call returns.
+func closeAbandoned(c eventStore) {
+	go func() { _ = c.Close() }()
 }
 
 // probeESDB makes sure the EventStoreDB at c answers, within timeout, and
@@ -102,7 +110,7 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 		}
 		conn.Close()
 	}
-	err := headWithin(ctx, c)
+	_, err := c.Head(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -115,25 +123,6 @@ func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
 		return fmt.Errorf("EventStoreDB at %s: the server there does not answer as EventStoreDB (is it the right port?): %w", c, err)
 	}
 	return fmt.Errorf("EventStoreDB at %s does not answer within %v: %w", c, timeout, err)
-}
-
-// headWithin asks c for the head of $all and returns when it answers or
-// when ctx is done, whichever comes first: a client that connects to a
-// port that accepts and never answers can take seconds past its context
-// (its own discovery timeouts), and the connect timeout is the user's.
-// The call left behind ends on its own.
-func headWithin(ctx context.Context, c eventStore) error {
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Head(ctx)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // dialError is the gist of a failed TCP dial: "connection refused".

@@ -2,41 +2,42 @@ package app
 
 import (
 	"context"
-	"errors"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/revgate/projector/kurrent"
 )
 
-// slowHead is an event store whose Head answers only once it is let go,
-// whatever its context says, as a client that dialled a port that accepts
-// and never answers does for seconds.
-type slowHead struct {
-	eventStore
-	release, returned chan struct{}
-}
-
-func (s slowHead) String() string          { return "esdb://silent" }
-func (s slowHead) Address() (string, bool) { return "", false }
-func (s slowHead) TLS() bool               { return false }
-func (s slowHead) Head(context.Context) (uint64, error) {
-	<-s.release
-	close(s.returned)
-	return 0, errors.New("closed")
-}
-
-// The probe of the event store gives up when its timeout is up, not when
-// the client does.
-func TestProbeESDB_gives_up_at_its_timeout_while_the_client_hangs(t *testing.T) {
-	s := slowHead{release: make(chan struct{}), returned: make(chan struct{})}
-	defer close(s.release)
-	err := probeESDB(context.Background(), s, 50*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "does not answer within 50ms") {
-		t.Fatalf("probe = %v, want that it does not answer", err)
+// A port that accepts and never answers: dial gives up at the connect
+// timeout, not when the official client's call it abandoned returns (its
+// Close waits up to 5 s for that call).
+func TestDial_gives_up_at_the_connect_timeout_on_a_server_that_never_answers(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case <-s.returned:
-		t.Fatal("the probe returned only after the client did")
-	default:
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	s := servers{esdb: "esdb://" + silent.Addr().String() + "?tls=false", timeout: 200 * time.Millisecond, dial: kurrent.Dial}
+	began := time.Now()
+	_, err = dial(context.Background(), s, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "does not answer within 200ms") {
+		t.Fatalf("dial = %v, want that it does not answer", err)
+	}
+	// The client's Close would wait 5 s; 3 s leaves the machine's load a
+	// wide margin.
+	if took := time.Since(began); took > 3*time.Second {
+		t.Fatalf("dial gave up after %v, with a connect timeout of 200ms", took)
 	}
 }

@@ -184,7 +184,8 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	closeClient := client.Close
+	defer func() { _ = closeClient() }()
 	var listener net.Listener
 	if c.httpAddr != "" {
 		if listener, err = net.Listen("tcp", c.httpAddr); err != nil {
@@ -201,6 +202,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		fmt.Fprintf(inv.Stdout, "read models on %s: mongosh %q, database %s\n", opened.Embedded, opened.URI, c.database)
 	}
 	if err := probeESDB(ctx, client, c.timeout); err != nil {
+		closeClient = func() error { closeAbandoned(client); return nil }
 		return err
 	}
 	caps, err := opened.Capabilities(ctx)
@@ -306,6 +308,9 @@ func (s *session) watchGroups(ctx context.Context) {
 	for {
 		for _, sl := range s.slots {
 			if !sl.groupBlocks.Load() {
+				// Not blocked by what its group parks: a record an earlier
+				// run under block left is over.
+				s.recordGroupDown(ctx, sl, "", recorded)
 				continue
 			}
 			n, err := groupParked(ctx, s.client, sl.groupName, s.c.timeout)
@@ -316,7 +321,12 @@ func (s *session) watchGroups(ctx context.Context) {
 				continue
 			}
 			sl.groupParked.Store(n)
-			s.recordGroupDown(ctx, sl, recorded)
+			down := ""
+			if n > 0 {
+				down = fmt.Sprintf("blocked: %d events that kept failing are parked in group %s; fix the projection, then replay them (replay-parked %s --group)",
+					n, sl.groupName, sl.name)
+			}
+			s.recordGroupDown(ctx, sl, down, recorded)
 		}
 		select {
 		case <-ctx.Done():
@@ -326,13 +336,15 @@ func (s *session) watchGroups(ctx context.Context) {
 	}
 }
 
-// recordGroupDown writes why sl is blocked in its group as its runner's
-// error record, or clears the record, when that changed since the record
-// it last wrote (recorded): status says a projection is down by that
-// record, and a group has no checkpoint to say it runs again.
-func (s *session) recordGroupDown(ctx context.Context, sl *slot, recorded map[*slot]*string) {
+// recordGroupDown writes down, why sl is blocked in its group, as its
+// runner's error record, or clears the record ("" down), when that changed
+// since the record it last wrote (recorded): status says a projection is
+// down by that record, and a group has no checkpoint to say it runs again.
+// The record is every consumer's of the group, so it says only what they
+// all see alike: the events the server parked, not the documents one
+// process holds back.
+func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, recorded map[*slot]*string) {
 	r := sl.cur.Load()
-	down := sl.groupDown()
 	if r == nil || recorded[sl] != nil && *recorded[sl] == down {
 		return
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,10 +44,16 @@ func rebuildCheckpoint(ctx context.Context, store *mongostore.Store, stored map[
 		}
 		return &own.Position, stoppedWith(stored[building]), err
 	}
-	lastError := stoppedWith(stored[building])
+	// Its runners record their errors under the building collection's
+	// name, and store their checkpoints under the segments': a checkpoint
+	// of any segment stored after the error says it runs again.
+	rec := stored[building]
 	for k := range n {
-		lastError = cmp.Or(lastError, stoppedWith(stored[segment.CheckpointName(building, k, n)]))
+		if u := stored[segment.CheckpointName(building, k, n)].Updated; u.After(rec.Updated) {
+			rec.Updated = u
+		}
 	}
+	lastError := stoppedWith(rec)
 	low := segment.Lowest(building, n, own, func(name string) *projector.Checkpoint { return stored[name].Checkpoint })
 	if low == nil {
 		return nil, lastError, nil
