@@ -14,9 +14,11 @@ import (
 )
 
 // A projection declares a version: run refuses a collection that another
-// version built and points to rebuild; rebuild fills a new collection with
-// the new version, and run goes on there; the old version's run is then
-// refused in turn.
+// version built, points to rebuild, and waits (status says nobody runs
+// it); rebuild fills a new collection with the new version, and the
+// refused run follows the switch and goes on there, as a rollout that
+// deploys before it rebuilds needs; the old version's run is then refused
+// in turn.
 func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(t *testing.T) {
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -25,26 +27,33 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 		return config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/"), Version: v})
 	}
 	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
-	runs := func(c app.Config, collection string) {
+	refused := func(c app.Config, built, this int) *e2e.Running {
 		t.Helper()
 		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
-		cmd.WaitCheckpoint(t, db, collection, servers.Head())
-		if code := cmd.Stop(t); code != 0 {
-			t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
-		}
-	}
-	refused := func(c app.Config, built, this int) {
-		t.Helper()
-		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
-		code, stderr := cmd.Wait(t, 2*time.Minute), cmd.Stderr()
 		want := "was built by version " + itoa(built) + ", and this binary's is version " + itoa(this) + "; rebuild it to version " + itoa(this) + " (tickets rebuild tickets"
-		if code != 1 || !strings.Contains(stderr, want) {
-			t.Fatalf("run of version %d: exit %d, want 1 saying %q\n%s", this, code, want, stderr)
+		for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(cmd.Stderr(), want); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run of version %d does not say %q\n%s", this, want, cmd.Stderr())
+			}
 		}
+		return cmd
 	}
 
-	runs(version(0), "tickets")
-	refused(version(1), 0, 1)
+	cmd := e2e.StartCommand(t, version(0), append([]string{"run", "--http", ""}, common...)...)
+	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	next := refused(version(1), 0, 1)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		code, _, stderr := run(version(1), nil, append([]string{"status"}, common...)...)
+		if code == 3 && strings.Contains(stderr, "built by version 0") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status while no process runs the projection: exit %d, want 3\n%s", code, stderr)
+		}
+	}
 	code, out, stderr := run(version(1), nil, append([]string{"rebuild", "tickets"}, common...)...)
 	if code != 0 || !strings.Contains(out, "readers now use tickets_r") {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
@@ -54,8 +63,17 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 		t.Fatal(err)
 	}
 	servers.Append(t, registry(), "ticket/1", noted{Text: "b"})
-	runs(version(1), active)
-	refused(version(0), 1, 0)
+	next.WaitCheckpoint(t, db, active, servers.Head())
+	if code := next.Stop(t); code != 0 {
+		t.Fatalf("the run that followed the switch: exit %d\n%s", code, next.Stderr())
+	}
+	if code, _, stderr := run(version(1), nil, append([]string{"status"}, common...)...); code != 0 {
+		t.Fatalf("status once the new version runs: exit %d\n%s", code, stderr)
+	}
+	old := refused(version(0), 1, 0)
+	if code := old.Stop(t); code != 1 {
+		t.Fatalf("the old version, refused, stopped: exit %d, want 1\n%s", code, old.Stderr())
+	}
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }

@@ -543,9 +543,13 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			return err
 		case errors.Is(err, errOtherVersion):
 			sl.setDown("blocked: " + err.Error())
-			s.logger.Error("projection stopped: another version of it built its collection; the other projections go on",
+			s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
 				"projection", sl.name, "err", err)
-			return err
+			if s.c.group != "" || s.awaitSwitch(ctx, sl, err) != nil {
+				return err
+			}
+			sl.setDown("")
+			continue
 		case !errors.As(err, &failed):
 			return err
 		case !failed.Retryable():
@@ -562,6 +566,39 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			return err // stopped while waiting: it did not end well
 		}
 		sl.setDown("")
+	}
+}
+
+// awaitSwitch waits, for slot sl refused by why (another version built its
+// active collection), until a rebuild switches its readers to another
+// collection, which the slot then runs: a binary deployed before its
+// rebuild, as a rollout does, follows the switch instead of staying down
+// until restarted. Meanwhile the refusal is the collection's error record,
+// for status to say that the process does not run it (a process that runs
+// it, of the version that built it, stores checkpoints after the record,
+// which then counts no more). It returns ctx's error when ctx ends first,
+// and the store's when it cannot tell the active collection.
+func (s *session) awaitSwitch(ctx context.Context, sl *slot, why error) error {
+	def := sl.projection.Definition.Collection()
+	coll, err := s.store.ActiveCollection(ctx, sl.name, def)
+	if err != nil {
+		return err
+	}
+	if err := s.store.RecordError(ctx, coll, why.Error()); err != nil && ctx.Err() == nil {
+		s.logger.Warn("recording why the projection does not run", "projection", sl.name, "err", err)
+	}
+	t := time.NewTicker(followInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if now, err := s.store.ActiveCollection(ctx, sl.name, def); err == nil && now != coll {
+			s.logger.Info("a rebuild switched readers: the projection runs on its collection", "projection", sl.name, "collection", now)
+			return nil
+		}
 	}
 }
 
