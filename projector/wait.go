@@ -19,6 +19,14 @@ var ErrNotYet = errors.New("read model has not caught up")
 // document was. It is for documents under the revision gate (one stream per
 // document); for documents fed by several streams, wait on the position
 // ([WaitForPosition]).
+//
+// The wait sees the document's revision, not the event's effect: under the
+// skip and park policies a document moves past an event that failed, and
+// the wait then returns nil without its effect (a parked event is in the
+// store's parked records); under block it runs out with ErrNotYet, as for
+// a projector that is slow. policy bounds the reads (a Policy's MaxRetries
+// of 0 reads once): for an API, a short one, such as 5 ms doubling up to
+// 100 ms, for up to a second.
 func WaitForRevision(ctx context.Context, store driver.Store, collection, id string, revision uint64, policy retry.Policy) error {
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
@@ -51,6 +59,15 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 // WaitForPosition is read-your-writes by global position: it waits until the
 // checkpoint of subscription name has reached position (every event up to it
 // is applied), under policy and bounded by ctx. The error wraps [ErrNotYet].
+//
+// name is the runner's: under the projector command line, the collection the
+// projection writes, which a rebuild changes (mongostore's
+// Store.ActiveCollection tells it); a name without a checkpoint waits until
+// the policy or ctx runs out, and the error says it saw none. The checkpoint
+// is stored every checkpoint interval (run --checkpoint-interval, 1 s by
+// default), so this wait takes up to that long even when the documents
+// were written at once; [WaitForRevision] sees a document as soon as it is
+// written.
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	var seen *Checkpoint
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
