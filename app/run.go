@@ -529,44 +529,55 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		if time.Since(began) > restarts.MaxDelay {
 			pacer.Reset() // it ran a while: a new run of failures
 		}
-		var failed *projector.Error
-		switch {
-		case (err == nil || ctx.Err() != nil) && sl.groupDown() != "":
-			return errors.Join(err, fmt.Errorf("projection %s %s", sl.name, sl.groupDown()))
-		case err == nil || ctx.Err() != nil:
-			return err
-		case errors.Is(err, projector.ErrForeignCheckpoint):
-			err = fmt.Errorf("%w (to rebuild it: %s rebuild %s)", err, s.cli.name(), sl.name)
-			sl.setDown("blocked: " + err.Error())
-			s.logger.Error("projection stopped: its checkpoint does not belong to this event store; the other projections go on",
-				"projection", sl.name, "err", err)
-			return err
-		case errors.Is(err, errOtherVersion):
-			sl.setDown("blocked: " + err.Error())
-			s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
-				"projection", sl.name, "err", err)
-			if s.c.group != "" || s.awaitSwitch(ctx, sl, err) != nil {
-				return err
-			}
-			sl.setDown("")
-			continue
-		case !errors.As(err, &failed):
-			return err
-		case !failed.Retryable():
-			sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
-			s.logger.Error("projection stopped at an event that failed for good; the other projections go on",
-				errAttrs(err, "projection", sl.name)...)
-			return err
+		again, result := s.afterRun(ctx, sl, err, pacer)
+		if !again {
+			return result
 		}
-		sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
-		pacer.Failed()
-		s.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoint",
-			errAttrs(err, "projection", sl.name)...)
-		if werr := pacer.Wait(ctx); werr != nil {
-			return err // stopped while waiting: it did not end well
+	}
+}
+
+// afterRun says what becomes of slot sl, whose runner ended with err: it
+// runs again (again), after a wait for a failure that may pass, or ends
+// with result.
+func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace.Pacer) (again bool, result error) {
+	var failed *projector.Error
+	switch {
+	case (err == nil || ctx.Err() != nil) && sl.groupDown() != "":
+		return false, errors.Join(err, fmt.Errorf("projection %s %s", sl.name, sl.groupDown()))
+	case err == nil || ctx.Err() != nil:
+		return false, err
+	case errors.Is(err, projector.ErrForeignCheckpoint):
+		err = fmt.Errorf("%w (to rebuild it: %s rebuild %s)", err, s.cli.name(), sl.name)
+		sl.setDown("blocked: " + err.Error())
+		s.logger.Error("projection stopped: its checkpoint does not belong to this event store; the other projections go on",
+			"projection", sl.name, "err", err)
+		return false, err
+	case errors.Is(err, errOtherVersion):
+		sl.setDown("blocked: " + err.Error())
+		s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
+			"projection", sl.name, "err", err)
+		if s.c.group != "" || s.awaitSwitch(ctx, sl, err) != nil {
+			return false, err
 		}
 		sl.setDown("")
+		return true, nil
+	case !errors.As(err, &failed):
+		return false, err
+	case !failed.Retryable():
+		sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
+		s.logger.Error("projection stopped at an event that failed for good; the other projections go on",
+			errAttrs(err, "projection", sl.name)...)
+		return false, err
 	}
+	sl.setDown("retrying: " + firstLine(err.Error(), "the log"))
+	pacer.Failed()
+	s.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoint",
+		errAttrs(err, "projection", sl.name)...)
+	if werr := pacer.Wait(ctx); werr != nil {
+		return false, err // stopped while waiting: it did not end well
+	}
+	sl.setDown("")
+	return true, nil
 }
 
 // awaitSwitch waits, for slot sl refused by why (another version built its
