@@ -123,3 +123,16 @@ func TestRun_and_status_report_the_unknown_types_met(t *testing.T) {
 		t.Fatalf("document %+v at revision %d (%v): want 1 note at revision 4", doc, rev, err)
 	}
 }
+
+// A rebuild of a projection that never ran (new, or renamed) says there was
+// no collection before, instead of one kept.
+func TestRebuild_of_a_projection_that_never_ran_says_it_had_no_collection(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	code, out, stderr := run(c, nil, "rebuild", "tickets", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
+	if want := "there was no collection tickets before: a new projection, or a renamed one"; code != 0 || !strings.Contains(out, want) || strings.Contains(out, "is kept") {
+		t.Fatalf("rebuild: exit %d, want it to say %q\n%s\n%s", code, want, out, stderr)
+	}
+}

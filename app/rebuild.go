@@ -227,9 +227,9 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	}
 	st := r.Stats()
 	took := time.Since(began)
-	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history); readers now use %s (the previous collection %s is kept)\n",
+	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history); readers now use %s (%s)\n",
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
-		eng.StreamsFolded(), switched.Active, switched.Previous)
+		eng.StreamsFolded(), switched.Active, previousText(ctx, store, switched.Previous))
 	return nil
 }
 
@@ -273,6 +273,17 @@ func switchReaders(ctx context.Context, store *mongostore.Store, p Projection, b
 		fmt.Fprintf(stderr, "clearing the error an earlier attempt recorded: %v\n", err)
 	}
 	return store.FinishRebuild(ctx, p.Definition.Name(), building, p.Definition.Collection())
+}
+
+// previousText says what became of the collection readers used before a
+// rebuild switched them: kept, or none there (a projection new, or renamed:
+// the old name's collection, checkpoint and parked events stay under it).
+func previousText(ctx context.Context, store *mongostore.Store, previous string) string {
+	names, err := store.Database().ListCollectionNames(ctx, map[string]any{"name": previous})
+	if err == nil && len(names) == 0 {
+		return fmt.Sprintf("there was no collection %s before: a new projection, or a renamed one, whose old name keeps its collection, checkpoint and parked events", previous)
+	}
+	return fmt.Sprintf("the previous collection %s is kept", previous)
 }
 
 // blockedHint adds to err, when an event failed for good under the

@@ -230,7 +230,7 @@ func (rb *segmentedRebuild) finish(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("this process switched readers: they now use %s (the previous collection %s is kept)", switched.Active, switched.Previous), nil
+	return fmt.Sprintf("this process switched readers: they now use %s (%s)", switched.Active, previousText(ctx, rb.store, switched.Previous)), nil
 }
 
 // over reports whether the rebuild into the building collection is no
