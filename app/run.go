@@ -581,34 +581,37 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 }
 
 // awaitSwitch waits, for slot sl refused by why (another version built its
-// active collection), until a rebuild switches its readers to another
-// collection, which the slot then runs: a binary deployed before its
-// rebuild, as a rollout does, follows the switch instead of staying down
-// until restarted. Meanwhile the refusal is the collection's error record,
-// for status to say that the process does not run it (a process that runs
-// it, of the version that built it, stores checkpoints after the record,
-// which then counts no more). It returns ctx's error when ctx ends first,
-// and the store's when it cannot tell the active collection.
+// active collection), until the active collection is one its version
+// builds (a rebuild by this version switched readers to it), which the slot
+// then runs: a binary deployed before its rebuild, as a rollout does,
+// follows the switch instead of staying down until restarted. Meanwhile the
+// refusal is the refused collection's error record, for status to say that
+// the process does not run it (a process that runs it, of the version that
+// built it, stores checkpoints after the record, which then counts no
+// more). The active collection is read anew each time, so a switch made
+// before the first read counts. It returns ctx's error when ctx ends first.
 func (s *session) awaitSwitch(ctx context.Context, sl *slot, why error) error {
 	def := sl.projection.Definition.Collection()
-	coll, err := s.store.ActiveCollection(ctx, sl.name, def)
-	if err != nil {
-		return err
-	}
-	if err := s.store.RecordError(ctx, coll, why.Error()); err != nil && ctx.Err() == nil {
-		s.logger.Warn("recording why the projection does not run", "projection", sl.name, "err", err)
-	}
+	recorded := false
 	t := time.NewTicker(followInterval)
 	defer t.Stop()
 	for {
+		if coll, err := s.store.ActiveCollection(ctx, sl.name, def); err == nil {
+			if claimVersion(ctx, s.store, sl.projection, coll, s.cli.name()) == nil {
+				s.logger.Info("readers use a collection this version builds: the projection runs on it", "projection", sl.name, "collection", coll)
+				return nil
+			}
+			if !recorded {
+				if err := s.store.RecordError(ctx, coll, why.Error()); err != nil && ctx.Err() == nil {
+					s.logger.Warn("recording why the projection does not run", "projection", sl.name, "err", err)
+				}
+				recorded = true
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-		}
-		if now, err := s.store.ActiveCollection(ctx, sl.name, def); err == nil && now != coll {
-			s.logger.Info("a rebuild switched readers: the projection runs on its collection", "projection", sl.name, "collection", now)
-			return nil
 		}
 	}
 }
