@@ -46,12 +46,12 @@ func TestGroupRecord_consumers_of_one_group_write_the_same_record(t *testing.T) 
 	a, slA := consumer()
 	b, slB := consumer()
 	down := "blocked: 2 events that kept failing are parked in group g-cart_details"
-	a.recordGroupDown(ctx, slA, down, map[*slot]*string{})
-	b.recordGroupDown(ctx, slB, down, map[*slot]*string{}) // a restarted consumer: it remembers nothing
+	a.recordGroupDown(ctx, slA, down, map[*slot]string{})
+	b.recordGroupDown(ctx, slB, down, map[*slot]string{}) // a restarted consumer: it remembers nothing
 	if got := record(); got != down {
 		t.Fatalf("record %q, want %q", got, down)
 	}
-	b.recordGroupDown(ctx, slB, "", map[*slot]*string{}) // replayed: none parked
+	b.recordGroupDown(ctx, slB, "", map[*slot]string{}) // replayed: none parked
 	if got := record(); got != "" {
 		t.Fatalf("record %q once none are parked, want none", got)
 	}

@@ -304,7 +304,7 @@ const groupPoll = 2 * time.Second
 // the projection's error record too (what status reads): why it is
 // blocked, or none.
 func (s *session) watchGroups(ctx context.Context) {
-	recorded := map[*slot]*string{} // the record each slot last wrote
+	recorded := map[*slot]string{} // the record each slot last wrote
 	for {
 		for _, sl := range s.slots {
 			if !sl.groupBlocks.Load() {
@@ -343,9 +343,9 @@ func (s *session) watchGroups(ctx context.Context) {
 // The record is every consumer's of the group, so it says only what they
 // all see alike: the events the server parked, not the documents one
 // process holds back.
-func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, recorded map[*slot]*string) {
+func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, recorded map[*slot]string) {
 	r := sl.cur.Load()
-	if r == nil || recorded[sl] != nil && *recorded[sl] == down {
+	if last, wrote := recorded[sl]; r == nil || wrote && last == down {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.c.timeout)
@@ -362,7 +362,7 @@ func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, re
 		}
 		return
 	}
-	recorded[sl] = &down
+	recorded[sl] = down
 }
 
 // groupParked returns how many events group (on $all) has parked.
@@ -593,19 +593,23 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 func (s *session) awaitSwitch(ctx context.Context, sl *slot, why error) error {
 	def := sl.projection.Definition.Collection()
 	recorded := false
+	refused := "" // the active collection last found another version's
 	t := time.NewTicker(followInterval)
 	defer t.Stop()
 	for {
-		if coll, err := s.store.ActiveCollection(ctx, sl.name, def); err == nil {
-			if claimVersion(ctx, s.store, sl.projection, coll, s.cli.name()) == nil {
+		if coll, err := s.store.ActiveCollection(ctx, sl.name, def); err == nil && coll != refused {
+			switch err := claimVersion(ctx, s.store, sl.projection, coll, s.cli.name()); {
+			case err == nil:
 				s.logger.Info("readers use a collection this version builds: the projection runs on it", "projection", sl.name, "collection", coll)
 				return nil
-			}
-			if !recorded {
-				if err := s.store.RecordError(ctx, coll, why.Error()); err != nil && ctx.Err() == nil {
-					s.logger.Warn("recording why the projection does not run", "projection", sl.name, "err", err)
+			case errors.Is(err, errOtherVersion):
+				refused = coll // its version stays another's: not asked again
+				if !recorded {
+					if err := s.store.RecordError(ctx, coll, why.Error()); err != nil && ctx.Err() == nil {
+						s.logger.Warn("recording why the projection does not run", "projection", sl.name, "err", err)
+					}
+					recorded = true
 				}
-				recorded = true
 			}
 		}
 		select {

@@ -55,8 +55,9 @@ func NewAllCatchUp(pkg string, s CatchUpStream, logger *slog.Logger, from *proje
 	}
 	if head != nil && head.quiet > 0 {
 		// Received on a goroutine of its own, so that Next can also wait
-		// for quiet at the head; up to receivedAhead messages ahead of Next (receivedAhead), so
-		// that the two need not meet for every event of a catch-up.
+		// for quiet at the head; up to receivedAhead messages ahead of
+		// Next, so that the two need not meet for every event of a
+		// catch-up.
 		c.msgs, c.done = make(chan Message, receivedAhead), make(chan struct{})
 		go c.receive()
 	}
