@@ -5,8 +5,10 @@
 // through it. The sources (a catch-up subscription to $all or to one
 // stream, a consumer of a persistent subscription group) live once in
 // package [github.com/revgate/projector/subscription], over a narrow driver
-// that this package and [github.com/revgate/projector/subscription/esdbv4]
-// (on the archived EventStore-Client-Go v4) implement; one acceptance suite
+// that package internal/official implements once for both clients, through
+// reflection over the API they share; this package gives it
+// KurrentDB-Client-Go and [github.com/revgate/projector/subscription/esdbv4]
+// the archived EventStore-Client-Go v4, and one acceptance suite
 // (internal/sourcetest) runs against both. This package does not link the
 // archived client. A projector binary names its client in its
 // configuration, app.Config{Dial: kurrent.Dial, ...} (cmd/projector does),

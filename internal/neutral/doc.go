@@ -1,13 +1,14 @@
 // Package neutral is the part of the event-store sources that depends on
 // neither official client. Package
 // [github.com/revgate/projector/subscription] builds the sources from it,
-// over a [Driver] that each adapter package implements on its client
-// (package [github.com/revgate/projector/kurrent] on KurrentDB-Client-Go,
-// package [github.com/revgate/projector/subscription/esdbv4] on
-// EventStore-Client-Go v4). Both clients speak the same v1 gRPC protocol
-// and have the same shape, but their types are distinct, so what the
-// sources decide lives here and in package subscription once, in types of
-// their own, and each adapter converts at its edge:
+// over a [Driver] on an official client, which package internal/official
+// implements once for both (package [github.com/revgate/projector/kurrent]
+// gives it KurrentDB-Client-Go, package
+// [github.com/revgate/projector/subscription/esdbv4] EventStore-Client-Go
+// v4). Both clients speak the same v1 gRPC protocol and have the same
+// shape, but their types are distinct, so what the sources decide lives
+// here and in package subscription once, in types of their own, and the
+// adapter converts at its edge:
 //
 //   - what a client must do for the sources ([Driver], [Session]) and what
 //     it hands back ([Resolved], [Notice]);

@@ -11,10 +11,11 @@ import (
 )
 
 // Driver is the part of the sources that depends on one official client:
-// how it builds clients and what the errors they return mean. Each adapter
+// how it builds clients and what the errors they return mean. Package
+// internal/official implements it once for both clients; each adapter
 // package (kurrent on KurrentDB-Client-Go, subscription/esdbv4 on
-// EventStore-Client-Go v4) implements it in one file, with the [Endpoint] it
-// read of its connection string; package subscription holds everything
+// EventStore-Client-Go v4) builds it in one small file, with the [Endpoint]
+// it read of its connection string; package subscription holds everything
 // else once, over it.
 type Driver interface {
 	// Open builds a client; it does not connect.
