@@ -55,4 +55,5 @@ var names = official.Names{
 	EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 	ExcludeSystemEventsFilter:   kurrentdb.ExcludeSystemEventsFilter,
 	SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+	Recv:                        official.Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
 }

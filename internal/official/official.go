@@ -35,6 +35,46 @@ type Names struct {
 	// ExcludeSystemEventsFilter and SubscriptionSettingsDefault are the
 	// package's functions of these names.
 	ExcludeSystemEventsFilter, SubscriptionSettingsDefault any
+	// Recv is the Recv methods of the package's reads and subscriptions
+	// ([Receivers]).
+	Recv Receivers
+}
+
+// Receivers are the methods that the adapter calls once an event: the Recv
+// methods of a read, of a catch-up subscription and of a persistent one.
+// It calls them directly, not through reflection, which would cost more
+// than the rest of an event's way through the adapter.
+type Receivers struct {
+	read, sub, group reflect.Type // *ReadStream, *Subscription, *PersistentSubscription
+	// Each returns the function that receives the next answer of one
+	// read or subscription.
+	readNext  func(reflect.Value) func() (reflect.Value, error)
+	subNext   func(reflect.Value) func() reflect.Value
+	groupNext func(reflect.Value) func() reflect.Value
+}
+
+// Recvs returns the Receivers of a client package from the method
+// expressions of its Recv methods: (*ReadStream).Recv,
+// (*Subscription).Recv and (*PersistentSubscription).Recv.
+func Recvs[R, E, S, N, G, M any](read func(R) (E, error), sub func(S) N, group func(G) M) Receivers {
+	return Receivers{
+		read: reflect.TypeFor[R](), sub: reflect.TypeFor[S](), group: reflect.TypeFor[G](),
+		readNext: func(v reflect.Value) func() (reflect.Value, error) {
+			r := v.Interface().(R)
+			return func() (reflect.Value, error) {
+				e, err := read(r)
+				return reflect.ValueOf(e), err
+			}
+		},
+		subNext: func(v reflect.Value) func() reflect.Value {
+			s := v.Interface().(S)
+			return func() reflect.Value { return reflect.ValueOf(sub(s)) }
+		},
+		groupNext: func(v reflect.Value) func() reflect.Value {
+			g := v.Interface().(G)
+			return func() reflect.Value { return reflect.ValueOf(group(g)) }
+		},
+	}
 }
 
 // NewDriver returns the [neutral.Driver] of the client that open builds
@@ -71,6 +111,7 @@ func (d driver) Kind(err error) neutral.ErrorKind { return d.kind(err) }
 // the answers that come once an event.
 type shape struct {
 	client reflect.Type // *Client
+	recv   Receivers
 	names  struct {
 		start, end, noStream, anyRevision, revision        reflect.Value
 		backwards, json, eventFilter, streamFilter         reflect.Value
@@ -103,6 +144,7 @@ func newShape(client reflect.Type, names Names) (s *shape, err error) {
 	n.eventFilter, n.streamFilter = l.value(names.EventFilterType, "EventFilterType"), l.value(names.StreamFilterType, "StreamFilterType")
 	n.excludeSystemEvents = l.value(names.ExcludeSystemEventsFilter, "ExcludeSystemEventsFilter")
 	n.settings = l.value(names.SubscriptionSettingsDefault, "SubscriptionSettingsDefault")
+	s.recv = names.Recv
 	s.findEvents(&l)
 	s.findSubscriptions(&l)
 	s.findWrites(&l)
@@ -120,7 +162,9 @@ func newShape(client reflect.Type, names Names) (s *shape, err error) {
 
 // findEvents finds the types and fields of the events a read returns.
 func (s *shape) findEvents(l *lookup) {
-	resolved := l.out(l.out(s.client, "ReadStream", 0), "Recv", 0)
+	read := l.out(s.client, "ReadStream", 0)
+	l.same(s.recv.read, read, "read")
+	resolved := l.out(read, "Recv", 0)
 	s.resolved.event, s.resolved.link, s.resolved.commit = l.field(resolved, "Event"), l.field(resolved, "Link"), l.field(resolved, "Commit")
 	recorded := l.fieldType(resolved, "Event")
 	r := &s.recorded
@@ -133,7 +177,9 @@ func (s *shape) findEvents(l *lookup) {
 // findSubscriptions finds the types and fields of the messages of the
 // catch-up and persistent subscriptions.
 func (s *shape) findSubscriptions(l *lookup) {
-	notice := l.out(l.out(s.client, "SubscribeToAll", 0), "Recv", 0)
+	sub := l.out(s.client, "SubscribeToAll", 0)
+	l.same(s.recv.sub, sub, "catch-up subscription")
+	notice := l.out(sub, "Recv", 0)
 	c := &s.notice
 	c.appeared, c.dropped, c.checkpoint = l.field(notice, "EventAppeared"), l.field(notice, "SubscriptionDropped"), l.field(notice, "CheckPointReached")
 	c.caughtUp, c.fellBehind = l.field(notice, "CaughtUp"), l.field(notice, "FellBehind")
@@ -141,6 +187,7 @@ func (s *shape) findSubscriptions(l *lookup) {
 	s.names.filter = l.fieldType(l.in(s.client, "SubscribeToAll", 1), "Filter")
 
 	group := l.out(s.client, "SubscribeToPersistentSubscriptionToAll", 0)
+	l.same(s.recv.group, group, "persistent subscription")
 	groupNotice := l.out(group, "Recv", 0)
 	g := &s.groupNotice
 	g.appeared, g.dropped = l.field(groupNotice, "EventAppeared"), l.field(groupNotice, "SubscriptionDropped")
@@ -179,6 +226,14 @@ type lookup struct {
 func (l *lookup) fail(format string, args ...any) {
 	if l.err == nil {
 		l.err = fmt.Errorf("%s: "+format+" (the adapter does not know this version of the client)", append([]any{l.pkg}, args...)...)
+	}
+}
+
+// same checks that the type of what [Names.Recv] receives from is the
+// client's.
+func (l *lookup) same(got, want reflect.Type, what string) {
+	if want != nil && got != want {
+		l.fail("Names.Recv receives from a %v as a %s, not from the client's %v", got, what, want)
 	}
 }
 

@@ -26,6 +26,7 @@ var shapes = map[string]func() (*shape, error){
 			Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
 			EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 			ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+			Recv: Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
 		})
 	},
 	"esdb": func() (*shape, error) {
@@ -34,6 +35,7 @@ var shapes = map[string]func() (*shape, error){
 			Backwards: esdb.Backwards, ContentTypeJson: esdb.ContentTypeJson,
 			EventFilterType: esdb.EventFilterType, StreamFilterType: esdb.StreamFilterType,
 			ExcludeSystemEventsFilter: esdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: esdb.SubscriptionSettingsDefault,
+			Recv: Recvs((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv),
 		})
 	},
 }
@@ -157,8 +159,21 @@ func TestNewDriver_refuses_a_client_of_another_shape_in_one_line(t *testing.T) {
 		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
 		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+		Recv: Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
 	})
 	if err == nil || !strings.Contains(err.Error(), "esdb.Start") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+	// Receivers of the other client package.
+	names := Names{
+		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
+		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
+		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
+		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+		Recv: Recvs((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv),
+	}
+	_, err = NewDriver(func() (*kurrentdb.Client, error) { return nil, nil }, nil, names)
+	if err == nil || !strings.Contains(err.Error(), "Names.Recv receives from a *esdb.ReadStream") {
 		t.Fatalf("err = %v", err)
 	}
 }

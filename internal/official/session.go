@@ -184,7 +184,7 @@ func (s session) ReadAll(ctx context.Context, from *projector.Checkpoint, backwa
 	if err != nil {
 		return nil, err
 	}
-	return reader{s.shape, out[0], out[0].MethodByName("Recv")}, nil
+	return reader{s.shape, out[0], s.recv.readNext(out[0])}, nil
 }
 
 func (s *shape) readStream(ctx context.Context, stream string, from, n uint64) request {
@@ -200,21 +200,22 @@ func (s session) ReadStream(ctx context.Context, stream string, from, n uint64) 
 	if err != nil {
 		return nil, err
 	}
-	return reader{s.shape, out[0], out[0].MethodByName("Recv")}, nil
+	return reader{s.shape, out[0], s.recv.readNext(out[0])}, nil
 }
 
-// reader is an open read (a *ReadStream), and its method Recv.
+// reader is an open read (a *ReadStream), and its Recv.
 type reader struct {
 	*shape
-	rs, recv reflect.Value
+	rs   reflect.Value
+	next func() (reflect.Value, error)
 }
 
 func (r reader) Recv() (*neutral.Resolved, error) {
-	out := r.recv.Call(nil)
-	if err := errorOf(out[1]); err != nil {
+	re, err := r.next()
+	if err != nil {
 		return nil, err
 	}
-	return r.resolvedOf(out[0]), nil
+	return r.resolvedOf(re), nil
 }
 
 func (r reader) Close() error {
@@ -246,7 +247,7 @@ func (s session) SubscribeAll(ctx context.Context, o neutral.AllSubscription) (n
 	if err != nil {
 		return nil, err
 	}
-	return &feed{shape: s.shape, sub: out[0], recv: out[0].MethodByName("Recv")}, nil
+	return &feed{shape: s.shape, sub: out[0], next: s.recv.subNext(out[0])}, nil
 }
 
 func (s *shape) subscribeStream(ctx context.Context, stream string, from *uint64, resolveLinks bool) request {
@@ -258,19 +259,20 @@ func (s session) SubscribeStream(ctx context.Context, stream string, from *uint6
 	if err != nil {
 		return nil, err
 	}
-	return &feed{shape: s.shape, sub: out[0], recv: out[0].MethodByName("Recv")}, nil
+	return &feed{shape: s.shape, sub: out[0], next: s.recv.subNext(out[0])}, nil
 }
 
 // feed is an open catch-up subscription (a *Subscription). It is read by
 // one goroutine at a time.
 type feed struct {
 	*shape
-	sub, recv reflect.Value
-	live      bool // the last of CaughtUp and FellBehind was CaughtUp
+	sub  reflect.Value
+	next func() reflect.Value
+	live bool // the last of CaughtUp and FellBehind was CaughtUp
 }
 
 func (f *feed) Recv() neutral.Notice {
-	m := f.recv.Call(nil)[0].Elem()
+	m := f.next().Elem()
 	c := f.notice
 	switch {
 	case !m.Field(c.dropped).IsNil():
@@ -368,18 +370,19 @@ func (s session) SubscribeGroup(ctx context.Context, stream, group string, buffe
 	if err != nil {
 		return nil, err
 	}
-	return groupFeed{s.shape, out[0], out[0].MethodByName("Recv")}, nil
+	return groupFeed{s.shape, out[0], s.recv.groupNext(out[0])}, nil
 }
 
 // groupFeed is an open connection to a group (a *PersistentSubscription),
-// and its method Recv.
+// and its Recv.
 type groupFeed struct {
 	*shape
-	sub, recv reflect.Value
+	sub  reflect.Value
+	next func() reflect.Value
 }
 
 func (g groupFeed) Recv() (*neutral.Resolved, int, error) {
-	m := g.recv.Call(nil)[0].Elem()
+	m := g.next().Elem()
 	n := g.groupNotice
 	switch {
 	case !m.Field(n.dropped).IsNil():
@@ -464,8 +467,8 @@ func (s *shape) recordedOf(v reflect.Value) *neutral.Recorded {
 	e, f := v.Elem(), s.recorded
 	p := e.Field(f.position)
 	return &neutral.Recorded{
-		ID: e.Field(f.id).Interface().(uuid.UUID), Type: e.Field(f.typ).String(), Stream: e.Field(f.stream).String(),
+		ID: *e.Field(f.id).Addr().Interface().(*uuid.UUID), Type: e.Field(f.typ).String(), Stream: e.Field(f.stream).String(),
 		Revision: e.Field(f.number).Uint(), Commit: p.Field(s.position.commit).Uint(), Prepare: p.Field(s.position.prepare).Uint(),
-		Created: e.Field(f.created).Interface().(time.Time), Data: e.Field(f.data).Bytes(), Metadata: e.Field(f.metadata).Bytes(),
+		Created: *e.Field(f.created).Addr().Interface().(*time.Time), Data: e.Field(f.data).Bytes(), Metadata: e.Field(f.metadata).Bytes(),
 	}
 }
