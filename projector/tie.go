@@ -14,10 +14,29 @@ type tieKey struct{ projection, stream string }
 
 // tie is what the engine knows of a tied stream: the document of its first
 // routed event, at revision at; or, with no document, that none of its
-// events before revision scanned routes.
+// events before revision scanned routes; or, undecoded, that its event at
+// revision at, of a type the projection handles, does not decode and its
+// router cannot tell where it goes without its payload, so that the
+// stream's document is not known until it decodes.
 type tie struct {
 	doc         string
 	at, scanned uint64
+	undecoded   bool
+}
+
+// pending reports whether the document of the stream's events after
+// revision rev is unknown: an earlier event that does not decode may name
+// it.
+func (t tie) pending(rev uint64) bool { return t.doc == "" && t.undecoded && t.at < rev }
+
+// pendingError is the error of an event its router declined, in a stream
+// whose document is unknown (pending): it fails, under its projection's
+// failure policy, rather than being left alone while the event that may
+// name its document waits (parked or held) for a fix. Replayed after that
+// event, in log order, it goes where the stream goes.
+func (t tie) pendingError() error {
+	return fmt.Errorf("%w: its router declined it, and the stream's event at revision %d, which does not decode, may name the document "+
+		"it feeds: it waits for that event (replay the parked events, in order, once it decodes)", ErrUnroutable, t.at)
 }
 
 // errTieRead: the stream of a tied event could not be read. It is not the
@@ -95,6 +114,9 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 	if err != nil {
 		return "", true, err
 	}
+	if known.pending(ev.StreamRevision) && handlesType(p, ev.Payload) {
+		return "", true, known.pendingError()
+	}
 	if known.doc == "" || known.at > ev.StreamRevision {
 		return "", false, nil
 	}
@@ -122,6 +144,9 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 			return err
 		}
 	}
+	if known.pending(ev.StreamRevision) {
+		return known.pendingError()
+	}
 	if known.doc == "" || known.at >= ev.StreamRevision {
 		// None of the stream's events up to this one routes: the next
 		// declined one needs no read for them.
@@ -143,7 +168,7 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (tie, error) {
 	k := tieKey{p.Name(), ev.StreamID}
 	known, _ := e.ties.Get(k)
-	if known.doc == "" && known.scanned < ev.StreamRevision {
+	if known.doc == "" && !known.undecoded && known.scanned < ev.StreamRevision {
 		found, err := retry.DoValue(ctx, e.policy, func(ctx context.Context) (tie, error) {
 			return e.readTie(ctx, p, ev.StreamID, known.scanned, ev.StreamRevision)
 		}, e.retryOptions()...)
@@ -158,15 +183,21 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 
 // readTie reads stream from revision from up to before, for the first
 // event p's router routes (an event whose payload does not decode counts
-// where the engine would route it without its payload).
+// where the engine would route it without its payload; one whose document
+// its router cannot tell without it, of a type p handles, ends the read
+// undecoded).
 func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from, before uint64) (tie, error) {
 	found := tie{scanned: from}
 	err := e.readStream(ctx, stream, from, func(ev Event) error {
 		if ev.StreamRevision >= before {
 			return ErrStopRead
 		}
-		if to, ok := e.routeInStream(p, ev); ok {
+		switch to, ok, undecoded := e.routeInStream(p, ev); {
+		case ok:
 			found = tie{doc: to, at: ev.StreamRevision}
+			return ErrStopRead
+		case undecoded:
+			found = tie{at: ev.StreamRevision, scanned: ev.StreamRevision, undecoded: true}
 			return ErrStopRead
 		}
 		found.scanned = ev.StreamRevision + 1
@@ -180,7 +211,7 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 		// none of its events can say where it goes.
 		found = tie{}
 	}
-	if found.doc == "" {
+	if found.doc == "" && !found.undecoded {
 		found.scanned = max(found.scanned, before)
 	}
 	return found, nil
@@ -196,15 +227,16 @@ func (e *Engine) deleted(ctx context.Context, stream string) bool {
 // routeInStream routes ev, read from its stream, in p by its router alone,
 // as the engine routes a delivered event: an event whose payload does not
 // decode goes where the router sends it both without a payload and with the
-// zero one.
-func (e *Engine) routeInStream(p Definition, ev Event) (string, bool) {
+// zero one. undecoded: it does not decode, p handles its type, and the
+// router's answers differ (the engine fails such an event).
+func (e *Engine) routeInStream(p Definition, ev Event) (id string, ok, undecoded bool) {
 	decoded, err := e.registry.Decode(ev)
 	if err == nil {
 		id, ok, err := p.Route(decoded)
-		return id, ok && err == nil
+		return id, ok && err == nil, false
 	}
 	zero := ev
 	zero.Payload, _ = e.registry.zero(ev)
 	id, ok, trusted, _ := routeUndecoded(p.Route, ev, zero)
-	return id, ok && trusted
+	return id, ok && trusted, !trusted && handlesType(p, zero.Payload)
 }

@@ -2,6 +2,8 @@ package projector_test
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/revgate/projector/projector"
@@ -36,5 +38,93 @@ func TestTieStreams_an_undecodable_first_event_of_a_tied_stream_gets_no_document
 		}
 		parked, _ := s.Parked(ctx, "kanban_boards")
 		t.Logf("parked: %+v", parked)
+	}
+}
+
+// cardAddedV1 is the stored form of CardAdded before its board was named
+// BoardID.
+type cardAddedV1 struct{ CardID, Board, Title string }
+
+// kanbanRegistryUpcasting is kanbanRegistry with CardAdded also stored as
+// "CardAddedV1", upcast by up.
+func kanbanRegistryUpcasting(up func(cardAddedV1) (CardAdded, error)) *projector.Registry {
+	r := projector.NewRegistry()
+	projector.Register[BoardOpened](r, "BoardOpened")
+	projector.Register[CardAdded](r, "CardAdded", projector.Upcast("CardAddedV1", up))
+	projector.Register[CardRenamed](r, "CardRenamed")
+	projector.Register[CardMoved](r, "CardMoved")
+	projector.Register[CardArchived](r, "CardArchived")
+	return r
+}
+
+// The first event of a tied stream does not decode (its upcaster fails),
+// and its router reads the payload, so the stream's document is unknown. A
+// later event the router declines must not be left alone as an event of a
+// stream that is not the projection's: it fails too, and a replay in log
+// order after the fix brings the document both.
+func TestTieStreams_a_declined_event_after_an_undecodable_first_event_waits_for_it(t *testing.T) {
+	broken := func(cardAddedV1) (CardAdded, error) { return CardAdded{}, errors.New("the upcaster is wrong") }
+	fixed := func(v cardAddedV1) (CardAdded, error) {
+		return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+	}
+	for _, pol := range []projector.FailurePolicy{projector.Park, projector.Hold, projector.Block} {
+		s := newStore(t)
+		log := projectortest.NewLog(kanbanRegistry())
+		evs := log.MustAppend(t, cardStreams+"z",
+			projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "z", "Board": "b1", "Title": "t"}`)},
+			projector.Event{Type: "CardMoved", Data: []byte(`{"CardID": "z", "Column": "done"}`)},
+			projector.Event{Type: "CardArchived", Data: []byte(`{"CardID": "z"}`)})
+		engine := func(up func(cardAddedV1) (CardAdded, error)) *projector.Engine {
+			e, err := projector.NewEngine(s, kanbanRegistryUpcasting(up), []projector.Definition{boards()}, projector.WithRetry(retry.Default()),
+				projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		ctx := context.Background()
+		e := engine(broken)
+		for i, ev := range evs {
+			rs, err := e.Handle(ctx, ev)
+			if pol == projector.Block {
+				if err == nil {
+					t.Errorf("block: event %d was not refused: %+v", i, rs)
+				}
+				break
+			}
+			if err != nil || len(rs) != 1 || rs[0].Outcome != projector.Parked {
+				t.Errorf("%v: event %d: %+v, %v; want it parked", pol, i, rs, err)
+			}
+		}
+		if pol == projector.Block {
+			continue
+		}
+		// Untied, the declined events fail as well, whichever document
+		// the first one names once it decodes.
+		untied, err := projector.NewEngine(newStore(t), kanbanRegistryUpcasting(broken), []projector.Definition{boardsTying()}, projector.WithRetry(retry.Default()),
+			projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ev := range evs {
+			if rs, err := untied.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome == projector.Applied {
+				t.Errorf("%v, untied: event %d: %+v, %v; want it failed", pol, i, rs, err)
+			}
+		}
+		parked, err := s.Parked(ctx, "kanban_boards")
+		if err != nil || len(parked) != len(evs) {
+			t.Fatalf("%v: parked %+v, %v; want the stream's %d events", pol, parked, err, len(evs))
+		}
+		e = engine(fixed)
+		for _, pe := range parked {
+			if r := e.Replay(ctx, pe); r.Outcome != projector.Applied {
+				t.Errorf("%v: replay of %d@%s: %+v", pol, pe.Event.StreamRevision, pe.Event.StreamID, r)
+			}
+		}
+		var got board
+		if found, _, err := projector.ReadDocument(ctx, s, boards(), "b1", &got); err != nil || !found ||
+			!reflect.DeepEqual(got.Cards["z"], boardCard{Title: "t", Column: "done", Moves: 1, Archived: true}) {
+			t.Errorf("%v: board b1 %+v (found %v, %v)", pol, got, found, err)
+		}
 	}
 }
