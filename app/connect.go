@@ -100,9 +100,20 @@ func closeAbandoned(c eventStore) {
 // says in one line what to do when it does not: nothing listens there (at
 // once, not after the client's discovery gives up), the server does not
 // speak TLS while the connection string asks for it, or it does not answer.
-func probeESDB(ctx context.Context, c eventStore, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func probeESDB(parent context.Context, c eventStore, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	if err := probeESDBWithin(ctx, c, timeout); err != nil && parent.Err() != nil {
+		// Stopped (a signal), not timed out: the command stops as asked.
+		return fmt.Errorf("EventStoreDB at %s: stopped while connecting: %w", c, parent.Err())
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// probeESDBWithin is probeESDB within ctx's deadline of timeout.
+func probeESDBWithin(ctx context.Context, c eventStore, timeout time.Duration) error {
 	if addr, single := c.Address(); single {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {

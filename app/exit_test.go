@@ -83,3 +83,20 @@ func TestStatus_exits_3_when_a_projection_has_stopped(t *testing.T) {
 	}
 	cmd.Stop(t)
 }
+
+// A stop (SIGTERM) that comes while run is starting (connecting, reading
+// its collections and segments) ends it as a stop does later: exit 0, not
+// a failure that blames a server for not answering in time.
+func TestRun_stopped_while_it_starts_exits_0(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond} {
+		cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+		time.Sleep(after)
+		if code := cmd.Stop(t); code != 0 {
+			t.Errorf("stopped after %v: exit %d\n%s", after, code, cmd.Stderr())
+		}
+	}
+}

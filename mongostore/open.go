@@ -50,10 +50,14 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: connect to %s: %w", strings.Join(cs.Hosts, ","), err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := client.Ping(ctx, nil); err != nil {
+	if err := client.Ping(pctx, nil); err != nil {
 		_ = client.Disconnect(context.Background())
+		if ctx.Err() != nil {
+			// Stopped (the caller's context ended), not timed out.
+			return nil, fmt.Errorf("mongostore: stopped while connecting to %s: %w", strings.Join(cs.Hosts, ","), ctx.Err())
+		}
 		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", strings.Join(cs.Hosts, ","), timeout, err)
 	}
 	return client, nil
