@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -281,9 +282,26 @@ func switchReaders(ctx context.Context, store *mongostore.Store, p Projection, b
 func previousText(ctx context.Context, store *mongostore.Store, previous string) string {
 	names, err := store.Database().ListCollectionNames(ctx, map[string]any{"name": previous})
 	if err == nil && len(names) == 0 {
+		if ranUnder(ctx, store, previous) {
+			// It ran, and wrote no document (its events failed, or none
+			// was its).
+			return fmt.Sprintf("the previous collection %s had no document: the projection ran under that name and wrote none", previous)
+		}
 		return fmt.Sprintf("there was no collection %s before: a new projection, or a renamed one, whose old name keeps its collection, checkpoint and parked events", previous)
 	}
 	return fmt.Sprintf("the previous collection %s is kept", previous)
+}
+
+// ranUnder reports whether a runner stored a checkpoint under the name of
+// collection, or one of its segments did.
+func ranUnder(ctx context.Context, store *mongostore.Store, collection string) bool {
+	cps, _ := store.Checkpoints(ctx)
+	for name := range cps {
+		if segment.IsCheckpoint(collection, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // blockedHint adds to err, when an event failed for good under the

@@ -1,9 +1,12 @@
 package app
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -46,5 +49,37 @@ func TestStoppedWith_counts_an_error_until_a_checkpoint_is_stored_after_it(t *te
 		if got := stoppedWith(c.cs); got != c.want {
 			t.Errorf("stoppedWith(%+v) = %q, want %q", c.cs, got, c.want)
 		}
+	}
+}
+
+// What a rebuild says of the collection it switched readers from: none (a
+// new projection, or a renamed one), one that had no document (the
+// projection ran under that name and wrote none), or one kept.
+func TestPreviousText_tells_a_new_projection_from_one_that_wrote_nothing(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	if got := previousText(ctx, store, "fresh"); !strings.Contains(got, "there was no collection fresh before: a new projection") {
+		t.Errorf("never ran: %q", got)
+	}
+	if err := store.SaveCheckpoint(ctx, "ran", projector.Checkpoint{Position: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := previousText(ctx, store, "ran"); got != "the previous collection ran had no document: the projection ran under that name and wrote none" {
+		t.Errorf("ran and wrote nothing: %q", got)
+	}
+	if err := store.SaveCheckpoint(ctx, "segmented/segment-2-of-4", projector.Checkpoint{Position: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if got := previousText(ctx, store, "segmented"); !strings.Contains(got, "had no document") {
+		t.Errorf("ran in segments and wrote nothing: %q", got)
+	}
+	if got := previousText(ctx, store, "segment"); !strings.Contains(got, "there was no collection segment before") {
+		t.Errorf("a name the segments' names begin with: %q", got)
+	}
+	if _, err := store.Database().Collection("kept").InsertOne(ctx, map[string]any{"_id": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := previousText(ctx, store, "kept"); got != "the previous collection kept is kept" {
+		t.Errorf("kept: %q", got)
 	}
 }

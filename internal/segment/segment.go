@@ -56,6 +56,12 @@ func CheckpointName(runner string, k, n int) string {
 	return fmt.Sprintf("%s/segment-%d-of-%d", runner, k, n)
 }
 
+// IsCheckpoint reports whether name is the name of the checkpoint of
+// runner or of one of its segments (CheckpointName's, of any count).
+func IsCheckpoint(runner, name string) bool {
+	return name == runner || strings.HasPrefix(name, runner+"/segment-")
+}
+
 // Rank is the place of member among members in taking segment k when it
 // is free (rendezvous hashing: by FNV-1a of member and k, highest first):
 // the process of rank r tries it once it has been free for r looks, so
