@@ -129,3 +129,35 @@ func TestProve_refuses_a_store_that_has_the_documents_already(t *testing.T) {
 		t.Fatalf("second Prove on the same store: %v", err)
 	}
 }
+
+// A sensor's reading, taken at a time with nanoseconds.
+type readingTaken struct {
+	Sensor string
+	At     time.Time
+}
+
+type lastReading struct{ At time.Time }
+
+// A state that keeps a time with nanoseconds is kept by MongoDB to the
+// millisecond: every event was applied once, and Prove says that the
+// difference is what the store keeps, not redelivery, and how to cure it.
+func TestProve_tells_a_state_the_store_cannot_keep_from_redelivery(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	p := projector.New[lastReading]("last_readings", projector.StreamSuffix("sensor-"))
+	projector.On(p, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At; return s, nil })
+	at := time.Date(2026, 11, 26, 9, 0, 0, 123456789, time.UTC)
+	streams := map[string][]any{"sensor-1": {readingTaken{"1", at}, readingTaken{"1", at.Add(time.Second)}}}
+	store := mongostore.New(mongotest.Database(t))
+	_, err := projectortest.Prove(context.Background(), store, reg, p, streams, projectortest.Delivery{Shuffle: true, Seed: 4, MaxTimes: 3})
+	if !errors.Is(err, projectortest.ErrMismatch) || errors.Is(err, projectortest.ErrNotExactlyOnce) ||
+		!strings.Contains(err.Error(), "not under redelivery") || !strings.Contains(err.Error(), "t.Truncate(time.Millisecond)") {
+		t.Fatalf("err = %v", err)
+	}
+	// Truncated, it is proven.
+	q := projector.New[lastReading]("last_readings_ms", projector.StreamSuffix("sensor-"))
+	projector.On(q, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At.Truncate(time.Millisecond); return s, nil })
+	if _, err := projectortest.Prove(context.Background(), store, reg, q, streams, projectortest.Delivery{Shuffle: true, Seed: 4, MaxTimes: 3}); err != nil {
+		t.Fatal(err)
+	}
+}
