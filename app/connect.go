@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -71,6 +72,21 @@ func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*Store, error) {
 	return OpenStore(ctx, StoreOptions{MongoURI: s.mongo, DataDir: s.dataDir, Database: s.database, Timeout: s.timeout,
 		Embedded: x.Embedded, Logger: logger})
+}
+
+// openStoreToRead opens the read models' database for a command that only
+// reads it (status): a data dir another process serves (a run on the
+// embedded server) is read through that process's server, which its lock
+// names, rather than refused.
+func (x *cli) openStoreToRead(ctx context.Context, s servers, stderr io.Writer) (*Store, error) {
+	store, err := x.openStore(ctx, s, nil)
+	var served interface{ ServedAt() string }
+	if s.mongo == "" && errors.As(err, &served) && served.ServedAt() != "" {
+		fmt.Fprintf(stderr, "%s is served by another process: reading it through its server at %s\n", s.dataDir, served.ServedAt())
+		s.mongo = served.ServedAt()
+		return x.openStore(ctx, s, nil)
+	}
+	return store, err
 }
 
 // dial returns a client of the event store at s.esdb (through

@@ -1,12 +1,15 @@
 package app_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/app/embedmongo"
 	"github.com/revgate/projector/projectortest/e2e"
 )
 
@@ -98,5 +101,39 @@ func TestRun_stopped_while_it_starts_exits_0(t *testing.T) {
 		if code := cmd.Stop(t); code != 0 {
 			t.Errorf("stopped after %v: exit %d\n%s", after, code, cmd.Stderr())
 		}
+	}
+}
+
+// status on the data dir of a run on the embedded server reads it through
+// that run's server, instead of refusing the dir as in use.
+func TestStatus_on_the_data_dir_of_a_running_embedded_server_reads_through_it(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	c.Embedded = embedmongo.Start
+	dir := t.TempDir()
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--data-dir", dir, "--http", "")
+	defer cmd.Stop(t)
+	deadline := time.Now().Add(time.Minute)
+	// Once the run's server listens, its lock says where (a status before
+	// that would take the dir itself).
+	for b, _ := os.ReadFile(filepath.Join(dir, "projector.lock")); !strings.Contains(string(b), "mongodb://"); b, _ = os.ReadFile(filepath.Join(dir, "projector.lock")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's server did not say where it listens:\n%s", cmd.Stderr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		code, out, stderr := run(c, nil, "status", "--data-dir", dir)
+		if code == 0 && strings.Contains(out, "tickets") && strings.Contains(stderr, "is served by another process: reading it through its server at mongodb://") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status: exit %d\n%s\n%s\nrun:\n%s", code, out, stderr, cmd.Stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
 	}
 }

@@ -98,7 +98,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		}
 		defer client.Close()
 	}
-	store, err := x.openStore(ctx, c.servers, nil)
+	store, err := x.openStoreToRead(ctx, c.servers, inv.Stderr)
 	if err != nil {
 		return err
 	}

@@ -53,11 +53,39 @@ type Server struct {
 }
 
 // lockFile is the file in a data dir that the process serving it holds a
-// lock on, with its pid in it.
+// lock on, with its pid in it, and the connection string of its server
+// once it listens.
 const lockFile = "projector.lock"
 
 // ErrDirInUse: another process serves the data dir.
 var ErrDirInUse = errors.New("data dir in use")
+
+// InUseError is the error of a data dir another process serves: it wraps
+// [ErrDirInUse] and says which process, and where its server listens.
+type InUseError struct {
+	Dir, Lock string
+	// PID is the serving process's (0: unknown); URI its server's
+	// connection string ("": not known yet).
+	PID int
+	URI string
+}
+
+func (e *InUseError) Error() string {
+	holder, at, use := "another process", "", "point this one at its server with --mongo"
+	if e.PID > 0 {
+		holder = fmt.Sprintf("process %d", e.PID)
+	}
+	if e.URI != "" {
+		at, use = " at "+e.URI, use+" "+e.URI
+	}
+	return fmt.Sprintf("embedded: %v: %s serves %s%s (its lock is %s): stop it, or %s", ErrDirInUse, holder, e.Dir, at, e.Lock, use)
+}
+
+func (e *InUseError) Unwrap() error { return ErrDirInUse }
+
+// ServedAt is the connection string of the server of the process that
+// serves the data dir ("" when it has not said).
+func (e *InUseError) ServedAt() string { return e.URI }
 
 // lockDir takes the lock of dir, or says which process holds it: two
 // servers on one set of SQLite files would corrupt each other's view.
@@ -69,13 +97,17 @@ func lockDir(dir string) (*flock.Flock, error) {
 		return nil, fmt.Errorf("embedded: lock %s: %w", path, err)
 	}
 	if !ok {
-		holder := "another process"
+		e := &InUseError{Dir: dir, Lock: path}
 		if b, err := os.ReadFile(path); err == nil {
-			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				holder = fmt.Sprintf("process %d", pid)
+			lines := strings.Fields(string(b))
+			if len(lines) > 0 {
+				e.PID, _ = strconv.Atoi(lines[0])
+			}
+			if len(lines) > 1 && strings.HasPrefix(lines[1], "mongodb://") {
+				e.URI = lines[1]
 			}
 		}
-		return nil, fmt.Errorf("embedded: %w: %s serves %s (its lock is %s): stop it, or point this one at its server with --mongo", ErrDirInUse, holder, dir, path)
+		return nil, e
 	}
 	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		l.Unlock()
@@ -148,6 +180,11 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}()
 	s.uri = f.MongoDBURI() // waits for the listener
+	if s.lock != nil {
+		// Another process that finds the dir in use can say where its
+		// server is, and a read-only command can use it.
+		_ = os.WriteFile(s.lock.Path(), []byte(strconv.Itoa(os.Getpid())+"\n"+s.uri+"\n"), 0o644)
+	}
 	return s, nil
 }
 

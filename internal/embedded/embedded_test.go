@@ -61,8 +61,13 @@ func TestStart_a_second_server_on_one_data_dir_is_refused_naming_the_holder(t *t
 		t.Fatal(err)
 	}
 	_, err = embedded.Start(embedded.Config{Dir: dir})
-	if !errors.Is(err, embedded.ErrDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("process %d serves %s", os.Getpid(), dir)) {
-		t.Fatalf("second Start: %v, want ErrDirInUse naming this process", err)
+	if !errors.Is(err, embedded.ErrDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("process %d serves %s at %s", os.Getpid(), dir, first.URI())) ||
+		!strings.HasSuffix(err.Error(), "--mongo "+first.URI()) {
+		t.Fatalf("second Start: %v, want ErrDirInUse naming this process and its server", err)
+	}
+	var inUse *embedded.InUseError
+	if !errors.As(err, &inUse) || inUse.ServedAt() != first.URI() {
+		t.Fatalf("second Start: %#v, want the first server's URI", err)
 	}
 	first.Close()
 	again, err := embedded.Start(embedded.Config{Dir: dir})
