@@ -156,7 +156,10 @@ func TestProve_tells_a_state_the_store_cannot_keep_from_redelivery(t *testing.T)
 	}
 	// Truncated, it is proven.
 	q := projector.New[lastReading]("last_readings_ms", projector.StreamSuffix("sensor-"))
-	projector.On(q, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At.Truncate(time.Millisecond); return s, nil })
+	projector.On(q, func(s lastReading, e readingTaken) (lastReading, error) {
+		s.At = e.At.Truncate(time.Millisecond)
+		return s, nil
+	})
 	if _, err := projectortest.Prove(context.Background(), store, reg, q, streams, projectortest.Delivery{Shuffle: true, Seed: 4, MaxTimes: 3}); err != nil {
 		t.Fatal(err)
 	}
