@@ -91,6 +91,9 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	if err := c.servers.check(inv, false, x.Embedded != nil); err != nil {
 		return err
 	}
+	if c.showParked && c.group != "" && c.esdb == "" {
+		return usageError(inv.Stderr, "--parked with --group needs --esdb: a group parks its events on the server, not in the store")
+	}
 	var client eventStore
 	if c.esdb != "" {
 		if client, err = dial(ctx, c.servers, nil); err != nil {
@@ -103,6 +106,9 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer store.Close()
+	if c.showParked && c.group != "" {
+		return c.printGroupParked(ctx, inv, client, selected)
+	}
 	if c.showParked && c.asJSON {
 		return printParkedJSON(ctx, inv.Stdout, store.Store, selected)
 	}
@@ -422,6 +428,40 @@ func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, 
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// groupParkedJSON is how many events a projection's group has parked.
+type groupParkedJSON struct {
+	Projection string `json:"projection"`
+	Group      string `json:"group"`
+	Parked     int64  `json:"parked"`
+}
+
+// printGroupParked says, for --parked with --group, how many events each
+// projection's group has parked on the server, where a group parks them
+// (run --group keeps none in the store), and how to have them delivered
+// again.
+func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, client eventStore, selected []Projection) error {
+	out := []groupParkedJSON{}
+	for _, p := range selected {
+		st := projectionStatus{Projection: p.Definition.Name()}
+		if err := c.againstGroup(ctx, client, &st); err != nil {
+			return err
+		}
+		out = append(out, groupParkedJSON{st.Projection, st.Group, *st.Parked})
+	}
+	if c.asJSON {
+		enc := json.NewEncoder(inv.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(inv.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECTION\tGROUP\tPARKED ON THE SERVER")
+	for _, g := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Projection, g.Group, g.Parked)
+	}
+	fmt.Fprintf(inv.Stderr, "(a group's parked events are in its parked stream on the server; replay-parked NAME --group %s delivers them again)\n", c.group)
+	return tw.Flush()
 }
 
 // printParked lists the parked events of the projections, one a line under

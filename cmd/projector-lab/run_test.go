@@ -373,6 +373,17 @@ func TestRun_with_a_persistent_group_parks_a_poison_event_and_status_shows_it(t 
 	if code != 0 || strings.Contains(out+errOut, "not started yet") {
 		t.Fatalf("status of a group: exit %d, want 0 and no word of a checkpoint\n%s\n%s", code, out, errOut)
 	}
+	// --parked with --group: the group's parked events, on the server, not
+	// "no parked or held events" from the store, which has none of them.
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector", "--parked"}, common...)...)
+	if code != 0 || !regexp.MustCompile(`cart_details\s+projector-cart_details\s+1\n`).MatchString(out) || strings.Contains(errOut, "no parked") ||
+		!strings.Contains(errOut, "replay-parked NAME --group projector delivers them again") {
+		t.Fatalf("status --parked of a group: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector", "--parked", "--json"}, common...)...)
+	if code != 0 || strings.Join(strings.Fields(out), "") != `[{"projection":"cart_details","group":"projector-cart_details","parked":1}]` {
+		t.Fatalf("status --parked --json of a group: exit %d\n%s\n%s", code, out, errOut)
+	}
 	// A group that does not exist: one line that says what groups are named.
 	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog"}, common...)...)
 	if code != 1 || !strings.Contains(errOut, "no persistent subscription group nog-cart_details: run --group nog creates one per projection") ||
