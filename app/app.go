@@ -215,7 +215,7 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 			return 0
 		case errors.Is(err, ErrUsage):
 			return 2
-		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		case ctx.Err() != nil && errors.Is(err, errStoppedStarting):
 			// Stopped as asked (a signal) before it could finish
 			// starting: what it had begun ends there, and it is no
 			// failure.

@@ -1,6 +1,10 @@
 package app_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,5 +139,37 @@ func TestStatus_on_the_data_dir_of_a_running_embedded_server_reads_through_it(t 
 	}
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+}
+
+// A stop that comes while a command has a real failure to report does not
+// hide it: a command's joined errors (run's, one a projection) that include
+// one the stop caused still exit 1 and are printed. Only run's own "stopped
+// while starting" exits 0.
+func TestRun_a_stop_does_not_hide_a_joined_failure(t *testing.T) {
+	c := config()
+	c.Commands = []app.Command{{Name: "joined", Summary: "x", Run: func(ctx context.Context, inv app.Invocation) error {
+		blocked := errors.New("projection orders: stopped at an event that failed for good")
+		stopped := fmt.Errorf("mongostore: stopped while connecting to 127.0.0.1: %w", ctx.Err())
+		return errors.Join(blocked, stopped)
+	}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal
+	var o, e bytes.Buffer
+	if code := c.Run(ctx, []string{"joined"}, nil, &o, &e); code != 1 || !strings.Contains(e.String(), "failed for good") {
+		t.Fatalf("exit %d, stderr %q: want 1 and the blocked projection's failure", code, e.String())
+	}
+}
+
+// A rebuild stopped before it began rebuilt nothing: it does not exit 0,
+// so that "rebuild && deploy" does not go on.
+func TestRebuild_stopped_before_it_began_does_not_exit_0(t *testing.T) {
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	code := c.Run(ctx, []string{"rebuild", "tickets", "--esdb", "kurrentdb://127.0.0.1:1?tls=false", "--mongo", "mongodb://127.0.0.1:1"}, nil, &o, &e)
+	if code == 0 {
+		t.Fatalf("a rebuild that rebuilt nothing: exit 0, stdout %q stderr %q", o.String(), e.String())
 	}
 }

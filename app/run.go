@@ -195,7 +195,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	}
 	opened, err := x.openStore(ctx, c.servers, logger.With("component", "ferretdb"))
 	if err != nil {
-		return err
+		return startError(ctx, err)
 	}
 	defer opened.Close()
 	if opened.Embedded != nil {
@@ -203,11 +203,11 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	}
 	if err := probeESDB(ctx, client, c.timeout); err != nil {
 		closeClient = func() error { closeAbandoned(client); return nil }
-		return err
+		return startError(ctx, err)
 	}
 	caps, err := opened.Capabilities(ctx)
 	if err != nil {
-		return err
+		return startError(ctx, err)
 	}
 	switch {
 	case caps.AtomicConditionalWrites:
@@ -219,6 +219,19 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	}
 	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)
+}
+
+// errStoppedStarting: run was stopped (a signal) while it started; it
+// exits 0, as a stop does later.
+var errStoppedStarting = errors.New("stopped while starting")
+
+// startError is err, which run met while it started, or errStoppedStarting
+// when ctx ended meanwhile: the stop is what made it fail.
+func startError(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return errStoppedStarting
+	}
+	return err
 }
 
 // session is one run: its settings, its servers, and its projections'
@@ -247,7 +260,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 			// A rebuild in this database then knows the group is this
 			// deployment's.
 			if err := s.store.RecordGroup(ctx, p.Definition.Name(), s.slots[i].groupName); err != nil {
-				return err
+				return startError(ctx, err)
 			}
 		}
 		views[i] = s.slots[i]
@@ -256,10 +269,10 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	// server that cannot do what a projection needs stops them all.
 	for _, sl := range s.slots {
 		if _, err := s.build(sl, nil)(ctx, sl.projection.Definition.Collection()); err != nil {
-			return err
+			return startError(ctx, err)
 		}
 		if err := s.checkSegmentCount(ctx, sl); err != nil {
-			return err
+			return startError(ctx, err)
 		}
 	}
 	runCtx, stopAll := context.WithCancel(ctx)
