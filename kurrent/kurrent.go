@@ -55,5 +55,6 @@ var names = official.Names{
 	EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 	ExcludeSystemEventsFilter:   kurrentdb.ExcludeSystemEventsFilter,
 	SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-	Recv:                        official.Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
+	PerEvent: official.PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
+		(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
 }

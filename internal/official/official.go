@@ -17,6 +17,9 @@ package official
 import (
 	"fmt"
 	"reflect"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/revgate/projector/internal/neutral"
 )
@@ -35,30 +38,36 @@ type Names struct {
 	// ExcludeSystemEventsFilter and SubscriptionSettingsDefault are the
 	// package's functions of these names.
 	ExcludeSystemEventsFilter, SubscriptionSettingsDefault any
-	// Recv is the Recv methods of the package's reads and subscriptions
-	// ([Receivers]).
-	Recv Receivers
+	// PerEvent is the methods the adapter calls once an event ([PerEvent]).
+	PerEvent PerEventCalls
 }
 
-// Receivers are the methods that the adapter calls once an event: the Recv
-// methods of a read, of a catch-up subscription and of a persistent one.
-// It calls them directly, not through reflection, which would cost more
-// than the rest of an event's way through the adapter.
-type Receivers struct {
+// PerEventCalls are the methods that the adapter calls once an event: the
+// Recv methods of a read, of a catch-up subscription and of a persistent
+// one, and the persistent one's Ack and Nack. It calls them directly, not
+// through reflection, which would cost more than the rest of an event's way
+// through the adapter.
+type PerEventCalls struct {
 	read, sub, group reflect.Type // *ReadStream, *Subscription, *PersistentSubscription
+	resolved         reflect.Type // *ResolvedEvent, what Ack and Nack take
 	// Each returns the function that receives the next answer of one
 	// read or subscription.
 	readNext  func(reflect.Value) func() (reflect.Value, error)
 	subNext   func(reflect.Value) func() reflect.Value
 	groupNext func(reflect.Value) func() reflect.Value
+	// settle returns the Ack and Nack of one persistent subscription, on
+	// the client's events (the Handle of a neutral.Resolved).
+	settle func(reflect.Value) (ack func(any) error, nack func(string, neutral.Action, any) error)
 }
 
-// Recvs returns the Receivers of a client package from the method
-// expressions of its Recv methods: (*ReadStream).Recv,
-// (*Subscription).Recv and (*PersistentSubscription).Recv.
-func Recvs[R, E, S, N, G, M any](read func(R) (E, error), sub func(S) N, group func(G) M) Receivers {
-	return Receivers{
-		read: reflect.TypeFor[R](), sub: reflect.TypeFor[S](), group: reflect.TypeFor[G](),
+// PerEvent returns the PerEventCalls of a client package from the method
+// expressions of its methods: (*ReadStream).Recv, (*Subscription).Recv,
+// (*PersistentSubscription).Recv, (*PersistentSubscription).Ack and
+// (*PersistentSubscription).Nack.
+func PerEvent[R, E, S, N, G, M any, A ~int32](read func(R) (E, error), sub func(S) N, group func(G) M,
+	ack func(G, ...E) error, nack func(G, string, A, ...E) error) PerEventCalls {
+	return PerEventCalls{
+		read: reflect.TypeFor[R](), sub: reflect.TypeFor[S](), group: reflect.TypeFor[G](), resolved: reflect.TypeFor[E](),
 		readNext: func(v reflect.Value) func() (reflect.Value, error) {
 			r := v.Interface().(R)
 			return func() (reflect.Value, error) {
@@ -73,6 +82,11 @@ func Recvs[R, E, S, N, G, M any](read func(R) (E, error), sub func(S) N, group f
 		groupNext: func(v reflect.Value) func() reflect.Value {
 			g := v.Interface().(G)
 			return func() reflect.Value { return reflect.ValueOf(group(g)) }
+		},
+		settle: func(v reflect.Value) (func(any) error, func(string, neutral.Action, any) error) {
+			g := v.Interface().(G)
+			return func(handle any) error { return ack(g, handle.(E)) },
+				func(reason string, a neutral.Action, handle any) error { return nack(g, reason, A(a), handle.(E)) }
 		},
 	}
 }
@@ -111,7 +125,7 @@ func (d driver) Kind(err error) neutral.ErrorKind { return d.kind(err) }
 // the answers that come once an event.
 type shape struct {
 	client reflect.Type // *Client
-	recv   Receivers
+	recv   PerEventCalls
 	names  struct {
 		start, end, noStream, anyRevision, revision        reflect.Value
 		backwards, json, eventFilter, streamFilter         reflect.Value
@@ -135,6 +149,9 @@ type shape struct {
 // newShape finds in client (the *Client type) and names what the adapter
 // uses, and builds each request once.
 func newShape(client reflect.Type, names Names) (s *shape, err error) {
+	if client.Kind() != reflect.Pointer {
+		return nil, fmt.Errorf("official: the client is a %v, not a pointer to a client package's Client", client)
+	}
 	s = &shape{client: client}
 	l := lookup{pkg: client.Elem().PkgPath()}
 	n := &s.names
@@ -144,7 +161,7 @@ func newShape(client reflect.Type, names Names) (s *shape, err error) {
 	n.eventFilter, n.streamFilter = l.value(names.EventFilterType, "EventFilterType"), l.value(names.StreamFilterType, "StreamFilterType")
 	n.excludeSystemEvents = l.value(names.ExcludeSystemEventsFilter, "ExcludeSystemEventsFilter")
 	n.settings = l.value(names.SubscriptionSettingsDefault, "SubscriptionSettingsDefault")
-	s.recv = names.Recv
+	s.recv = names.PerEvent
 	s.findEvents(&l)
 	s.findSubscriptions(&l)
 	s.findWrites(&l)
@@ -165,13 +182,18 @@ func (s *shape) findEvents(l *lookup) {
 	read := l.out(s.client, "ReadStream", 0)
 	l.same(s.recv.read, read, "read")
 	resolved := l.out(read, "Recv", 0)
-	s.resolved.event, s.resolved.link, s.resolved.commit = l.field(resolved, "Event"), l.field(resolved, "Link"), l.field(resolved, "Commit")
+	l.same(s.recv.resolved, resolved, "event")
+	ptr, u64 := reflect.Pointer, reflect.TypeFor[uint64]()
+	s.resolved.event, s.resolved.link = l.field(resolved, "Event", ptr), l.field(resolved, "Link", ptr)
+	s.resolved.commit = l.field(resolved, "Commit", reflect.TypeFor[*uint64]())
 	recorded := l.fieldType(resolved, "Event")
-	r := &s.recorded
-	r.id, r.typ, r.stream, r.number = l.field(recorded, "EventID"), l.field(recorded, "EventType"), l.field(recorded, "StreamID"), l.field(recorded, "EventNumber")
-	r.position, r.created, r.data, r.metadata = l.field(recorded, "Position"), l.field(recorded, "CreatedDate"), l.field(recorded, "Data"), l.field(recorded, "UserMetadata")
+	r, str, bytes := &s.recorded, reflect.TypeFor[string](), reflect.TypeFor[[]byte]()
+	r.id, r.typ = l.field(recorded, "EventID", reflect.TypeFor[uuid.UUID]()), l.field(recorded, "EventType", str)
+	r.stream, r.number = l.field(recorded, "StreamID", str), l.field(recorded, "EventNumber", u64)
+	r.position, r.created = l.field(recorded, "Position", reflect.Struct), l.field(recorded, "CreatedDate", reflect.TypeFor[time.Time]())
+	r.data, r.metadata = l.field(recorded, "Data", bytes), l.field(recorded, "UserMetadata", bytes)
 	s.names.position = l.fieldType(recorded, "Position")
-	s.position.commit, s.position.prepare = l.field(s.names.position, "Commit"), l.field(s.names.position, "Prepare")
+	s.position.commit, s.position.prepare = l.field(s.names.position, "Commit", u64), l.field(s.names.position, "Prepare", u64)
 }
 
 // findSubscriptions finds the types and fields of the messages of the
@@ -179,25 +201,30 @@ func (s *shape) findEvents(l *lookup) {
 func (s *shape) findSubscriptions(l *lookup) {
 	sub := l.out(s.client, "SubscribeToAll", 0)
 	l.same(s.recv.sub, sub, "catch-up subscription")
-	notice := l.out(sub, "Recv", 0)
+	notice, ptr := l.out(sub, "Recv", 0), reflect.Pointer
 	c := &s.notice
-	c.appeared, c.dropped, c.checkpoint = l.field(notice, "EventAppeared"), l.field(notice, "SubscriptionDropped"), l.field(notice, "CheckPointReached")
-	c.caughtUp, c.fellBehind = l.field(notice, "CaughtUp"), l.field(notice, "FellBehind")
-	s.dropped = l.field(l.fieldType(notice, "SubscriptionDropped"), "Error")
+	c.appeared = l.field(notice, "EventAppeared", l.out(l.out(s.client, "ReadStream", 0), "Recv", 0))
+	var position any = ptr
+	if s.names.position != nil {
+		position = reflect.PointerTo(s.names.position)
+	}
+	c.dropped, c.checkpoint = l.field(notice, "SubscriptionDropped", ptr), l.field(notice, "CheckPointReached", position)
+	c.caughtUp, c.fellBehind = l.field(notice, "CaughtUp", ptr), l.field(notice, "FellBehind", ptr)
+	s.dropped = l.field(l.fieldType(notice, "SubscriptionDropped"), "Error", reflect.TypeFor[error]())
 	s.names.filter = l.fieldType(l.in(s.client, "SubscribeToAll", 1), "Filter")
 
 	group := l.out(s.client, "SubscribeToPersistentSubscriptionToAll", 0)
 	l.same(s.recv.group, group, "persistent subscription")
 	groupNotice := l.out(group, "Recv", 0)
 	g := &s.groupNotice
-	g.appeared, g.dropped = l.field(groupNotice, "EventAppeared"), l.field(groupNotice, "SubscriptionDropped")
+	g.appeared, g.dropped = l.field(groupNotice, "EventAppeared", ptr), l.field(groupNotice, "SubscriptionDropped", l.fieldType(notice, "SubscriptionDropped"))
 	appeared := l.fieldType(groupNotice, "EventAppeared")
-	g.event, g.retries = l.field(appeared, "Event"), l.field(appeared, "RetryCount")
+	g.event, g.retries = l.field(appeared, "Event", l.out(l.out(s.client, "ReadStream", 0), "Recv", 0)), l.field(appeared, "RetryCount", reflect.Int)
 	s.names.nackAction = l.in(group, "Nack", 1)
 
 	info := l.out(s.client, "GetPersistentSubscriptionInfoToAll", 0)
-	s.info.name, s.info.stats = l.field(info, "GroupName"), l.field(info, "Stats")
-	s.info.parked = l.field(l.fieldType(info, "Stats"), "ParkedMessagesCount")
+	s.info.name, s.info.stats = l.field(info, "GroupName", reflect.TypeFor[string]()), l.field(info, "Stats", ptr)
+	s.info.parked = l.field(l.fieldType(info, "Stats"), "ParkedMessagesCount", reflect.Int64)
 }
 
 // findWrites finds the types and fields of an append.
@@ -212,7 +239,7 @@ func (s *shape) findWrites(l *lookup) {
 	if events := l.in(s.client, "AppendToStream", 3); events != nil {
 		s.names.eventData = events.Elem()
 	}
-	s.written = l.field(l.out(s.client, "AppendToStream", 0), "CommitPosition")
+	s.written = l.field(l.out(s.client, "AppendToStream", 0), "CommitPosition", reflect.TypeFor[uint64]())
 }
 
 // lookup finds methods, fields and names, and keeps the first that is
@@ -229,11 +256,11 @@ func (l *lookup) fail(format string, args ...any) {
 	}
 }
 
-// same checks that the type of what [Names.Recv] receives from is the
+// same checks that the type of what [Names.PerEvent] calls is the
 // client's.
 func (l *lookup) same(got, want reflect.Type, what string) {
 	if want != nil && got != want {
-		l.fail("Names.Recv receives from a %v as a %s, not from the client's %v", got, what, want)
+		l.fail("Names.PerEvent calls a %v as a %s, not the client's %v", got, what, want)
 	}
 }
 
@@ -284,26 +311,40 @@ func (l *lookup) out(t reflect.Type, name string, i int) reflect.Type {
 	return m.Out(i)
 }
 
-// field is the index of field name of the struct t (or *t).
-func (l *lookup) field(t reflect.Type, name string) int {
+// field is the index of field name of the struct t (or *t), which is of
+// the type want (a reflect.Type) or of its kind (a reflect.Kind): what the
+// adapter reads of it.
+func (l *lookup) field(t reflect.Type, name string, want any) int {
 	if t == nil {
 		return 0
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	f, ok := reflect.StructField{}, false
 	if t.Kind() == reflect.Struct {
-		if f, ok := t.FieldByName(name); ok && len(f.Index) == 1 {
-			return f.Index[0]
+		f, ok = t.FieldByName(name)
+	}
+	if !ok || len(f.Index) != 1 {
+		l.fail("%s has no field %s", t, name)
+		return 0
+	}
+	switch w := want.(type) {
+	case reflect.Type:
+		if f.Type != w {
+			l.fail("%s.%s is a %v, not a %v", t, name, f.Type, w)
+		}
+	case reflect.Kind:
+		if f.Type.Kind() != w {
+			l.fail("%s.%s is a %v, not a %v", t, name, f.Type, w)
 		}
 	}
-	l.fail("%s has no field %s", t, name)
-	return 0
+	return f.Index[0]
 }
 
 // fieldType is the type of field name of the struct t (or *t).
 func (l *lookup) fieldType(t reflect.Type, name string) reflect.Type {
-	i := l.field(t, name)
+	i := l.field(t, name, nil)
 	if t == nil || l.err != nil {
 		return nil
 	}

@@ -26,7 +26,8 @@ var shapes = map[string]func() (*shape, error){
 			Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
 			EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 			ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-			Recv: Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
+			PerEvent: PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
+				(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
 		})
 	},
 	"esdb": func() (*shape, error) {
@@ -35,7 +36,8 @@ var shapes = map[string]func() (*shape, error){
 			Backwards: esdb.Backwards, ContentTypeJson: esdb.ContentTypeJson,
 			EventFilterType: esdb.EventFilterType, StreamFilterType: esdb.StreamFilterType,
 			ExcludeSystemEventsFilter: esdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: esdb.SubscriptionSettingsDefault,
-			Recv: Recvs((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv),
+			PerEvent: PerEvent((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv,
+				(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack),
 		})
 	},
 }
@@ -159,21 +161,78 @@ func TestNewDriver_refuses_a_client_of_another_shape_in_one_line(t *testing.T) {
 		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
 		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-		Recv: Recvs((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv),
+		PerEvent: PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
+			(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
 	})
 	if err == nil || !strings.Contains(err.Error(), "esdb.Start") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v", err)
 	}
-	// Receivers of the other client package.
+	// The per-event calls of the other client package.
 	names := Names{
 		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
 		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
 		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
 		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-		Recv: Recvs((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv),
+		PerEvent: PerEvent((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv,
+			(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack),
 	}
 	_, err = NewDriver(func() (*kurrentdb.Client, error) { return nil, nil }, nil, names)
-	if err == nil || !strings.Contains(err.Error(), "Names.Recv receives from a *esdb.ReadStream") {
+	if err == nil || !strings.Contains(err.Error(), "Names.PerEvent calls a *esdb.ReadStream") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// movedClient is KurrentDB-Client-Go as a later version could declare it:
+// every method and name the same, but RecordedEvent.EventNumber an int64.
+type movedClient struct{ *kurrentdb.Client }
+
+type movedRecorded struct {
+	EventID      uuid.UUID
+	EventType    string
+	StreamID     string
+	EventNumber  int64 // uint64 in v1.1.2
+	Position     kurrentdb.Position
+	CreatedDate  time.Time
+	Data         []byte
+	UserMetadata []byte
+}
+
+type movedResolved struct {
+	Event, Link *movedRecorded
+	Commit      *uint64
+}
+
+type movedReadStream struct{}
+
+func (*movedReadStream) Recv() (*movedResolved, error) {
+	return &movedResolved{Event: &movedRecorded{}}, nil
+}
+func (*movedReadStream) Close() {}
+
+type movedGroup struct{}
+
+func (*movedGroup) Recv() *kurrentdb.PersistentSubscriptionEvent               { return nil }
+func (*movedGroup) Ack(...*movedResolved) error                                { return nil }
+func (*movedGroup) Nack(string, kurrentdb.NackAction, ...*movedResolved) error { return nil }
+
+func (*movedClient) ReadStream(context.Context, string, kurrentdb.ReadStreamOptions, uint64) (*movedReadStream, error) {
+	return &movedReadStream{}, nil
+}
+
+// A field whose type moved (not its name) fails NewDriver in one line that
+// names it, rather than panicking on the first event.
+func TestNewDriver_refuses_a_client_whose_field_changed_its_type(t *testing.T) {
+	_, err := NewDriver(func() (*movedClient, error) { return &movedClient{}, nil }, nil, Names{
+		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
+		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
+		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
+		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+		PerEvent: PerEvent((*movedReadStream).Recv, (*kurrentdb.Subscription).Recv, (*movedGroup).Recv, (*movedGroup).Ack, (*movedGroup).Nack),
+	})
+	if err == nil || !strings.Contains(err.Error(), "movedRecorded.EventNumber is a int64, not a uint64") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := NewDriver(func() (kurrentdb.Client, error) { return kurrentdb.Client{}, nil }, nil, Names{}); err == nil || !strings.Contains(err.Error(), "not a pointer") {
+		t.Fatalf("a client that is not a pointer: %v", err)
 	}
 }

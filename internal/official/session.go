@@ -370,7 +370,8 @@ func (s session) SubscribeGroup(ctx context.Context, stream, group string, buffe
 	if err != nil {
 		return nil, err
 	}
-	return groupFeed{s.shape, out[0], s.recv.groupNext(out[0])}, nil
+	ack, nack := s.recv.settle(out[0])
+	return groupFeed{s.shape, out[0], s.recv.groupNext(out[0]), ack, nack}, nil
 }
 
 // groupFeed is an open connection to a group (a *PersistentSubscription),
@@ -379,6 +380,8 @@ type groupFeed struct {
 	*shape
 	sub  reflect.Value
 	next func() reflect.Value
+	ack  func(any) error
+	nack func(string, neutral.Action, any) error
 }
 
 func (g groupFeed) Recv() (*neutral.Resolved, int, error) {
@@ -394,14 +397,10 @@ func (g groupFeed) Recv() (*neutral.Resolved, int, error) {
 	return g.resolvedOf(appeared.Field(n.event)), 1 + max(int(appeared.Field(n.retries).Int()), 0), nil
 }
 
-func (g groupFeed) Ack(re *neutral.Resolved) error {
-	_, err := call(g.sub, "Ack", reflect.ValueOf(re.Handle))
-	return err
-}
+func (g groupFeed) Ack(re *neutral.Resolved) error { return g.ack(re.Handle) }
 
 func (g groupFeed) Nack(reason string, a neutral.Action, re *neutral.Resolved) error {
-	_, err := call(g.sub, "Nack", reflect.ValueOf(reason), reflect.ValueOf(a).Convert(g.names.nackAction), reflect.ValueOf(re.Handle))
-	return err
+	return g.nack(reason, a, re.Handle)
 }
 
 func (s *shape) groupInfo(ctx context.Context, group string) request {

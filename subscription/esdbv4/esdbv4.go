@@ -87,5 +87,6 @@ var names = official.Names{
 	Backwards: esdb.Backwards, ContentTypeJson: esdb.ContentTypeJson,
 	EventFilterType: esdb.EventFilterType, StreamFilterType: esdb.StreamFilterType,
 	ExcludeSystemEventsFilter: esdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: esdb.SubscriptionSettingsDefault,
-	Recv: official.Recvs((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv),
+	PerEvent: official.PerEvent((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv,
+		(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack),
 }
