@@ -280,6 +280,9 @@ func switchReaders(ctx context.Context, store *mongostore.Store, p Projection, b
 // rebuild switched them: kept, or none there (a projection new, or renamed:
 // the old name's collection, checkpoint and parked events stay under it).
 func previousText(ctx context.Context, store *mongostore.Store, previous string) string {
+	// Said after the switch, which a stop does not cut short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	names, err := store.Database().ListCollectionNames(ctx, map[string]any{"name": previous})
 	if err == nil && len(names) == 0 {
 		if ranUnder(ctx, store, previous) {

@@ -42,8 +42,8 @@ func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.
 	case rev >= 0 && rev != last:
 		return fmt.Errorf("%w: %s/%s: revision %d, want %d", ErrMismatch, p.Collection(), id, rev, last)
 	case !reflect.DeepEqual(got, want) && keptEqual(got, want):
-		return fmt.Errorf("%w: %s/%s: %w (BSON keeps a time to the millisecond: truncate the times a handler stores, "+
-			"t.Truncate(time.Millisecond)):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, errNotKept, got, want)
+		return fmt.Errorf("%w: %s/%s: %w (BSON keeps a time to the millisecond and in UTC: store the times a handler keeps as "+
+			"t.UTC().Truncate(time.Millisecond)):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, errNotKept, got, want)
 	case !reflect.DeepEqual(got, want):
 		return fmt.Errorf("%w: %s/%s:\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, got, want)
 	}

@@ -99,11 +99,11 @@ func lockDir(dir string) (*flock.Flock, error) {
 	if !ok {
 		e := &InUseError{Dir: dir, Lock: path}
 		if b, err := os.ReadFile(path); err == nil {
-			lines := strings.Fields(string(b))
-			if len(lines) > 0 {
-				e.PID, _ = strconv.Atoi(lines[0])
-			}
-			if len(lines) > 1 && strings.HasPrefix(lines[1], "mongodb://") {
+			// Lines, each ended by a newline: one being written is not
+			// read.
+			lines := strings.Split(string(b), "\n")
+			e.PID, _ = strconv.Atoi(lines[0])
+			if len(lines) > 2 && strings.HasPrefix(lines[1], "mongodb://") {
 				e.URI = lines[1]
 			}
 		}
@@ -182,8 +182,13 @@ func Start(cfg Config) (*Server, error) {
 	s.uri = f.MongoDBURI() // waits for the listener
 	if s.lock != nil {
 		// Another process that finds the dir in use can say where its
-		// server is, and a read-only command can use it.
-		_ = os.WriteFile(s.lock.Path(), []byte(strconv.Itoa(os.Getpid())+"\n"+s.uri+"\n"), 0o644)
+		// server is, and a read-only command can use it. Written over
+		// the pid's line, not truncated, so that a reader never finds it
+		// empty.
+		if f, err := os.OpenFile(s.lock.Path(), os.O_WRONLY, 0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+s.uri+"\n"), 0)
+			_ = f.Close()
+		}
 	}
 	return s, nil
 }
