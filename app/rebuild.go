@@ -351,7 +351,10 @@ func progress(cp *projector.Checkpoint, start, end uint64, took time.Duration) s
 	switch {
 	case cp == nil:
 		return fmt.Sprintf("no checkpoint stored yet in this run (from position %d, up to %d)", start, end)
-	case cp.Position >= end:
+	case cp.Position > end:
+		// Live traffic since it began: it catches up with the head, now.
+		return fmt.Sprintf("position %d, past %d (the head when it began): catching up with the head", cp.Position, end)
+	case cp.Position == end:
 		return fmt.Sprintf("position %d of %d, about 0s left", cp.Position, end)
 	case cp.Position <= start:
 		return fmt.Sprintf("position %d of %d", cp.Position, end)

@@ -24,7 +24,8 @@ func TestProgress_of_a_rebuild(t *testing.T) {
 		{nil, 300, 900, "no checkpoint stored yet in this run (from position 300, up to 900)"},
 		{at(600), 300, 900, "position 600 of 900, about 10s left"},
 		{at(300), 300, 900, "position 300 of 900"},
-		{at(950), 300, 900, "position 950 of 900, about 0s left"},
+		{at(900), 300, 900, "position 900 of 900, about 0s left"},
+		{at(950), 300, 900, "position 950, past 900 (the head when it began): catching up with the head"},
 	} {
 		if got := progress(c.cp, c.start, c.end, 10*time.Second); got != c.want {
 			t.Errorf("progress(%v, %d, %d) = %q, want %q", c.cp, c.start, c.end, got, c.want)

@@ -24,14 +24,14 @@ func guardedBatches(k keeper) bool {
 // GlobalPosition or HandledIDs): the documents are read with one query,
 // each one's events of the batch folded in memory as the strategy would
 // apply them one by one, and the changed documents written with one bulk
-// write, each conditional on the version read. A document whose fold meets
-// an event the strategy would not simply apply or pass over (a predecessor
-// missing, a step that fails), or whose write misses (another writer moved
-// it), has its events handled one by one instead, with their waits and
-// failure policy. An event whose payload does not decode costs its
-// document a split: its events before it are folded, it goes alone through
-// the per-event path (its failure policy), and its events after it are
-// folded in another round.
+// write, each conditional on the version read. An event that the strategy
+// would not simply apply or pass over (a predecessor missing, as after an
+// event of its stream routed to another document; a second creation; a
+// step that fails), or whose payload does not decode, costs its document a
+// split: its events before it are folded, it goes alone through the
+// per-event path (its wait, its failure policy), and its events after it
+// are folded in another round. A document whose write misses (another
+// writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
 	for docs := b.documents(ids); len(docs) > 0; {
 		docs = b.guardedRound(ctx, p, docs)
@@ -69,8 +69,10 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 		}
 	}
 	unlock := b.lockDocs(p, keep)
-	through = append(through, b.foldGuarded(ctx, p, keep)...)
+	slow, stopped := b.foldGuarded(ctx, p, keep)
 	unlock()
+	through = append(through, slow...)
+	through, rest = splitAt(docs, stopped, through, rest)
 	r.folded(ctx, p, docs, through, nil)
 	r.end()
 	// In the batch's order, so that a document's events go in their order.
@@ -79,6 +81,31 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 		b.slowDoc(ctx, p, d)
 	}
 	return rest
+}
+
+// splitAt moves to the next round (rest) every event of a document of docs
+// from the first one after its fold stopped (stopped: the event's index in
+// the batch, by document), where an event whose payload does not decode
+// may have put later events of it already (through, at the undecodable
+// event, and rest, after it): they come after the fold's stop, in the
+// document's order.
+func splitAt(docs []*docEvents, stopped map[string]int, through, rest []*docEvents) ([]*docEvents, []*docEvents) {
+	if len(stopped) == 0 {
+		return through, rest
+	}
+	after := func(d *docEvents) bool { at, ok := stopped[d.id]; return ok && d.idx[0] > at }
+	through = slices.DeleteFunc(through, after)
+	rest = slices.DeleteFunc(rest, after)
+	for _, d := range docs {
+		at, ok := stopped[d.id]
+		if !ok {
+			continue
+		}
+		if k := slices.Index(d.idx, at); k+1 < len(d.idx) {
+			rest = append(rest, &docEvents{id: d.id, idx: d.idx[k+1:]})
+		}
+	}
+	return through, rest
 }
 
 // firstUndecodable decodes the events of d and returns the place in d of
@@ -112,10 +139,13 @@ func (b *batchRun) lockDocs(p Definition, docs []*docEvents) (unlock func()) {
 // foldGuarded reads docs with one query, folds each one's events and
 // writes the changed ones with one bulk write; it sets the results of the
 // events it settles, and returns the documents whose events must go
-// through the per-event path (nothing written of them).
-func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEvents) (through []*docEvents) {
+// through the per-event path (nothing written of them). A document whose
+// fold stopped at an event is written up to it, the event goes through,
+// and stopped has its index in the batch: its events after it are not
+// handled here.
+func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEvents) (through []*docEvents, stopped map[string]int) {
 	if len(docs) == 0 {
-		return nil
+		return nil, nil
 	}
 	ids := make([]string, len(docs))
 	for i, d := range docs {
@@ -124,16 +154,29 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 	loaded, err := b.docsOf(p).LoadGuardedMany(ctx, p.Collection(), ids, p.newState)
 	if err != nil {
 		b.logger.Warn("batch read failed: its documents' events go through one at a time", "projection", p.Name(), "documents", len(ids), "err", err)
-		return docs
+		return docs, nil
 	}
 	var puts []driver.Put
 	var putDocs []*docEvents
 	var putResults [][]Result
 	for _, d := range docs {
 		cur, found := loaded[d.id]
-		put, results, ok := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
+		put, results, stop := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
+		if stop >= 0 {
+			// Its events before the stop are folded; the stop goes through.
+			if stopped == nil {
+				stopped = map[string]int{}
+			}
+			stopped[d.id] = d.idx[stop]
+			through = append(through, &docEvents{id: d.id, idx: d.idx[stop : stop+1]})
+			if stop == 0 {
+				continue
+			}
+			d = &docEvents{id: d.id, idx: d.idx[:stop]}
+			put, results, _ = foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
+		}
 		switch {
-		case !ok, put == nil && cur.Cached:
+		case put == nil && cur.Cached:
 			// Through the per-event path. (A document whose events are all
 			// duplicates by the cache's word only is read from the server
 			// there.)
@@ -144,7 +187,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 			puts, putDocs, putResults = append(puts, *put), append(putDocs, d), append(putResults, results)
 		}
 	}
-	return append(through, b.putGuarded(ctx, p, puts, putDocs, putResults)...)
+	return append(through, b.putGuarded(ctx, p, puts, putDocs, putResults)...), stopped
 }
 
 // putGuarded writes puts with one bulk write; the events of the documents
@@ -177,27 +220,28 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // foldVersioned folds events idx of versioned document id on what was read
 // of it (cur; found: it exists), as the strategy k would apply them one by
 // one: the put that writes them (nil when none changes it: all
-// duplicates), and their results. ok is false when an event is one the
-// strategy would not simply apply or pass over: a predecessor missing, a
-// second creation, a step that fails.
-func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool) (put *driver.Put, results []Result, ok bool) {
+// duplicates), and their results. stop is the place in idx of the first
+// event the strategy would not simply apply or pass over (a predecessor
+// missing, a second creation, a step that fails), and then put and results
+// are nil; -1 when there is none.
+func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool) (put *driver.Put, results []Result, stop int) {
 	t := tallyOf(k, stored{found: found, meta: cur.Meta})
 	var state any
 	if found {
 		state = cur.State
 	}
 	changed := false
-	for _, i := range idx {
+	for k, i := range idx {
 		ev := events[i]
 		v, err := t.check(ev, p.creates(ev))
 		switch {
 		case err != nil:
-			return nil, nil, false
+			return nil, nil, k
 		case v == duplicate:
 			results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Duplicate})
 			continue
 		case v != apply && v != create:
-			return nil, nil, false
+			return nil, nil, k
 		}
 		from := state
 		if v == create {
@@ -205,14 +249,14 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 		}
 		next, err := p.applyTo(from, ev)
 		if err != nil {
-			return nil, nil, false // under its failure policy, one at a time
+			return nil, nil, k // under its failure policy, one at a time
 		}
 		state, changed = next, true
 		t.record(ev)
 		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
-		return nil, results, true
+		return nil, results, -1
 	}
 	expected := int64(-1)
 	if found {
@@ -220,7 +264,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	}
 	meta := t.meta()
 	meta.Version = cur.Meta.Version + 1
-	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, true
+	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, -1
 }
 
 // batchesWith reports whether a batch can fold the documents of every

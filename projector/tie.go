@@ -36,7 +36,7 @@ func (t tie) pending(rev uint64) bool { return t.doc == "" && t.undecoded && t.a
 // event, in log order, it goes where the stream goes.
 func (t tie) pendingError() error {
 	return fmt.Errorf("%w: its router declined it, and the stream's event at revision %d, which does not decode, may name the document "+
-		"it feeds: it waits for that event (replay the parked events, in order, once it decodes)", ErrUnroutable, t.at)
+		"it feeds: it fails with that event (parked or held, replay them in order once it decodes)", ErrUnroutable, t.at)
 }
 
 // errTieRead: the stream of a tied event could not be read. It is not the
@@ -65,18 +65,28 @@ func (e *Engine) route(ctx context.Context, p Definition, ev Event) (id string, 
 // in log order), as the engine routes them: by p's router, and, in a stream
 // p ties ([Projection.TieStreams]), an event the router declines to the
 // document of the stream's first event before it that the router routes.
-// An event the router cannot route is in none. Each document's events are
+// An event the router cannot route is in none, and so, under a strategy
+// that gates every revision of a stream (RevisionMap, the revision gate),
+// is an event routed to another document than its stream's earlier ones
+// (the engine refuses it: [ErrRoutedAway]). Each document's events are
 // those whose fold it must hold: what projectortest.CheckDocument takes
 // for a document fed by several streams.
 func (p *Projection[S]) Documents(events []Event) map[string][]Event {
 	byDoc := map[string][]Event{}
-	tie := map[string]string{} // stream -> the document of its first routed event
+	tie := map[string]string{}   // stream -> the document of its first routed event
+	first := map[string]string{} // the same, of every stream
+	everyRevision := p.Strategy().k.everyRevision()
 	for _, ev := range events {
 		id, ok, err := p.Route(ev)
 		switch {
 		case err != nil:
 			continue
+		case ok && everyRevision && first[ev.StreamID] != "" && first[ev.StreamID] != id:
+			continue // routed away from its stream's document
 		case ok:
+			if _, seen := first[ev.StreamID]; !seen {
+				first[ev.StreamID] = id
+			}
 			if _, seen := tie[ev.StreamID]; !seen && ties(p, ev.StreamID) {
 				tie[ev.StreamID] = id
 			}
