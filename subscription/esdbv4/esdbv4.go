@@ -31,7 +31,8 @@
 // process, are the protobuf runtime's documented escape hatch, outside its
 // compatibility promise.) This package's tests are such a binary: they run
 // v4 against esdbtest, and the Makefile's test targets pass the flag
-// (BOTH_CLIENTS); go test ./subscription/esdbv4 needs it too.
+// (BOTH_CLIENTS); go test ./subscription/esdbv4 needs it too, and so does
+// go test ./internal/official, whose tests check the adapter on both.
 package esdbv4
 
 import (
