@@ -213,9 +213,10 @@ func anyFailed(lists ...[]Result) bool {
 type batchRun struct {
 	*Engine
 	events  []Event
-	decoded []Event    // the events, with their payloads decoded where ready
-	ready   []bool     // which of decoded have their payloads (see decode)
-	ids     [][]string // per projection, the document of each event ("": none)
+	decoded []Event           // the events, with their payloads decoded where ready
+	ready   []bool            // which of decoded have their payloads (see decode)
+	ids     [][]string        // per projection, the document of each event ("": none)
+	notOurs map[string]uint64 // of the projection being folded (notOursBefore)
 	out     [][]Result
 	failed  bool
 	clock   *storeClock // of the round of a projection's documents in progress, when traced

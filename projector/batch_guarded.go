@@ -33,6 +33,7 @@ func guardedBatches(k keeper) bool {
 // are folded in another round. A document whose write misses (another
 // writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
+	b.notOurs = b.notOursBefore(p, ids)
 	for docs := b.documents(ids); len(docs) > 0; {
 		docs = b.guardedRound(ctx, p, docs)
 		if b.failed {
@@ -81,6 +82,39 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 		b.slowDoc(ctx, p, d)
 	}
 	return rest
+}
+
+// notOursBefore returns, under RevisionMap, for each stream whose events in
+// the batch start at revision 0, how many of its first revisions are not
+// p's: each in the batch, in order, declined by p's router (no document)
+// and of a type p has no handler for (hole.notOurs). A document that has
+// not seen such a stream applies its event at that revision as the
+// stream's first, as the per-event path does once it has read the stream
+// (a trip's request, which names no driver, before its acceptance, which
+// does: every trip's, in a driver summary).
+func (b *batchRun) notOursBefore(p Definition, ids []string) map[string]uint64 {
+	if _, ok := b.keeperOf(p).(revisionMap); !ok {
+		return nil
+	}
+	count := map[string]uint64{}
+	done := map[string]bool{}
+	for i, ev := range b.events {
+		s := ev.StreamID
+		if done[s] {
+			continue
+		}
+		if ev.StreamRevision != count[s] || ids[i] != "" {
+			done[s] = true
+			continue
+		}
+		d, err := b.decode(i)
+		if err != nil || handlesType(p, d.Payload) || failsUnhandled(p, d) {
+			done[s] = true
+			continue
+		}
+		count[s]++
+	}
+	return count
 }
 
 // splitAt moves to the next round (rest) every event of a document of docs
@@ -161,9 +195,10 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 	var putResults [][]Result
 	for _, d := range docs {
 		cur, found := loaded[d.id]
-		put, results, stop := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
+		put, results, stop := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.notOurs)
 		if stop >= 0 {
-			// Its events before the stop are folded; the stop goes through.
+			// Its events before the stop are folded (put, results); the
+			// stop goes through.
 			if stopped == nil {
 				stopped = map[string]int{}
 			}
@@ -173,7 +208,6 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 				continue
 			}
 			d = &docEvents{id: d.id, idx: d.idx[:stop]}
-			put, results, _ = foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found)
 		}
 		switch {
 		case put == nil && cur.Cached:
@@ -222,26 +256,35 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // one: the put that writes them (nil when none changes it: all
 // duplicates), and their results. stop is the place in idx of the first
 // event the strategy would not simply apply or pass over (a predecessor
-// missing, a second creation, a step that fails), and then put and results
-// are nil; -1 when there is none.
-func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool) (put *driver.Put, results []Result, stop int) {
+// missing, a second creation), and then put and results are those of the
+// events before it; -1 when there is none. A step that fails stops it at
+// its first event, with nothing folded. notOurs is, by stream, the
+// revision before which the stream's events are not the projection's (see
+// notOursBefore): the event at it is the first of its stream here.
+func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool, notOurs map[string]uint64) (put *driver.Put, results []Result, stop int) {
+	// The stop first, by the strategy's check alone, so that the handlers
+	// run once, on the events before it: a handler may change the state it
+	// is given in place (a map's entry), which then holds what it applied.
+	stop = checkStop(k, p, events, idx, cur, found, notOurs)
+	folded := idx
+	if stop >= 0 {
+		folded = idx[:stop]
+	}
 	t := tallyOf(k, stored{found: found, meta: cur.Meta})
 	var state any
 	if found {
 		state = cur.State
 	}
 	changed := false
-	for k, i := range idx {
+	for _, i := range folded {
 		ev := events[i]
-		v, err := t.check(ev, p.creates(ev))
-		switch {
-		case err != nil:
-			return nil, nil, k
-		case v == duplicate:
+		v, _ := t.check(ev, p.creates(ev))
+		if v == wait && notOurs[ev.StreamID] == ev.StreamRevision {
+			v = apply // as checkStop found
+		}
+		if v == duplicate {
 			results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Duplicate})
 			continue
-		case v != apply && v != create:
-			return nil, nil, k
 		}
 		from := state
 		if v == create {
@@ -249,14 +292,17 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 		}
 		next, err := p.applyTo(from, ev)
 		if err != nil {
-			return nil, nil, k // under its failure policy, one at a time
+			// Under its failure policy, one at a time: the document's
+			// first event goes through, the rest in another round, on the
+			// document read again (what failed may have changed its state).
+			return nil, nil, 0
 		}
 		state, changed = next, true
 		t.record(ev)
 		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
-		return nil, results, -1
+		return nil, results, stop
 	}
 	expected := int64(-1)
 	if found {
@@ -264,7 +310,31 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	}
 	meta := t.meta()
 	meta.Version = cur.Meta.Version + 1
-	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, -1
+	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop
+}
+
+// checkStop is the place in idx of the first event of document cur that
+// strategy k would not simply apply or pass over (a predecessor missing, a
+// second creation), by its check alone; -1 when there is none. notOurs
+// is as foldVersioned takes it.
+func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Guarded, found bool, notOurs map[string]uint64) int {
+	t := tallyOf(k, stored{found: found, meta: cur.Meta})
+	for j, i := range idx {
+		ev := events[i]
+		v, err := t.check(ev, p.creates(ev))
+		if err == nil && v == wait && ev.StreamRevision > 0 && notOurs[ev.StreamID] == ev.StreamRevision {
+			// The stream's revisions before it are in the batch, none of
+			// them the projection's: it is the stream's first here.
+			v = apply
+		}
+		switch {
+		case err != nil, v != apply && v != create && v != duplicate:
+			return j
+		case v != duplicate:
+			t.record(ev)
+		}
+	}
+	return -1
 }
 
 // batchesWith reports whether a batch can fold the documents of every

@@ -104,3 +104,77 @@ func TestRunner_a_routed_away_event_of_a_tied_stream_costs_its_own_document_only
 		t.Errorf("stats %+v, want 1 parked", st)
 	}
 }
+
+// CardDrafted names no board: a card's first event, before the one that
+// adds it to a board.
+type CardDrafted struct{ CardID string }
+
+// A summary whose streams' first event names no document (a trip's
+// request, before the acceptance that names its driver): the stream's
+// first routed event is at revision 1, after an event the projection
+// neither routes nor handles. Each event is applied once, whatever the
+// workers; and a worker whose batch holds the event before it folds it
+// there, with no read of its stream and no write of its own. (A handler
+// that changes the state's map in place, as the boards' does, applied
+// events twice before the batch's fold stopped running handlers past its
+// stop.)
+func TestRunner_a_stream_whose_first_routed_event_is_not_its_first_folds_in_its_batch(t *testing.T) {
+	reg := kanbanRegistry()
+	projector.Register[CardDrafted](reg, "CardDrafted")
+	log := projectortest.NewLog(reg)
+	r := rand.New(rand.NewPCG(9, 9))
+	var all []projector.Event
+	for b := range 4 {
+		all = append(all, log.MustAppend(t, boardStreams+fmt.Sprint("b", b), BoardOpened{BoardID: fmt.Sprint("b", b), Name: "n"})...)
+	}
+	lives := map[string][]any{}
+	var cards []string
+	for c := range 100 {
+		id := fmt.Sprint("c", c)
+		cards = append(cards, id)
+		lives[id] = []any{CardDrafted{CardID: id}, CardAdded{CardID: id, BoardID: fmt.Sprint("b", c%4), Title: "t"}, CardMoved{CardID: id, Column: "doing"}}
+	}
+	next := map[string]int{}
+	for n := 0; n < 300; {
+		id := cards[r.IntN(len(cards))]
+		if next[id] < len(lives[id]) {
+			all = append(all, log.MustAppend(t, cardStreams+id, lives[id][next[id]])...)
+			next[id]++
+			n++
+		}
+	}
+	decoded := make([]projector.Event, len(all))
+	for i, ev := range all {
+		decoded[i] = ev
+		all[i].Payload = nil // delivered encoded
+	}
+	for _, workers := range []int{1, 4} {
+		base := newStore(t)
+		store := &puttingStore{Store: base}
+		e, err := projector.NewEngine(store, reg, []projector.Definition{boards()}, projector.WithRetry(patient()),
+			projector.WithFailurePolicy(projector.Park), projector.WithParker(base), projector.WithStreamReader(newStreams(all...)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		runner, err := projector.NewRunner("drafted", e, &scripted{events: all}, base, projector.WithWorkers(workers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := all[len(all)-1].Position
+		if err := runUntil(t, runner, func(st projector.RunnerStats) bool { return st.Checkpoint != nil && st.Checkpoint.Position == last }); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		t.Logf("%d workers: %d one-document writes", workers, store.puts.Load())
+		if n := store.puts.Load(); workers == 1 && n > 0 {
+			t.Errorf("1 worker: %d one-document writes, want none: every card's first routed event folds in its batch", n)
+		}
+		for id, evs := range boards().Documents(decoded) {
+			if err := projectortest.CheckDocument(context.Background(), base, boards(), id, evs); err != nil {
+				t.Errorf("%d workers: %v", workers, err)
+			}
+		}
+		if st := runner.Stats(); st.Parked != 0 || st.Failed != 0 || st.Applied != 204 {
+			t.Errorf("%d workers: stats %+v, want 204 applied (the boards' 4 and the cards' 200 routed events)", workers, st)
+		}
+	}
+}
