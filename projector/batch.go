@@ -94,6 +94,8 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 			}
 			if ok {
 				b.ids[k][i] = id
+			} else {
+				e.noteNotOurs(p, ev)
 			}
 		}
 	}
@@ -213,10 +215,10 @@ func anyFailed(lists ...[]Result) bool {
 type batchRun struct {
 	*Engine
 	events  []Event
-	decoded []Event           // the events, with their payloads decoded where ready
-	ready   []bool            // which of decoded have their payloads (see decode)
-	ids     [][]string        // per projection, the document of each event ("": none)
-	notOurs map[string]uint64 // of the projection being folded (notOursBefore)
+	decoded []Event                    // the events, with their payloads decoded where ready
+	ready   []bool                     // which of decoded have their payloads (see decode)
+	ids     [][]string                 // per projection, the document of each event ("": none)
+	notOurs func(stream string) uint64 // of the projection being folded (firstHere)
 	out     [][]Result
 	failed  bool
 	clock   *storeClock // of the round of a projection's documents in progress, when traced

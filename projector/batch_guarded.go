@@ -33,7 +33,7 @@ func guardedBatches(k keeper) bool {
 // are folded in another round. A document whose write misses (another
 // writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
-	b.notOurs = b.notOursBefore(p, ids)
+	b.notOurs = func(stream string) uint64 { n, _ := b.notOursSeen.Peek(tieKey{p.Name(), stream}); return n }
 	for docs := b.documents(ids); len(docs) > 0; {
 		docs = b.guardedRound(ctx, p, docs)
 		if b.failed {
@@ -82,39 +82,6 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 		b.slowDoc(ctx, p, d)
 	}
 	return rest
-}
-
-// notOursBefore returns, under RevisionMap, for each stream whose events in
-// the batch start at revision 0, how many of its first revisions are not
-// p's: each in the batch, in order, declined by p's router (no document)
-// and of a type p has no handler for (hole.notOurs). A document that has
-// not seen such a stream applies its event at that revision as the
-// stream's first, as the per-event path does once it has read the stream
-// (a trip's request, which names no driver, before its acceptance, which
-// does: every trip's, in a driver summary).
-func (b *batchRun) notOursBefore(p Definition, ids []string) map[string]uint64 {
-	if _, ok := b.keeperOf(p).(revisionMap); !ok {
-		return nil
-	}
-	count := map[string]uint64{}
-	done := map[string]bool{}
-	for i, ev := range b.events {
-		s := ev.StreamID
-		if done[s] {
-			continue
-		}
-		if ev.StreamRevision != count[s] || ids[i] != "" {
-			done[s] = true
-			continue
-		}
-		d, err := b.decode(i)
-		if err != nil || handlesType(p, d.Payload) || failsUnhandled(p, d) {
-			done[s] = true
-			continue
-		}
-		count[s]++
-	}
-	return count
 }
 
 // splitAt moves to the next round (rest) every event of a document of docs
@@ -258,10 +225,10 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // event the strategy would not simply apply or pass over (a predecessor
 // missing, a second creation), and then put and results are those of the
 // events before it; -1 when there is none. A step that fails stops it at
-// its first event, with nothing folded. notOurs is, by stream, the
+// its first event, with nothing folded. notOurs gives, by stream, the
 // revision before which the stream's events are not the projection's (see
-// notOursBefore): the event at it is the first of its stream here.
-func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool, notOurs map[string]uint64) (put *driver.Put, results []Result, stop int) {
+// firstHere).
+func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool, notOurs func(stream string) uint64) (put *driver.Put, results []Result, stop int) {
 	// The stop first, by the strategy's check alone, so that the handlers
 	// run once, on the events before it: a handler may change the state it
 	// is given in place (a map's entry), which then holds what it applied.
@@ -279,7 +246,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	for _, i := range folded {
 		ev := events[i]
 		v, _ := t.check(ev, p.creates(ev))
-		if v == wait && notOurs[ev.StreamID] == ev.StreamRevision {
+		if v == wait && firstHere(t, ev, notOurs) {
 			v = apply // as checkStop found
 		}
 		if v == duplicate {
@@ -317,14 +284,12 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 // strategy k would not simply apply or pass over (a predecessor missing, a
 // second creation), by its check alone; -1 when there is none. notOurs
 // is as foldVersioned takes it.
-func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Guarded, found bool, notOurs map[string]uint64) int {
+func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Guarded, found bool, notOurs func(stream string) uint64) int {
 	t := tallyOf(k, stored{found: found, meta: cur.Meta})
 	for j, i := range idx {
 		ev := events[i]
 		v, err := t.check(ev, p.creates(ev))
-		if err == nil && v == wait && ev.StreamRevision > 0 && notOurs[ev.StreamID] == ev.StreamRevision {
-			// The stream's revisions before it are in the batch, none of
-			// them the projection's: it is the stream's first here.
+		if err == nil && v == wait && firstHere(t, ev, notOurs) {
 			v = apply
 		}
 		switch {
@@ -335,6 +300,22 @@ func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Gua
 		}
 	}
 	return -1
+}
+
+// firstHere reports whether ev, which waits for its stream's previous
+// event, is the first of its stream for the document of tally t: the
+// document has not seen the stream, and each of its revisions before ev's
+// was declined by the projection's router and is of a type it has no
+// handler for (notOurs, as the engine noted them: see noteNotOurs). The
+// per-event path moves past such a hole after reading the stream
+// (hole.notOurs); here it needs no read.
+func firstHere(t tally, ev Event, notOurs func(stream string) uint64) bool {
+	rt, ok := t.(*revisionTally)
+	if !ok || notOurs == nil || ev.StreamRevision == 0 || notOurs(ev.StreamID) != ev.StreamRevision {
+		return false
+	}
+	_, seen := rt.d.meta.Revisions[streamKey(ev.StreamID)]
+	return !seen
 }
 
 // batchesWith reports whether a batch can fold the documents of every
@@ -357,4 +338,21 @@ func batchesWith(store driver.Store, keepers map[string]keeper) bool {
 		}
 	}
 	return true
+}
+
+// noteNotOurs notes ev, which p's router declined, when p is under
+// RevisionMap, has no handler for ev's type, and saw the stream's revisions
+// before ev's declined too: a document of p that has not seen the stream
+// then takes the stream's next event as its first (firstHere), as the
+// per-event path does once it has read the stream (a trip's request, which
+// names no driver, before its acceptance, which does: every trip's, in a
+// driver summary).
+func (e *Engine) noteNotOurs(p Definition, ev Event) {
+	if _, ok := e.keeperOf(p).(revisionMap); !ok || handlesType(p, ev.Payload) || failsUnhandled(p, ev) {
+		return
+	}
+	k := tieKey{p.Name(), ev.StreamID}
+	if n, _ := e.notOursSeen.Peek(k); n == ev.StreamRevision {
+		e.notOursSeen.Add(k, n+1)
+	}
 }

@@ -113,8 +113,10 @@ type CardDrafted struct{ CardID string }
 // request, before the acceptance that names its driver): the stream's
 // first routed event is at revision 1, after an event the projection
 // neither routes nor handles. Each event is applied once, whatever the
-// workers; and a worker whose batch holds the event before it folds it
-// there, with no read of its stream and no write of its own. (A handler
+// workers; and once the engine has seen the event before it declined, it
+// folds in its batch, with no read of its stream and no write of its own
+// (with several workers, nearly always: one whose batch comes first goes
+// through the per-event path, as before). (A handler
 // that changes the state's map in place, as the boards' does, applied
 // events twice before the batch's fold stopped running handlers past its
 // stop.)
