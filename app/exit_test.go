@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -171,5 +172,27 @@ func TestRebuild_stopped_before_it_began_does_not_exit_0(t *testing.T) {
 	code := c.Run(ctx, []string{"rebuild", "tickets", "--esdb", "kurrentdb://127.0.0.1:1?tls=false", "--mongo", "mongodb://127.0.0.1:1"}, nil, &o, &e)
 	if code == 0 {
 		t.Fatalf("a rebuild that rebuilt nothing: exit 0, stdout %q stderr %q", o.String(), e.String())
+	}
+}
+
+// status --parked names the document a parked event was meant for (which
+// moved past it), as it names a held one's.
+func TestStatus_parked_names_the_document_of_a_parked_event(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	servers.Append(t, registry(), "ticket/sick", opened{ID: "sick"}, noted{Text: "poison"})
+	c := config(app.Projection{Definition: fragile(&broken), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", "", "--on-failure", "park"}, common...)...)
+	cmd.WaitCheckpoint(t, db, "fragile", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	code, out, stderr := run(c, nil, append([]string{"status", "--parked"}, common...)...)
+	if code != 0 || !regexp.MustCompile(`(?m)^fragile +ticket/sick@1 +ticket\.noted .* sick: .*bug: the poison note`).MatchString(out) ||
+		!strings.Contains(out, "[BUILD] [HELD] DOCUMENT: ERROR") {
+		t.Fatalf("status --parked: exit %d\n%s\n%s", code, out, stderr)
 	}
 }

@@ -467,7 +467,7 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, cli
 // printParked lists the parked events of the projections, one a line under
 // a header, in aligned columns, in the order of parkedInOrder: projection,
 // stream@revision, type, when, attempts, and the error after the build
-// collection it was parked in (and the held document); with none, it says
+// collection it was parked in (and the document: held, or that missed it); with none, it says
 // so on stderr.
 func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Store, selected []Projection) error {
 	n := 0
@@ -487,8 +487,13 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 		}
 		for _, p := range parked {
 			held := ""
-			if p.Held {
+			switch {
+			case p.Held:
 				held = "held " + p.Document + ": "
+			case p.Document != "":
+				// The document that misses the event (a summary's, say):
+				// it moved past it.
+				held = p.Document + ": "
 			}
 			// The build collection, when the event was parked by a
 			// rebuild: the live one goes without saying.
@@ -496,7 +501,7 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 				held = "[" + p.Collection + "] " + held
 			}
 			if n == 0 {
-				fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] HELD DOCUMENT: ERROR")
+				fmt.Fprintln(tw, "PROJECTION\tEVENT\tTYPE\tPARKED AT\tATTEMPTS\t[BUILD] [HELD] DOCUMENT: ERROR")
 			}
 			n++
 			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.StreamID, p.StreamRevision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, strings.ReplaceAll(firstLine(p.Error, "its record in "+mongostore.ParkedCollection), "\t", " "))
