@@ -106,16 +106,28 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer store.Close()
-	if c.showParked && c.group != "" {
-		return c.printGroupParked(ctx, inv, client, selected)
-	}
-	if c.showParked && c.asJSON {
-		return printParkedJSON(ctx, inv.Stdout, store.Store, selected)
-	}
 	if c.showParked {
-		return printParked(ctx, inv.Stdout, inv.Stderr, store.Store, selected)
+		return c.printParked(ctx, inv, store.Store, client, selected)
 	}
-	lines, err := c.statuses(ctx, store.Store, client, selected)
+	return c.print(ctx, inv, store.Store, client, selected)
+}
+
+// printParked prints the parked events of the projections (--parked): the
+// store's, or, with --group, how many each group parked on the server.
+func (c *statusConfig) printParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
+	switch {
+	case c.group != "":
+		return c.printGroupParked(ctx, inv, client, selected)
+	case c.asJSON:
+		return printParkedJSON(ctx, inv.Stdout, store, selected)
+	}
+	return printParked(ctx, inv.Stdout, inv.Stderr, store, selected)
+}
+
+// print prints the status of each projection, as a table or as JSON, and
+// returns an error when one is not running.
+func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
+	lines, err := c.statuses(ctx, store, client, selected)
 	if err != nil {
 		return err
 	}
