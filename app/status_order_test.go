@@ -75,7 +75,7 @@ func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *
 	if err := printParked(ctx, &out, &errOut, store, []Projection{{Definition: def}}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "[tix_r1]") || !strings.Contains(out.String(), "[tix_r2] bad") {
+	if strings.Contains(out.String(), "[tix_r1]") || !strings.Contains(out.String(), "[tix_r2] 7: bad") {
 		t.Errorf("status --parked, readers on tix_r1:\n%s\nwant only the event of tix_r2 tagged with its collection", out.String())
 	}
 }
