@@ -219,6 +219,7 @@ type batchRun struct {
 	ready   []bool                     // which of decoded have their payloads (see decode)
 	ids     [][]string                 // per projection, the document of each event ("": none)
 	notOurs func(stream string) uint64 // of the projection being folded (firstHere)
+	failAt  map[string]int             // by document, the event whose step failed in the round before
 	out     [][]Result
 	failed  bool
 	clock   *storeClock // of the round of a projection's documents in progress, when traced

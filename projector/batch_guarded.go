@@ -34,6 +34,7 @@ func guardedBatches(k keeper) bool {
 // writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
 	b.notOurs = func(stream string) uint64 { n, _ := b.notOursSeen.Peek(tieKey{p.Name(), stream}); return n }
+	b.failAt = nil
 	for docs := b.documents(ids); len(docs) > 0; {
 		docs = b.guardedRound(ctx, p, docs)
 		if b.failed {
@@ -162,7 +163,31 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 	var putResults [][]Result
 	for _, d := range docs {
 		cur, found := loaded[d.id]
-		put, results, stop := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.notOurs)
+		limit := -1
+		if at, ok := b.failAt[d.id]; ok {
+			// A step failed at this event in the round before: folded up
+			// to it, on the document read again.
+			delete(b.failAt, d.id)
+			limit = slices.Index(d.idx, at)
+		}
+		put, results, stop, failed := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.notOurs, limit)
+		if failed > 0 {
+			// A step failed at this event, after handlers changed the
+			// state read: the document's events go to the next round, on
+			// the document read again, folded up to it.
+			if b.failAt == nil {
+				b.failAt = map[string]int{}
+			}
+			b.failAt[d.id] = d.idx[failed]
+			if stopped == nil {
+				stopped = map[string]int{}
+			}
+			stopped[d.id] = d.idx[0] - 1 // all of them, in their order
+			continue
+		}
+		if failed == 0 {
+			stop = 0
+		}
 		if stop >= 0 {
 			// Its events before the stop are folded (put, results); the
 			// stop goes through.
@@ -223,16 +248,20 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // one: the put that writes them (nil when none changes it: all
 // duplicates), and their results. stop is the place in idx of the first
 // event the strategy would not simply apply or pass over (a predecessor
-// missing, a second creation), and then put and results are those of the
-// events before it; -1 when there is none. A step that fails stops it at
-// its first event, with nothing folded. notOurs gives, by stream, the
-// revision before which the stream's events are not the projection's (see
-// firstHere).
-func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool, notOurs func(stream string) uint64) (put *driver.Put, results []Result, stop int) {
+// missing, a second creation; or limit, when set), and then put and
+// results are those of the events before it; -1 when there is none.
+// failed is the place of an event whose step fails, with nothing folded
+// (-1: none). notOurs gives, by stream, the revision before which the
+// stream's events are not the projection's (see firstHere).
+func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool,
+	notOurs func(stream string) uint64, limit int) (put *driver.Put, results []Result, stop, failed int) {
 	// The stop first, by the strategy's check alone, so that the handlers
 	// run once, on the events before it: a handler may change the state it
 	// is given in place (a map's entry), which then holds what it applied.
 	stop = checkStop(k, p, events, idx, cur, found, notOurs)
+	if limit >= 0 && (stop < 0 || limit < stop) {
+		stop = limit
+	}
 	folded := idx
 	if stop >= 0 {
 		folded = idx[:stop]
@@ -243,7 +272,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 		state = cur.State
 	}
 	changed := false
-	for _, i := range folded {
+	for j, i := range folded {
 		ev := events[i]
 		v, _ := t.check(ev, p.creates(ev))
 		if v == wait && firstHere(t, ev, notOurs) {
@@ -259,17 +288,16 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 		}
 		next, err := p.applyTo(from, ev)
 		if err != nil {
-			// Under its failure policy, one at a time: the document's
-			// first event goes through, the rest in another round, on the
-			// document read again (what failed may have changed its state).
-			return nil, nil, 0
+			// Under its failure policy, one at a time; nothing folded here,
+			// for the steps before it may have changed the state read.
+			return nil, nil, -1, j
 		}
 		state, changed = next, true
 		t.record(ev)
 		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
-		return nil, results, stop
+		return nil, results, stop, -1
 	}
 	expected := int64(-1)
 	if found {
@@ -277,7 +305,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	}
 	meta := t.meta()
 	meta.Version = cur.Meta.Version + 1
-	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop
+	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop, -1
 }
 
 // checkStop is the place in idx of the first event of document cur that
@@ -338,6 +366,23 @@ func batchesWith(store driver.Store, keepers map[string]keeper) bool {
 		}
 	}
 	return true
+}
+
+// firstOfStream reports whether ev, which waits for its stream's previous
+// event in a document of p whose revision map is revs, is the stream's
+// first for the document: the engine saw each of the stream's revisions
+// before ev's declined by p's router and of a type p has no handler for
+// (noteNotOurs), and the document has not seen the stream. The batch
+// (firstHere) and the per-event path ask it alike.
+func (e *Engine) firstOfStream(p Definition, ev Event, revs map[string]uint64) bool {
+	if _, ok := e.keeperOf(p).(revisionMap); !ok || ev.StreamRevision == 0 {
+		return false
+	}
+	if n, _ := e.notOursSeen.Peek(tieKey{p.Name(), ev.StreamID}); n != ev.StreamRevision {
+		return false
+	}
+	_, seen := revs[streamKey(ev.StreamID)]
+	return !seen
 }
 
 // noteNotOurs notes ev, which p's router declined, when p is under

@@ -358,6 +358,8 @@ func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unrou
 			unroutable = append(unroutable, unrouted{p, err})
 		case ok:
 			targets = append(targets, target{p, id})
+		default:
+			e.noteNotOurs(p, ev)
 		}
 	}
 	return targets, unroutable

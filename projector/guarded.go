@@ -162,6 +162,9 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 	}
 	read := stored{found: found, meta: meta}
 	v, err := k.check(read, ev, t.p.creates(ev))
+	if err == nil && v == wait && e.firstOfStream(t.p, ev, meta.Revisions) {
+		v = apply // as a batch folds it (firstHere)
+	}
 	switch {
 	case err != nil && v == refuse:
 		return e.refused(ctx, t, ev, err, attempts)

@@ -168,33 +168,17 @@ func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
 
 // Fold applies events in order to the zero state: the read model as it must
 // be after them, computed without any store. Tests compare documents to it.
-// Under the revision gate ([StreamRevision]) it follows the gate's rule for
-// creations: a second creation of a document that holds something fails
-// with [ErrAlreadyCreated], as the engine refuses it, unless its stream
-// starts again at revision 0 (deleted and written again), where the
-// document starts over.
+// A creation ([Create]) makes the state anew: after a stream deleted and
+// written again, as the engine starts its document over. (A second
+// creation of a stream that was not deleted, which the revision gate
+// refuses, cannot be told from the events alone: the fold applies it.)
 func (p *Projection[S]) Fold(events ...Event) (S, error) {
 	var s S
-	_, gated := p.Strategy().k.(streamRevision)
-	seen := map[string]uint64{} // the last revision folded of each stream
 	for _, e := range events {
-		last, again := seen[e.StreamID]
-		switch {
-		case !gated || !p.creates(e) || holdsNothing(p, &s):
-		case e.StreamRevision == 0 && again:
-			// The stream was deleted (or truncated) and written again:
-			// the document starts over, as the engine starts it over.
-			s = *new(S)
-		default:
-			// A second creation: the gate refuses it, rather than let its
-			// state replace what the document holds.
-			return s, fmt.Errorf("projection %q, stream %q, revision %d: %w at revision %d", p.name, e.StreamID, e.StreamRevision, ErrAlreadyCreated, last)
-		}
 		var err error
 		if s, err = p.Apply(s, e); err != nil {
 			return s, fmt.Errorf("projection %q, stream %q, revision %d: %w", p.name, e.StreamID, e.StreamRevision, err)
 		}
-		seen[e.StreamID] = e.StreamRevision
 	}
 	return s, nil
 }

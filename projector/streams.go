@@ -214,6 +214,10 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 		case errors.Is(a.err, errTieRead):
 			routeErr = a.err
 			return ErrStopRead
+		case a.err == nil && a.to == t.id && !found && slices.ContainsFunc(away, func(x routedAway) bool { return x.to != "" }):
+			// Routed here after an earlier event of the stream went to
+			// another document: refused as a stray when it came, as ev
+			// is; it is not late.
 		case a.err == nil && a.to == t.id:
 			late = true
 			return ErrStopRead
