@@ -161,24 +161,8 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 		return step{}, err
 	}
 	read := stored{found: found, meta: meta}
-	v, err := k.check(read, ev, t.p.creates(ev))
-	if err == nil && v == wait && e.firstOfStream(t.p, ev, meta.Revisions) {
-		v = apply // as a batch folds it (firstHere)
-	}
-	switch {
-	case err != nil && v == refuse:
-		return e.refused(ctx, t, ev, err, attempts)
-	case err != nil:
-		return step{}, err
-	case v == duplicate:
-		return step{outcome: Duplicate}, nil
-	case v == wait && (attempts > 1 || e.streams == nil || !k.everyRevision()):
-		return step{}, errNotVisible
-	case v == wait:
-		// Late, or gone from the stream? Asked once, on the first wait.
-		if out, passed, err := e.guardedHole(ctx, t, ev, meta); !passed || err != nil || out.outcome != 0 {
-			return out, err
-		}
+	if out, done, err := e.guardedVerdict(ctx, k, t, ev, read, attempts); done || err != nil {
+		return out, err
 	}
 	var from any
 	if found {
@@ -197,6 +181,32 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 		return step{}, err
 	}
 	return step{outcome: Applied, skipped: skipped}, nil
+}
+
+// guardedVerdict is what the strategy k says of ev in versioned document
+// t as read: done when that settles it (a duplicate, a refusal, a wait, a
+// hole the document moves past with an outcome), else ev applies.
+func (e *Engine) guardedVerdict(ctx context.Context, k keeper, t target, ev Event, read stored, attempts int) (out step, done bool, err error) {
+	v, err := k.check(read, ev, t.p.creates(ev))
+	if err == nil && v == wait && e.firstOfStream(t.p, ev, read.meta.Revisions) {
+		v = apply // as a batch folds it (firstHere)
+	}
+	switch {
+	case err != nil && v == refuse:
+		out, err = e.refused(ctx, t, ev, err, attempts)
+		return out, true, err
+	case err != nil:
+		return step{}, true, err
+	case v == duplicate:
+		return step{outcome: Duplicate}, true, nil
+	case v == wait && (attempts > 1 || e.streams == nil || !k.everyRevision()):
+		return step{}, true, errNotVisible
+	case v == wait:
+		// Late, or gone from the stream? Asked once, on the first wait.
+		out, passed, err := e.guardedHole(ctx, t, ev, read.meta)
+		return out, !passed || err != nil || out.outcome != 0, err
+	}
+	return step{}, false, nil
 }
 
 // passOverGuarded is the state of versioned document t to move past ev,
