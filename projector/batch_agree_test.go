@@ -7,35 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
-
-// A stream deleted and written again goes on from its old revision, and
-// the engine starts its document over at the new creation: CheckDocument,
-// given the stream's events, agrees (Fold applies the creation anew).
-func TestFold_agrees_with_the_engine_on_a_stream_deleted_and_written_again(t *testing.T) {
-	s := newStore(t)
-	reader := &firstRevisions{}
-	e := holeEngine(t, s, reader, projector.Block)
-	log := projectortest.NewLog(cart.Registry())
-	old := log.MustAppend(t, cart.StreamID("d"), cart.ShoppingCartOpened{ShoppingCartID: "d", ClientID: "old", OpenedAt: t0}, add("d", "p", 1), add("d", "q", 2))
-	for _, ev := range old {
-		handle(t, e, ev)
-	}
-	reader.set(cart.StreamID("d"), 3) // deleted, then written again from revision 3
-	again := log.MustAppend(t, cart.StreamID("d"), cart.ShoppingCartOpened{ShoppingCartID: "d", ClientID: "new", OpenedAt: t0}, add("d", "z", 5))
-	for _, ev := range again {
-		if r := handle(t, e, ev)[0]; r.Outcome != projector.Applied {
-			t.Fatalf("%v %v", r.Outcome, r.Err)
-		}
-	}
-	if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), "d", append(old, again...)); err != nil {
-		t.Errorf("CheckDocument flags the engine's (correct) document: %v", err)
-	}
-}
 
 // A stream's first routed event after events the projection neither
 // routes nor handles has one outcome, whether the engine handles it alone

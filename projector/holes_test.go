@@ -212,7 +212,8 @@ func newEngineWith(t *testing.T, s *mongostore.Store, reader projector.StreamRea
 
 // A stream deleted and written again goes on from its old revision. A new
 // creation event starts its document over (the old events are no longer
-// the stream's): not a second creation. Without a reader the engine cannot
+// the stream's): not a second creation, and Fold, over all of the stream's
+// events, agrees. Without a reader the engine cannot
 // tell, and refuses it as one.
 func TestHole_a_stream_deleted_and_written_again_starts_its_document_over(t *testing.T) {
 	for _, withReader := range []bool{true, false} {
@@ -253,6 +254,11 @@ func TestHole_a_stream_deleted_and_written_again_starts_its_document_over(t *tes
 			found, rev, err := projector.ReadDocument(context.Background(), s, cart.NewDetailsProjection(), "d", &got)
 			if err != nil || !found || rev != 4 || got.ClientID != "new" || len(got.ProductItems) != len(want.ProductItems) {
 				t.Fatalf("document %+v at %d (%v), want the fold of the new events %+v at 4", got, rev, err, want)
+			}
+			// The test kit agrees, given all the stream's events: its
+			// fold applies the new creation anew.
+			if err := projectortest.CheckDocument(context.Background(), s, cart.NewDetailsProjection(), "d", append(old, again...)); err != nil {
+				t.Fatalf("CheckDocument: %v", err)
 			}
 			// An old event delivered again is a duplicate.
 			if r := handle(t, e, old[1])[0]; r.Outcome != projector.Duplicate {
