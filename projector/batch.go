@@ -215,11 +215,11 @@ func anyFailed(lists ...[]Result) bool {
 type batchRun struct {
 	*Engine
 	events  []Event
-	decoded []Event                    // the events, with their payloads decoded where ready
-	ready   []bool                     // which of decoded have their payloads (see decode)
-	ids     [][]string                 // per projection, the document of each event ("": none)
-	notOurs func(stream string) uint64 // of the projection being folded (firstHere)
-	failAt  map[string]int             // by document, the event whose step failed in the round before
+	decoded []Event                             // the events, with their payloads decoded where ready
+	ready   []bool                              // which of decoded have their payloads (see decode)
+	ids     [][]string                          // per projection, the document of each event ("": none)
+	firstOf func(Event, map[string]uint64) bool // of the projection being folded (firstHere)
+	failAt  map[string]int                      // by document, the event whose step failed in the round before
 	out     [][]Result
 	failed  bool
 	clock   *storeClock // of the round of a projection's documents in progress, when traced

@@ -33,7 +33,7 @@ func guardedBatches(k keeper) bool {
 // are folded in another round. A document whose write misses (another
 // writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
-	b.notOurs = func(stream string) uint64 { n, _ := b.notOursSeen.Peek(tieKey{p.Name(), stream}); return n }
+	b.firstOf = func(ev Event, revs map[string]uint64) bool { return b.firstOfStream(p, ev, revs) }
 	b.failAt = nil
 	for docs := b.documents(ids); len(docs) > 0; {
 		docs = b.guardedRound(ctx, p, docs)
@@ -170,7 +170,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 			delete(b.failAt, d.id)
 			limit = slices.Index(d.idx, at)
 		}
-		put, results, stop, failed := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.notOurs, limit)
+		put, results, stop, failed := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.firstOf, limit)
 		if failed > 0 {
 			// A step failed at this event, after handlers changed the
 			// state read: the document's events go to the next round, on
@@ -251,14 +251,14 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // missing, a second creation; or limit, when set), and then put and
 // results are those of the events before it; -1 when there is none.
 // failed is the place of an event whose step fails, with nothing folded
-// (-1: none). notOurs gives, by stream, the revision before which the
-// stream's events are not the projection's (see firstHere).
+// (-1: none). firstOf says whether an event is its stream's first for the
+// document (see firstHere).
 func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool,
-	notOurs func(stream string) uint64, limit int) (put *driver.Put, results []Result, stop, failed int) {
+	firstOf func(Event, map[string]uint64) bool, limit int) (put *driver.Put, results []Result, stop, failed int) {
 	// The stop first, by the strategy's check alone, so that the handlers
 	// run once, on the events before it: a handler may change the state it
 	// is given in place (a map's entry), which then holds what it applied.
-	stop = checkStop(k, p, events, idx, cur, found, notOurs)
+	verdicts, stop := checkStop(k, p, events, idx, cur, found, firstOf)
 	if limit >= 0 && (stop < 0 || limit < stop) {
 		stop = limit
 	}
@@ -273,11 +273,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	}
 	changed := false
 	for j, i := range folded {
-		ev := events[i]
-		v, _ := t.check(ev, p.creates(ev))
-		if v == wait && firstHere(t, ev, notOurs) {
-			v = apply // as checkStop found
-		}
+		ev, v := events[i], verdicts[j]
 		if v == duplicate {
 			results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Duplicate})
 			continue
@@ -308,42 +304,38 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop, -1
 }
 
-// checkStop is the place in idx of the first event of document cur that
-// strategy k would not simply apply or pass over (a predecessor missing, a
-// second creation), by its check alone; -1 when there is none. notOurs
-// is as foldVersioned takes it.
-func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Guarded, found bool, notOurs func(stream string) uint64) int {
+// checkStop returns the verdicts of strategy k, by its check alone, on the
+// events of document cur up to stop, the place in idx of the first it
+// would not simply apply or pass over (a predecessor missing, a second
+// creation); -1 when there is none. firstOf is as foldVersioned takes it.
+func checkStop(k keeper, p Definition, events []Event, idx []int, cur driver.Guarded, found bool,
+	firstOf func(Event, map[string]uint64) bool) (verdicts []verdict, stop int) {
 	t := tallyOf(k, stored{found: found, meta: cur.Meta})
+	verdicts = make([]verdict, 0, len(idx))
 	for j, i := range idx {
 		ev := events[i]
 		v, err := t.check(ev, p.creates(ev))
-		if err == nil && v == wait && firstHere(t, ev, notOurs) {
+		if err == nil && v == wait && firstHere(t, ev, firstOf) {
 			v = apply
 		}
 		switch {
 		case err != nil, v != apply && v != create && v != duplicate:
-			return j
+			return verdicts, j
 		case v != duplicate:
 			t.record(ev)
 		}
+		verdicts = append(verdicts, v)
 	}
-	return -1
+	return verdicts, -1
 }
 
 // firstHere reports whether ev, which waits for its stream's previous
-// event, is the first of its stream for the document of tally t: the
-// document has not seen the stream, and each of its revisions before ev's
-// was declined by the projection's router and is of a type it has no
-// handler for (notOurs, as the engine noted them: see noteNotOurs). The
-// per-event path moves past such a hole after reading the stream
-// (hole.notOurs); here it needs no read.
-func firstHere(t tally, ev Event, notOurs func(stream string) uint64) bool {
+// event, is the first of its stream for the document of tally t, as it
+// folds: firstOf (the engine's firstOfStream) on the revisions the tally
+// holds.
+func firstHere(t tally, ev Event, firstOf func(Event, map[string]uint64) bool) bool {
 	rt, ok := t.(*revisionTally)
-	if !ok || notOurs == nil || ev.StreamRevision == 0 || notOurs(ev.StreamID) != ev.StreamRevision {
-		return false
-	}
-	_, seen := rt.d.meta.Revisions[streamKey(ev.StreamID)]
-	return !seen
+	return ok && firstOf != nil && firstOf(ev, rt.d.meta.Revisions)
 }
 
 // batchesWith reports whether a batch can fold the documents of every
@@ -373,7 +365,9 @@ func batchesWith(store driver.Store, keepers map[string]keeper) bool {
 // first for the document: the engine saw each of the stream's revisions
 // before ev's declined by p's router and of a type p has no handler for
 // (noteNotOurs), and the document has not seen the stream. The batch
-// (firstHere) and the per-event path ask it alike.
+// (firstHere) and the per-event path ask it alike. The per-event path
+// would otherwise move past such a hole after reading the stream
+// (hole.notOurs); this needs no read.
 func (e *Engine) firstOfStream(p Definition, ev Event, revs map[string]uint64) bool {
 	if _, ok := e.keeperOf(p).(revisionMap); !ok || ev.StreamRevision == 0 {
 		return false
@@ -393,11 +387,14 @@ func (e *Engine) firstOfStream(p Definition, ev Event, revs map[string]uint64) b
 // names no driver, before its acceptance, which does: every trip's, in a
 // driver summary).
 func (e *Engine) noteNotOurs(p Definition, ev Event) {
-	if _, ok := e.keeperOf(p).(revisionMap); !ok || handlesType(p, ev.Payload) || failsUnhandled(p, ev) {
+	if _, ok := e.keeperOf(p).(revisionMap); !ok {
 		return
 	}
 	k := tieKey{p.Name(), ev.StreamID}
-	if n, _ := e.notOursSeen.Peek(k); n == ev.StreamRevision {
+	// The count first: most declined events are not the next one (routed
+	// twice, by a spreading runner and by its batch), and failsUnhandled
+	// makes a state.
+	if n, _ := e.notOursSeen.Peek(k); n == ev.StreamRevision && !handlesType(p, ev.Payload) && !failsUnhandled(p, ev) {
 		e.notOursSeen.Add(k, n+1)
 	}
 }
