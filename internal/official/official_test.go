@@ -21,14 +21,7 @@ import (
 // packages hold the same names; their suites run the adapter end to end.)
 var shapes = map[string]func() (*shape, error){
 	"kurrentdb": func() (*shape, error) {
-		return newShape(reflect.TypeFor[*kurrentdb.Client](), Names{
-			Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
-			Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
-			EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
-			ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-			PerEvent: PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
-				(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
-		})
+		return newShape(reflect.TypeFor[*kurrentdb.Client](), kurrentdbNames())
 	},
 	"esdb": func() (*shape, error) {
 		return newShape(reflect.TypeFor[*esdb.Client](), Names{
@@ -40,6 +33,19 @@ var shapes = map[string]func() (*shape, error){
 				(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack),
 		})
 	},
+}
+
+// kurrentdbNames are what package kurrentdb declares that the adapter
+// uses, as package kurrent gives them.
+func kurrentdbNames() Names {
+	return Names{
+		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
+		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
+		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
+		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
+		PerEvent: PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
+			(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
+	}
 }
 
 // recordedOfClient builds the client's *RecordedEvent with the fields of
@@ -156,26 +162,16 @@ func TestNewDriver_refuses_a_client_of_another_shape_in_one_line(t *testing.T) {
 	}
 	// A name of the other client package is of another type: the dry run
 	// of the requests finds it.
-	_, err = NewDriver(func() (*kurrentdb.Client, error) { return nil, nil }, nil, Names{
-		Start: esdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
-		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
-		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
-		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-		PerEvent: PerEvent((*kurrentdb.ReadStream).Recv, (*kurrentdb.Subscription).Recv, (*kurrentdb.PersistentSubscription).Recv,
-			(*kurrentdb.PersistentSubscription).Ack, (*kurrentdb.PersistentSubscription).Nack),
-	})
+	wrong := kurrentdbNames()
+	wrong.Start = esdb.Start{}
+	_, err = NewDriver(func() (*kurrentdb.Client, error) { return nil, nil }, nil, wrong)
 	if err == nil || !strings.Contains(err.Error(), "esdb.Start") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v", err)
 	}
 	// The per-event calls of the other client package.
-	names := Names{
-		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
-		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
-		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
-		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-		PerEvent: PerEvent((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv,
-			(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack),
-	}
+	names := kurrentdbNames()
+	names.PerEvent = PerEvent((*esdb.ReadStream).Recv, (*esdb.Subscription).Recv, (*esdb.PersistentSubscription).Recv,
+		(*esdb.PersistentSubscription).Ack, (*esdb.PersistentSubscription).Nack)
 	_, err = NewDriver(func() (*kurrentdb.Client, error) { return nil, nil }, nil, names)
 	if err == nil || !strings.Contains(err.Error(), "Names.PerEvent calls a *esdb.ReadStream") {
 		t.Fatalf("err = %v", err)
@@ -222,13 +218,9 @@ func (*movedClient) ReadStream(context.Context, string, kurrentdb.ReadStreamOpti
 // A field whose type moved (not its name) fails NewDriver in one line that
 // names it, rather than panicking on the first event.
 func TestNewDriver_refuses_a_client_whose_field_changed_its_type(t *testing.T) {
-	_, err := NewDriver(func() (*movedClient, error) { return &movedClient{}, nil }, nil, Names{
-		Start: kurrentdb.Start{}, End: kurrentdb.End{}, NoStream: kurrentdb.NoStream{}, Any: kurrentdb.Any{},
-		Revision: kurrentdb.Revision, Backwards: kurrentdb.Backwards, ContentTypeJson: kurrentdb.ContentTypeJson,
-		EventFilterType: kurrentdb.EventFilterType, StreamFilterType: kurrentdb.StreamFilterType,
-		ExcludeSystemEventsFilter: kurrentdb.ExcludeSystemEventsFilter, SubscriptionSettingsDefault: kurrentdb.SubscriptionSettingsDefault,
-		PerEvent: PerEvent((*movedReadStream).Recv, (*kurrentdb.Subscription).Recv, (*movedGroup).Recv, (*movedGroup).Ack, (*movedGroup).Nack),
-	})
+	moved := kurrentdbNames()
+	moved.PerEvent = PerEvent((*movedReadStream).Recv, (*kurrentdb.Subscription).Recv, (*movedGroup).Recv, (*movedGroup).Ack, (*movedGroup).Nack)
+	_, err := NewDriver(func() (*movedClient, error) { return &movedClient{}, nil }, nil, moved)
 	if err == nil || !strings.Contains(err.Error(), "movedRecorded.EventNumber is a int64, not a uint64") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v", err)
 	}
