@@ -511,6 +511,9 @@ type folder struct {
 	readFrom uint64
 	broken   bool
 	readErr  error
+	// spoiled: a handler failed on the state, which it may have changed in
+	// place: nothing folded here may be written.
+	spoiled bool
 }
 
 func newFolder(k keeper, p Definition, id string, cur driver.Loaded, found bool) *folder {
@@ -531,12 +534,14 @@ func (fd *folder) step(ev Event) verdict {
 	case create:
 		next, err := fd.p.applyTo(nil, ev)
 		if err != nil {
+			fd.spoiled = true
 			return wait
 		}
 		fd.state, fd.found, fd.f.write.Insert = next, true, true
 	case apply:
 		next, err := fd.p.applyTo(fd.state, ev)
 		if err != nil {
+			fd.spoiled = true
 			return wait
 		}
 		fd.state = next

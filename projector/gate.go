@@ -458,7 +458,7 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 // in place before it failed), read again; ev is parked first.
 func (e *Engine) passOver(ctx context.Context, t target, ev Event, rev uint64, skipped error, attempts int) (any, error) {
 	fresh := t.p.newState()
-	if now, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, ev.StreamRevision-1, fresh); err != nil {
+	if now, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, rev, fresh); err != nil {
 		return nil, err
 	} else if !found || now.Revision != rev {
 		return nil, errMoved
@@ -526,11 +526,15 @@ func (e *Engine) stepOverHole(ctx context.Context, k keeper, t target, ev Event,
 	if err != nil {
 		return step{}, err
 	}
-	if skipped != nil {
-		next = from // the event failed too, and the policy moves past it
-		if next == nil {
-			next = t.p.newState()
+	switch {
+	case skipped != nil && read.found:
+		// The event failed too, and the policy moves past it, with the
+		// state as stored: the step may have changed the one read in place.
+		if next, err = e.passOver(ctx, t, ev, read.rev, skipped, attempts); err != nil {
+			return step{}, err
 		}
+	case skipped != nil:
+		next = t.p.newState()
 		if err := e.park(ctx, t, ev, skipped, attempts); err != nil {
 			return step{}, err
 		}

@@ -200,6 +200,41 @@ func TestHole_a_late_predecessor_is_waited_for(t *testing.T) {
 	}
 }
 
+// An event after a hole whose step fails, under park, moves its document
+// past both with the state as stored, not as the failing step left it: a
+// handler may change the state's map in place before it fails.
+func TestHole_a_failing_step_after_a_hole_moves_past_it_with_the_state_stored(t *testing.T) {
+	s := newStore(t)
+	reader := &firstRevisions{}
+	quick := retry.Default()
+	quick.InitialDelay, quick.MaxRetries = 5*time.Millisecond, 3
+	e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{cardsInPlace()}, projector.WithRetry(quick),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(reader))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(kanbanRegistry())
+	evs := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", Title: "t"}, CardMoved{CardID: "z", Column: "doing"},
+		CardMoved{CardID: "z", Column: "gone"}, CardMoved{CardID: "z", Column: "bad"})
+	reader.set(cardStreams+"z", 3) // revision 2 is gone from the stream
+	for _, ev := range []projector.Event{evs[0], evs[1], evs[3]} {
+		rs, err := e.Handle(context.Background(), ev)
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("%s@%d: %v %v", ev.Type, ev.StreamRevision, rs, err)
+		}
+		if want := map[bool]projector.Outcome{false: projector.Applied, true: projector.Parked}[ev.StreamRevision == 3]; rs[0].Outcome != want {
+			t.Fatalf("%s@%d: %v %v, want %v", ev.Type, ev.StreamRevision, rs[0].Outcome, rs[0].Err, want)
+		}
+	}
+	var got board
+	if _, rev, err := projector.ReadDocument(context.Background(), s, cardsInPlace(), "z", &got); err != nil || rev != 3 {
+		t.Fatalf("revision %d (%v), want 3", rev, err)
+	}
+	if want := (boardCard{Title: "t", Column: "doing", Moves: 1}); got.Cards["z"] != want {
+		t.Errorf("card %+v, want %+v: the failed move's change was written", got.Cards["z"], want)
+	}
+}
+
 func newEngineWith(t *testing.T, s *mongostore.Store, reader projector.StreamReader) *projector.Engine {
 	t.Helper()
 	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},

@@ -283,6 +283,9 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 			return ErrStopRead
 		}
 		if fd.step(decoded) != apply {
+			// A handler that failed may have changed the state in place:
+			// the document goes through the gate, as after a failed read.
+			fd.broken = fd.spoiled
 			return ErrStopRead
 		}
 		if tracing {
@@ -292,14 +295,17 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 		return nil
 	})
 	fd.readErr = err
-	if err == nil {
-		b.folded.Add(1)
-	}
-	if err != nil {
+	switch {
+	case err != nil:
 		// A projection's step may change the state in place: what was
 		// folded cannot be undone, so the document goes through the gate.
 		fd.broken = true
 		b.logger.Debug("reading a stream to fold it failed; its events go through the gate", "projection", p.Name(),
 			"stream", stream, "folded", fd.extended, "err", err)
+	case fd.broken:
+		b.logger.Debug("a step failed in a stream's fold; its events go through the gate", "projection", p.Name(),
+			"stream", stream, "folded", fd.extended)
+	default:
+		b.folded.Add(1)
 	}
 }

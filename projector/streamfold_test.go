@@ -269,6 +269,85 @@ func TestStreamFold_stops_before_a_failing_event_and_survives_a_failed_read(t *t
 	}
 }
 
+// cardsInPlace is a projection of one document per card whose CardMoved
+// handler changes the state's map in place and then fails on column "bad".
+func cardsInPlace() *projector.Projection[board] {
+	p := projector.New[board]("cards_in_place", func(ev projector.Event) (string, bool) {
+		switch pl := ev.Payload.(type) {
+		case CardAdded:
+			return pl.CardID, true
+		case CardMoved:
+			return pl.CardID, true
+		}
+		return "", false
+	})
+	projector.On(p, func(s board, e CardAdded) (board, error) {
+		s.Cards = map[string]boardCard{e.CardID: {Title: e.Title, Column: "todo"}}
+		return s, nil
+	})
+	projector.On(p, func(s board, e CardMoved) (board, error) {
+		c := s.Cards[e.CardID]
+		c.Column, c.Moves = e.Column, c.Moves+1
+		s.Cards[e.CardID] = c // in place, before it finds the column bad
+		if e.Column == "bad" {
+			return s, errors.New("no such column")
+		}
+		return s, nil
+	})
+	return p
+}
+
+// A handler may change the state's map in place and then fail (ordinary
+// Go: s.Cards[id] = c, then a domain error). A stream fold that reads ahead
+// and meets such a step writes nothing of it: the document goes through the
+// gate, which parks the event, and ends as the one-at-a-time engine leaves
+// it, without the failed move.
+func TestStreamFold_a_step_that_fails_after_changing_the_state_in_place_writes_none_of_it(t *testing.T) {
+	log := projectortest.NewLog(kanbanRegistry())
+	evs := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", Title: "t"}, CardMoved{CardID: "z", Column: "doing"},
+		CardMoved{CardID: "z", Column: "bad"}, CardMoved{CardID: "z", Column: "done"})
+	ctx := context.Background()
+	cards := map[string]boardCard{}
+	for _, folds := range []bool{true, false} {
+		s := newStore(t)
+		opts := []projector.Option{projector.WithRetry(patient()), projector.WithFailurePolicy(projector.Park), projector.WithParker(s)}
+		if folds {
+			opts = append(opts, projector.WithStreamReader(newStreams(evs...)))
+		}
+		e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{cardsInPlace()}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := evs
+		if folds {
+			// The catch-up's batch holds the first two; the stream fold
+			// reads the rest, and stops at the failing move.
+			e.HandleBatch(ctx, evs[:2])
+			var mid board
+			if _, rev, err := projector.ReadDocument(ctx, s, cardsInPlace(), "z", &mid); err != nil || mid.Cards["z"].Column == "bad" {
+				t.Errorf("after the batch, at revision %d (%v): %+v; the failed move was written", rev, err, mid.Cards["z"])
+			}
+			rest = evs[2:]
+		}
+		for _, ev := range rest {
+			if _, err := e.Handle(ctx, ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got board
+		if _, rev, err := projector.ReadDocument(ctx, s, cardsInPlace(), "z", &got); err != nil || rev != 3 {
+			t.Fatalf("folds=%v: revision %d (%v), want 3", folds, rev, err)
+		}
+		cards[fmt.Sprint(folds)] = got.Cards["z"]
+	}
+	want := boardCard{Title: "t", Column: "done", Moves: 2} // doing, done: the bad move parked
+	for folds, c := range cards {
+		if c != want {
+			t.Errorf("stream folds %s: card %+v, want %+v", folds, c, want)
+		}
+	}
+}
+
 // Another engine (another process) handling the same events one at a time,
 // at the same time, leaves every document the fold: the stream fold's write
 // is conditional like every other.
