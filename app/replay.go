@@ -300,7 +300,7 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 	switch res.Outcome {
 	case projector.Applied:
 	case projector.Duplicate:
-		fmt.Fprintf(r.stdout, "  already applied: %s@%d (%s): an earlier replay wrote it, or a rebuild folded it\n", pe.StreamID, pe.StreamRevision, pe.Type)
+		fmt.Fprintf(r.stdout, "  already applied, or nothing to apply: %s@%d (%s): an earlier replay wrote it, a rebuild folded it, or the projection no longer takes it\n", pe.StreamID, pe.StreamRevision, pe.Type)
 	default:
 		why = res.Err
 		r.failed++

@@ -509,6 +509,9 @@ func (e *Engine) passHole(ctx context.Context, k keeper, t target, ev Event, app
 	if !h.notOurs && !e.movesPastHole(t.p) {
 		return step{}, rev, true, retry.Permanent(gone)
 	}
+	if held, err := e.holdAtHole(ctx, t, ev, h); held || err != nil {
+		return step{}, rev, true, err
+	}
 	read := stored{found: found, rev: head.Revision, stream: head.Stream}
 	out, err = e.stepOverHole(ctx, k, t, ev, apply, attempts, h, gone, read, state)
 	return out, rev, true, err

@@ -147,6 +147,9 @@ func (e *Engine) guardedHole(ctx context.Context, t target, ev Event, meta drive
 	if !h.notOurs && !e.movesPastHole(t.p) {
 		return step{}, true, retry.Permanent(gone)
 	}
+	if held, err := e.holdAtHole(ctx, t, ev, h); held || err != nil {
+		return step{}, true, err
+	}
 	if err := e.parkHole(ctx, t, ev, h, gone); err != nil {
 		return step{}, true, err
 	}

@@ -190,6 +190,35 @@ func (e *Engine) holdFailed(ctx context.Context, t target, ev Event, r Result) R
 	return r
 }
 
+// holdAtHole holds document t, under [Hold], at the first event of hole h
+// that could not be routed when it came (parked then with no document): t,
+// fed by its stream, needs it, and a fix can route it, so that t waits
+// before it as before any event that fails, instead of moving past it. The
+// record names t now, held; the event t is at fails with [ErrHeld], which
+// holds it behind (see holdFailed). held is false when there is no such
+// event, or the policy is another.
+func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (held bool, err error) {
+	if e.policyOf(t.p) != Hold {
+		return false, nil
+	}
+	i := slices.IndexFunc(h.away, func(a routedAway) bool { return a.to == "" && a.err != nil })
+	if i < 0 {
+		return false, nil
+	}
+	a := h.away[i]
+	rec := parkedOf(t, a.ev, a.err, 1)
+	rec.Held = true
+	if _, err := e.parker.Park(ctx, rec); err != nil {
+		return false, fmt.Errorf("holding the document: %w", err)
+	}
+	e.holds.mu.Lock()
+	e.holds.docs[t.key()] = true
+	e.holds.mu.Unlock()
+	e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
+		"projection", t.p.Name(), "document", t.id, "stream", a.ev.StreamID, "revision", a.ev.StreamRevision, "err", a.err)
+	return true, retry.Permanent(fmt.Errorf("%w: revision %d of stream %q, which could not be routed: %w", ErrHeld, a.ev.StreamRevision, a.ev.StreamID, a.err))
+}
+
 // holdBehind records ev behind the event that holds document t, unless the
 // document has ev's effect already (a duplicate).
 func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {

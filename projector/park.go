@@ -96,16 +96,20 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 }
 
 // replayUnrouted replays an event parked because p could not route it: no
-// document counts it, so once p routes it, it goes through the gate as if
-// delivered now. A document that has its effect already (the event was
-// delivered again and routed since) counts as replayed.
+// document counts it (one that moved past it names it since: see
+// parkHole), so once p routes it, it goes through the gate as if delivered
+// now. A document that has its effect already (the event was delivered
+// again and routed since) counts as replayed, and so does an event p no
+// longer wants (Duplicate: there is nothing to apply).
 func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
 	id, ok, err := e.route(ctx, p, ev)
 	switch {
 	case err != nil:
 		return e.fail(target{p: p}, ev, permanent(err))
 	case !ok:
-		return e.fail(target{p: p}, ev, permanent(fmt.Errorf("%w: the projection no longer wants the event", ErrUnroutable)))
+		// The projection no longer wants it (its upcaster drops it, or
+		// its router declines it): nothing to apply, and nothing waits.
+		return Result{Projection: p.Name(), Outcome: Duplicate}
 	}
 	r := e.keeperOf(p).handle(ctx, e, target{p, id}, ev, nil)
 	if r.Outcome == Duplicate {
@@ -142,13 +146,21 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		return nil
 	}
 	for _, a := range h.away {
-		if a.to != "" || a.err != nil {
-			// Another document's to handle (it is a stray there), or
-			// parked when it came, with no document (unroutable).
-			continue
+		var cause error
+		switch {
+		case a.to != "":
+			continue // another document's to handle (it is a stray there)
+		case a.err != nil:
+			// Parked when it came, with no document (unroutable): the
+			// record now names the document that moved past it without
+			// its effect, so that a replay applies it there (replayed as
+			// one with no document, the gate would find it a duplicate).
+			cause = fmt.Errorf("%w; document %q, fed by its stream, moved past it", a.err, t.id)
+		default:
+			one := hole{gone: true, from: a.ev.StreamRevision, to: a.ev.StreamRevision, away: []routedAway{a}}
+			cause = one.err(t, ev.StreamID, ev.StreamRevision)
 		}
-		one := hole{gone: true, from: a.ev.StreamRevision, to: a.ev.StreamRevision, away: []routedAway{a}}
-		if err := e.park(ctx, t, a.ev, one.err(t, ev.StreamID, ev.StreamRevision), 1); err != nil {
+		if err := e.park(ctx, t, a.ev, cause, 1); err != nil {
 			return fmt.Errorf("parking an event routed away: %w", err)
 		}
 	}
@@ -180,8 +192,9 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // made exact by a rebuild instead. The result is Applied, Duplicate when the
 // document has the replay's effect already (an earlier replay wrote it and
 // was not marked done, see [ReplayClaimer]; or the event was parked in an
-// earlier build, and the current one, a rebuild, folded it), or Failed with
-// why (the event stays parked).
+// earlier build, and the current one, a rebuild, folded it; or the event,
+// parked with no document, is one the projection no longer wants: its
+// upcaster drops it now), or Failed with why (the event stays parked).
 //
 // Under the revision gate the write cannot be conditional on anything the
 // gate changes (the revision stays), so replay while the projection is not
@@ -213,6 +226,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		f.attempts = 1
 		return e.fail(t, ev, f)
 	}
+	e.forgetUndecodedTie(p, ev.StreamID)
 	if pe.Document == "" {
 		return e.replayUnrouted(ctx, p, decoded)
 	}

@@ -171,6 +171,16 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 		ErrUnroutable, known.at, known.doc)
 }
 
+// forgetUndecodedTie forgets what the engine knows of stream in p when it
+// is an event that did not decode: a replay, once the fix is deployed, may
+// have applied it, and the stream's later events are then routed by it.
+func (e *Engine) forgetUndecodedTie(p Definition, stream string) {
+	k := tieKey{p.Name(), stream}
+	if known, ok := e.ties.Peek(k); ok && known.undecoded {
+		e.ties.Remove(k)
+	}
+}
+
 // streamDocument returns what the engine knows of the document ev's stream
 // feeds in p, by the stream's events before ev: the first one p's router
 // routes, read from the event store under the engine's retry policy (once a
