@@ -299,15 +299,26 @@ func (r *Registry) addKin(forms map[string]form) {
 }
 
 // namesOf returns every name events of Go type t are stored under: its
-// name now and its older forms'.
+// name now and its older forms'. Under [Registry.VersionField] a form
+// "T.vN" is type T with version N in the metadata: its events are stored
+// as T.
 func (r *Registry) namesOf(t reflect.Type) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var names []string
 	for n, f := range r.forms {
-		if f.t == t {
+		if f.t != t {
+			continue
+		}
+		if m := versionKey.FindStringSubmatch(n); m != nil && r.versionField != "" {
+			n = m[1]
+		}
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
 	return names
 }
+
+// versionKey is a form's name that names a version: "T.vN".
+var versionKey = regexp.MustCompile(`^(.+)\.v[0-9]+$`)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,6 +183,11 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 		if err != nil || ev.Payload != (Moved{Column: column{Name: "Done"}}) {
 			t.Errorf("metadata %s: %#v, %v", meta, ev.Payload, err)
 		}
+	}
+	// Every version is stored as type CardMoved: a filter by event type
+	// that reads it reads them all ("CardMoved.v1" is no stored name).
+	if got := projector.HandledTypes(r, laneProjection(r)); !slices.Equal(got, []string{"CardMoved"}) {
+		t.Errorf("HandledTypes = %q, want [CardMoved]", got)
 	}
 	// Version 3 (the type now) has no form of its own, and no version is
 	// the type's name: both decode as they are.
