@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 )
 
@@ -41,8 +42,13 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 		panic(fmt.Sprintf("projector: Go type %v registered twice (%q and %q)", en.t, old, name))
 	}
 	for n, f := range forms {
-		if old, ok := r.forms[n]; ok && (old.t != f.t || len(old.steps) != len(f.steps)) {
+		old, ok := r.forms[n]
+		switch {
+		case !ok:
+		case old.t != f.t:
 			panic(fmt.Sprintf("projector: event type %q registered twice (%v and %v)", n, old.t, f.t))
+		case !sameSteps(old.steps, f.steps):
+			panic(fmt.Sprintf("projector: event type %q of %v registered twice, with other upcasters", n, f.t))
 		}
 	}
 	for n, f := range forms {
@@ -50,6 +56,14 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	}
 	r.byType[en.t] = name
 	r.addKin(forms)
+}
+
+// sameSteps reports whether two chains of upcasters are the same: the same
+// forms, types and functions, as registering one type again gives.
+func sameSteps(a, b []upcaster) bool {
+	return slices.EqualFunc(a, b, func(x, y upcaster) bool {
+		return x.from == y.from && x.in == y.in && x.out == y.out && x.code == y.code
+	})
 }
 
 // zero returns the zero value of the Go type e decodes into (its type's,
@@ -112,7 +126,8 @@ func (r *Registry) Encode(payload any) (name string, data []byte, err error) {
 // [ErrUndecodable]; the event it returns then keeps its nil Payload and
 // that error, which [Projection.Apply] and [Projection.Fold] return for it
 // in a projection that handles its type, as the engine does (the others
-// pass over it). e.Type and e.Data stay as they were stored.
+// pass over it). An event with no data at all decodes as its type's zero
+// value. e.Type and e.Data stay as they were stored.
 func (r *Registry) Decode(e Event) (Event, error) {
 	if e.Payload != nil {
 		return e, nil

@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +59,7 @@ func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption
 			panic(fmt.Sprintf("projector: upcaster from %q: use json.RawMessage for the raw JSON, not []byte", from))
 		}
 	}
-	s := upcaster{from: from, in: in, out: out, fn: func(v any) (any, error) { return fn(v.(Old)) }}
+	s := upcaster{from: from, in: in, out: out, code: reflect.ValueOf(fn).Pointer(), fn: func(v any) (any, error) { return fn(v.(Old)) }}
 	return func(en *entry) { en.steps = append(en.steps, s) }
 }
 
@@ -105,6 +106,7 @@ type entry struct {
 type upcaster struct {
 	from    string
 	in, out reflect.Type
+	code    uintptr // fn's code: another function is another upcaster
 	fn      func(any) (any, error)
 }
 
@@ -195,6 +197,11 @@ func as(v any, t reflect.Type) (any, error) {
 		}
 	}
 	p := reflect.New(t)
+	if len(bytes.TrimSpace(data)) == 0 {
+		// No body at all (a client may write an event with no data): the
+		// zero value, as the empty object gives a struct.
+		return p.Elem().Interface(), nil
+	}
 	if err := json.Unmarshal(data, p.Interface()); err != nil {
 		return nil, fmt.Errorf("decode into %v: %w", t, err)
 	}

@@ -225,6 +225,13 @@ func TestRegister_refuses_upcasters_that_do_not_chain(t *testing.T) {
 			projector.Register[Archived](r, "CardArchived")
 			projector.Register[Moved](r, "CardMoved", projector.Renamed("CardArchived"))
 		},
+		"an old form given again with another upcaster": func() {
+			r := projector.NewRegistry()
+			projector.Register[Moved](r, "CardMovedV3", projector.Upcast("CardMoved", func(cardMovedV1) (Moved, error) { return Moved{}, nil }))
+			projector.Register[Moved](r, "CardMovedV3", projector.Upcast("CardMoved", func(old cardMovedV1) (Moved, error) {
+				return Moved{Column: column{Name: old.To}}, nil
+			}))
+		},
 		"[]byte for raw JSON": func() {
 			projector.Upcast("CardMoved", func(b []byte) (Moved, error) { return Moved{}, nil })
 		},
@@ -237,6 +244,28 @@ func TestRegister_refuses_upcasters_that_do_not_chain(t *testing.T) {
 			}()
 			register()
 		})
+	}
+}
+
+// Registering a type again as it was registered (a helper called twice)
+// is no error, and changes nothing.
+func TestRegister_the_same_registration_twice_is_one(t *testing.T) {
+	r := boardRegistry()
+	projector.Register[Moved](r, "CardMovedV3", projector.Renamed("CardShifted"), projector.Upcast("CardMoved", v1ToV2), projector.Upcast("CardMoved.v2", v2ToV3))
+	if ev, err := decode(t, r, "CardMoved", `{"to": "Done"}`); err != nil || ev.Payload != (Moved{Column: column{Name: "Done"}}) {
+		t.Errorf("%+v, %v", ev.Payload, err)
+	}
+}
+
+// An event with no body at all (a client may write one with no data) of a
+// type with no fields is that type's zero value, not an undecodable one.
+func TestRegistry_an_event_with_no_body_decodes_as_the_zero_value(t *testing.T) {
+	r := boardRegistry()
+	for _, data := range [][]byte{nil, {}, []byte(" ")} {
+		ev, err := r.Decode(projector.Event{ID: "e", Type: "CardArchived", StreamID: "card-1", Data: data})
+		if err != nil || ev.Payload != (Archived{}) {
+			t.Errorf("data %q: payload %#v, err %v; want Archived{}", data, ev.Payload, err)
+		}
 	}
 }
 
