@@ -97,18 +97,28 @@ func (e *Engine) handleRecord(ctx context.Context, ev Event) []Result {
 	}
 	var results []Result
 	for _, p := range e.projections {
-		if _, gated := e.keeperOf(p).(streamRevision); !gated || p.deletionPolicy() == KeepDocument {
-			continue
+		if of, id, ok := e.deletedDocument(p, ev, d); ok {
+			results = append(results, e.deleteDocument(ctx, target{p, id}, of))
 		}
-		// Routed as an event of the deleted stream would be.
-		of := Event{ID: ev.ID, Type: ev.Type, StreamID: d.stream, Position: ev.Position, Created: ev.Created, Data: ev.Data}
-		id, ok, err := p.Route(of)
-		if err != nil || !ok {
-			continue
-		}
-		results = append(results, e.deleteDocument(ctx, target{p, id}, of))
 	}
 	return results
+}
+
+// deletedDocument returns the document of p whose stream deletion record ev
+// (of deletion d) deletes, and ev as an event of that stream: none when p
+// keeps its documents (its policy, or a strategy other than the revision
+// gate) or its router does not route the stream's events.
+func (e *Engine) deletedDocument(p Definition, ev Event, d deletion) (of Event, id string, ok bool) {
+	if _, gated := e.keeperOf(p).(streamRevision); !gated || p.deletionPolicy() == KeepDocument {
+		return Event{}, "", false
+	}
+	// Routed as an event of the deleted stream would be.
+	of = Event{ID: ev.ID, Type: ev.Type, StreamID: d.stream, Position: ev.Position, Created: ev.Created, Data: ev.Data}
+	id, ok, err := p.Route(of)
+	if err != nil || !ok {
+		return Event{}, "", false
+	}
+	return of, id, true
 }
 
 // deleteDocument applies t's deletion policy to its document, in the

@@ -84,7 +84,7 @@ type keptSubscription struct {
 
 func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
 	d, err := s.Subscription.Next(ctx)
-	if err != nil || d.Event == nil || d.Settle != nil || isDeletionRecord(*d.Event) {
+	if err != nil || d.Event == nil || d.Settle != nil {
 		return d, err
 	}
 	if s.source.passesOver(ctx, d.Event, d.Checkpoint) {
@@ -93,14 +93,31 @@ func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
 	return d, nil
 }
 
+// passesOverRecord reports whether ev, a node's record about a stream, is
+// passed over: a deletion whose document the store does not need it for (it
+// covers the document from a checkpoint past it: a run that resumes another
+// segment from before it must not delete the document again, which may
+// have been written again since). Other records reach the engine.
+func (s keptSource) passesOverRecord(ev Event, at Checkpoint) bool {
+	d, ok := deletionOf(ev)
+	if !ok {
+		return false
+	}
+	_, id, ok := s.engine.deletedDocument(s.engine.projections[0], ev, d)
+	return ok && !s.keep(id, at)
+}
+
 // passesOver reports whether no document ev, at checkpoint at, feeds needs
 // it; it keeps the decoded payload in ev, so that the engine does not
 // decode it again. A projection that routes by the envelope
 // ([Projection.RoutesByEnvelope]) has the events of documents it does not
 // need passed over without their payloads decoded.
 func (s keptSource) passesOver(ctx context.Context, ev *Event, at *Checkpoint) bool {
-	if at == nil {
+	switch {
+	case at == nil:
 		return false
+	case isDeletionRecord(*ev):
+		return s.passesOverRecord(*ev, *at)
 	}
 	p := s.engine.projections[0]
 	bare, byEnvelope := s.routeBare(p, *ev)
