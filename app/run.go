@@ -397,6 +397,11 @@ func (s *session) build(sl *slot, held *heldLease) func(context.Context, string)
 		cps = nil // the server keeps the group's position
 	}
 	return func(ctx context.Context, collection string) (*projector.Runner, error) {
+		// A collection a rebuild split in segments (switched to since
+		// this process started) is refused, as at the start.
+		if err := s.segmentCount(ctx, sl, collection); err != nil {
+			return nil, err
+		}
 		return s.cli.runner(ctx, s.c, sl, collection, s.client, timedStore{s.store, s.latency}, s.store, cps, s.logger)
 	}
 }

@@ -118,6 +118,9 @@ type segments struct {
 	// failures counts the runs in a row that failed for a reason that is
 	// no event's (settle); a run that lasts resets it.
 	failures int
+	// standby is the holder of the projection's own lease, which this
+	// process stands by for (take); "" when none holds it.
+	standby string
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -462,6 +465,21 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 		return false
 	}
 	now := time.Now()
+	if l := leases[g.sl.name]; g.work.group == g.sl.name && l.Held(now) && l.Holder != g.s.holder {
+		// A run without --segments (started before the projection was
+		// split), or replay-parked, holds the projection's own lease: it
+		// runs every document, and this process stands by until it ends.
+		if g.standby != l.Holder {
+			g.logger.Info("standing by: a process holds the projection's own lease", "projection", g.sl.name, "holder", l.Holder, "until", l.Expires)
+		}
+		g.standby = l.Holder
+		g.sl.setDown(fmt.Sprintf("standby: %s holds the projection's own lease (a run without --segments, or replay-parked)", l.Holder))
+		return false
+	}
+	if g.standby != "" {
+		g.standby = ""
+		g.sl.setDown("")
+	}
 	free := map[int]int{}
 	type turn struct{ k, rank int }
 	var turns []turn

@@ -299,3 +299,35 @@ func TestSegments_a_run_starts_at_the_share_or_once_the_segments_held_have_settl
 		}
 	}
 }
+
+// While a run without --segments (started before the projection was
+// split), or replay-parked, holds the projection's own lease, a segmented
+// process takes no segment: it stands by, and says so; once that lease is
+// let go, it takes its share.
+func TestSegments_stand_by_while_the_projections_own_lease_is_held(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	plain, _, err := holdLease(ctx, store, "p", "run plainhost/1/aaaaaa", time.Minute, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	g := segmentsOf(store, "run seghost/2/bbbbbb", 2, &log)
+	defer g.releaseAll()
+	live := []string{g.s.holder}
+	for range 3 { // a segment is tried once it has been free for its rank's looks
+		if g.take(ctx, 2, live) || g.count() != 0 {
+			t.Fatalf("took %v while another process held the projection's own lease", g.keys())
+		}
+	}
+	if down := g.sl.down.Load(); down == nil || !strings.Contains(*down, "run plainhost/1/aaaaaa holds the projection's own lease") {
+		t.Errorf("readiness says %v, want the holder of the projection's lease", down)
+	}
+	plain.release()
+	for range 3 {
+		g.take(ctx, 2, live)
+	}
+	if g.count() != 2 || g.sl.down.Load() != nil {
+		t.Errorf("after the lease was let go: holds %v, readiness %v; want both segments and ready", g.keys(), g.sl.down.Load())
+	}
+}

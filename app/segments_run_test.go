@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,39 @@ func TestRun_segments_a_takeover_does_not_delete_again_a_document_written_again_
 	if after == true {
 		t.Errorf("the live document of ticket/1 (segment %d, past the deletion) is marked deleted by a run that resumed segment %d from before the deletion\n%s",
 			1-other, other, r.Stderr())
+	}
+}
+
+// A run without --segments follows a rebuild's switch to a collection that
+// rebuild --segments 2 built and recorded as split in 2 segments: it is
+// refused there, as at its start, rather than running the collection
+// unsegmented from the start of $all (a segmented rebuild stores no
+// checkpoint of the collection's own).
+func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segments(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	for i := range 5 {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
+	}
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	plain := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
+		"--http", "", "--lease", "2s", "--checkpoint-interval", "100ms")
+	plain.WaitCheckpoint(t, db, "tickets", servers.Head())
+	code, out, stderr := run(c, nil, "rebuild", "tickets", "--segments", "2", "--lease", "2s", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
+	if code != 0 {
+		t.Fatalf("rebuild --segments 2: exit %d\n%s\n%s", code, out, stderr)
+	}
+	store := mongostore.New(db)
+	cols, err := store.CollectionsOf(context.Background(), "tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(plain.Stderr(), "runs in 2 segments"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run without --segments was not refused %s, split in 2 segments, in a minute:\n%s", cols.Active, plain.Stderr())
+		}
+	}
+	if cps, err := store.Checkpoints(context.Background()); err != nil || cps[cols.Active].Checkpoint != nil {
+		t.Errorf("the run without --segments stored a checkpoint of %s, split in 2 segments: %v (%v)", cols.Active, cps[cols.Active].Checkpoint, err)
 	}
 }
