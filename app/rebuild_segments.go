@@ -30,10 +30,17 @@ type segmentedRebuild struct {
 	end      uint64 // the head of $all when this process started
 	inv      Invocation
 
+	sl *slot // its segments (sl.segs)
+
 	mu     sync.Mutex
 	stats  projector.RunnerStats // of its runs, added up
 	folded uint64
 	ran    map[int]bool // the segments it ran
+	// caught are the segments one of its runs has ended on, caught up with
+	// the head of $all (not the head read at the start: the events
+	// appended during the rebuild are the building collection's before
+	// readers switch to it).
+	caught map[int]bool
 }
 
 // group names the leases and heartbeats of the rebuild into building: apart
@@ -74,13 +81,13 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 		return err
 	}
 	rc := &runConfig{servers: c.servers, lease: c.lease, segments: c.segments}
-	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, inv: inv, ran: map[int]bool{},
-		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}}
+	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, inv: inv, ran: map[int]bool{}, caught: map[int]bool{},
+		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}, sl: &slot{name: name, projection: p}}
 	fmt.Fprintf(inv.Stdout, "rebuilding %s into %s in %d segments, shared with the processes that run this rebuild, up to position %d; readers stay on %s\n",
 		name, building, c.segments, end, active)
 	began := time.Now()
 	work := segmentWork{group: rebuildGroup(building), run: rb.run, done: rb.done}
-	if err := rb.s.shareSegments(ctx, &slot{name: name, projection: p}, work); err != nil {
+	if err := rb.s.shareSegments(ctx, rb.sl, work); err != nil {
 		return blockedHint(err, p, eng)
 	}
 	if ctx.Err() != nil {
@@ -112,6 +119,9 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	for _, k := range held.keys {
 		rb.ran[k] = true
 	}
+	if err == nil {
+		rb.caughtUpLocked(held.keys) // follow ended caught up
+	}
 	rb.stats.Applied += st.Applied
 	rb.stats.Duplicates += st.Duplicates
 	rb.stats.Skipped += st.Skipped
@@ -121,13 +131,18 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	return err
 }
 
-// done reports whether every segment's checkpoint is at the head this
-// process read at its start, or past it, or the rebuild is over (another
-// process switched readers while this one, started later, had a later
-// head to reach): from then on run --segments writes the checkpoints.
+// done reports whether the rebuild is over (another process switched
+// readers: from then on run --segments writes the checkpoints), or this
+// process's part of it is: a run of its has ended caught up with the head
+// on every segment it holds, and every segment's checkpoint is at the head
+// this process read at its start, or past it (or another process waits to
+// switch readers, see finishing).
 func (rb *segmentedRebuild) done(ctx context.Context) bool {
 	if over, _, err := rb.over(ctx); err == nil && over {
 		return true
+	}
+	if !rb.heldCaughtUp() {
+		return false
 	}
 	if rb.finishing(ctx) {
 		return true
@@ -140,6 +155,36 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 		return false
 	}
 	return len(segmentsBehind(all, rb.building, rb.c.segments, rb.end)) == 0
+}
+
+// caughtUp notes that a run ended caught up on segments ks.
+func (rb *segmentedRebuild) caughtUp(ks []int) {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	rb.caughtUpLocked(ks)
+}
+
+func (rb *segmentedRebuild) caughtUpLocked(ks []int) {
+	for _, k := range ks {
+		rb.caught[k] = true
+	}
+}
+
+// heldCaughtUp reports whether a run of this process has ended caught up
+// on every segment it holds.
+func (rb *segmentedRebuild) heldCaughtUp() bool {
+	g := rb.sl.segs.Load()
+	if g == nil {
+		return true
+	}
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	for _, k := range g.keys() {
+		if !rb.caught[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // finishing reports whether another process holds the rebuild's finish

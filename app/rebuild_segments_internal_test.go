@@ -151,22 +151,28 @@ func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_oth
 	const lease = time.Second
 	proc := func(holder string, end uint64) (*segmentedRebuild, segmentWork) {
 		s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
-		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end}
+		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end,
+			sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
 		return rb, segmentWork{group: rebuildGroup(building), done: rb.done,
 			run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
-				// The segments held reach this process's head.
+				// The segments held reach this process's head, and the
+				// run ends caught up.
 				c := cps()
 				if _, err := c.LoadCheckpoint(ctx, building); err != nil {
 					return err
 				}
-				return c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: end})
+				if err := c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: end}); err != nil {
+					return err
+				}
+				rb.caughtUp(c.keys)
+				return nil
 			}}
 	}
 	a, workA := proc("A", 100)
 	b, workB := proc("B", 200)
 	bDone := make(chan error, 1)
-	go func() { bDone <- b.s.shareSegments(ctx, &slot{name: p.Definition.Name(), projection: p}, workB) }()
-	if err := a.s.shareSegments(ctx, &slot{name: p.Definition.Name(), projection: p}, workA); err != nil {
+	go func() { bDone <- b.s.shareSegments(ctx, b.sl, workB) }()
+	if err := a.s.shareSegments(ctx, a.sl, workA); err != nil {
 		t.Fatal(err)
 	}
 	h, _, err := holdLease(ctx, store, rebuildGroup(building)+"/finish", a.s.holder, lease, a.s.logger)
@@ -190,5 +196,74 @@ func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_oth
 		}
 	case <-time.After(10 * lease):
 		t.Fatal("B did not stop once A was switching")
+	}
+}
+
+// A process of a segmented rebuild whose segments' checkpoints are past
+// the head it read at its start, but whose run has not caught up with the
+// head of $all yet (events were appended during the rebuild), is not done:
+// readers switch only once the runs have caught up.
+func TestRebuildSegments_a_process_is_not_done_before_its_run_has_caught_up(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	p := Projection{Definition: cart.NewDetailsProjection()}
+	building, err := store.StartRebuild(ctx, p.Definition.Name(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lease = time.Second
+	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
+	rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: 100,
+		sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
+	release := make(chan struct{})
+	var runs atomic.Int32
+	work := segmentWork{group: rebuildGroup(building), done: rb.done,
+		run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
+			// Past the head read at the start, and on to the events
+			// appended since, until released.
+			runs.Add(1)
+			c := cps()
+			if _, err := c.LoadCheckpoint(ctx, building); err != nil {
+				return err
+			}
+			if err := c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: 150}); err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-release:
+			}
+			if err := c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: 300}); err != nil {
+				return err
+			}
+			rb.caughtUp(c.keys)
+			return nil
+		}}
+	done := make(chan error, 1)
+	go func() { done <- s.shareSegments(ctx, rb.sl, work) }()
+	waitUntil(t, "a run", func() bool { return runs.Load() > 0 })
+	select {
+	case err := <-done:
+		t.Fatalf("done (%v) while its run had not caught up", err)
+	case <-time.After(4 * lease):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("not done a minute after its run caught up")
+	}
+	cps, err := store.Checkpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		if cp := cps[segment.CheckpointName(building, k, 2)].Checkpoint; cp == nil || cp.Position != 300 {
+			t.Errorf("segment %d at %v, want 300", k, cp)
+		}
 	}
 }
