@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/revgate/projector/projector"
 )
@@ -47,5 +48,31 @@ func TestMetrics_count_unknown_types_and_name_the_registered_type_they_are_close
 	want := []string{`tickets ticket.closed near="" 1`, `tickets ticket.noted.v2 near="ticket.noted" 2`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("projector_unknown_events_total:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A standby (another process holds the projection's lease, or, segmented,
+// it holds none of the segments) exports no checkpoint position and no
+// lag: those of the runner it stopped are stale, and a dashboard's max by
+// projection would show a healthy fleet behind. The one that runs it
+// exports them.
+func TestMetrics_a_standby_exports_no_position_and_no_lag(t *testing.T) {
+	head := &headSampler{head: 100, lags: map[string]int{"tickets": 30}}
+	for _, tc := range []struct {
+		down string
+		want bool
+	}{{"", true}, {"standby: run host/1/a holds its lease until 2026-11-26T16:00:00Z", false}, {"standby: this process holds none of the 4 segments", false}} {
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newRunnerCollector([]runnerView{exportingView{view{name: "tickets", down: tc.down}}}, head, projector.NewRegistry()))
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"projector_checkpoint_position", "projector_lag_events", "projector_lag_seconds"} {
+			found := slices.ContainsFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == name })
+			if found != tc.want {
+				t.Errorf("down %q: %s exported %v, want %v", tc.down, name, found, tc.want)
+			}
+		}
 	}
 }

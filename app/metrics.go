@@ -122,7 +122,10 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.waits, st.Waits, name)
 		counter(c.subscriptions, st.Subscriptions, name)
 		counter(c.drops, st.Drops, name)
-		if st.Checkpoint != nil {
+		// A standby does not run the projection: where its last runner
+		// was, and how far behind, are another process's figures now.
+		standby := stateOf(r.Down()) == "standby"
+		if st.Checkpoint != nil && !standby {
 			gauge(c.position, float64(st.Checkpoint.Position), name)
 		}
 		up := 0.0
@@ -148,12 +151,13 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.leader, held, name)
 		behind, sampled := lags[name]
 		switch {
+		case standby:
 		case up == 1 || (sampled && behind == 0):
 			gauge(c.lagSeconds, 0, name) // nothing after the checkpoint
 		case !st.Latest.IsZero():
 			gauge(c.lagSeconds, time.Since(st.Latest).Seconds(), name)
 		}
-		if sampled {
+		if sampled && !standby {
 			gauge(c.lagEvents, float64(behind), name)
 		}
 		c.collectSegments(ch, r)
@@ -224,7 +228,7 @@ func (h *headSampler) sample(ctx context.Context, client eventStore, runners []r
 			break
 		}
 		switch cp := r.Stats().Checkpoint; {
-		case cp == nil:
+		case cp == nil, stateOf(r.Down()) == "standby":
 		case cp.Position < pos:
 			if n, _, err := countAfter(ctx, client, &cp.Position, cp.Prepare, r.Reads()); err == nil {
 				lags[r.Name()] = n
