@@ -22,6 +22,13 @@ type tie struct {
 	doc         string
 	at, scanned uint64
 	undecoded   bool
+	// gone: the stream could not be read, deleted since. seen is then the
+	// document of the earliest of its events this engine saw routed, at
+	// revision seenAt (a rebuild, or a catch-up, handles them before the
+	// declined ones that follow), which the stream's events go to.
+	gone   bool
+	seen   string
+	seenAt uint64
 }
 
 // pending reports whether the document of the stream's events after
@@ -53,7 +60,12 @@ var errTieRead = errors.New("reading the stream its event is tied by")
 func (e *Engine) route(ctx context.Context, p Definition, ev Event) (id string, ok bool, err error) {
 	id, ok, err = p.Route(ev)
 	switch {
-	case err != nil || ok:
+	case err != nil:
+		return id, ok, err
+	case ok:
+		if ties(p, ev.StreamID) {
+			e.noteRouted(p, ev, id)
+		}
 		return id, ok, err
 	case ties(p, ev.StreamID):
 		return e.tieOf(ctx, p, ev)
@@ -181,6 +193,20 @@ func (e *Engine) forgetUndecodedTie(p Definition, stream string) {
 	}
 }
 
+// noteRouted notes that p's router routed ev, of a stream p ties, to
+// document id, when it is the earliest of its stream the engine has seen
+// and the stream's document is not known: the stream may be deleted by the
+// time a declined event of it asks (streamDocument).
+func (e *Engine) noteRouted(p Definition, ev Event, id string) {
+	k := tieKey{p.Name(), ev.StreamID}
+	known, ok := e.ties.Peek(k)
+	if ok && (known.doc != "" || known.seen != "" && known.seenAt <= ev.StreamRevision) {
+		return
+	}
+	known.seen, known.seenAt = id, ev.StreamRevision
+	e.ties.Add(k, known)
+}
+
 // streamDocument returns what the engine knows of the document ev's stream
 // feeds in p, by the stream's events before ev: the first one p's router
 // routes, read from the event store under the engine's retry policy (once a
@@ -194,6 +220,10 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 		}, e.retryOptions()...)
 		if err != nil {
 			return tie{}, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
+		}
+		found.seen, found.seenAt = known.seen, known.seenAt
+		if found.gone && found.seen != "" && found.seenAt < ev.StreamRevision {
+			found.doc, found.at = found.seen, found.seenAt
 		}
 		known = found
 		e.ties.Add(k, known)
@@ -228,8 +258,9 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 	}
 	if err != nil {
 		// Deleted since (tombstoned, or soft-deleted with nothing left):
-		// none of its events can say where it goes.
-		found = tie{}
+		// none of its events can say where it goes, but those the engine
+		// saw routed (streamDocument).
+		found = tie{gone: true}
 	}
 	if found.doc == "" && !found.undecoded {
 		found.scanned = max(found.scanned, before)

@@ -645,3 +645,60 @@ func TestRevisionMap_a_replay_refuses_a_stray_as_the_run_did(t *testing.T) {
 		t.Fatalf("b2 after the replay %+v (%v), want it as it was, %+v", after, err, before)
 	}
 }
+
+// deletedStreams is an event store whose streams named in gone are deleted:
+// their reads fail, and nothing is left of them (ErrStreamDeleted), as
+// after a soft delete, while their events are still in $all.
+type deletedStreams struct {
+	*streams
+	gone map[string]bool
+}
+
+func (d deletedStreams) FirstRevision(ctx context.Context, stream string) (uint64, error) {
+	if d.gone[stream] {
+		return 0, projector.ErrStreamDeleted
+	}
+	return d.streams.FirstRevision(ctx, stream)
+}
+
+func (d deletedStreams) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
+	if d.gone[stream] {
+		return fmt.Errorf("stream %q not found", stream)
+	}
+	return d.streams.ReadStream(ctx, stream, from, each)
+}
+
+// A tied stream deleted since its events were written, its events still in
+// $all: a catch-up or a rebuild from the start sees its first routed event
+// before the declined ones, and sends those to its document too, as the
+// live run did, rather than leaving them alone for want of a stream to
+// read. Per event and in one batch.
+func TestTieStreams_a_deleted_stream_ties_its_events_by_the_routed_one_seen(t *testing.T) {
+	log := projectortest.NewLog(kanbanRegistry())
+	var evs []projector.Event
+	evs = append(evs, log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})...)
+	evs = append(evs, log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "t"},
+		CardMoved{CardID: "z", Column: "done"}, CardArchived{CardID: "z"})...)
+	ctx := context.Background()
+	for _, batched := range []bool{false, true} {
+		s := newStore(t)
+		history := deletedStreams{newStreams(evs...), map[string]bool{cardStreams + "z": true}}
+		e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boards()}, projector.WithRetry(patient()),
+			projector.WithStreamReader(history))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batched {
+			e.HandleBatch(ctx, evs)
+		} else {
+			for _, ev := range evs {
+				if _, err := e.Handle(ctx, ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := projectortest.CheckDocument(ctx, s, boards(), "b1", boards().Documents(evs)["b1"]); err != nil {
+			t.Errorf("batched %v: %v", batched, err)
+		}
+	}
+}
