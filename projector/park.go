@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/revgate/projector/retry"
@@ -219,6 +220,12 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	}
 	if pe.Type == GoneType {
 		return e.fail(t, ev, permanent(fmt.Errorf("%s: the events are gone from the event store: there is nothing to replay (a rebuild folds the stream as it is now)", pe.Error)))
+	}
+	if strings.Contains(pe.Error, ErrOutsideWindow.Error()) {
+		// Refused as it came because it may have been applied already (a
+		// redelivery older than the window): a replay cannot tell either.
+		return e.fail(t, ev, permanent(fmt.Errorf("%w: it may have been applied already, and a replay cannot tell, so it would apply it twice: "+
+			"a rebuild of the projection folds it exactly once", ErrOutsideWindow)))
 	}
 	decoded, err := e.registry.Decode(ev)
 	if err != nil {

@@ -283,12 +283,21 @@ func TestHandledIDs_an_event_outside_the_window_is_parked_under_Park(t *testing.
 	for _, ev := range evs {
 		e.Handle(context.Background(), ev)
 	}
-	rs, _ := e.Handle(context.Background(), evs[0]) // older than the window of 2
+	rs, _ := e.Handle(context.Background(), evs[1]) // older than the window of 2
 	if rs[0].Outcome != projector.Parked || !errors.Is(rs[0].Err, projector.ErrOutsideWindow) {
 		t.Fatalf("%v %v", rs[0].Outcome, rs[0].Err)
 	}
-	if parked, _ := s.Parked(context.Background(), "fixable"); len(parked) != 1 || !strings.Contains(parked[0].Error, "older than the window") {
+	parked, _ := s.Parked(context.Background(), "fixable")
+	if len(parked) != 1 || !strings.Contains(parked[0].Error, "older than the window") {
 		t.Fatalf("parked %v", parked)
+	}
+	// A replay cannot tell whether it was applied (it was: a redelivery)
+	// either: it refuses, and the document stays the fold.
+	if r := e.Replay(context.Background(), parked[0]); r.Outcome != projector.Failed || !errors.Is(r.Err, projector.ErrOutsideWindow) {
+		t.Errorf("replay: %v %v; want it refused", r.Outcome, r.Err)
+	}
+	if err := projectortest.CheckDocument(context.Background(), s, p, "k4", evs); err != nil {
+		t.Error(err)
 	}
 }
 
