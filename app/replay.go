@@ -169,6 +169,9 @@ type replay struct {
 	eng    *projector.Engine
 	stdout io.Writer
 	failed int
+	// applied counts the parked (not held) events applied, out of their
+	// order.
+	applied int
 }
 
 // replayParked replays the events parked for p into the collection readers
@@ -208,6 +211,11 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 		fmt.Fprintf(stdout, "  left: %d events parked in another build of %s (a rebuild's collection, or the one it replaced)\n", sets.others, name)
 	}
 	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll)
+	if r.applied > 0 {
+		fmt.Fprintf(stdout, "note: a parked event applies to its document as it is now, after the events that came since it: exact for steps that commute "+
+			"(counts, sums, sets); a read model that depends on their order (a status, a last value) is made exact by %s rebuild %s "+
+			"(and --on-failure hold keeps a document's events in order)\n", x.name(), name)
+	}
 	return stillFailing(r.failed)
 }
 
@@ -299,6 +307,7 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 	var why error
 	switch res.Outcome {
 	case projector.Applied:
+		r.applied++
 	case projector.Duplicate:
 		fmt.Fprintf(r.stdout, "  already applied, or nothing to apply: %s@%d (%s): an earlier replay wrote it, a rebuild folded it, or the projection no longer takes it\n", pe.StreamID, pe.StreamRevision, pe.Type)
 	default:
