@@ -52,6 +52,12 @@ func Renamed(old ...string) RegisterOption {
 // registry that reads versions from metadata ([Registry.VersionField]), the
 // stored type and the version as name.vN ("CardMoved.v1": type "CardMoved"
 // with version 1 in its metadata).
+//
+// The name from may also be the name the type has now: every event stored
+// under it then decodes through fn (and the upcasters after it). That
+// repairs payloads stored in a shape that does not decode (a producer's
+// bug), so that their parked events replay: fn, from [json.RawMessage],
+// mends the bad ones and passes the others on as they are.
 func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption {
 	in, out := reflect.TypeFor[Old](), reflect.TypeFor[New]()
 	for _, t := range []reflect.Type{in, out} {
@@ -132,6 +138,7 @@ func (en entry) forms() map[string]form {
 	for _, old := range en.renamed {
 		out[old] = form{t: en.t, name: en.name}
 	}
+	repairs := false // an upcaster from the name now (see Upcast)
 	for i, s := range en.steps {
 		next := en.t
 		if i+1 < len(en.steps) {
@@ -140,9 +147,10 @@ func (en entry) forms() map[string]form {
 		if s.out != next && s.out != raw && next != raw {
 			panic(fmt.Sprintf("projector: upcaster from %q of %q gives %v, but the next step takes %v", s.from, en.name, s.out, next))
 		}
-		if _, dup := out[s.from]; dup {
+		if _, dup := out[s.from]; dup && (s.from != en.name || repairs) {
 			panic(fmt.Sprintf("projector: %q is given twice as a form of %q", s.from, en.name))
 		}
+		repairs = repairs || s.from == en.name
 		out[s.from] = form{t: en.t, name: en.name, steps: en.steps[i:], first: i, all: len(en.steps)}
 	}
 	return out

@@ -129,6 +129,31 @@ func TestUpcast_raw_JSON_upcasters_chain_with_typed_ones(t *testing.T) {
 	}
 }
 
+// An upcaster from the name the type has now repairs the payloads a
+// producer's bug stored under it in a shape that does not decode, and
+// passes the others on: both decode.
+func TestUpcast_an_upcaster_from_the_name_now_repairs_its_bad_payloads(t *testing.T) {
+	bare := projector.NewRegistry()
+	projector.Register[Moved](bare, "CardMoved.v3")
+	if _, err := decode(t, bare, "CardMoved.v3", `{"column": "Done"}`); !errors.Is(err, projector.ErrUndecodable) {
+		t.Fatalf("the bad payload decodes without the repair: %v", err)
+	}
+	r := projector.NewRegistry()
+	projector.Register[Moved](r, "CardMoved.v3", projector.Upcast("CardMoved.v3", func(in json.RawMessage) (json.RawMessage, error) {
+		var bad struct{ Column string }
+		if json.Unmarshal(in, &bad) != nil {
+			return in, nil // the column is an object: good as it is
+		}
+		return json.Marshal(map[string]any{"column": map[string]any{"name": bad.Column}})
+	}))
+	for _, data := range []string{`{"column": "Done"}`, `{"column": {"name": "Done"}}`} {
+		ev, err := decode(t, r, "CardMoved.v3", data)
+		if err != nil || ev.Payload != (Moved{Column: column{Name: "Done"}}) {
+			t.Errorf("%s: %#v, %v", data, ev.Payload, err)
+		}
+	}
+}
+
 func TestUpcast_an_upcaster_may_turn_an_event_into_none(t *testing.T) {
 	r := boardRegistry()
 	ev, err := decode(t, r, "CardMoved", `{"to": "-"}`)
