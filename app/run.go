@@ -406,14 +406,22 @@ func (s *session) build(sl *slot, held *heldLease) func(context.Context, string)
 	}
 }
 
+// leadGiveUp is how long taking a projection's lease may fail in a row
+// (MongoDB does not answer) before the projection stops with the error, for
+// a supervisor to see, as a run gives up on an event store that does not
+// answer.
+var leadGiveUp = 10 * time.Minute
+
 // lead waits, as a standby, until this process holds the lease of slot sl's
 // projection, and returns it; nil with leases off (--lease 0, --group) or
-// when ctx is done.
-func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
+// when ctx is done, or with the error once taking it has failed for
+// leadGiveUp.
+func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 	if s.c.lease == 0 || s.c.group != "" {
-		return nil
+		return nil, nil
 	}
 	said := ""
+	var failing time.Time // since when taking it fails
 	for {
 		held, l, err := holdLease(ctx, s.store, sl.name, s.holder, s.c.lease, s.logger)
 		if err == nil && !held.confirm(ctx) {
@@ -426,10 +434,11 @@ func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
 			sl.leader.Store(true)
 			sl.setDown("")
 			s.logger.Info("holds the projection's lease", "projection", sl.name, "token", held.token())
-			return held
+			return held, nil
 		case ctx.Err() != nil:
-			return nil
+			return nil, nil
 		case errors.Is(err, mongostore.ErrLeaseHeld):
+			failing = time.Time{}
 			why := fmt.Sprintf("standby: %s holds its lease", l.Holder)
 			sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
 			if why != said {
@@ -437,12 +446,20 @@ func (s *session) lead(ctx context.Context, sl *slot) *heldLease {
 				said = why
 			}
 		default:
-			sl.setDown("standby: " + err.Error())
+			// MongoDB does not answer: no other process is known to run
+			// the projection, so it is not a standby.
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if time.Since(failing) >= leadGiveUp {
+				return nil, fmt.Errorf("taking the projection's lease failed for %v: %w", leadGiveUp, err)
+			}
+			sl.setDown("retrying: taking the projection's lease: " + firstLine(err.Error(), "the log"))
 			s.logger.Warn("taking the projection's lease", "projection", sl.name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		case <-time.After(standbyPoll(s.c.lease)):
 		}
 	}
@@ -516,9 +533,14 @@ var restarts = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 
 func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 	pacer := pace.New(restarts)
 	for {
-		held := s.lead(ctx, sl)
+		held, err := s.lead(ctx, sl)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err != nil {
+			sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
+			s.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)
+			return err
 		}
 		runCtx, cancel := context.WithCancel(ctx)
 		if held != nil {
@@ -533,7 +555,7 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		began := time.Now()
 		// A group's position is the server's, not a checkpoint: a --group
 		// projector does not follow a rebuild's switch.
-		err := sl.run(runCtx, s.store, s.c.group == "", s.logger, s.cli.name(), s.build(sl, held))
+		err = sl.run(runCtx, s.store, s.c.group == "", s.logger, s.cli.name(), s.build(sl, held))
 		cancel()
 		if held != nil {
 			lost := held.isLost()

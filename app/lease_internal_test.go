@@ -1,0 +1,73 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/revgate/projector/mongostore"
+)
+
+// While MongoDB does not answer, a process that takes a projection's lease
+// is not a standby (no other process is known to run it): readiness says
+// it is retrying, and why; once taking it has failed for leadGiveUp, the
+// projection stops with the error, as a run gives up on an event store
+// that does not answer.
+func TestLead_retries_while_MongoDB_does_not_answer_and_gives_up(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing answers there
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?serverSelectionTimeoutMS=200&connectTimeoutMS=200"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Disconnect(context.Background())
+	defer func(d time.Duration) { leadGiveUp = d }(leadGiveUp)
+	leadGiveUp = 2 * time.Second
+	s := &session{c: &runConfig{lease: 400 * time.Millisecond}, store: mongostore.New(client.Database("x")), holder: "run h/1/a", logger: slog.New(slog.DiscardHandler)}
+	sl := &slot{name: "p"}
+	type result struct {
+		held *heldLease
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		held, err := s.lead(context.Background(), sl)
+		done <- result{held, err}
+	}()
+	var seen []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("lead did not give up in a minute")
+		}
+		if down := sl.down.Load(); down != nil && (len(seen) == 0 || seen[len(seen)-1] != *down) {
+			seen = append(seen, *down)
+		}
+		select {
+		case r := <-done:
+			if r.held != nil || r.err == nil || !strings.Contains(r.err.Error(), "taking the projection's lease failed for 2s") {
+				t.Fatalf("lead: %v, %v; want it to give up", r.held, r.err)
+			}
+			for _, down := range seen {
+				if !strings.HasPrefix(down, "retrying: taking the projection's lease") {
+					t.Errorf("readiness said %q while MongoDB did not answer", down)
+				}
+			}
+			if len(seen) == 0 {
+				t.Error("readiness said nothing while MongoDB did not answer")
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
