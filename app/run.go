@@ -217,6 +217,13 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		logger.Warn("this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: run the processes of a segmented projection on MongoDB",
 			"server", caps.Server)
 	}
+	for _, p := range c.selected {
+		if c.lease > 0 && c.group == "" && p.Definition.Strategy().String() == "none" {
+			logger.Warn("this projection keeps no record of the events its documents have (the None strategy), so its writes are not conditional: "+
+				"a process paused past its lease can write an older change over a newer one as it wakes; prefer a strategy that records them",
+				"projection", p.Definition.Name())
+		}
+	}
 	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
 	return s.project(ctx, listener)
 }

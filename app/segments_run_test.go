@@ -109,3 +109,22 @@ func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segment
 		t.Errorf("the run without --segments stored a checkpoint of %s, split in 2 segments: %v (%v)", cols.Active, cps[cols.Active].Checkpoint, err)
 	}
 }
+
+// A projection under None keeps no record to make its writes conditional
+// on: run with leases warns at start that a process paused past its lease
+// can write an older change over a newer one; without leases it does not.
+func TestRun_warns_of_None_with_leases(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"})
+	c := config(app.Projection{Definition: tickets("tickets").Idempotency(projector.None()), Reads: app.StreamPrefix("ticket/")})
+	for _, lease := range []string{"2s", "0"} {
+		r := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
+			"--http", "", "--lease", lease, "--checkpoint-interval", "100ms")
+		r.WaitCheckpoint(t, db, "tickets", servers.Head())
+		r.Stop(t)
+		if warned := strings.Contains(r.Stderr(), "the None strategy"); warned != (lease != "0") {
+			t.Errorf("--lease %s: warned %v of None\n%s", lease, warned, r.Stderr())
+		}
+	}
+}
