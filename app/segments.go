@@ -121,6 +121,9 @@ type segments struct {
 	// standby is the holder of the projection's own lease, which this
 	// process stands by for (take); "" when none holds it.
 	standby string
+	// retryAt is when a run that failed in a way that may pass runs again
+	// (settle); zero when none waits.
+	retryAt time.Time
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -222,15 +225,24 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 				}
 			}
 		}
-		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
+		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && !time.Now().Before(g.retryAt) && ctx.Err() == nil {
+			if !g.retryAt.IsZero() {
+				g.retryAt = time.Time{}
+				g.sl.setDown("")
+			}
 			run = g.start(ctx)
 		}
 		g.show()
+		var retry <-chan time.Time
+		if run == nil && !g.retryAt.IsZero() {
+			retry = time.After(time.Until(g.retryAt))
+		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		case <-g.changed:
 		case <-run.doneChan():
+		case <-retry:
 		}
 	}
 	return nil
@@ -328,10 +340,13 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 	if failed != nil {
 		g.logger.Warn("projection stopped at an event that may succeed later; it runs again from its checkpoints", errAttrs(err, "projection", sl.name)...)
 	}
-	if werr := pacer.Wait(ctx); werr != nil {
+	// Waited for in the loop of shareSegments, which goes on balancing
+	// meanwhile: a process that joins gets its share at once.
+	d, werr := pacer.Delay()
+	if werr != nil {
 		return true, err
 	}
-	sl.setDown("")
+	g.retryAt = time.Now().Add(d)
 	return false, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,5 +331,39 @@ func TestSegments_stand_by_while_the_projections_own_lease_is_held(t *testing.T)
 	}
 	if g.count() != 2 || g.sl.down.Load() != nil {
 		t.Errorf("after the lease was let go: holds %v, readiness %v; want both segments and ready", g.keys(), g.sl.down.Load())
+	}
+}
+
+// A process whose runs keep failing for a reason of its own (its event
+// store does not answer) waits between runs (1 s doubling to a minute)
+// while it goes on balancing: a process that joins meanwhile gets its
+// share at once, not after the wait.
+func TestSegments_a_process_waiting_to_run_again_hands_a_joiner_its_share(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	store := mongostore.New(mongotest.Database(t))
+	const lease = time.Second
+	sess := func(holder string) *session {
+		return &session{c: &runConfig{lease: lease, segments: 4}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
+	}
+	var aRuns, bHeld atomic.Int32
+	failing := segmentWork{group: "p", run: func(context.Context, func() *segmentCheckpoints) error {
+		aRuns.Add(1)
+		return errors.New("dial esdb: connection refused")
+	}}
+	healthy := segmentWork{group: "p", run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
+		bHeld.Store(int32(len(cps().keys)))
+		<-ctx.Done()
+		return nil
+	}}
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { sess("A").shareSegments(ctx, &slot{name: "p"}, failing) })
+	waitUntil(t, "A's fourth failed run", func() bool { return aRuns.Load() >= 4 }) // then it waits 8 s
+	wg.Go(func() { sess("B").shareSegments(ctx, &slot{name: "p"}, healthy) })
+	for deadline := time.Now().Add(5 * lease); time.Now().Before(deadline) && bHeld.Load() == 0; {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if bHeld.Load() == 0 {
+		t.Errorf("B runs no segment %v after joining: A, in its wait after %d failed runs, keeps them", 5*lease, aRuns.Load())
 	}
 }

@@ -45,17 +45,28 @@ func (c *Pacer) Failed() {
 // Reset ends the run: the next Wait returns at once.
 func (c *Pacer) Reset() { c.n = 0 }
 
+// Delay is what [Pacer.Wait] would sleep: 0 outside a run, else the wait
+// for its latest failure, or [ErrExhausted] when the run has lasted longer
+// than MaxElapsed; for a caller that waits while it does other things.
+func (c *Pacer) Delay() (time.Duration, error) {
+	if c.n == 0 {
+		return 0, nil
+	}
+	if c.p.MaxElapsed > 0 && time.Since(c.since) > c.p.MaxElapsed {
+		return 0, ErrExhausted
+	}
+	return c.p.Schedule(c.n)[c.n-1], nil
+}
+
 // Wait returns at once outside a run; in one, it sleeps the wait for its
 // latest failure. It returns [ErrExhausted] when the run has lasted
 // longer than MaxElapsed, or ctx's error.
 func (c *Pacer) Wait(ctx context.Context) error {
-	if c.n == 0 {
-		return nil
+	d, err := c.Delay()
+	if err != nil || d == 0 {
+		return err
 	}
-	if c.p.MaxElapsed > 0 && time.Since(c.since) > c.p.MaxElapsed {
-		return ErrExhausted
-	}
-	t := time.NewTimer(c.p.Schedule(c.n)[c.n-1])
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
