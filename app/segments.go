@@ -315,6 +315,21 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 	switch {
 	case err == nil || ctx.Err() != nil:
 		return ctx.Err() != nil, nil
+	case errors.Is(err, errOtherVersion) && g.work.group == sl.name:
+		// As a run without segments does (afterRun): it lets its segments
+		// go, for a process that can run them, and follows the switch of
+		// a rebuild by its version.
+		sl.setDown("blocked: " + err.Error())
+		g.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
+			"projection", sl.name, "err", err)
+		for _, k := range g.keys() {
+			g.release(k, "another version built the collection")
+		}
+		if g.s.awaitSwitch(ctx, sl, err) != nil {
+			return true, err
+		}
+		sl.setDown("")
+		return false, nil
 	case errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion) || errors.Is(err, errSegmentCount):
 		sl.setDown("blocked: " + err.Error())
 		g.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)

@@ -128,3 +128,61 @@ func TestRun_warns_of_None_with_leases(t *testing.T) {
 		}
 	}
 }
+
+// A rollout deploys version 1 of a segmented projection before it rebuilds
+// it: its run --segments 2 is refused by the collection version 0 built,
+// lets its segments go, and, as a run without segments does, follows the
+// switch once rebuild --segments 2 of version 1 has filled its collection:
+// it runs the new collection's segments to the head.
+func TestRun_segments_refused_by_another_version_follow_the_switch_of_its_rebuild(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	version := func(v int) app.Config {
+		return config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/"), Version: v})
+	}
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	seg := []string{"--segments", "2", "--lease", "2s"}
+	runArgs := append(append([]string{"run", "--http", "", "--checkpoint-interval", "100ms"}, seg...), common...)
+	atHead := func(collection string, within time.Duration) bool {
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			cps, _ := mongostore.New(db).Checkpoints(context.Background())
+			ok := true
+			for k := range 2 {
+				if cp := cps[fmt.Sprintf("%s/segment-%d-of-2", collection, k)].Checkpoint; cp == nil || cp.Position < servers.Head() {
+					ok = false
+				}
+			}
+			if ok {
+				return true
+			}
+		}
+		return false
+	}
+	old := e2e.StartCommand(t, version(0), runArgs...)
+	if !atHead("tickets", time.Minute) {
+		t.Fatalf("version 0 did not reach the head\n%s", old.Stderr())
+	}
+	if code := old.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, old.Stderr())
+	}
+	next := e2e.StartCommand(t, version(1), runArgs...)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(next.Stderr(), "was built by version 0"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("version 1 is not refused\n%s", next.Stderr())
+		}
+	}
+	code, out, stderr := run(version(1), nil, append(append([]string{"rebuild", "tickets"}, seg...), common...)...)
+	if code != 0 {
+		t.Fatalf("rebuild --segments 2: exit %d\n%s\n%s", code, out, stderr)
+	}
+	active, err := mongostore.New(db).ActiveCollection(context.Background(), "tickets", "tickets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers.Append(t, registry(), "ticket/1", noted{Text: "b"})
+	if !atHead(active, 30*time.Second) {
+		t.Errorf("readers switched to %s, built by version 1, and the running version-1 process (run --segments 2) never runs it: nobody moves its segments to the head %d\nits log:\n%s",
+			active, servers.Head(), next.Stderr())
+	}
+}
