@@ -213,7 +213,7 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 				return err
 			}
 		}
-		if work.done != nil && work.done(ctx) {
+		if g.finished(ctx) {
 			return nil
 		}
 		if time.Now().After(joined) {
@@ -225,27 +225,47 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 				}
 			}
 		}
-		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && !time.Now().Before(g.retryAt) && ctx.Err() == nil {
-			if !g.retryAt.IsZero() {
-				g.retryAt = time.Time{}
-				g.sl.setDown("")
-			}
-			run = g.start(ctx)
+		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
+			run = g.startDue(ctx)
 		}
 		g.show()
-		var retry <-chan time.Time
-		if run == nil && !g.retryAt.IsZero() {
-			retry = time.After(time.Until(g.retryAt))
-		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
 		case <-g.changed:
 		case <-run.doneChan():
-		case <-retry:
+		case <-g.retryDue(run):
 		}
 	}
 	return nil
+}
+
+// finished reports whether every segment is done (work.done; never for
+// run --segments).
+func (g *segments) finished(ctx context.Context) bool {
+	return g.work.done != nil && g.work.done(ctx)
+}
+
+// startDue starts a run over the segments held, unless a run that failed
+// waits to run again (retryAt) until later: nil then.
+func (g *segments) startDue(ctx context.Context) *segmentRun {
+	if time.Now().Before(g.retryAt) {
+		return nil
+	}
+	if !g.retryAt.IsZero() {
+		g.retryAt = time.Time{}
+		g.sl.setDown("")
+	}
+	return g.start(ctx)
+}
+
+// retryDue fires when a run that failed may run again, while none runs;
+// nil (never) otherwise.
+func (g *segments) retryDue(run *segmentRun) <-chan time.Time {
+	if run != nil || g.retryAt.IsZero() {
+		return nil
+	}
+	return time.After(time.Until(g.retryAt))
 }
 
 // ended judges a run that has ended on its own (settle), after a new run
