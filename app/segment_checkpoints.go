@@ -1,8 +1,10 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -100,13 +102,19 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp projector.Checkpoint) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), segmentSaveTimeout)
 	defer cancel()
-	var errs []error
+	var failed []int
+	var first error
 	for _, k := range c.keys {
 		if err := c.save(ctx, name, k, cp); err != nil {
-			errs = append(errs, err)
+			failed = append(failed, k)
+			first = cmp.Or(first, err)
 		}
 	}
-	return errors.Join(errs...)
+	if len(failed) <= 1 {
+		return first
+	}
+	// One line: the segments' saves fail alike (the store does not answer).
+	return fmt.Errorf("saving the checkpoint of segments %s: %w", intsString(failed), first)
 }
 
 // save stores cp as segment k's checkpoint under its lease's token; a

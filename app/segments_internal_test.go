@@ -367,3 +367,27 @@ func TestSegments_a_process_waiting_to_run_again_hands_a_joiner_its_share(t *tes
 		t.Errorf("B runs no segment %v after joining: A, in its wait after %d failed runs, keeps them", 5*lease, aRuns.Load())
 	}
 }
+
+// A checkpoint save that fails on every segment of a run (MongoDB is gone)
+// is one error, of one line, that names the segments.
+func TestSegmentCheckpoints_a_save_that_fails_on_several_segments_is_one_line(t *testing.T) {
+	client, err := mongostore.Connect(context.Background(), mongotest.URI(t), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := client.Database("oneline_" + strings.ReplaceAll(time.Now().Format("150405.000"), ".", ""))
+	store := mongostore.New(db)
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 4, &log)
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 4), "A", time.Minute) }
+	c := checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1), 2: lease(2), 3: lease(3)})
+	_ = db.Drop(context.Background())
+	client.Disconnect(context.Background()) // MongoDB is gone
+	err = c.SaveCheckpoint(context.Background(), "coll", projector.Checkpoint{Position: 10})
+	if err == nil {
+		t.Fatal("no error from a disconnected store")
+	}
+	if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "segments 0,1,2,3") {
+		t.Errorf("the error of one failed checkpoint save is %d lines, want one that names the segments:\n%v", strings.Count(err.Error(), "\n")+1, err)
+	}
+}
