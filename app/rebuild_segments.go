@@ -195,7 +195,7 @@ func (rb *segmentedRebuild) heldCaughtUp() bool {
 // the two wait for each other for ever), and the switch goes on from the
 // checkpoints they reached; run --segments then takes them further.
 func (rb *segmentedRebuild) finishing(ctx context.Context) bool {
-	all, err := rb.store.Leases(ctx)
+	all, err := rb.store.Leases(ctx, rebuildGroup(rb.building)+"/finish")
 	if err != nil {
 		return false
 	}
@@ -320,7 +320,7 @@ func (rb *segmentedRebuild) holdAll(ctx context.Context) ([]*heldLease, error) {
 // refuseSingleRebuild fails while a rebuild of projection name runs in one
 // process (rebuild without --segments holds its lease).
 func refuseSingleRebuild(ctx context.Context, store *mongostore.Store, name string) error {
-	leases, err := store.Leases(ctx)
+	leases, err := store.Leases(ctx, "rebuild "+name)
 	if err != nil {
 		return err
 	}

@@ -143,7 +143,7 @@ func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, 
 // refuseSegmented fails while processes of run --segments run projection
 // name: they hold its segments' leases, not the projection's.
 func refuseSegmented(ctx context.Context, store *mongostore.Store, name string) error {
-	leases, err := store.Leases(ctx)
+	leases, err := store.Leases(ctx, name)
 	if err != nil {
 		return err
 	}

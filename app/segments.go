@@ -507,7 +507,7 @@ func (g *segments) release(k int, why string) {
 // can both match, and the one whose write did not stick lets go before it
 // runs anything.
 func (g *segments) take(ctx context.Context, need int, live []string) bool {
-	leases, err := g.s.store.Leases(ctx)
+	leases, err := g.s.store.Leases(ctx, g.work.group)
 	if err != nil {
 		if ctx.Err() == nil {
 			g.logger.Warn("reading the leases", "projection", g.sl.name, "err", err)

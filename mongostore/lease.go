@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -99,9 +100,19 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 	return nil
 }
 
-// Leases returns every lease, by name, held or not.
-func (s *Store) Leases(ctx context.Context) (map[string]Lease, error) {
-	cur, err := s.db.Collection(leaseCollection).Find(ctx, bson.D{})
+// Leases returns the leases whose names start with one of prefixes (every
+// lease without), by name, held or not: a process that looks often reads
+// those of its projection only, not every one ever taken.
+func (s *Store) Leases(ctx context.Context, prefixes ...string) (map[string]Lease, error) {
+	filter := bson.D{}
+	if len(prefixes) > 0 {
+		or := bson.A{}
+		for _, p := range prefixes {
+			or = append(or, bson.D{{Key: fieldID, Value: bson.Regex{Pattern: "^" + regexp.QuoteMeta(p)}}})
+		}
+		filter = bson.D{{Key: "$or", Value: or}}
+	}
+	cur, err := s.db.Collection(leaseCollection).Find(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: read leases: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +184,36 @@ func testLease(t *testing.T, s *mongostore.Store) {
 	leases, err := s.Leases(ctx)
 	if err != nil || leases["p"].Holder != "C" || !leases["p"].Held(time.Now()) {
 		t.Fatalf("leases %+v (%v)", leases, err)
+	}
+}
+
+// Leases with prefixes reads the leases whose names start with one of them
+// only (a prefix is a name, not a pattern): a process that looks at its
+// projection's leases often does not read every lease ever taken.
+func TestLease_Leases_reads_those_of_a_prefix_only(t *testing.T) {
+	ctx := context.Background()
+	s := mongostore.New(mongotest.Database(t))
+	for _, name := range []string{"a.b", "a.b/segment-0-of-2", "axb/segment-0-of-2", "rebuild a.b_r1/segment-0-of-2", "c"} {
+		if _, err := s.AcquireLease(ctx, name, "h", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		prefixes []string
+		want     string
+	}{{nil, "a.b a.b/segment-0-of-2 axb/segment-0-of-2 c rebuild a.b_r1/segment-0-of-2"}, {[]string{"a.b"}, "a.b a.b/segment-0-of-2"},
+		{[]string{"rebuild a.b", "c"}, "c rebuild a.b_r1/segment-0-of-2"}} {
+		leases, err := s.Leases(ctx, tc.prefixes...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for name := range leases {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("Leases(%q) = %q, want %q", tc.prefixes, got, tc.want)
+		}
 	}
 }
