@@ -65,6 +65,9 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	if err != nil {
 		return err
 	}
+	if err := refuseOtherCount(ctx, store, name, active, c.segments); err != nil {
+		return err
+	}
 	building, err := x.startRebuild(ctx, store, p)
 	if err != nil {
 		return err
@@ -327,6 +330,30 @@ func refuseSingleRebuild(ctx context.Context, store *mongostore.Store, name stri
 	if l := leases["rebuild "+name]; l.Held(time.Now()) {
 		return fmt.Errorf("a rebuild of %s runs in one process, in %s (its lease runs until %s): let it finish, or stop it and run rebuild --segments again",
 			name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// refuseOtherCount fails while processes run projection name's active
+// collection in another number of segments than n: at the switch to a
+// collection in n they would all stop (a run in another number is refused),
+// and nobody would run it.
+func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active string, n int) error {
+	running, err := segment.Count(ctx, store.Database(), active)
+	if err != nil || running <= 1 || running == n {
+		return err
+	}
+	leases, err := store.Leases(ctx, name)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for lease, l := range leases {
+		if segment.IsLease(name, lease) && l.Held(now) {
+			return fmt.Errorf("%w: processes run %s in %d segments (%s holds one): a rebuild in %d would stop them all at its switch; "+
+				"rebuild it with --segments %d, or stop them first and run the new collection with --segments %d",
+				errSegmentCount, name, running, l.Holder, n, running, n)
+		}
 	}
 	return nil
 }

@@ -186,3 +186,28 @@ func TestRun_segments_refused_by_another_version_follow_the_switch_of_its_rebuil
 			active, servers.Head(), next.Stderr())
 	}
 }
+
+// rebuild --segments 3 while processes run the projection's active
+// collection in 2 segments is refused up front, naming both numbers: at
+// its switch they would all stop (a run in another number is refused), and
+// nobody would run the projection.
+func TestRebuild_segments_in_another_number_than_the_running_processes_is_refused(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	r := e2e.StartCommand(t, c, append([]string{"run", "--http", "", "--segments", "2", "--lease", "2s", "--checkpoint-interval", "100ms"}, common...)...)
+	for deadline := time.Now().Add(time.Minute); strings.Count(r.Stderr(), "holds a segment's lease") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("run holds no segments\n%s", r.Stderr())
+		}
+	}
+	code, out, stderr := run(c, nil, append([]string{"rebuild", "tickets", "--segments", "3", "--lease", "2s"}, common...)...)
+	if code != 1 || !strings.Contains(stderr, "processes run tickets in 2 segments") || !strings.Contains(stderr, "a rebuild in 3 would stop them") {
+		t.Errorf("rebuild --segments 3 beside a run in 2: exit %d, want 1 and why\n%s\n%s", code, out, stderr)
+	}
+	if cols, err := mongostore.New(db).CollectionsOf(context.Background(), "tickets"); err != nil || cols.Building != "" {
+		t.Errorf("a rebuild was started: %+v (%v)", cols, err)
+	}
+}
