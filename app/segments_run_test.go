@@ -211,3 +211,28 @@ func TestRebuild_segments_in_another_number_than_the_running_processes_is_refuse
 		t.Errorf("a rebuild was started: %+v (%v)", cols, err)
 	}
 }
+
+// Against another event store whose head is past the stored checkpoint,
+// status says that the checkpoint was taken in another log, as run finds
+// when it starts, and exits 3, instead of counting the events behind it.
+func TestStatus_says_a_checkpoint_of_another_event_store_before_run_refuses_it(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	r := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--lease", "0")
+	r.WaitCheckpoint(t, db, "tickets", servers.Head())
+	r.Stop(t)
+	other := e2e.StartServers(t, e2e.Options{MongoURI: servers.MongoURI()})
+	for i := range 10 {
+		other.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "b"})
+	}
+	if other.Head() <= servers.Head() {
+		t.Fatalf("the other event store's head %d is not past the checkpoint %d", other.Head(), servers.Head())
+	}
+	code, out, stderr := run(c, nil, "status", "--esdb", other.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
+	if code != 3 || !strings.Contains(stderr, "projection tickets: the stored checkpoint does not belong to this event store") ||
+		!strings.Contains(stderr, "to rebuild it: tickets rebuild tickets") {
+		t.Errorf("status against another event store: exit %d, want 3 and why\n%s\n%s", code, out, stderr)
+	}
+}

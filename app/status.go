@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -35,6 +36,10 @@ type projectionStatus struct {
 	// position of this event store (another one's, or one reset since):
 	// run refuses it.
 	PastHead bool `json:"checkpointPastHead,omitempty"`
+	// Foreign says why the checkpoint is not a position of this event
+	// store (past its head, another event at its position, or taken in
+	// another log): run refuses it.
+	Foreign string `json:"foreignCheckpoint,omitempty"`
 	// Collection is the collection readers use; Rebuilding, one a rebuild
 	// in progress fills, with its checkpoint, and the error it stopped with
 	// (a rebuild that stopped and has not stored a checkpoint since).
@@ -150,9 +155,12 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
 	}
 	for _, s := range lines {
-		if s.PastHead {
+		switch {
+		case s.PastHead:
 			fmt.Fprintf(inv.Stderr, "projection %s: its checkpoint %d is past the head of $all, %d: it is not a position of this event store "+
 				"(another one's, or one reset since), and run refuses it; to rebuild it: %s rebuild %[1]s\n", s.Projection, *s.Checkpoint, *s.Head, inv.Name)
+		case s.Foreign != "":
+			fmt.Fprintf(inv.Stderr, "projection %s: %s; run refuses it; to rebuild it: %s rebuild %[1]s\n", s.Projection, s.Foreign, inv.Name)
 		}
 	}
 	if err := printStatus(inv.Stdout, lines); err != nil {
@@ -176,6 +184,8 @@ func notRunning(lines []projectionStatus) error {
 		switch {
 		case s.PastHead:
 			names = append(names, s.Projection+" (checkpoint past the head)")
+		case s.Foreign != "":
+			names = append(names, s.Projection+" ("+s.Foreign+")")
 		case s.LastError != "":
 			line, _, _ := strings.Cut(s.LastError, "\n")
 			names = append(names, s.Projection+" ("+line+")")
@@ -321,6 +331,32 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 		return fmt.Errorf("counting the events after %s's checkpoint: %w", st.Projection, err)
 	}
 	st.Behind, st.BehindAtLeast = &behind, more
+	if cp.Checkpoint != nil {
+		return c.checkAnchor(ctx, client, *cp.Checkpoint, st)
+	}
+	return nil
+}
+
+// checkAnchor says in st.Foreign why checkpoint cp is not a position of
+// this event store, as run finds when it starts (another log, another
+// event at its position, past the head).
+func (c *statusConfig) checkAnchor(ctx context.Context, client eventStore, cp projector.Checkpoint, st *projectionStatus) error {
+	src, err := client.all(neutral.AllOptions{})
+	if err != nil {
+		return err
+	}
+	anchored, ok := src.(projector.AnchoredSource)
+	if !ok {
+		return nil
+	}
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	switch err := anchored.Check(actx, cp); {
+	case errors.Is(err, projector.ErrForeignCheckpoint):
+		st.Foreign = err.Error()
+	case err != nil:
+		return fmt.Errorf("checking %s's checkpoint against the event store: %w", st.Projection, err)
+	}
 	return nil
 }
 

@@ -53,6 +53,8 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 		ID           string        `bson:"_id"`
 		Position     *int64        `bson:"position"`
 		Prepare      int64         `bson:"prepare"`
+		EventID      string        `bson:"eventId"`
+		Log          string        `bson:"log"`
 		Updated      time.Time     `bson:"updatedAt"`
 		LastError    string        `bson:"lastError"`
 		LastErrorAt  time.Time     `bson:"lastErrorAt"`
@@ -66,7 +68,7 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt,
 			UnknownTypes: unknownTypes(d.UnknownTypes)}
 		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
-			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare)}
+			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
 		}
 		out[d.ID] = st
 	}
