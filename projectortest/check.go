@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -42,8 +43,8 @@ func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.
 	case rev >= 0 && rev != last:
 		return fmt.Errorf("%w: %s/%s: revision %d, want %d", ErrMismatch, p.Collection(), id, rev, last)
 	case !reflect.DeepEqual(got, want) && keptEqual(got, want):
-		return fmt.Errorf("%w: %s/%s: %w (BSON keeps a time to the millisecond and in UTC: store the times a handler keeps as "+
-			"t.UTC().Truncate(time.Millisecond)):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, errNotKept, got, want)
+		return fmt.Errorf("%w: %s/%s: %w (%s):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, errNotKept,
+			notKeptWhy(reflect.ValueOf(got), reflect.ValueOf(want), "state"), got, want)
 	case !reflect.DeepEqual(got, want):
 		return fmt.Errorf("%w: %s/%s:\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, got, want)
 	}
@@ -63,4 +64,94 @@ func keptEqual[S any](got, want S) bool {
 	}
 	var kept S
 	return bson.Unmarshal(raw, &kept) == nil && reflect.DeepEqual(got, kept)
+}
+
+// notKeptWhy says what BSON did not keep of want, which a document holds as
+// got: the first place they differ, and how to keep it.
+func notKeptWhy(got, want reflect.Value, path string) string {
+	where, kind := firstDiff(got, want, path)
+	switch kind {
+	case "time":
+		return where + ": BSON keeps a time to the millisecond and in UTC: store the times a handler keeps as t.UTC().Truncate(time.Millisecond)"
+	case "nil":
+		return where + ": a field marked omitempty that holds a zero value (a pointer to one, an empty map or slice) is left out, " +
+			"and reads back as nil: keep nil there, or drop omitempty"
+	case "":
+		return "what BSON keeps of the state differs from it"
+	}
+	return where + " is not kept as it is"
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// firstDiff returns the first place, by path, where a and b (values of one
+// type) differ, and its kind: "time", "nil" (one of them nil, the other
+// not), "value", or "" where they do not.
+func firstDiff(a, b reflect.Value, path string) (string, string) {
+	if where, kind, done := diffHere(a, b, path); done {
+		return where, kind
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() {
+			return "", ""
+		}
+		return firstDiff(a.Elem(), b.Elem(), path)
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if f := a.Type().Field(i); f.IsExported() {
+				if where, kind := firstDiff(a.Field(i), b.Field(i), path+"."+f.Name); kind != "" {
+					return where, kind
+				}
+			}
+		}
+		return "", ""
+	case reflect.Slice, reflect.Array:
+		for i := range a.Len() {
+			if where, kind := firstDiff(a.Index(i), b.Index(i), fmt.Sprintf("%s[%d]", path, i)); kind != "" {
+				return where, kind
+			}
+		}
+		return "", ""
+	case reflect.Map:
+		for _, k := range a.MapKeys() {
+			bv := b.MapIndex(k)
+			if !bv.IsValid() {
+				return fmt.Sprintf("%s[%v]", path, k), "value"
+			}
+			if where, kind := firstDiff(a.MapIndex(k), bv, fmt.Sprintf("%s[%v]", path, k)); kind != "" {
+				return where, kind
+			}
+		}
+		return "", ""
+	}
+	if a.CanInterface() && !reflect.DeepEqual(a.Interface(), b.Interface()) {
+		return path, "value"
+	}
+	return "", ""
+}
+
+// diffHere is firstDiff's verdict on a and b themselves (done), without
+// looking inside them: times, nil against not nil, lengths.
+func diffHere(a, b reflect.Value, path string) (where, kind string, done bool) {
+	if a.Type() == timeType {
+		ta, tb := a.Interface().(time.Time), b.Interface().(time.Time)
+		if !ta.Equal(tb) || ta.Location() != tb.Location() {
+			return path, "time", true
+		}
+		return "", "", true
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Interface:
+		if a.IsNil() != b.IsNil() {
+			return path, "nil", true
+		}
+	}
+	switch a.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Array:
+		if a.Len() != b.Len() {
+			return path, "value", true
+		}
+	}
+	return "", "", false
 }

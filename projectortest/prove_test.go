@@ -138,6 +138,27 @@ type readingTaken struct {
 
 type lastReading struct{ At time.Time }
 
+type pickup struct {
+	PickedAt *time.Time `bson:",omitempty"`
+}
+
+// A state that holds a pointer to a zero time in a field marked omitempty
+// reads back as nil: Prove says so, where it differs, and how to cure it,
+// not that times are kept to the millisecond.
+func TestProve_tells_an_omitempty_zero_value_the_store_leaves_out(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	p := projector.New[pickup]("pickups", projector.StreamSuffix("sensor-"))
+	projector.On(p, func(s pickup, e readingTaken) (pickup, error) { s.PickedAt = &time.Time{}; return s, nil })
+	streams := map[string][]any{"sensor-1": {readingTaken{"1", time.Time{}}}}
+	store := mongostore.New(mongotest.Database(t))
+	_, err := projectortest.Prove(context.Background(), store, reg, p, streams, projectortest.Delivery{Seed: 4, MaxTimes: 1})
+	if !errors.Is(err, projectortest.ErrMismatch) || !strings.Contains(err.Error(), "state.PickedAt: a field marked omitempty") ||
+		strings.Contains(err.Error(), "millisecond") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 // A state that keeps a time with nanoseconds is kept by MongoDB to the
 // millisecond: every event was applied once, and Prove says that the
 // difference is what the store keeps, not redelivery, and how to cure it.
