@@ -38,7 +38,9 @@ type Delivery struct {
 	// to half a second). An event whose predecessor is not there in time goes
 	// back to the end of the deliveries, as a subscription would redeliver it.
 	Retry *retry.Policy
-	// Options are passed to every engine (a failure policy, a parker).
+	// Options are passed to every engine (a failure policy, a parker). A
+	// store that records parked and held events (mongostore's) is the
+	// engines' parker unless they name another.
 	Options []projector.Option
 	// Metadata, if set, gives the metadata of each stream's events (the
 	// write side's, such as the cart's client).
@@ -109,7 +111,13 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	}
 	// The engines read the log's streams as they read the event store's:
 	// stream folds, holes, and the ties of TieStreams.
-	opts := append([]projector.Option{projector.WithRetry(policy), projector.WithStreamReader(newHistory(events))}, d.Options...)
+	opts := []projector.Option{projector.WithRetry(policy), projector.WithStreamReader(newHistory(events))}
+	if parker, ok := store.(projector.Parker); ok {
+		// Where a projection's own Park or Hold records (mongostore's
+		// store is one), unless d.Options says otherwise.
+		opts = append(opts, projector.WithParker(parker))
+	}
+	opts = append(opts, d.Options...)
 	newEngine := func() (*projector.Engine, error) {
 		e, err := projector.NewEngine(store, registry, []projector.Definition{p}, opts...)
 		if err == nil {
@@ -131,10 +139,11 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		deliveries = Shuffled(r, deliveries)
 	}
 	rep := Report{Events: len(events), Deliveries: len(deliveries), Documents: len(byDoc)}
-	if err := deliver(ctx, &rep, deliveries, d, newEngine); err != nil {
+	applied := map[string][]projector.Event{}
+	if err := deliver(ctx, &rep, applied, deliveries, d, newEngine); err != nil {
 		return rep, err
 	}
-	return rep, checkFolds(ctx, store, p, byDoc)
+	return rep, checkFolds(ctx, store, p, byDoc, applied)
 }
 
 // checkSeparateEngines refuses engines of their own for the workers (d) on
@@ -250,30 +259,62 @@ func checkNoDocuments[S any](ctx context.Context, store driver.Store, p *project
 
 // checkFolds compares every document of byDoc with the fold of its events;
 // the error wraps [ErrNotExactlyOnce] and names those that differ.
-func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], byDoc map[string][]projector.Event) error {
+func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], byDoc, applied map[string][]projector.Event) error {
 	var wrong []string
-	notKept := 0
+	notKept, reordered := 0, 0
 	for id, evs := range byDoc {
 		if err := CheckDocument(ctx, store, p, id, evs); err != nil {
 			if !errors.Is(err, ErrMismatch) {
 				return err
 			}
-			if errors.Is(err, errNotKept) {
+			switch {
+			case errors.Is(err, errNotKept):
 				notKept++
+			case foldOfAnotherOrder(ctx, store, p, id, evs, applied[id]):
+				reordered++
 			}
 			wrong = append(wrong, err.Error())
 		}
 	}
-	if len(wrong) > 0 {
-		sort.Strings(wrong)
-		if notKept == len(wrong) {
-			// Applied exactly once; the state does not survive its store.
-			return fmt.Errorf("%d of %d documents differ from the fold only in what the store keeps of a state, not under redelivery: %w",
-				len(wrong), len(byDoc), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
-		}
-		return fmt.Errorf("%w: %d of %d documents differ from the fold:\n%s", ErrNotExactlyOnce, len(wrong), len(byDoc), strings.Join(wrong, "\n"))
+	if len(wrong) == 0 {
+		return nil
 	}
-	return nil
+	sort.Strings(wrong)
+	switch {
+	case notKept == len(wrong):
+		// Applied exactly once; the state does not survive its store.
+		return fmt.Errorf("%d of %d documents differ from the fold only in what the store keeps of a state, not under redelivery: %w",
+			len(wrong), len(byDoc), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
+	case reordered == len(wrong):
+		return fmt.Errorf("%d of %d documents differ from the fold of their events in the log's order, and each is the fold in the order it "+
+			"applied them, each once: the projection depends on the order of its events, which its strategy (%v) does not keep; make its "+
+			"steps independent of their order, or choose a strategy that keeps it (RevisionMap keeps each stream's): %w",
+			len(wrong), len(byDoc), p.Strategy(), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
+	}
+	return fmt.Errorf("%w: %d of %d documents differ from the fold:\n%s", ErrNotExactlyOnce, len(wrong), len(byDoc), strings.Join(wrong, "\n"))
+}
+
+// foldOfAnotherOrder reports whether document id holds the fold of its
+// events evs (in the log's order) in the order it applied them (applied,
+// undecoded): each of them once, in another order.
+func foldOfAnotherOrder[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, evs, applied []projector.Event) bool {
+	if len(applied) != len(evs) {
+		return false
+	}
+	byID := make(map[string]projector.Event, len(evs))
+	for _, ev := range evs {
+		byID[ev.ID] = ev
+	}
+	order := make([]projector.Event, 0, len(applied))
+	for _, ev := range applied {
+		decoded, ok := byID[ev.ID]
+		if !ok {
+			return false // applied twice, or not its event
+		}
+		delete(byID, ev.ID)
+		order = append(order, decoded)
+	}
+	return CheckDocument(ctx, store, p, id, order) == nil
 }
 
 // deliver hands deliveries to d.Workers concurrent workers, each with an
@@ -282,8 +323,8 @@ func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Pro
 // counts their outcomes in rep. An event whose predecessor is not there in
 // time goes back to the end of the queue, as a subscription would deliver
 // it again.
-func deliver(ctx context.Context, rep *Report, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
-	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep}
+func deliver(ctx context.Context, rep *Report, applied map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
+	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied}
 	q.idle = sync.NewCond(&q.mu)
 	var wg sync.WaitGroup
 	var shared *projector.Engine
@@ -322,6 +363,9 @@ type deliveryQueue struct {
 	firstErr error
 	// rep counts the outcomes.
 	rep *Report
+	// applied is, by document, the events applied to it, in the order
+	// their results came.
+	applied map[string][]projector.Event
 }
 
 // work handles the deliveries it takes with engine e until none is left or
@@ -384,6 +428,7 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 			err = nil
 		case res.Outcome == projector.Applied, res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
 			q.rep.Applied++
+			q.applied[res.Document] = append(q.applied[res.Document], ev)
 		case res.Outcome == projector.Duplicate:
 			q.rep.Duplicates++
 		case res.Outcome == projector.Failed:

@@ -138,6 +138,32 @@ type readingTaken struct {
 
 type lastReading struct{ At time.Time }
 
+// A projection whose step depends on the order of its events (the last
+// reading wins) under a strategy that applies them in any order: Prove
+// says that every event was applied once, in another order, and what to
+// do, not that it is not exactly-once.
+func TestProve_tells_an_order_dependent_projection_from_one_not_exactly_once(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	p := projector.New[lastReading]("last_readings_any_order", projector.StreamSuffix("sensor-")).Idempotency(projector.HandledIDs(100))
+	projector.On(p, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At; return s, nil })
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	streams := map[string][]any{}
+	for i := range 4 {
+		var life []any
+		for j := range 6 {
+			life = append(life, readingTaken{fmt.Sprint(i), at.Add(time.Duration(j) * time.Second)})
+		}
+		streams[fmt.Sprintf("sensor-%d", i)] = life
+	}
+	store := mongostore.New(mongotest.Database(t))
+	_, err := projectortest.Prove(context.Background(), store, reg, p, streams, projectortest.Delivery{Shuffle: true, Seed: 7, Workers: 1})
+	if !errors.Is(err, projectortest.ErrMismatch) || errors.Is(err, projectortest.ErrNotExactlyOnce) ||
+		!strings.Contains(err.Error(), "the projection depends on the order of its events") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 type pickup struct {
 	PickedAt *time.Time `bson:",omitempty"`
 }
@@ -183,5 +209,21 @@ func TestProve_tells_a_state_the_store_cannot_keep_from_redelivery(t *testing.T)
 	})
 	if _, err := projectortest.Prove(context.Background(), store, reg, q, streams, projectortest.Delivery{Shuffle: true, Seed: 4, MaxTimes: 3}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A projection with its own failure policy that records events (Hold,
+// Park) is proven on mongostore's store without naming a parker: the store
+// is one.
+func TestProve_a_projection_that_holds_needs_no_parker_named(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	p := projector.New[lastReading]("held_readings", projector.StreamSuffix("sensor-")).OnFailure(projector.Hold)
+	projector.On(p, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At; return s, nil })
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	streams := map[string][]any{"sensor-1": {readingTaken{"1", at}, readingTaken{"1", at.Add(time.Second)}}}
+	rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), reg, p, streams, projectortest.Delivery{Shuffle: true, Seed: 2, MaxTimes: 2})
+	if err != nil || rep.Events != 2 {
+		t.Fatalf("%v: %v", rep, err)
 	}
 }
