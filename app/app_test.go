@@ -138,6 +138,8 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"an unknown name in --projections", config(good), []string{"--projections", "tickets,nope"}, `unknown projection "nope"; known: tickets`, ""},
 		{"a runner setting that cannot work", config(good), []string{"--checkpoint-every", "0"}, `--checkpoint-every 0, --checkpoint-interval 1s: want at least 1 event`, ""},
 		{"negative --workers", config(good), []string{"--workers", "-1"}, `--workers -1: want at least 1`, ""},
+		{"a database name MongoDB refuses", config(good), []string{"--database", "bad/db"}, `--database "bad/db": MongoDB takes a database name of 1 to 63 bytes`, ""},
+		{"a database name MongoDB refuses, for status", config(good), []string{"--database", "a.b"}, `--database "a.b"`, "status"},
 		{"a batch of 0", config(good), []string{"--batch", "0"}, `--batch 0, --batch-window 20ms, --batch-mib 16: want a batch of at least 1 event and 1 MiB`, ""},
 		{"a batch of 0 MiB", config(good), []string{"--batch-mib", "0"}, `--batch-mib 0: want a batch of at least 1 event and 1 MiB`, ""},
 		{"negative --trace-event-spans", config(good), []string{"--trace-event-spans", "-1"}, `--trace-event-spans -1: want 0 or more`, ""},

@@ -50,6 +50,8 @@ func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false or kurrentdb://localhost:2113?tls=false", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
 		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
+	case s.database == "" || len(s.database) >= 64 || strings.ContainsAny(s.database, "/\\. \"$\x00"):
+		return usageError(inv.Stderr, "--database %q: MongoDB takes a database name of 1 to 63 bytes without / \\ . \" $ or a space", s.database)
 	}
 	// The connection strings are parsed now, without connecting: one that
 	// cannot be is a usage error.
