@@ -144,11 +144,16 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 	if over, _, err := rb.over(ctx); err == nil && over {
 		return true
 	}
-	if !rb.heldCaughtUp() {
-		return false
-	}
-	if rb.finishing(ctx) {
+	caught := rb.heldCaughtUp()
+	if rb.finishing(ctx) && (caught || rb.retrying()) {
+		// Another process waits for every segment to switch readers:
+		// this one's runs have caught up, or cannot now (they fail, and
+		// are tried again after a wait): it lets them go rather than
+		// have the two wait for each other.
 		return true
+	}
+	if !caught {
+		return false
 	}
 	all, err := rb.store.Checkpoints(ctx)
 	if err != nil {
@@ -171,6 +176,13 @@ func (rb *segmentedRebuild) caughtUpLocked(ks []int) {
 	for _, k := range ks {
 		rb.caught[k] = true
 	}
+}
+
+// retrying reports whether this process's run over its segments failed and
+// waits to run again.
+func (rb *segmentedRebuild) retrying() bool {
+	g := rb.sl.segs.Load()
+	return g != nil && (!g.retryAt.IsZero() || g.failures > 0)
 }
 
 // heldCaughtUp reports whether a run of this process has ended caught up

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/revgate/projector/internal/pace"
@@ -124,6 +125,10 @@ type segments struct {
 	// retryAt is when a run that failed in a way that may pass runs again
 	// (settle); zero when none waits.
 	retryAt time.Time
+	// away: this process waits for a rebuild's switch (another version
+	// built the collection), counted out of the processes that share the
+	// segments: its heartbeat stops meanwhile.
+	away atomic.Bool
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -342,10 +347,16 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 		sl.setDown("blocked: " + err.Error())
 		g.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
 			"projection", sl.name, "err", err)
+		// Counted out of the processes that share the segments while it
+		// waits, so that the others take its share.
 		for _, k := range g.keys() {
 			g.release(k, "another version built the collection")
 		}
-		if g.s.awaitSwitch(ctx, sl, err) != nil {
+		g.away.Store(true)
+		g.leave()
+		werr := g.s.awaitSwitch(ctx, sl, err)
+		g.away.Store(false)
+		if werr != nil {
 			return true, err
 		}
 		sl.setDown("")
@@ -394,6 +405,9 @@ func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 	db := g.s.store.Database()
 	beats := 0
 	once := func() {
+		if g.away.Load() {
+			return // waiting for a switch: counted out (see settle)
+		}
 		bctx, cancel := context.WithTimeout(ctx, ttl/3)
 		defer cancel()
 		if err := segment.Beat(bctx, db, g.work.group, g.s.holder, ttl); err != nil && ctx.Err() == nil {
