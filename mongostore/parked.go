@@ -72,9 +72,11 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 		if old.Collection == d.Collection || d.Collection == "" || old.Collection == "" {
 			// This build's (a record from before builds were told apart
 			// counts as one): the same record, unless the event now fails
-			// in another way (with a document, or held behind one, where it
-			// had none), which replaces it.
-			if old.Replayed != nil || old.Document == d.Document && old.Held == d.Held {
+			// in a way that says more (with a document where it had none or
+			// another, or held where it was not), which replaces it. A
+			// delivery again that knows less (no document: its router
+			// still cannot route it) leaves the record as it is.
+			if old.Replayed != nil || !(d.Document != "" && d.Document != old.Document || d.Held && !old.Held) {
 				return false, nil
 			}
 			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: fieldID, Value: old.ID}}, d); err != nil {
