@@ -205,15 +205,22 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 	if i < 0 {
 		return false, nil
 	}
-	a := h.away[i]
-	rec := parkedOf(t, a.ev, a.err, 1)
-	rec.Held = true
-	if _, err := e.parker.Park(ctx, rec); err != nil {
-		return false, fmt.Errorf("holding the document: %w", err)
+	// Held at the first, and every later one of the hole held behind it,
+	// in their order, as ReplayHeld applies them.
+	for _, a := range h.away[i:] {
+		if a.to != "" || a.err == nil {
+			continue
+		}
+		rec := parkedOf(t, a.ev, a.err, 1)
+		rec.Held = true
+		if _, err := e.parker.Park(ctx, rec); err != nil {
+			return false, fmt.Errorf("holding the document: %w", err)
+		}
 	}
 	e.holds.mu.Lock()
 	e.holds.docs[t.key()] = true
 	e.holds.mu.Unlock()
+	a := h.away[i]
 	e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
 		"projection", t.p.Name(), "document", t.id, "stream", a.ev.StreamID, "revision", a.ev.StreamRevision, "err", a.err)
 	return true, retry.Permanent(fmt.Errorf("%w: revision %d of stream %q, which could not be routed: %w", ErrHeld, a.ev.StreamRevision, a.ev.StreamID, a.err))
