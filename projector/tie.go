@@ -193,6 +193,14 @@ func (e *Engine) forgetUndecodedTie(p Definition, stream string) {
 	}
 }
 
+// tieGone reports whether the engine found stream, which p ties, deleted
+// when it last read it for the document of its declined events, with no
+// routed event of it seen.
+func (e *Engine) tieGone(p Definition, stream string) bool {
+	known, _ := e.ties.Peek(tieKey{p.Name(), stream})
+	return known.gone && known.doc == ""
+}
+
 // noteRouted notes that p's router routed ev, of a stream p ties, to
 // document id, when it is the earliest of its stream the engine has seen
 // and the stream's document is not known: the stream may be deleted by the
