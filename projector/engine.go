@@ -58,6 +58,7 @@ type core struct {
 	holds       *holds
 	known       *known // the revisions stream folds wrote documents at
 	ties        *lru.Cache[tieKey, tie]
+	routedSeen  *lru.Cache[tieKey, tie] // see noteRouted
 	// notOursSeen is, of the streams of the projections under RevisionMap,
 	// how many of their first revisions the engine saw declined and of
 	// types the projection does not handle (noteNotOurs).
@@ -125,6 +126,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.known = newKnown(cmp.Or(e.knownSize, defaultKnownDocuments))
 	e.holds = newHolds()
 	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
+	e.routedSeen, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.notOursSeen, _ = lru.New[tieKey, uint64](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")

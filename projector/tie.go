@@ -22,13 +22,8 @@ type tie struct {
 	doc         string
 	at, scanned uint64
 	undecoded   bool
-	// gone: the stream could not be read, deleted since. seen is then the
-	// document of the earliest of its events this engine saw routed, at
-	// revision seenAt (a rebuild, or a catch-up, handles them before the
-	// declined ones that follow), which the stream's events go to.
-	gone   bool
-	seen   string
-	seenAt uint64
+	// gone: the stream could not be read, deleted since (see noteRouted).
+	gone bool
 }
 
 // pending reports whether the document of the stream's events after
@@ -202,17 +197,17 @@ func (e *Engine) tieGone(p Definition, stream string) bool {
 }
 
 // noteRouted notes that p's router routed ev, of a stream p ties, to
-// document id, when it is the earliest of its stream the engine has seen
-// and the stream's document is not known: the stream may be deleted by the
-// time a declined event of it asks (streamDocument).
+// document id, when it is the earliest of its stream the engine has seen:
+// the stream may be deleted by the time a declined event of it asks
+// (streamDocument), and a rebuild or a catch-up handles a stream's routed
+// event before the declined ones that follow. They are kept apart from
+// what reads of streams found, which they would otherwise push out.
 func (e *Engine) noteRouted(p Definition, ev Event, id string) {
 	k := tieKey{p.Name(), ev.StreamID}
-	known, ok := e.ties.Peek(k)
-	if ok && (known.doc != "" || known.seen != "" && known.seenAt <= ev.StreamRevision) {
+	if seen, ok := e.routedSeen.Peek(k); ok && seen.at <= ev.StreamRevision {
 		return
 	}
-	known.seen, known.seenAt = id, ev.StreamRevision
-	e.ties.Add(k, known)
+	e.routedSeen.Add(k, tie{doc: id, at: ev.StreamRevision})
 }
 
 // streamDocument returns what the engine knows of the document ev's stream
@@ -229,9 +224,8 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 		if err != nil {
 			return tie{}, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
 		}
-		found.seen, found.seenAt = known.seen, known.seenAt
-		if found.gone && found.seen != "" && found.seenAt < ev.StreamRevision {
-			found.doc, found.at = found.seen, found.seenAt
+		if seen, ok := e.routedSeen.Peek(k); ok && found.gone && seen.at < ev.StreamRevision {
+			found.doc, found.at = seen.doc, seen.at
 		}
 		known = found
 		e.ties.Add(k, known)
