@@ -134,6 +134,17 @@ func firstDiff(a, b reflect.Value, path string) (string, string) {
 // diffHere is firstDiff's verdict on a and b themselves (done), without
 // looking inside them: times, nil against not nil, lengths.
 func diffHere(a, b reflect.Value, path string) (where, kind string, done bool) {
+	switch {
+	case !a.IsValid() || !b.IsValid():
+		if a.IsValid() != b.IsValid() {
+			return path, "nil", true
+		}
+		return "", "", true
+	case a.Type() != b.Type():
+		// An interface's value of another type (a []any read back as
+		// bson.A): it is not kept as it is.
+		return path, "value", true
+	}
 	if a.Type() == timeType {
 		ta, tb := a.Interface().(time.Time), b.Interface().(time.Time)
 		if !ta.Equal(tb) || ta.Location() != tb.Location() {
