@@ -2,7 +2,6 @@ package projector_test
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,20 +9,6 @@ import (
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 )
-
-// unreadable is an event store whose streams in down cannot be read (the
-// server does not answer), not deleted.
-type unreadable struct {
-	*streams
-	down map[string]bool
-}
-
-func (u unreadable) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
-	if u.down[stream] {
-		return errors.New("server did not answer")
-	}
-	return u.streams.ReadStream(ctx, stream, from, each)
-}
 
 // A declined event of a tied stream is parked with no document (its stream could
 // not be read to tie it). The stream is deleted since. replay-parked (a fresh
