@@ -61,7 +61,8 @@ func TestMetrics_a_standby_exports_no_position_and_no_lag(t *testing.T) {
 	for _, tc := range []struct {
 		down string
 		want bool
-	}{{"", true}, {"standby: run host/1/a holds its lease until 2026-11-26T16:00:00Z", false}, {"standby: this process holds none of the 4 segments", false}} {
+	}{{"", true}, {"standby: run host/1/a holds its lease until 2026-11-26T16:00:00Z", false}, {"standby: this process holds none of the 4 segments", false},
+		{takingLease + ": server selection error", false}, {"retrying: an event failed", true}} {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(newRunnerCollector([]runnerView{exportingView{view{name: "tickets", down: tc.down}}}, head, projector.NewRegistry()))
 		families, err := reg.Gather()

@@ -124,7 +124,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.drops, st.Drops, name)
 		// A standby does not run the projection: where its last runner
 		// was, and how far behind, are another process's figures now.
-		standby := stateOf(r.Down()) == "standby"
+		standby := stateOf(r.Down()) == "standby" || strings.HasPrefix(r.Down(), takingLease)
 		if st.Checkpoint != nil && !standby {
 			gauge(c.position, float64(st.Checkpoint.Position), name)
 		}
@@ -228,7 +228,7 @@ func (h *headSampler) sample(ctx context.Context, client eventStore, runners []r
 			break
 		}
 		switch cp := r.Stats().Checkpoint; {
-		case cp == nil, stateOf(r.Down()) == "standby":
+		case cp == nil, stateOf(r.Down()) == "standby", strings.HasPrefix(r.Down(), takingLease):
 		case cp.Position < pos:
 			if n, _, err := countAfter(ctx, client, &cp.Position, cp.Prepare, r.Reads()); err == nil {
 				lags[r.Name()] = n

@@ -413,6 +413,11 @@ func (s *session) build(sl *slot, held *heldLease) func(context.Context, string)
 	}
 }
 
+// takingLease starts why a projection is down while taking its lease
+// fails (MongoDB does not answer): it runs nowhere known, and its last
+// runner's figures are stale.
+const takingLease = "retrying: taking the projection's lease"
+
 // leadGiveUp is how long taking a projection's lease may fail in a row
 // (MongoDB does not answer) before the projection stops with the error, for
 // a supervisor to see, as a run gives up on an event store that does not
@@ -461,7 +466,7 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 			if time.Since(failing) >= leadGiveUp {
 				return nil, fmt.Errorf("taking the projection's lease failed for %v: %w", leadGiveUp, err)
 			}
-			sl.setDown("retrying: taking the projection's lease: " + firstLine(err.Error(), "the log"))
+			sl.setDown(takingLease + ": " + firstLine(err.Error(), "the log"))
 			s.logger.Warn("taking the projection's lease", "projection", sl.name, "err", err)
 		}
 		select {
