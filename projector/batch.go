@@ -80,10 +80,19 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 			}
 			ev, err := b.decode(i)
 			if err != nil {
-				// A payload that does not decode: through the gate, which
-				// applies the failure policy.
-				e.handleAround(ctx, events, routes, i, out)
-				return out
+				// A payload that does not decode goes where its router
+				// sends it without reading it, and its document's fold
+				// has it (as when a runner routed it); one it cannot
+				// route goes through the gate, which applies the policy.
+				id, ok, rerr := e.targetUndecoded(ctx, p, events[i], ev)
+				if rerr != nil {
+					e.handleAround(ctx, events, routes, i, out)
+					return out
+				}
+				if ok {
+					b.ids[k][i] = id
+				}
+				continue
 			}
 			id, ok, err := e.route(ctx, p, ev)
 			if err != nil {
@@ -242,7 +251,10 @@ func (b *batchRun) decode(i int) (Event, error) {
 	}
 	d, err := b.registry.Decode(b.events[i])
 	if err != nil {
-		d = b.events[i]
+		// Kept as Decode gives it (no payload, its failure), for a fold
+		// that passes over it (foldVersioned) to fail its step as the gate
+		// does; returned with the zero value of its type as its payload.
+		b.decoded[i] = d
 		d.Payload, _ = b.registry.zero(d)
 		return d, err
 	}

@@ -58,6 +58,16 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 			continue
 		}
 		k := b.firstUndecodable(d)
+		if k >= 0 && b.movesPast(p) {
+			// Under skip and park the fold passes over an event that does
+			// not decode (foldVersioned): no handler runs on it. Each of
+			// the others is decoded first, so that the fold knows every
+			// one that does not.
+			for _, i := range d.idx[k+1:] {
+				b.decode(i)
+			}
+			k = -1
+		}
 		if k < 0 {
 			keep = append(keep, d)
 			continue
@@ -170,7 +180,7 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 			delete(b.failAt, d.id)
 			limit = slices.Index(d.idx, at)
 		}
-		put, results, stop, failed := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.firstOf, limit)
+		put, results, stop, failed, passed := foldVersioned(b.keeperOf(p), p, d.id, b.decoded, d.idx, cur, found, b.firstOf, limit, b.movesPast(p))
 		if failed > 0 {
 			// A step failed at this event, after handlers changed the
 			// state read: the document's events go to the next round, on
@@ -209,11 +219,32 @@ func (b *batchRun) foldGuarded(ctx context.Context, p Definition, docs []*docEve
 			through = append(through, d)
 		case put == nil:
 			b.settleDoc(d, results)
+		case !b.passOver(ctx, p, d, results, passed):
+			through = append(through, d) // nothing written of it
 		default:
 			puts, putDocs, putResults = append(puts, *put), append(putDocs, d), append(putResults, results)
 		}
 	}
 	return append(through, b.putGuarded(ctx, p, puts, putDocs, putResults)...), stopped
+}
+
+// passOver records the events of d that the fold passed over (passed:
+// their places in results, which hold their errors), under park, before
+// the write that moves the document past them (a record is never missing
+// for a document that moved), and gives them their results; false when a
+// record could not be written.
+func (b *batchRun) passOver(ctx context.Context, p Definition, d *docEvents, results []Result, passed []int) bool {
+	t := target{p, d.id}
+	for _, j := range passed {
+		ev, cause := b.decoded[d.idx[j]], results[j].Err
+		if err := b.park(ctx, t, ev, cause, 1); err != nil {
+			b.logger.Warn("parking an event the batch passed over failed: its document's events go through one at a time",
+				"projection", p.Name(), "document", d.id, "err", err)
+			return false
+		}
+		results[j] = b.result(t, ev, Applied, 0, cause)
+	}
+	return true
 }
 
 // putGuarded writes puts with one bulk write; the events of the documents
@@ -254,7 +285,7 @@ func (b *batchRun) settleDoc(d *docEvents, results []Result) {
 // (-1: none). firstOf says whether an event is its stream's first for the
 // document (see firstHere).
 func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int, cur driver.Guarded, found bool,
-	firstOf func(Event, map[string]uint64) bool, limit int) (put *driver.Put, results []Result, stop, failed int) {
+	firstOf func(Event, map[string]uint64) bool, limit int, passOver bool) (put *driver.Put, results []Result, stop, failed int, passed []int) {
 	// The stop first, by the strategy's check alone, so that the handlers
 	// run once, on the events before it: a handler may change the state it
 	// is given in place (a map's entry), which then holds what it applied.
@@ -283,17 +314,30 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 			from = nil
 		}
 		next, err := p.applyTo(from, ev)
-		if err != nil {
+		switch {
+		case err != nil && passOver && ev.Payload == nil && ev.undecodable != nil:
+			// It does not decode, and no handler ran: under skip and park
+			// the document moves past it with its state as it is (the
+			// zero state for a creation), as the gate moves it.
+			if v == create || state == nil {
+				state = p.newState()
+			}
+			changed = true
+			t.record(ev)
+			passed = append(passed, len(results))
+			results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Skipped, Err: err})
+			continue
+		case err != nil:
 			// Under its failure policy, one at a time; nothing folded here,
 			// for the steps before it may have changed the state read.
-			return nil, nil, -1, j
+			return nil, nil, -1, j, nil
 		}
 		state, changed = next, true
 		t.record(ev)
 		results = append(results, Result{Projection: p.Name(), Document: id, Outcome: Applied})
 	}
 	if !changed {
-		return nil, results, stop, -1
+		return nil, results, stop, -1, nil
 	}
 	expected := int64(-1)
 	if found {
@@ -301,7 +345,7 @@ func foldVersioned(k keeper, p Definition, id string, events []Event, idx []int,
 	}
 	meta := t.meta()
 	meta.Version = cur.Meta.Version + 1
-	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop, -1
+	return &driver.Put{ID: id, Expected: expected, Meta: meta, State: state}, results, stop, -1, passed
 }
 
 // checkStop returns the verdicts of strategy k, by its check alone, on the

@@ -134,13 +134,12 @@ func TestHandleBatch_folds_summaries_fed_by_many_streams_as_the_per_event_path_d
 }
 
 // In a runner of client summaries (spread by document), an event whose
-// payload does not decode among its client's 30 others goes alone through
-// the per-event path, under park: one write of its document, the client's
-// other events folded around it in batches, and none of the other client's
-// document; every summary is the fold of its other events. (A third
-// client's cart comes last: at the head a batch may hold one event, which
-// goes the per-event path, and that is its.)
-func TestRunner_an_undecodable_event_splits_its_document_only(t *testing.T) {
+// payload does not decode among its client's 30 others is passed over in
+// its document's batch, under park (recorded first): no one-document write
+// of its document nor of the other client's; every summary is the fold of
+// its other events. (A third client's cart comes last: at the head a batch
+// may hold one event, which goes the per-event path, and that is its.)
+func TestRunner_an_undecodable_event_under_park_is_passed_over_in_its_documents_batch(t *testing.T) {
 	base := newStore(t)
 	store := &puttingStore{Store: base}
 	summary := cart.NewClientSummaryProjection()
@@ -182,8 +181,8 @@ func TestRunner_an_undecodable_event_splits_its_document_only(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.mu.Lock()
-	if x, y := store.byDoc["x"], store.byDoc["y"]; x != 1 || y != 0 {
-		t.Errorf("one-document writes: %d of x, want 1 (the undecodable event's); %d of y, want 0", x, y)
+	if x, y := store.byDoc["x"], store.byDoc["y"]; x != 0 || y != 0 {
+		t.Errorf("one-document writes: %d of x, %d of y; want none: the undecodable event passed over in x's batch", x, y)
 	}
 	store.mu.Unlock()
 	for who, evs := range byClient {

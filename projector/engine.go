@@ -380,26 +380,37 @@ func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unrou
 // (TieStreams) to a document by an earlier event, which then has it.
 func (e *Engine) targetsUndecoded(ctx context.Context, ev, zero Event) (targets []target, unroutable []unrouted) {
 	for _, p := range e.projections {
-		id, ok, trusted, err := routeUndecoded(func(ev Event) (string, bool, error) { return e.route(ctx, p, ev) }, ev, zero)
-		if !trusted && handlesType(p, zero.Payload) && ties(p, ev.StreamID) {
-			// In a tied stream, the event fails on the document the stream
-			// is tied to, where its policy has it (held there under Hold).
-			if tied, wanted, tieErr := e.tieOf(ctx, p, ev); tieErr == nil && wanted {
-				id, ok, trusted = tied, true, true
-			}
-		}
+		id, ok, err := e.targetUndecoded(ctx, p, ev, zero)
 		switch {
-		case trusted && ok:
-			targets = append(targets, target{p, id})
-		case trusted: // not wanted
-		case !handlesType(p, zero.Payload): // not its concern
 		case err != nil:
 			unroutable = append(unroutable, unrouted{p, err})
-		default:
-			unroutable = append(unroutable, unrouted{p, fmt.Errorf("%w: its router reads the payload", ErrUnroutable)})
+		case ok:
+			targets = append(targets, target{p, id})
 		}
 	}
 	return targets, unroutable
+}
+
+// targetUndecoded is the document of ev in p (ok), as targetsUndecoded
+// finds it, or why p cannot route it (err).
+func (e *Engine) targetUndecoded(ctx context.Context, p Definition, ev, zero Event) (id string, ok bool, err error) {
+	id, ok, trusted, err := routeUndecoded(func(ev Event) (string, bool, error) { return e.route(ctx, p, ev) }, ev, zero)
+	if !trusted && handlesType(p, zero.Payload) && ties(p, ev.StreamID) {
+		// In a tied stream, the event fails on the document the stream
+		// is tied to, where its policy has it (held there under Hold).
+		if tied, wanted, tieErr := e.tieOf(ctx, p, ev); tieErr == nil && wanted {
+			id, ok, trusted = tied, true, true
+		}
+	}
+	switch {
+	case trusted:
+		return id, ok, nil
+	case !handlesType(p, zero.Payload): // not its concern
+		return "", false, nil
+	case err != nil:
+		return "", false, err
+	}
+	return "", false, fmt.Errorf("%w: its router reads the payload", ErrUnroutable)
 }
 
 // routeUndecoded routes ev, whose payload does not decode, by route: with
