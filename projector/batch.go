@@ -28,7 +28,9 @@ func (e *Engine) batchable() bool { return e.batching }
 // A node's record about a stream (a deletion), an event whose payload does
 // not decode and an event a projection cannot route are handled alone,
 // through the gate and its policies, between the batches of the events
-// before and after it.
+// before and after it; except an event that does not decode of a document
+// fed by many streams under [Skip] or [Park], which its document's fold
+// passes over (recorded first), as the gate would.
 //
 // A failed event stops a runner, so once one fails, the events still to go
 // through the gate are left alone, with results that are [Failed] with
@@ -80,12 +82,14 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 			}
 			ev, err := b.decode(i)
 			if err != nil {
-				// A payload that does not decode goes where its router
-				// sends it without reading it, and its document's fold
-				// has it (as when a runner routed it); one it cannot
-				// route goes through the gate, which applies the policy.
+				// A payload that does not decode: through the gate, which
+				// applies the failure policy; except for a document fed by
+				// many streams under skip or park, whose fold passes over
+				// it (foldVersioned), where its router sends it without
+				// reading it (as when a runner routed it).
+				_, gated := e.keeperOf(p).(streamRevision)
 				id, ok, rerr := e.targetUndecoded(ctx, p, events[i], ev)
-				if rerr != nil {
+				if gated || !e.movesPast(p) || rerr != nil {
 					e.handleAround(ctx, events, routes, i, out)
 					return out
 				}

@@ -27,10 +27,11 @@ func guardedBatches(k keeper) bool {
 // write, each conditional on the version read. An event that the strategy
 // would not simply apply or pass over (a predecessor missing, as after an
 // event of its stream routed to another document; a second creation; a
-// step that fails), or whose payload does not decode, costs its document a
-// split: its events before it are folded, it goes alone through the
-// per-event path (its wait, its failure policy), and its events after it
-// are folded in another round. A document whose write misses (another
+// step that fails), or whose payload does not decode (under block and
+// hold; under skip and park the fold passes over it, recorded first),
+// costs its document a split: its events before it are folded, it goes
+// alone through the per-event path (its wait, its failure policy), and its
+// events after it are folded in another round. A document whose write misses (another
 // writer moved it) has its events handled one by one.
 func (b *batchRun) projectGuarded(ctx context.Context, p Definition, ids []string) {
 	b.firstOf = func(ev Event, revs map[string]uint64) bool { return b.firstOfStream(p, ev, revs) }
