@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -139,6 +140,11 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
+	if since, err := e.writtenSince(ctx, ev.StreamID, head.Revision); err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
+	} else if since {
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
 	var matched bool
 	if t.p.deletionPolicy() == RemoveDocument {
 		e.known.forget(t.key())
@@ -155,4 +161,22 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	}
 	e.logger.Info("stream deleted", "projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "policy", t.p.deletionPolicy())
 	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}
+}
+
+// writtenSince reports whether stream, deleted, was written again and the
+// document at revision rev holds events of it written since: the record of
+// its deletion comes late (another worker's, or delivered again after a
+// restart) and deletes nothing. Without a [StreamReader] it cannot tell.
+func (e *Engine) writtenSince(ctx context.Context, stream string, rev uint64) (bool, error) {
+	if e.streams == nil {
+		return false, nil
+	}
+	first, err := e.streams.FirstRevision(ctx, stream)
+	switch {
+	case errors.Is(err, ErrStreamDeleted):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("reading where stream %q starts: %w", stream, err)
+	}
+	return first > 0 && rev >= first, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -449,5 +451,38 @@ func TestHole_a_revision_map_finds_the_hole_of_one_of_its_streams(t *testing.T) 
 				t.Fatalf("parked under %v: %+v %v", policy, parked, err)
 			}
 		})
+	}
+}
+
+// A soft delete's record that comes after the events of the stream written
+// again since (another worker's, or delivered again after a restart): the
+// document holds events of the stream as it is now, and is not marked
+// deleted; the record that comes before them marks it, and they clear the
+// mark.
+func TestDeletion_a_late_record_of_a_stream_written_again_marks_nothing(t *testing.T) {
+	s := newStore(t)
+	reader := &firstRevisions{}
+	e := holeEngine(t, s, reader, projector.Block, cart.NewDetailsProjection().OnDelete(projector.MarkDeleted))
+	log := projectortest.NewLog(cart.Registry())
+	ctx := context.Background()
+	old := log.MustAppend(t, cart.StreamID("w"), cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
+	again := log.MustAppend(t, cart.StreamID("w"), cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "y", OpenedAt: t0}, add("w", "q", 2))
+	record := projector.Event{ID: "m-w", Type: "$metadata", StreamID: "$$" + cart.StreamID("w"), Position: old[1].Position + 1,
+		Data: []byte(`{"$tb":9223372036854775807}`), Created: t0}
+	reader.set(cart.StreamID("w"), 2) // deleted, and written again from revision 2
+	for _, ev := range append(old, again...) {
+		if _, err := e.Handle(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs, err := e.Handle(ctx, record); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Duplicate {
+		t.Fatalf("the late record: %+v %v, want a duplicate", rs, err)
+	}
+	var doc bson.M
+	if err := s.Database().Collection(cart.DetailsName).FindOne(ctx, bson.D{{Key: "_id", Value: "w"}}).Decode(&doc); err != nil || doc["_deleted"] == true {
+		t.Errorf("the live document is marked deleted: %v (%v)", doc, err)
+	}
+	if err := checkState(ctx, s, cart.StreamID("w"), again); err != nil {
+		t.Error(err)
 	}
 }
