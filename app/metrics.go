@@ -79,6 +79,13 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 // Down() starts with one of the last three.
 var states = []string{"running", "standby", "blocked", "retrying"}
 
+// runsElsewhere reports whether r's projection does not run in this
+// process (a standby, or one that cannot take its lease): its last
+// runner's position and lag are stale.
+func runsElsewhere(r runnerView) bool {
+	return stateOf(r.Down()) == "standby" || strings.HasPrefix(r.Down(), takingLease)
+}
+
 // stateOf is the state a projection is in, given why it is down ("": up).
 func stateOf(down string) string {
 	if down == "" {
@@ -124,7 +131,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.drops, st.Drops, name)
 		// A standby does not run the projection: where its last runner
 		// was, and how far behind, are another process's figures now.
-		standby := stateOf(r.Down()) == "standby" || strings.HasPrefix(r.Down(), takingLease)
+		standby := runsElsewhere(r)
 		if st.Checkpoint != nil && !standby {
 			gauge(c.position, float64(st.Checkpoint.Position), name)
 		}
@@ -228,7 +235,7 @@ func (h *headSampler) sample(ctx context.Context, client eventStore, runners []r
 			break
 		}
 		switch cp := r.Stats().Checkpoint; {
-		case cp == nil, stateOf(r.Down()) == "standby", strings.HasPrefix(r.Down(), takingLease):
+		case cp == nil, runsElsewhere(r):
 		case cp.Position < pos:
 			if n, _, err := countAfter(ctx, client, &cp.Position, cp.Prepare, r.Reads()); err == nil {
 				lags[r.Name()] = n

@@ -605,13 +605,9 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 			"projection", sl.name, "err", err)
 		return false, err
 	case errors.Is(err, errOtherVersion):
-		sl.setDown("blocked: " + err.Error())
-		s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
-			"projection", sl.name, "err", err)
-		if s.c.group != "" || s.awaitSwitch(ctx, sl, err) != nil {
+		if s.followVersion(ctx, sl, err, nil) != nil {
 			return false, err
 		}
-		sl.setDown("")
 		return true, nil
 	case !errors.As(err, &failed):
 		return false, err
@@ -630,6 +626,30 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 	}
 	sl.setDown("")
 	return true, nil
+}
+
+// followVersion stops slot sl, refused by why (another version built its
+// active collection), and waits for the switch of a rebuild by its version
+// (awaitSwitch), away(true) called before and away(false) after (nil: none;
+// the segments' processes count this one out meanwhile): nil once the slot
+// may run again, else why it may not (a --group projector does not follow
+// a rebuild's switch).
+func (s *session) followVersion(ctx context.Context, sl *slot, why error, away func(bool)) error {
+	sl.setDown("blocked: " + why.Error())
+	s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
+		"projection", sl.name, "err", why)
+	if s.c.group != "" {
+		return why
+	}
+	if away != nil {
+		away(true)
+		defer away(false)
+	}
+	if err := s.awaitSwitch(ctx, sl, why); err != nil {
+		return err
+	}
+	sl.setDown("")
+	return nil
 }
 
 // awaitSwitch waits, for slot sl refused by why (another version built its

@@ -343,23 +343,21 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 	case errors.Is(err, errOtherVersion) && g.work.group == sl.name:
 		// As a run without segments does (afterRun): it lets its segments
 		// go, for a process that can run them, and follows the switch of
-		// a rebuild by its version.
-		sl.setDown("blocked: " + err.Error())
-		g.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
-			"projection", sl.name, "err", err)
-		// Counted out of the processes that share the segments while it
-		// waits, so that the others take its share.
+		// a rebuild by its version, counted out of the processes that
+		// share the segments while it waits, so that the others take its
+		// share.
 		for _, k := range g.keys() {
 			g.release(k, "another version built the collection")
 		}
-		g.away.Store(true)
-		g.leave()
-		werr := g.s.awaitSwitch(ctx, sl, err)
-		g.away.Store(false)
-		if werr != nil {
+		away := func(on bool) {
+			g.away.Store(on)
+			if on {
+				g.leave()
+			}
+		}
+		if g.s.followVersion(ctx, sl, err, away) != nil {
 			return true, err
 		}
-		sl.setDown("")
 		return false, nil
 	case errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion) || errors.Is(err, errSegmentCount):
 		sl.setDown("blocked: " + err.Error())

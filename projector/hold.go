@@ -181,9 +181,7 @@ func (e *Engine) holdFailed(ctx context.Context, t target, ev Event, r Result) R
 	if _, err := e.parker.Park(ctx, rec); err != nil {
 		return e.fail(t, ev, failure{err: fmt.Errorf("holding the document: %w", err), wanted: -1, seen: -1})
 	}
-	e.holds.mu.Lock()
-	e.holds.docs[t.key()] = true
-	e.holds.mu.Unlock()
+	e.markHeld(t)
 	e.logger.Warn("document held: its later events are recorded behind this one until replay-parked applies them",
 		"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "revision", ev.StreamRevision)
 	r.Outcome = Held
@@ -201,14 +199,11 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 	if e.policyOf(t.p) != Hold {
 		return false, nil
 	}
-	i := slices.IndexFunc(h.away, func(a routedAway) bool { return a.to == "" && a.err != nil })
-	if i < 0 {
-		return false, nil
-	}
 	// Held at the first, and every later one of the hole held behind it,
 	// in their order, as ReplayHeld applies them.
-	for _, a := range h.away[i:] {
-		if a.to != "" || a.err == nil {
+	var first *routedAway
+	for _, a := range h.away {
+		if !a.unroutable() {
 			continue
 		}
 		rec := parkedOf(t, a.ev, a.err, 1)
@@ -216,14 +211,25 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 		if _, err := e.parker.Park(ctx, rec); err != nil {
 			return false, fmt.Errorf("holding the document: %w", err)
 		}
+		if first == nil {
+			first = &a
+		}
 	}
-	e.holds.mu.Lock()
-	e.holds.docs[t.key()] = true
-	e.holds.mu.Unlock()
-	a := h.away[i]
+	if first == nil {
+		return false, nil
+	}
+	e.markHeld(t)
+	a := *first
 	e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
 		"projection", t.p.Name(), "document", t.id, "stream", a.ev.StreamID, "revision", a.ev.StreamRevision, "err", a.err)
 	return true, retry.Permanent(fmt.Errorf("%w: revision %d of stream %q, which could not be routed: %w", ErrHeld, a.ev.StreamRevision, a.ev.StreamID, a.err))
+}
+
+// markHeld notes that document t is held.
+func (e *Engine) markHeld(t target) {
+	e.holds.mu.Lock()
+	e.holds.docs[t.key()] = true
+	e.holds.mu.Unlock()
 }
 
 // holdBehind records ev behind the event that holds document t, unless the

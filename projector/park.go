@@ -156,8 +156,8 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		switch {
 		case a.to != "":
 			continue // another document's to handle (it is a stray there)
-		case a.err != nil:
-			// Parked when it came, with no document (unroutable): the
+		case a.unroutable():
+			// Parked when it came, with no document: the
 			// record now names the document that moved past it without
 			// its effect, so that a replay applies it there (replayed as
 			// one with no document, the gate would find it a duplicate).

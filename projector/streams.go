@@ -100,6 +100,10 @@ type routedAway struct {
 	err error
 }
 
+// unroutable reports whether a is an event its router could not route
+// (parked when it came, with no document).
+func (a routedAway) unroutable() bool { return a.to == "" && a.err != nil }
+
 func (a routedAway) String() string {
 	what := fmt.Sprintf("revision %d (%s, id %s)", a.ev.StreamRevision, a.ev.Type, a.ev.ID)
 	switch {
