@@ -102,3 +102,93 @@ func newStore(tb testing.TB) *mongostore.Store {
 	tb.Helper()
 	return mongostore.New(mongotest.Database(tb))
 }
+
+// rawLog appends what fill adds to a fresh log and returns the events
+// undecoded, as the event store delivers them.
+func rawLog(tb testing.TB, r *projector.Registry, fill func(add func(stream string, payloads ...any))) []projector.Event {
+	tb.Helper()
+	log := projectortest.NewLog(r)
+	var raw []projector.Event
+	fill(func(stream string, payloads ...any) { raw = append(raw, log.MustAppend(tb, stream, payloads...)...) })
+	for i := range raw {
+		raw[i].Payload = nil
+	}
+	return raw
+}
+
+// faultEngine is a prepared engine of defs over s under pol, with s as its
+// parker and raw as the event store's streams; its retries give up after
+// two seconds.
+func faultEngine(tb testing.TB, s *mongostore.Store, r *projector.Registry, pol projector.FailurePolicy, raw []projector.Event, defs ...projector.Definition) *projector.Engine {
+	tb.Helper()
+	soon := patient()
+	soon.MaxElapsed = 2 * time.Second
+	e, err := projector.NewEngine(s, r, defs, projector.WithRetry(soon),
+		projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+// deliver hands evs to e in one batch, or one event at a time.
+func deliver(e *projector.Engine, evs []projector.Event, batched bool) [][]projector.Result {
+	ctx := context.Background()
+	if batched {
+		return e.HandleBatch(ctx, evs)
+	}
+	var out [][]projector.Result
+	for _, ev := range evs {
+		rs, _ := e.Handle(ctx, ev)
+		out = append(out, rs)
+	}
+	return out
+}
+
+// parkedRecords is the projection's parked and held records, held ones in
+// held, each logged.
+func parkedRecords(tb testing.TB, s *mongostore.Store, projection string) (all, held, plain []projector.ParkedEvent) {
+	tb.Helper()
+	all, err := s.Parked(context.Background(), projection)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, pe := range all {
+		tb.Logf("record %s@%d held=%v doc=%q err=%s", pe.StreamID, pe.StreamRevision, pe.Held, pe.Document, pe.Error)
+		if pe.Held {
+			held = append(held, pe)
+		} else {
+			plain = append(plain, pe)
+		}
+	}
+	return all, held, plain
+}
+
+// replayHeld replays the held records of the projection in one call, as
+// replay-parked does, and deletes those it applied.
+func replayHeld(tb testing.TB, e *projector.Engine, s *mongostore.Store, projection string, held []projector.ParkedEvent) {
+	tb.Helper()
+	if len(held) == 0 {
+		return
+	}
+	ctx := context.Background()
+	rep := e.ReplayHeld(ctx, projection, held)
+	tb.Logf("ReplayHeld: %d applied, %d left: %v", len(rep.Applied), len(rep.Left), rep.Err)
+	for _, pe := range rep.Applied {
+		if err := s.Replayed(ctx, pe, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// replayPlain replays each plain record, logging what it said.
+func replayPlain(tb testing.TB, e *projector.Engine, plain []projector.ParkedEvent) {
+	tb.Helper()
+	for _, pe := range plain {
+		res := e.Replay(context.Background(), pe)
+		tb.Logf("replay %s@%d doc=%q: %v %v", pe.StreamID, pe.StreamRevision, pe.Document, res.Outcome, res.Err)
+	}
+}

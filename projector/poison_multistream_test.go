@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -42,6 +41,31 @@ func poisonRegistry(broken *atomic.Bool) *projector.Registry {
 	return r
 }
 
+// brokenCardAdded is the kanban registry whose upcaster of CardAddedV1
+// fails while broken.
+func brokenCardAdded(broken *atomic.Bool) *projector.Registry {
+	return kanbanRegistryUpcasting(func(v cardAddedV1) (CardAdded, error) {
+		if broken.Load() {
+			return CardAdded{}, errors.New("upcaster bug")
+		}
+		return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+	})
+}
+
+// withCard is s with f applied to its card id, on a copy of its cards: a
+// handler that fails after it leaves the state it was given as it was.
+func withCard(s board, id string, f func(*boardCard)) board {
+	cards := make(map[string]boardCard, len(s.Cards)+1)
+	for k, v := range s.Cards {
+		cards[k] = v
+	}
+	c := cards[id]
+	f(&c)
+	cards[id] = c
+	s.Cards = cards
+	return s
+}
+
 // poisonBoards is the tied board summary with a bug (while broken) on a
 // card renamed "poison".
 func poisonBoards(broken *atomic.Bool, fault poisonFault) *projector.Projection[board] {
@@ -54,20 +78,9 @@ func poisonBoards(broken *atomic.Bool, fault poisonFault) *projector.Projection[
 		}
 		return "", false
 	}).Idempotency(projector.RevisionMap()).TieStreams(cardStreams)
-	card := func(s board, id string, f func(*boardCard)) board {
-		cards := map[string]boardCard{}
-		for k, v := range s.Cards {
-			cards[k] = v
-		}
-		c := cards[id]
-		f(&c)
-		cards[id] = c
-		s.Cards = cards
-		return s
-	}
 	projector.On(p, func(s board, e BoardOpened) (board, error) { s.Name = e.Name; return s, nil })
 	projector.On(p, func(s board, e CardAdded) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Title, c.Column = e.Title, "todo" }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Title, c.Column = e.Title, "todo" }), nil
 	})
 	projector.On(p, func(s board, e CardRenamed) (board, error) {
 		if broken.Load() && e.Title == "poison" {
@@ -78,13 +91,13 @@ func poisonBoards(broken *atomic.Bool, fault poisonFault) *projector.Projection[
 				return s, errors.New("handler bug")
 			}
 		}
-		return card(s, e.CardID, func(c *boardCard) { c.Title = e.Title }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Title = e.Title }), nil
 	})
 	projector.On(p, func(s board, e CardMoved) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Column = e.Column; c.Moves++ }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Column = e.Column; c.Moves++ }), nil
 	})
 	projector.On(p, func(s board, e CardArchived) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Archived = true }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Archived = true }), nil
 	})
 	return p
 }
@@ -94,30 +107,25 @@ func poisonBoards(broken *atomic.Bool, fault poisonFault) *projector.Projection[
 // b2 is clean. It returns the events undecoded, as delivered.
 func poisonKanban(t *testing.T, r *projector.Registry, fault poisonFault) []projector.Event {
 	t.Helper()
-	log := projectortest.NewLog(r)
-	var evs []projector.Event
-	add := func(stream string, p any) { evs = append(evs, log.MustAppend(t, stream, p)...) }
 	var poison any = CardRenamed{CardID: "c1", Title: "poison"}
 	if fault == faultUpcaster {
 		poison = projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "c1", "To": "poison"}`)}
 	}
-	add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
-	add(boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
-	add(cardStreams+"c1", CardAdded{CardID: "c1", BoardID: "b1", Title: "c1"})
-	add(cardStreams+"c3", CardAdded{CardID: "c3", BoardID: "b2", Title: "c3"})
-	add(cardStreams+"c1", poison)
-	add(cardStreams+"c2", CardAdded{CardID: "c2", BoardID: "b1", Title: "c2"})
-	add(cardStreams+"c3", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "c3", "To": "doing"}`)})
-	add(cardStreams+"c2", CardMoved{CardID: "c2", Column: "doing"})
-	add(cardStreams+"c1", CardRenamed{CardID: "c1", Title: "c1 again"})
-	add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one renamed"})
-	add(cardStreams+"c1", CardMoved{CardID: "c1", Column: "done"})
-	add(cardStreams+"c3", CardArchived{CardID: "c3"})
-	add(cardStreams+"c2", CardArchived{CardID: "c2"})
-	for i := range evs {
-		evs[i].Payload = nil
-	}
-	return evs
+	return rawLog(t, r, func(add func(string, ...any)) {
+		add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+		add(boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
+		add(cardStreams+"c1", CardAdded{CardID: "c1", BoardID: "b1", Title: "c1"})
+		add(cardStreams+"c3", CardAdded{CardID: "c3", BoardID: "b2", Title: "c3"})
+		add(cardStreams+"c1", poison)
+		add(cardStreams+"c2", CardAdded{CardID: "c2", BoardID: "b1", Title: "c2"})
+		add(cardStreams+"c3", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "c3", "To": "doing"}`)})
+		add(cardStreams+"c2", CardMoved{CardID: "c2", Column: "doing"})
+		add(cardStreams+"c1", CardRenamed{CardID: "c1", Title: "c1 again"})
+		add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one renamed"})
+		add(cardStreams+"c1", CardMoved{CardID: "c1", Column: "done"})
+		add(cardStreams+"c3", CardArchived{CardID: "c3"})
+		add(cardStreams+"c2", CardArchived{CardID: "c2"})
+	})
 }
 
 func decodeAll(t *testing.T, r *projector.Registry, evs []projector.Event) []projector.Event {
@@ -147,25 +155,8 @@ func TestHold_a_multistream_document_holds_all_its_streams_and_replay_gives_the_
 				p := poisonBoards(&broken, fault)
 				raw := poisonKanban(t, r, fault)
 				s := newStore(t)
-				soon := patient()
-				soon.MaxElapsed = 2 * time.Second
-				e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
-					projector.WithFailurePolicy(projector.Hold), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Prepare(ctx); err != nil {
-					t.Fatal(err)
-				}
-				var results [][]projector.Result
-				if batched {
-					results = e.HandleBatch(ctx, raw)
-				} else {
-					for _, ev := range raw {
-						rs, _ := e.Handle(ctx, ev)
-						results = append(results, rs)
-					}
-				}
+				e := faultEngine(t, s, r, projector.Hold, raw, p)
+				results := deliver(e, raw, batched)
 				for i, rs := range results {
 					for _, res := range rs {
 						if res.Outcome == projector.Failed {
@@ -182,16 +173,9 @@ func TestHold_a_multistream_document_holds_all_its_streams_and_replay_gives_the_
 					t.Errorf("b2: %v", err)
 				}
 				broken.Store(true)
-				parked, err := s.Parked(ctx, "kanban_boards")
-				if err != nil {
-					t.Fatal(err)
-				}
-				var held []projector.ParkedEvent
+				parked, held, _ := parkedRecords(t, s, "kanban_boards")
 				var got []string
 				for _, pe := range parked {
-					if pe.Held {
-						held = append(held, pe)
-					}
 					got = append(got, fmt.Sprintf("%s@%d held=%v doc=%s", pe.StreamID, pe.StreamRevision, pe.Held, pe.Document))
 				}
 				// b1's events from the poison (position 5) on: 6 events.
@@ -243,25 +227,8 @@ func TestSkipPark_a_multistream_document_moves_past_the_poison_only(t *testing.T
 					p := poisonBoards(&broken, fault)
 					raw := poisonKanban(t, r, fault)
 					s := newStore(t)
-					soon := patient()
-					soon.MaxElapsed = 2 * time.Second
-					e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
-						projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := e.Prepare(ctx); err != nil {
-						t.Fatal(err)
-					}
-					var results [][]projector.Result
-					if batched {
-						results = e.HandleBatch(ctx, raw)
-					} else {
-						for _, ev := range raw {
-							rs, _ := e.Handle(ctx, ev)
-							results = append(results, rs)
-						}
-					}
+					e := faultEngine(t, s, r, pol, raw, p)
+					results := deliver(e, raw, batched)
 					for i, rs := range results {
 						want := projector.Applied
 						if i == 4 {
@@ -300,37 +267,14 @@ func TestSkipPark_a_multistream_document_moves_past_the_poison_only(t *testing.T
 func TestHold_a_multistream_document_stays_held_across_a_restart(t *testing.T) {
 	for _, batched := range []bool{true, false} {
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
-			ctx := context.Background()
 			var broken atomic.Bool
 			broken.Store(true)
 			r := poisonRegistry(&broken)
 			p := poisonBoards(&broken, faultUpcaster)
 			raw := poisonKanban(t, r, faultUpcaster)
 			s := newStore(t)
-			engine := func() *projector.Engine {
-				e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()),
-					projector.WithFailurePolicy(projector.Hold), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Prepare(ctx); err != nil {
-					t.Fatal(err)
-				}
-				return e
-			}
-			handleIn := func(e *projector.Engine, evs []projector.Event) [][]projector.Result {
-				if batched {
-					return e.HandleBatch(ctx, evs)
-				}
-				var out [][]projector.Result
-				for _, ev := range evs {
-					rs, _ := e.Handle(ctx, ev)
-					out = append(out, rs)
-				}
-				return out
-			}
-			handleIn(engine(), raw[:5]) // up to the poison
-			rest := handleIn(engine(), raw[5:])
+			deliver(faultEngine(t, s, r, projector.Hold, raw, p), raw[:5], batched) // up to the poison
+			rest := deliver(faultEngine(t, s, r, projector.Hold, raw, p), raw[5:], batched)
 			for i, rs := range rest {
 				ev := raw[5+i]
 				want := projector.Held
@@ -353,38 +297,21 @@ func TestReplayHeld_refuses_an_event_the_fixed_upcaster_routes_elsewhere(t *test
 	ctx := context.Background()
 	var broken atomic.Bool
 	broken.Store(true)
-	r := kanbanRegistryUpcasting(func(v cardAddedV1) (CardAdded, error) {
-		if broken.Load() {
-			return CardAdded{}, errors.New("upcaster bug")
-		}
-		return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+	r := brokenCardAdded(&broken)
+	raw := rawLog(t, r, func(add func(string, ...any)) {
+		add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+		add(boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
+		add(cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "z"},
+			projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "y", "Board": "b2", "Title": "y"}`)},
+			CardMoved{CardID: "z", Column: "done"})
 	})
-	log := projectortest.NewLog(r)
-	var raw []projector.Event
-	raw = append(raw, log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})...)
-	raw = append(raw, log.MustAppend(t, boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})...)
-	raw = append(raw, log.MustAppend(t, cardStreams+"z",
-		CardAdded{CardID: "z", BoardID: "b1", Title: "z"},
-		projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "y", "Board": "b2", "Title": "y"}`)},
-		CardMoved{CardID: "z", Column: "done"})...)
-	for i := range raw {
-		raw[i].Payload = nil
-	}
 	p := boards()
 	s := newStore(t)
-	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()),
-		projector.WithFailurePolicy(projector.Hold), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-	if err != nil {
-		t.Fatal(err)
+	e := faultEngine(t, s, r, projector.Hold, raw, p)
+	for i, rs := range deliver(e, raw, false) {
+		t.Logf("%s@%d: %+v", raw[i].StreamID, raw[i].StreamRevision, rs)
 	}
-	for _, ev := range raw {
-		rs, err := e.Handle(ctx, ev)
-		t.Logf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
-	}
-	parked, err := s.Parked(ctx, p.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	parked, _, _ := parkedRecords(t, s, p.Name())
 	broken.Store(false)
 	rep := e.ReplayHeld(ctx, p.Name(), parked)
 	t.Logf("replay: %d applied, %d left, %v", len(rep.Applied), len(rep.Left), rep.Err)
@@ -403,39 +330,21 @@ func TestTieStreams_a_replay_in_the_same_engine_routes_the_events_behind_an_unde
 			ctx := context.Background()
 			var broken atomic.Bool
 			broken.Store(true)
-			r := kanbanRegistryUpcasting(func(v cardAddedV1) (CardAdded, error) {
-				if broken.Load() {
-					return CardAdded{}, errors.New("upcaster bug")
-				}
-				return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+			r := brokenCardAdded(&broken)
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+				add(boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
+				add(cardStreams+"z", projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "z", "Board": "b1", "Title": "t"}`)})
+				add(cardStreams+"x", CardAdded{CardID: "x", BoardID: "b1", Title: "x"})
+				add(cardStreams+"z", CardMoved{CardID: "z", Column: "done"})
+				add(cardStreams+"w", CardAdded{CardID: "w", BoardID: "b2", Title: "w"})
+				add(cardStreams+"x", CardMoved{CardID: "x", Column: "doing"})
+				add(cardStreams+"z", CardArchived{CardID: "z"})
+				add(cardStreams+"w", CardMoved{CardID: "w", Column: "doing"})
 			})
-			log := projectortest.NewLog(r)
-			var raw []projector.Event
-			add := func(stream string, p ...any) { raw = append(raw, log.MustAppend(t, stream, p...)...) }
-			add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
-			add(boardStreams+"b2", BoardOpened{BoardID: "b2", Name: "two"})
-			add(cardStreams+"z", projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "z", "Board": "b1", "Title": "t"}`)})
-			add(cardStreams+"x", CardAdded{CardID: "x", BoardID: "b1", Title: "x"})
-			add(cardStreams+"z", CardMoved{CardID: "z", Column: "done"})
-			add(cardStreams+"w", CardAdded{CardID: "w", BoardID: "b2", Title: "w"})
-			add(cardStreams+"x", CardMoved{CardID: "x", Column: "doing"})
-			add(cardStreams+"z", CardArchived{CardID: "z"})
-			add(cardStreams+"w", CardMoved{CardID: "w", Column: "doing"})
-			for i := range raw {
-				raw[i].Payload = nil
-			}
 			p := boards()
 			s := newStore(t)
-			soon := patient()
-			soon.MaxElapsed = 2 * time.Second
-			e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
-				projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Prepare(ctx); err != nil {
-				t.Fatal(err)
-			}
+			e := faultEngine(t, s, r, pol, raw, p)
 			res := e.HandleBatch(ctx, raw)
 			for i, rs := range res {
 				t.Logf("%s@%d: %+v", raw[i].StreamID, raw[i].StreamRevision, rs)

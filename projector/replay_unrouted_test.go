@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -27,25 +26,14 @@ func cardsByPayload() *projector.Projection[board] {
 		}
 		return "", false
 	})
-	card := func(s board, id string, f func(*boardCard)) board {
-		cards := map[string]boardCard{}
-		for k, v := range s.Cards {
-			cards[k] = v
-		}
-		c := cards[id]
-		f(&c)
-		cards[id] = c
-		s.Cards = cards
-		return s
-	}
 	projector.On(p, func(s board, e CardAdded) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Title, c.Column = e.Title, "todo" }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Title, c.Column = e.Title, "todo" }), nil
 	})
 	projector.On(p, func(s board, e CardRenamed) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Title = e.Title }), nil
+		return withCard(s, e.CardID, func(c *boardCard) { c.Title = e.Title }), nil
 	})
 	projector.On(p, func(s board, e CardMoved) (board, error) {
-		return card(s, e.CardID, func(c *boardCard) { c.Moves++ }), nil // order-insensitive
+		return withCard(s, e.CardID, func(c *boardCard) { c.Moves++ }), nil // order-insensitive
 	})
 	return p
 }
@@ -62,39 +50,18 @@ func TestPoison_a_failing_upcaster_of_an_event_routed_by_its_payload_costs_its_d
 				var broken atomic.Bool
 				broken.Store(true)
 				r := poisonRegistry(&broken)
-				log := projectortest.NewLog(r)
-				var raw []projector.Event
-				add := func(stream string, p ...any) { raw = append(raw, log.MustAppend(t, stream, p...)...) }
-				add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"})
-				add(cardStreams+"y", CardAdded{CardID: "y", Title: "y"})
-				add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
-				add(cardStreams+"y", CardMoved{CardID: "y", Column: "doing"})
-				add(cardStreams+"z", CardRenamed{CardID: "z", Title: "z2"}, CardMoved{CardID: "z", Column: "done"})
-				add(cardStreams+"y", CardRenamed{CardID: "y", Title: "y2"})
-				for i := range raw {
-					raw[i].Payload = nil
-				}
+				raw := rawLog(t, r, func(add func(string, ...any)) {
+					add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"})
+					add(cardStreams+"y", CardAdded{CardID: "y", Title: "y"})
+					add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+					add(cardStreams+"y", CardMoved{CardID: "y", Column: "doing"})
+					add(cardStreams+"z", CardRenamed{CardID: "z", Title: "z2"}, CardMoved{CardID: "z", Column: "done"})
+					add(cardStreams+"y", CardRenamed{CardID: "y", Title: "y2"})
+				})
 				p := cardsByPayload()
 				s := newStore(t)
-				soon := patient()
-				soon.MaxElapsed = 2 * time.Second
-				e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
-					projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Prepare(ctx); err != nil {
-					t.Fatal(err)
-				}
-				var results [][]projector.Result
-				if batched {
-					results = e.HandleBatch(ctx, raw)
-				} else {
-					for _, ev := range raw {
-						rs, _ := e.Handle(ctx, ev)
-						results = append(results, rs)
-					}
-				}
+				e := faultEngine(t, s, r, pol, raw, p)
+				results := deliver(e, raw, batched)
 				for i, rs := range results {
 					t.Logf("event %d %s@%d %s: %+v", i, raw[i].StreamID, raw[i].StreamRevision, raw[i].Type, rs)
 					for _, res := range rs {
@@ -118,13 +85,7 @@ func TestPoison_a_failing_upcaster_of_an_event_routed_by_its_payload_costs_its_d
 				if err := projectortest.CheckDocument(ctx, s, p, "y", docs["y"]); err != nil {
 					t.Errorf("y: %v", err)
 				}
-				parked, err := s.Parked(ctx, "cards")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, pe := range parked {
-					t.Logf("record %s@%d held=%v doc=%q err=%s", pe.StreamID, pe.StreamRevision, pe.Held, pe.Document, pe.Error)
-				}
+				parked, _, _ := parkedRecords(t, s, "cards")
 				if pol == projector.Skip {
 					var noPoison []projector.Event
 					for _, ev := range docs["z"] {
@@ -190,25 +151,19 @@ func TestReplay_after_an_upcaster_that_drops_the_event_settles_it(t *testing.T) 
 				return r
 			}
 			r := reg()
-			log := projectortest.NewLog(r)
-			evs := []any{CardAdded{CardID: "z", Title: "z"}, projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "x"}`)}}
-			if !tc.last {
-				evs = append(evs, CardRenamed{CardID: "z", Title: "z2"})
-			}
-			raw := log.MustAppend(t, cardStreams+"z", evs...)
-			for i := range raw {
-				raw[i].Payload = nil
-			}
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				evs := []any{CardAdded{CardID: "z", Title: "z"}, projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "x"}`)}}
+				if !tc.last {
+					evs = append(evs, CardRenamed{CardID: "z", Title: "z2"})
+				}
+				add(cardStreams+"z", evs...)
+			})
 			p := cardsByPayload()
 			if !payloadRouter {
 				p = cardsByStream()
 			}
 			s := newStore(t)
-			e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()),
-				projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := faultEngine(t, s, r, projector.Park, raw, p)
 			for _, ev := range raw {
 				if _, err := e.Handle(ctx, ev); err != nil {
 					t.Fatal(err)
@@ -262,46 +217,21 @@ func TestHold_a_failing_first_event_holds_its_whole_stream(t *testing.T) {
 				ctx := context.Background()
 				var broken atomic.Bool
 				broken.Store(true)
-				r := kanbanRegistryUpcasting(func(v cardAddedV1) (CardAdded, error) {
-					if broken.Load() {
-						return CardAdded{}, errors.New("upcaster bug")
-					}
-					return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+				r := brokenCardAdded(&broken)
+				raw := rawLog(t, r, func(add func(string, ...any)) {
+					add(cardStreams+"y", CardAdded{CardID: "y", Title: "y"})
+					add(cardStreams+"z",
+						projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "z", "Board": "b", "Title": "z"}`)},
+						CardRenamed{CardID: "z", Title: "z2"}, CardMoved{CardID: "z", Column: "done"})
+					add(cardStreams+"y", CardMoved{CardID: "y", Column: "done"})
 				})
-				log := projectortest.NewLog(r)
-				var raw []projector.Event
-				raw = append(raw, log.MustAppend(t, cardStreams+"y", CardAdded{CardID: "y", Title: "y"})...)
-				raw = append(raw, log.MustAppend(t, cardStreams+"z",
-					projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "z", "Board": "b", "Title": "z"}`)},
-					CardRenamed{CardID: "z", Title: "z2"}, CardMoved{CardID: "z", Column: "done"})...)
-				raw = append(raw, log.MustAppend(t, cardStreams+"y", CardMoved{CardID: "y", Column: "done"})...)
-				for i := range raw {
-					raw[i].Payload = nil
-				}
 				p := cardsByPayload()
 				if !payloadRouter {
 					p = cardsByStream()
 				}
 				s := newStore(t)
-				soon := patient()
-				soon.MaxElapsed = 2 * time.Second
-				e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
-					projector.WithFailurePolicy(projector.Hold), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := e.Prepare(ctx); err != nil {
-					t.Fatal(err)
-				}
-				var results [][]projector.Result
-				if batched {
-					results = e.HandleBatch(ctx, raw)
-				} else {
-					for _, ev := range raw {
-						rs, _ := e.Handle(ctx, ev)
-						results = append(results, rs)
-					}
-				}
+				e := faultEngine(t, s, r, projector.Hold, raw, p)
+				results := deliver(e, raw, batched)
 				for i, rs := range results {
 					t.Logf("event %d %s@%d: %+v", i, raw[i].StreamID, raw[i].StreamRevision, rs)
 				}
@@ -316,16 +246,9 @@ func TestHold_a_failing_first_event_holds_its_whole_stream(t *testing.T) {
 				if err := projectortest.CheckDocument(ctx, s, p, "y", docs["y"]); err != nil {
 					t.Errorf("y: %v", err)
 				}
-				parked, err := s.Parked(ctx, p.Name())
-				if err != nil {
-					t.Fatal(err)
-				}
-				var held []projector.ParkedEvent
-				for _, pe := range parked {
-					t.Logf("record %s@%d held=%v doc=%q", pe.StreamID, pe.StreamRevision, pe.Held, pe.Document)
-					if pe.Held {
-						held = append(held, pe)
-					} else if res := e.Replay(ctx, pe); res.Outcome != projector.Applied {
+				_, held, plain := parkedRecords(t, s, p.Name())
+				for _, pe := range plain {
+					if res := e.Replay(ctx, pe); res.Outcome != projector.Applied {
 						t.Errorf("replay %s@%d: %+v", pe.StreamID, pe.StreamRevision, res)
 					}
 				}
@@ -351,32 +274,20 @@ func TestReplay_an_unrouted_parked_event_of_a_revision_map_applies_it(t *testing
 			ctx := context.Background()
 			var broken atomic.Bool
 			broken.Store(true)
-			r := kanbanRegistryUpcasting(func(v cardAddedV1) (CardAdded, error) {
-				if broken.Load() {
-					return CardAdded{}, errors.New("upcaster bug")
-				}
-				return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+			r := brokenCardAdded(&broken)
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				add(boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})
+				add(cardStreams+"z",
+					CardAdded{CardID: "z", BoardID: "b1", Title: "z"},
+					projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "w", "Board": "b1", "Title": "w"}`)},
+					CardAdded{CardID: "v", BoardID: "b1", Title: "v"})
 			})
-			log := projectortest.NewLog(r)
-			var raw []projector.Event
-			raw = append(raw, log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})...)
-			raw = append(raw, log.MustAppend(t, cardStreams+"z",
-				CardAdded{CardID: "z", BoardID: "b1", Title: "z"},
-				projector.Event{Type: "CardAddedV1", Data: []byte(`{"CardID": "w", "Board": "b1", "Title": "w"}`)},
-				CardAdded{CardID: "v", BoardID: "b1", Title: "v"})...)
-			for i := range raw {
-				raw[i].Payload = nil
-			}
 			p := boardsTying()
 			if tied {
 				p = boards()
 			}
 			s := newStore(t)
-			e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()),
-				projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := faultEngine(t, s, r, projector.Park, raw, p)
 			for _, ev := range raw {
 				rs, err := e.Handle(ctx, ev)
 				t.Logf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
@@ -427,18 +338,12 @@ func TestReplay_an_event_whose_router_panicked_applies_it(t *testing.T) {
 		return s, nil
 	})
 	r := kanbanRegistry()
-	log := projectortest.NewLog(r)
-	raw := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", Title: "z"},
-		CardMoved{CardID: "z", Column: "poison"}, CardMoved{CardID: "z", Column: "done"})
-	for i := range raw {
-		raw[i].Payload = nil
-	}
+	raw := rawLog(t, r, func(add func(string, ...any)) {
+		add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"},
+			CardMoved{CardID: "z", Column: "poison"}, CardMoved{CardID: "z", Column: "done"})
+	})
 	s := newStore(t)
-	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()),
-		projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := faultEngine(t, s, r, projector.Park, raw, p)
 	for _, ev := range raw {
 		rs, _ := e.Handle(ctx, ev)
 		t.Logf("%s@%d: %v", ev.StreamID, ev.StreamRevision, rs[0].Outcome)

@@ -93,19 +93,11 @@ func TestUpcast_every_form_in_one_stream_projects_to_the_fold(t *testing.T) {
 // failed event.
 func handleAll(t *testing.T, e *projector.Engine, batched bool, events []projector.Event) {
 	t.Helper()
-	if batched {
-		for i, rs := range e.HandleBatch(context.Background(), events) {
-			for _, r := range rs {
-				if r.Outcome == projector.Failed {
-					t.Fatalf("event %d: %v", i, r.Err)
-				}
+	for i, rs := range deliver(e, events, batched) {
+		for _, r := range rs {
+			if r.Outcome == projector.Failed {
+				t.Fatalf("event %d: %v", i, r.Err)
 			}
-		}
-		return
-	}
-	for _, ev := range events {
-		if _, err := e.Handle(context.Background(), ev); err != nil {
-			t.Fatal(err)
 		}
 	}
 }
@@ -144,15 +136,7 @@ func (c poisonCase) run(t *testing.T) {
 				log := projectortest.NewLog(c.registry)
 				raw, decoded := appendStored(t, log, c.registry, "card-9",
 					stored{"CardMovedV3", `{"column": {"name": "Todo"}}`}, c.bad, stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
-				var results [][]projector.Result
-				if batched {
-					results = e.HandleBatch(ctx, raw)
-				} else {
-					for _, ev := range raw {
-						rs, _ := e.Handle(ctx, ev)
-						results = append(results, rs)
-					}
-				}
+				results := deliver(e, raw, batched)
 				bad := results[1]
 				if len(bad) != 1 || bad[0].Outcome != want.bad || !errors.Is(bad[0].Err, projector.ErrUndecodable) || !strings.Contains(bad[0].Err.Error(), c.says) {
 					t.Fatalf("the poison: %+v; want %v, wrapping ErrUndecodable, saying %q", bad, want.bad, c.says)
