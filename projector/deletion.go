@@ -140,7 +140,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	if since, err := e.writtenSince(ctx, ev.StreamID, head.Revision); err != nil {
+	if since, err := e.writtenSince(ctx, ev.StreamID); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
 	} else if since {
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
@@ -163,20 +163,25 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}
 }
 
-// writtenSince reports whether stream, deleted, was written again and the
-// document at revision rev holds events of it written since: the record of
-// its deletion comes late (another worker's, or delivered again after a
-// restart) and deletes nothing. Without a [StreamReader] it cannot tell.
-func (e *Engine) writtenSince(ctx context.Context, stream string, rev uint64) (bool, error) {
+// writtenSince reports whether stream, deleted, was written again: it has
+// events to read now. They were all written after any record of its
+// deletion (a soft delete hides every event before it, and writing the
+// stream again hides them from its new first revision on), and they come
+// after it in the log: the record deletes nothing, and those events start
+// the document over or go on from it. A document's revision cannot tell
+// which incarnation it is from (it may be gone from the stream too, once the
+// stream written again is truncated), so the record is passed over whatever
+// the document holds. Without a [StreamReader] it cannot tell.
+func (e *Engine) writtenSince(ctx context.Context, stream string) (bool, error) {
 	if e.streams == nil {
 		return false, nil
 	}
-	first, err := e.streams.FirstRevision(ctx, stream)
+	_, err := e.streams.FirstRevision(ctx, stream)
 	switch {
 	case errors.Is(err, ErrStreamDeleted):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("reading where stream %q starts: %w", stream, err)
 	}
-	return first > 0 && rev >= first, nil
+	return true, nil
 }

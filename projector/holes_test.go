@@ -457,8 +457,7 @@ func TestHole_a_revision_map_finds_the_hole_of_one_of_its_streams(t *testing.T) 
 // A soft delete's record that comes after the events of the stream written
 // again since (another worker's, or delivered again after a restart): the
 // document holds events of the stream as it is now, and is not marked
-// deleted; the record that comes before them marks it, and they clear the
-// mark.
+// deleted.
 func TestDeletion_a_late_record_of_a_stream_written_again_marks_nothing(t *testing.T) {
 	s := newStore(t)
 	reader := &firstRevisions{}
