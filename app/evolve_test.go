@@ -122,6 +122,24 @@ func TestRun_and_status_report_the_unknown_types_met(t *testing.T) {
 	if _, rev, err := projector.ReadDocument(context.Background(), mongostore.New(db), tickets("tickets"), "1", &doc); err != nil || rev != 4 || doc.Notes != 1 {
 		t.Fatalf("document %+v at revision %d (%v): want 1 note at revision 4", doc, rev, err)
 	}
+	// A rebuild says the same, on stderr and at its warn level by default,
+	// and status still shows the counts once readers use its collection.
+	code, out, stderr = run(c, nil, append([]string{"rebuild", "tickets", "--esdb", servers.ESDBURI()}, common...)...)
+	for _, want := range []string{
+		`level=WARN msg="an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?" runner=tickets_r`,
+		"tickets met events of types nobody registered, passed over: ticket.closed (1), ticket.noted.v2 (2)",
+	} {
+		if code != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("rebuild: exit %d, its stderr does not say\n%s\n%s\n%s", code, want, out, stderr)
+		}
+	}
+	if strings.Contains(stderr, "level=INFO") {
+		t.Errorf("rebuild logs at info by default:\n%s", stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"status"}, common...)...)
+	if want := "tickets met events of types nobody registered: ticket.closed (1), ticket.noted.v2 (2)"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status after the rebuild: exit %d, want %q\n%s\n%s", code, want, out, stderr)
+	}
 }
 
 // A rebuild of a projection that never ran (new, or renamed) says there was

@@ -26,6 +26,9 @@ type rebuildConfig struct {
 	policy         projector.FailurePolicy
 	segments       int
 	lease          time.Duration
+	logLevel       string
+	// logger is the engine's and runners' log, on stderr at logLevel.
+	logger *slog.Logger
 }
 
 func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
@@ -38,6 +41,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
 	fs.IntVar(&c.segments, "segments", 1, "split the new collection's documents into this many segments, shared by every process that runs this same rebuild, each holding the leases of its share (as run --segments does; needs --lease); readers switch once every segment has caught up, and run --segments N goes on from each segment's checkpoint; set once per rebuild: its first process records it")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "with --segments above 1: a process holds the leases of its segments in MongoDB and renews them; another takes a dead process's segments within this time")
+	fs.StringVar(&c.logLevel, "log-level", "warn", "the level of the engine's log on stderr (events parked, skipped or held, types nobody registered): debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s rebuild NAME [flags]
 
@@ -115,6 +119,9 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 		return usageError(inv.Stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
 	}
 	var err error
+	if c.logger, err = newLogger(inv.Stderr, "text", c.logLevel); err != nil {
+		return usageError(inv.Stderr, "%v", err)
+	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
 		return usageError(inv.Stderr, "%v", err)
 	}
@@ -133,9 +140,12 @@ func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
 
 // engine returns the engine of a rebuild of p into collection.
 func (x *cli) rebuildEngine(c *rebuildConfig, p Projection, collection string, store *mongostore.Store, streams projector.StreamReader) (*projector.Engine, error) {
-	return projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, collection)},
-		projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(streams),
-		projector.WithEventSpans(c.eventSpans))
+	opts := []projector.Option{projector.WithFailurePolicy(c.policy), projector.WithParker(store), projector.WithStreamReader(streams),
+		projector.WithEventSpans(c.eventSpans)}
+	if c.logger != nil {
+		opts = append(opts, projector.WithLogger(c.logger))
+	}
+	return projector.NewEngine(store, x.Registry, []projector.Definition{projector.Copy(p.Definition, collection)}, opts...)
 }
 
 // refuseGroups fails when a persistent subscription group on the event
@@ -221,6 +231,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
 		return blockedHint(err, p, eng)
 	}
+	noteUnknownTypes(context.WithoutCancel(ctx), store, name, building, r.Stats().UnknownTypes, inv.Stderr)
 	// Caught up: the switch completes even if a signal came meanwhile.
 	switched, err := switchReaders(context.WithoutCancel(ctx), store, p, building, inv.Stderr)
 	if err != nil {
@@ -254,6 +265,21 @@ func (x *cli) rebuildRunner(ctx context.Context, c *rebuildConfig, p Projection,
 		return nil, nil, err
 	}
 	return r, eng, nil
+}
+
+// noteUnknownTypes says on stderr which events of types nobody registered
+// a rebuild of projection name passed over, and records them with the
+// checkpoint of building, the collection readers switch to, for status (as
+// run records them with its own).
+func noteUnknownTypes(ctx context.Context, store *mongostore.Store, name, building string, counts map[string]uint64, stderr io.Writer) {
+	if len(counts) == 0 {
+		return
+	}
+	fmt.Fprintf(stderr, "%s met events of types nobody registered, passed over: %s (a rename or a new version without its upcaster? status lists them)\n",
+		name, countsString(counts))
+	if err := store.RecordUnknownTypes(ctx, building, counts); err != nil {
+		fmt.Fprintf(stderr, "recording them for status: %v\n", err)
+	}
 }
 
 // rebuildEnd reads the head of $all: where a rebuild has caught up.

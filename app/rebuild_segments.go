@@ -96,6 +96,10 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted after %s; run it again to resume", rb.did(began))
 	}
+	if u := rb.unknownTypes(); len(u) > 0 {
+		fmt.Fprintf(inv.Stderr, "%s met events of types nobody registered in this process's segments, passed over: %s (a rename or a new version without its upcaster?)\n",
+			name, countsString(u))
+	}
 	switched, err := rb.finish(ctx)
 	if err != nil {
 		return err
@@ -130,6 +134,7 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	rb.stats.Skipped += st.Skipped
 	rb.stats.Parked += st.Parked
 	rb.stats.Held += st.Held
+	rb.stats.UnknownTypes = addCounts(rb.stats.UnknownTypes, st.UnknownTypes)
 	rb.folded += eng.StreamsFolded()
 	return err
 }
@@ -245,6 +250,14 @@ func (rb *segmentedRebuild) did(began time.Time) string {
 	}
 	return fmt.Sprintf("this process ran %s: %d events in %v (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history)",
 		ran, handled(st), time.Since(began).Round(time.Millisecond), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held, rb.folded)
+}
+
+// unknownTypes is how many events of types nobody registered the
+// segments this process ran passed over, by type.
+func (rb *segmentedRebuild) unknownTypes() map[string]uint64 {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return maps.Clone(rb.stats.UnknownTypes)
 }
 
 // finish switches readers to the building collection, every segment

@@ -97,7 +97,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	if c.showParked && c.group != "" && c.esdb == "" {
-		return usageError(inv.Stderr, "--parked with --group needs --esdb: a group parks its events on the server, not in the store")
+		return usageError(inv.Stderr, "--parked with --group needs --esdb: it reads how many events each group parked on the server")
 	}
 	var client eventStore
 	if c.esdb != "" {
@@ -118,15 +118,22 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 }
 
 // printParked prints the parked events of the projections (--parked): the
-// store's, or, with --group, how many each group parked on the server.
+// store's, and, with --group, how many each group parked on the server (a
+// group's consumers park and hold in the store as a run does, and leave in
+// the group the events that kept failing under block). With --json and
+// --group, the groups' counts only.
 func (c *statusConfig) printParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
 	switch {
-	case c.group != "":
+	case c.group != "" && c.asJSON:
 		return c.printGroupParked(ctx, inv, client, selected)
 	case c.asJSON:
 		return printParkedJSON(ctx, inv.Stdout, store, selected)
 	}
-	return printParked(ctx, inv.Stdout, inv.Stderr, store, selected)
+	if err := printParked(ctx, inv.Stdout, inv.Stderr, store, selected); err != nil || c.group == "" {
+		return err
+	}
+	fmt.Fprintln(inv.Stdout)
+	return c.printGroupParked(ctx, inv, client, selected)
 }
 
 // print prints the status of each projection, as a table or as JSON, and
@@ -486,9 +493,8 @@ type groupParkedJSON struct {
 }
 
 // printGroupParked says, for --parked with --group, how many events each
-// projection's group has parked on the server, where a group parks them
-// (run --group keeps none in the store), and how to have them delivered
-// again.
+// projection's group has parked on the server, and how to have them
+// delivered again.
 func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, client eventStore, selected []Projection) error {
 	out := []groupParkedJSON{}
 	for _, p := range selected {

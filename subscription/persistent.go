@@ -55,12 +55,14 @@ type PersistentOptions struct {
 	// consumer (default 64).
 	BufferSize int
 	// OnPermanentFailure is what the consumer tells the server about an event
-	// that failed permanently (a payload that does not decode, a domain error,
-	// a panic): [NackPark] (the default) moves it to the group's parked
-	// stream, with the reason; [NackRetry] has it redelivered, up to
-	// MaxDeliveries, after which the consumer parks it; [NackSkip] drops it.
-	// Under the engine's [projector.Skip] policy the document has moved past
-	// the event, so the rest of its stream flows either way.
+	// that failed permanently under the engine's [projector.Block] policy (a
+	// payload that does not decode, a domain error, a panic): [NackPark] (the
+	// default) moves it to the group's parked stream, with the reason;
+	// [NackRetry] has it redelivered, up to MaxDeliveries, after which the
+	// consumer parks it; [NackSkip] drops it. An event the engine's policy
+	// settled is not failed: one it parked ([projector.Park]) is
+	// acknowledged, its record in the engine's parker the one to replay, and
+	// one it skipped ([projector.Skip]) is told to the server as skipped.
 	// Transient failures (a predecessor not there in time) are retried:
 	// another consumer may apply it meanwhile.
 	OnPermanentFailure NackAction

@@ -98,19 +98,24 @@ type Settlement struct {
 
 // Decide returns the settlement of an event from the engine's results for it
 // and how many times it has been delivered, counting this one. An event
-// every projection handled (applied, or a duplicate) is acknowledged.
-// One that failed in a way that may pass (a predecessor not there in time)
-// is handed back to be retried: another consumer may apply what it waits
-// for meanwhile. One that failed for good (a payload that does not decode, a
-// domain error; skipped or parked by the engine's failure policy) gets
-// o.OnPermanentFailure. A retry on the delivery MaxDeliveries allows is a
-// park instead, so that nothing is retried for ever.
+// every projection handled (applied, or a duplicate), or settled under the
+// engine's failure policy, is acknowledged: a parked one is in the engine's
+// record of parked events, which replay-parked applies (one record a
+// failure: parked in the group too, it would be delivered again to a
+// document that has moved past it, a duplicate that replays nothing), and a
+// skipped one is told to the server as skipped (nack skip). One that failed
+// in a way that may pass (a predecessor not there in time) is handed back to
+// be retried: another consumer may apply what it waits for meanwhile. One
+// that failed for good under the engine's [projector.Block] policy (a
+// payload that does not decode, a domain error) gets o.OnPermanentFailure.
+// A retry on the delivery MaxDeliveries allows is a park instead, so that
+// nothing is retried for ever.
 func (o *ConsumerOptions) Decide(results []projector.Result, deliveries int) Settlement {
-	var permanent, transient []string
+	var permanent, transient, skipped []string
 	for _, r := range results {
 		switch r.Outcome {
-		case projector.Skipped, projector.Parked:
-			permanent = append(permanent, r.Err.Error())
+		case projector.Skipped:
+			skipped = append(skipped, r.Err.Error())
 		case projector.Failed:
 			var perr *projector.Error
 			if errors.As(r.Err, &perr) && perr.Retryable() {
@@ -120,8 +125,11 @@ func (o *ConsumerOptions) Decide(results []projector.Result, deliveries int) Set
 			}
 		}
 	}
-	if len(transient) == 0 && len(permanent) == 0 {
+	switch {
+	case len(transient) == 0 && len(permanent) == 0 && len(skipped) == 0:
 		return Settlement{Ack: true}
+	case len(transient) == 0 && len(permanent) == 0:
+		return Settlement{Action: ActionSkip, Reason: strings.Join(skipped, "; ")}
 	}
 	s := Settlement{Action: ActionRetry, Reason: strings.Join(append(transient, permanent...), "; ")}
 	if len(transient) == 0 {

@@ -64,7 +64,8 @@ var cases = []struct {
 	{"a_checkpoint_from_another_log_is_refused", foreignCheckpoint},
 	{"the_global_position_strategy_and_the_hold_policy_are_refused_with_competing_consumers", orderedOnlyRefused},
 	{"two_persistent_consumers_of_one_group_reach_the_fold", twoConsumers},
-	{"an_undecodable_payload_is_parked_in_a_group_with_its_reason", undecodableParked},
+	{"an_undecodable_payload_skipped_in_a_group_is_told_skipped_not_parked", undecodableSkippedInGroup},
+	{"an_undecodable_payload_parked_in_a_group_is_acknowledged_its_record_the_parkers", undecodableParkedInGroup},
 	{"the_server_unreachable_for_a_while_then_back", unreachable},
 	{"an_outage_longer_than_the_clients_discovery_gets_a_new_client", longOutage},
 	{"Dial_refuses_an_unparsable_connection_string_without_showing_its_password", dialRefuses},
@@ -607,7 +608,17 @@ func twoConsumers(t *testing.T, f *fixture) {
 	f.carts.Check(t, f.store)
 }
 
-func undecodableParked(t *testing.T, f *fixture) {
+// undecodableSkippedInGroup and undecodableParkedInGroup: an event that
+// fails for good in a group's consumer under the engine's Skip or Park
+// policy is settled by it, not parked in the group as well: skipped, the
+// server is told so (nack skip); parked, it is acknowledged, and the
+// parker's record is the one a replay applies (delivered again from the
+// group's parked stream, it would meet a document that moved past it).
+func undecodableSkippedInGroup(t *testing.T, f *fixture) { undecodableInGroup(t, f, projector.Skip) }
+
+func undecodableParkedInGroup(t *testing.T, f *fixture) { undecodableInGroup(t, f, projector.Park) }
+
+func undecodableInGroup(t *testing.T, f *fixture, policy projector.FailurePolicy) {
 	f.carts.Append(t, 11, 10, 5)
 	f.poison(t, "cart003")
 	group := Group{Name: "details", StreamPrefixes: []string{cart.StreamPrefix}}
@@ -615,30 +626,38 @@ func undecodableParked(t *testing.T, f *fixture) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRunner(t, "consumer", Engine(t, f.store, projector.WithFailurePolicy(projector.Skip)), src, nil)
+	r := NewRunner(t, "consumer", Engine(t, f.store, projector.WithFailurePolicy(policy), projector.WithParker(f.store)), src, nil)
 	x := Start(t, r)
-	x.WaitFor(t, "every event handled", func(st projector.RunnerStats) bool { return st.Applied+st.Skipped >= uint64(f.carts.Total+1) })
-	// A settlement sent is the server's once it has read it off the open
-	// subscription (one sent as the subscription closes may be lost, and
-	// the event delivered again): the park is looked for before the stop.
-	x.WaitFor(t, "the event parked on the server", func(projector.RunnerStats) bool {
-		return len(f.server.Parked(neutral.AllStreams, group.Name)) > 0
+	x.WaitFor(t, "every event handled", func(st projector.RunnerStats) bool {
+		return st.Applied+st.Skipped+st.Parked >= uint64(f.carts.Total+1)
+	})
+	want := neutral.PersistentStats{Acked: uint64(f.carts.Total), Skipped: 1}
+	if policy == projector.Park {
+		want = neutral.PersistentStats{Acked: uint64(f.carts.Total) + 1}
+	}
+	x.WaitFor(t, "every event settled", func(projector.RunnerStats) bool {
+		ps := src.Stats()
+		return ps.Acked+ps.Skipped+ps.Parked >= uint64(f.carts.Total+1)
 	})
 	if err := x.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if st := r.Stats(); st.Skipped != 1 || st.Applied != uint64(f.carts.Total) {
-		t.Fatalf("stats %+v", st)
-	}
-	if ps := src.Stats(); ps.Parked != 1 || ps.Acked != uint64(f.carts.Total) {
-		t.Fatalf("consumer stats %+v, want 1 parked and %d acked", ps, f.carts.Total)
+	if ps := src.Stats(); ps != want {
+		t.Fatalf("consumer stats %+v, want %+v", ps, want)
 	}
 	if b := src.Blocked(); len(b) != 0 {
-		t.Fatalf("blocked %v: under Skip the document moved past the parked event", b)
+		t.Fatalf("blocked %v: under %v the document moved past the event", b, policy)
 	}
-	parked := f.server.Parked(neutral.AllStreams, group.Name)
-	if len(parked) != 1 || parked[0].Stream != cart.StreamID("cart003") || !strings.Contains(parked[0].Reason, "does not decode") {
-		t.Fatalf("parked %+v", parked)
+	if parked := f.server.Parked(neutral.AllStreams, group.Name); len(parked) != 0 {
+		t.Fatalf("parked in the group as well: %+v", parked)
+	}
+	records, err := f.store.Parked(context.Background(), cart.DetailsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := map[projector.FailurePolicy]int{projector.Skip: 0, projector.Park: 1}[policy]; len(records) != n ||
+		n == 1 && (records[0].StreamID != cart.StreamID("cart003") || !strings.Contains(records[0].Error, "does not decode")) {
+		t.Fatalf("the parker's records %+v, want %d of cart003", records, n)
 	}
 	f.carts.Check(t, f.store)
 }
