@@ -78,7 +78,16 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	if c.group != "" {
-		return replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout)
+		if err := replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout); err != nil {
+			return err
+		}
+		// The store's records, for a word on them: the replay asked no
+		// more of the store.
+		if opened, err := x.openStore(ctx, c.servers, nil); err == nil {
+			defer opened.Close()
+			noteStoreParked(ctx, opened.Store, name, inv.Stderr)
+		}
+		return nil
 	}
 	opened, err := x.openStore(ctx, c.servers, nil)
 	if err != nil {
@@ -328,6 +337,19 @@ func stillFailing(failed int) error {
 		return errors.New("1 event still fails; it stays parked")
 	}
 	return fmt.Errorf("%d events still fail; they stay parked", failed)
+}
+
+// noteStoreParked says, after a replay of a group's parked events, how many
+// events of projection name are parked or held in the store: its group's
+// consumers park and hold there under park and hold, and only a replay
+// without --group applies those.
+func noteStoreParked(ctx context.Context, store *mongostore.Store, name string, stderr io.Writer) {
+	parked, err := store.Parked(ctx, name)
+	if err != nil || len(parked) == 0 {
+		return
+	}
+	fmt.Fprintf(stderr, "note: %s has %s in the store, parked or held by its consumers (status --parked lists them): replay-parked %s without --group applies them\n",
+		name, plural(len(parked), "event"), name)
 }
 
 // replayGroup asks EventStoreDB to deliver the events parked in group (on

@@ -407,6 +407,13 @@ func groupPoison(t *testing.T, policy string) {
 		t.Fatalf("status --parked --json of a group: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if policy == "park" {
+		// replay-parked --group has nothing of the group's to deliver
+		// again, and says where the parked event is.
+		out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName, "--group", "projector"}, common[:len(common)-2]...)...)
+		if code != 0 || !strings.Contains(out, "delivers its 0 parked events again") ||
+			!strings.Contains(errOut, "note: cart_details has 1 event in the store, parked or held by its consumers (status --parked lists them): replay-parked cart_details without --group applies them") {
+			t.Fatalf("replay-parked --group: exit %d\n%s\n%s", code, out, errOut)
+		}
 		// The store's record is the one to replay; the binary's projection
 		// still cannot decode it.
 		out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
