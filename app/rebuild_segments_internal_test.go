@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -141,6 +142,22 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // segment, instead of waiting for the one A holds to reach 200 while A
 // waits for B's: A holds every segment within a few lease periods.
 func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_other(t *testing.T) {
+	twoRebuilders(t, false)
+}
+
+// As above, but B's run, past A's head, does not end caught up: it stops at
+// an event that may succeed later (retryable), again and again. A is done
+// and switches: it takes the finish lease and waits for every segment's
+// lease. B, whose run cannot catch up now, sees A finishing and lets go of
+// its segment, rather than the two waiting for each other for ever.
+func TestRebuildSegments_a_process_whose_run_keeps_failing_lets_go_when_another_finishes(t *testing.T) {
+	twoRebuilders(t, true)
+}
+
+// twoRebuilders runs processes A (head 100) and B (head 200, its runs
+// failing when bFails) of one rebuild in two segments, and checks that A,
+// done first, holds every segment's lease to switch, and that B stops.
+func twoRebuilders(t *testing.T, bFails bool) {
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
 	p := Projection{Definition: cart.NewDetailsProjection()}
@@ -149,14 +166,14 @@ func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_oth
 		t.Fatal(err)
 	}
 	const lease = time.Second
-	proc := func(holder string, end uint64) (*segmentedRebuild, segmentWork) {
+	proc := func(holder string, end uint64, fails bool) (*segmentedRebuild, segmentWork) {
 		s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
 		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end,
 			sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
 		return rb, segmentWork{group: rebuildGroup(building), done: rb.done,
 			run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
 				// The segments held reach this process's head, and the
-				// run ends caught up.
+				// run ends caught up, or fails as if it might later.
 				c := cps()
 				if _, err := c.LoadCheckpoint(ctx, building); err != nil {
 					return err
@@ -164,14 +181,19 @@ func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_oth
 				if err := c.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: end}); err != nil {
 					return err
 				}
+				if fails {
+					return &projector.Error{Projection: p.Definition.Name(), Err: errors.New("the store did not answer"), Wanted: -1, Seen: -1}
+				}
 				rb.caughtUp(c.keys)
 				return nil
 			}}
 	}
-	a, workA := proc("A", 100)
-	b, workB := proc("B", 200)
+	a, workA := proc("A", 100, false)
+	b, workB := proc("B", 200, bFails)
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
 	bDone := make(chan error, 1)
-	go func() { bDone <- b.s.shareSegments(ctx, b.sl, workB) }()
+	go func() { bDone <- b.s.shareSegments(bctx, b.sl, workB) }()
 	if err := a.s.shareSegments(ctx, a.sl, workA); err != nil {
 		t.Fatal(err)
 	}
@@ -180,20 +202,21 @@ func TestRebuildSegments_processes_with_different_heads_do_not_wait_for_each_oth
 		t.Fatal(err)
 	}
 	defer h.release()
-	hctx, cancel := context.WithTimeout(ctx, 10*lease)
+	hctx, cancel := context.WithTimeout(ctx, 15*lease)
 	defer cancel()
 	held, err := a.holdAll(hctx)
 	for _, h := range held {
 		h.release()
 	}
 	if err != nil {
-		t.Fatalf("A holding every segment to switch: %v (held %d of 2)", err, len(held))
+		t.Fatalf("A holding every segment to switch: %v (held %d of 2; B's runs failing: %v)", err, len(held), bFails)
 	}
 	select {
 	case err := <-bDone:
-		if err != nil {
+		if err != nil && !bFails {
 			t.Fatalf("B: %v", err)
 		}
+		t.Logf("B: %v", err)
 	case <-time.After(10 * lease):
 		t.Fatal("B did not stop once A was switching")
 	}
