@@ -99,7 +99,7 @@ func (e *Engine) handleRecord(ctx context.Context, ev Event) []Result {
 	var results []Result
 	for _, p := range e.projections {
 		if of, id, ok := e.deletedDocument(p, ev, d); ok {
-			results = append(results, e.deleteDocument(ctx, target{p, id}, of))
+			results = append(results, e.deleteDocument(ctx, target{p, id}, of, d))
 		}
 	}
 	return results
@@ -123,8 +123,9 @@ func (e *Engine) deletedDocument(p Definition, ev Event, d deletion) (of Event, 
 }
 
 // deleteDocument applies t's deletion policy to its document, in the
-// document's queue (after its events in flight).
-func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Result) {
+// document's queue (after its events in flight), for deletion d, whose
+// record is ev as an event of the deleted stream.
+func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d deletion) (res Result) {
 	tk := e.queue.enter(t.key(), math.MaxUint64)
 	defer func() { e.queue.leave(tk, res.Outcome != Failed, res.Err) }()
 	if err := e.queue.wait(ctx, e.stop, tk); err != nil {
@@ -140,7 +141,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	if since, err := e.writtenSince(ctx, ev.StreamID); err != nil {
+	if since, err := e.writtenSince(ctx, d, head.Revision); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
 	} else if since {
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
@@ -163,25 +164,57 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event) (res Re
 	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}
 }
 
-// writtenSince reports whether stream, deleted, was written again: it has
-// events to read now. They were all written after any record of its
-// deletion (a soft delete hides every event before it, and writing the
-// stream again hides them from its new first revision on), and they come
-// after it in the log: the record deletes nothing, and those events start
-// the document over or go on from it. A document's revision cannot tell
-// which incarnation it is from (it may be gone from the stream too, once the
-// stream written again is truncated), so the record is passed over whatever
-// the document holds. Without a [StreamReader] it cannot tell.
-func (e *Engine) writtenSince(ctx context.Context, stream string) (bool, error) {
-	if e.streams == nil {
-		return false, nil
+// writtenSince reports whether the document at revision rev holds events
+// of stream written after its deletion: the stream was written again, and
+// the record of the deletion comes late (another worker's, or delivered
+// again after a restart) and deletes nothing. It was when the document's
+// revision is in the stream as it is now (a soft delete hides every event
+// before it, and writing the stream again hides them from its first new
+// revision on), or, once the stream written again is truncated past that
+// revision ($maxCount, $maxAge), at or past the first revision written
+// again, which the node keeps as the $tb of the stream's metadata (a
+// StreamHistory reads it). A document before it is the old stream's: the
+// record applies, as it did live, and the new events start it over or go
+// on from nothing. Without a [StreamReader] it cannot tell.
+func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool, error) {
+	if e.streams == nil || d.tombstone {
+		return false, nil // a tombstoned stream is never written again
 	}
-	_, err := e.streams.FirstRevision(ctx, stream)
+	first, err := e.streams.FirstRevision(ctx, d.stream)
 	switch {
-	case errors.Is(err, ErrStreamDeleted):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("reading where stream %q starts: %w", stream, err)
+	case err == nil && first > 0 && rev >= first:
+		return true, nil
+	case err != nil && !errors.Is(err, ErrStreamDeleted):
+		return false, fmt.Errorf("reading where stream %q starts: %w", d.stream, err)
 	}
-	return true, nil
+	again, err := e.writtenAgainFrom(ctx, d.stream)
+	if err != nil || again < 0 {
+		return false, err
+	}
+	return rev >= uint64(again), nil
+}
+
+// writtenAgainFrom returns the $tb of stream's metadata as it is now: where
+// the stream starts again after a soft delete (the node writes it when the
+// stream is written again), or -1 when the metadata has none, says the
+// stream is deleted, or the engine cannot read it.
+func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) (int64, error) {
+	if e.history == nil {
+		return -1, nil
+	}
+	tb := int64(-1)
+	err := e.history.ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
+		var m struct {
+			TruncateBefore *int64 `json:"$tb"`
+		}
+		tb = -1
+		if ev.Type == typeMetadata && json.Unmarshal(ev.Data, &m) == nil && m.TruncateBefore != nil && *m.TruncateBefore < math.MaxInt64 {
+			tb = *m.TruncateBefore
+		}
+		return nil
+	})
+	if err != nil {
+		return -1, fmt.Errorf("reading the metadata of stream %q: %w", stream, err)
+	}
+	return tb, nil
 }

@@ -2,77 +2,152 @@ package projector_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 )
 
-// A soft delete's record handled once the stream has been written again
-// and then truncated past the first revision written again ($maxCount,
-// $maxAge, $tb): where the stream starts now says nothing of which
-// incarnation the document's revision is from. Whether the record comes
-// late (the document holds revisions written again) or in the log's order
-// (the document is the old incarnation's), it marks or removes nothing, and
-// the stream's later events leave the fold of the events written again.
-// Before, the late record marked the live document deleted, or removed it
-// and the later events were applied on the zero state.
-func TestDeletion_a_record_of_a_stream_written_again_and_truncated_marks_nothing(t *testing.T) {
+// A soft-deleted cart stream written again, on the protocol test server,
+// with the engine reading the server's streams: the record of the deletion
+// comes in the log's order, or late (after events of the stream written
+// again that another worker, or the run before a restart, applied), and the
+// stream written again is then truncated ($maxCount), or all its events
+// expire ($maxAge). A late record marks or removes nothing: the document
+// holds events written after it (the node keeps where the stream starts
+// again as the $tb of its metadata). A record in order applies the policy,
+// as it did live, whatever the stream holds by the time it is handled: under
+// RemoveDocument the events written again then fold on nothing. Before, a
+// late record marked or removed the live document once the stream written
+// again was truncated, and for a time a record in order removed nothing in
+// a catch-up, which a live run had removed.
+func TestDeletion_a_record_of_a_stream_written_again_on_a_node(t *testing.T) {
+	type deletedCase struct {
+		name   string
+		late   bool
+		policy projector.DeletionPolicy
+		// truncate is the metadata a user sets on the stream written again;
+		// age, how far the server's clock moves on after it.
+		truncate func(*kurrentdb.StreamMetadata)
+		age      time.Duration
+	}
+	maxCount := func(m *kurrentdb.StreamMetadata) { m.SetMaxCount(2) }
+	maxAge := func(m *kurrentdb.StreamMetadata) { m.SetMaxAge(time.Minute) }
+	var cases []deletedCase
 	for _, policy := range []projector.DeletionPolicy{projector.MarkDeleted, projector.RemoveDocument} {
-		for _, late := range []bool{true, false} {
-			name := policy.String() + "/in_order"
-			if late {
-				name = policy.String() + "/late"
-			}
-			t.Run(name, func(t *testing.T) {
-				s := newStore(t)
-				reader := &firstRevisions{}
-				e := holeEngine(t, s, reader, projector.Skip, cart.NewDetailsProjection().OnDelete(policy))
-				log := projectortest.NewLog(cart.Registry())
-				ctx := context.Background()
-				old := log.MustAppend(t, cart.StreamID("w"), cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
-				// Written again from revision 2 (revisions 2 to 5).
-				again := log.MustAppend(t, cart.StreamID("w"), cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "y", OpenedAt: t0},
-					add("w", "q", 2), add("w", "r", 3), add("w", "s", 4))
-				record := projector.Event{ID: "m-w", Type: "$metadata", StreamID: "$$" + cart.StreamID("w"), Position: old[1].Position + 1,
-					Data: []byte(`{"$tb":9223372036854775807}`), Created: t0}
-				reader.set(cart.StreamID("w"), 4) // truncated since: it starts at 4 now
-				before := old
-				if late {
-					// Another worker, or the run before a crash, applied
-					// revisions 2 and 3 of the stream written again.
-					before = append(append([]projector.Event{}, old...), again[:2]...)
-				}
-				for _, ev := range before {
-					if _, err := e.Handle(ctx, ev); err != nil {
+		cases = append(cases,
+			deletedCase{"in_order", false, policy, nil, 0},
+			deletedCase{"in_order_then_truncated", false, policy, maxCount, 0},
+			deletedCase{"late_then_truncated", true, policy, maxCount, 0},
+			deletedCase{"late_then_all_expired", true, policy, maxAge, time.Hour},
+		)
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy.String()+"/"+tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			var clock atomic.Int64
+			server := esdbtest.NewWith(t, esdbtest.Options{Now: func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }})
+			client := dialESDB(t, server)
+			log := projectortest.NewLog(cart.Registry())
+			stream := cart.StreamID("w")
+			write := func(payloads ...any) []projector.Event {
+				evs := log.MustAppend(t, stream, payloads...)
+				for _, ev := range evs {
+					name, data, err := cart.Registry().Encode(ev.Payload)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := (appender{client}).Append(ctx, stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
 						t.Fatal(err)
 					}
 				}
-				if rs, err := e.Handle(ctx, record); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Duplicate {
-					t.Errorf("the record: %+v %v, want a duplicate: the stream was written again", rs, err)
+				return evs
+			}
+			old := write(cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
+			if _, err := server.Client(t).DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			record := projector.Event{ID: "m-w", Type: "$metadata", StreamID: "$$" + stream, Position: old[1].Position + 1,
+				Data: []byte(fmt.Sprintf(`{"$tb":%d}`, int64(math.MaxInt64))), Created: t0}
+			// Written again from revision 2: in order, the stream going on
+			// (2 and 3); late, opened anew (2 to 5), and a worker applied
+			// 2 and 3 before the record.
+			var again []projector.Event
+			if tc.late {
+				again = write(cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "y", OpenedAt: t0}, add("w", "q", 2), add("w", "r", 3), add("w", "s", 4))
+			} else {
+				again = write(add("w", "q", 2), add("w", "r", 3))
+			}
+			if tc.truncate != nil {
+				var m kurrentdb.StreamMetadata
+				m.SetTruncateBefore(2) // kept, as a user who sets metadata keeps what the node set
+				tc.truncate(&m)
+				if _, err := server.Client(t).SetStreamMetadata(ctx, stream, kurrentdb.AppendToStreamOptions{}, m); err != nil {
+					t.Fatal(err)
 				}
-				var doc bson.M
-				err := s.Database().Collection(cart.DetailsName).FindOne(ctx, bson.D{{Key: "_id", Value: "w"}}).Decode(&doc)
-				switch {
-				case err != nil:
-					t.Errorf("the document is gone: %v", err)
-				case doc["_deleted"] == true:
-					t.Errorf("the document is marked deleted: %v", doc)
+			}
+			clock.Add(int64(tc.age))
+			s := newStore(t)
+			e := holeEngine(t, s, client, projector.Skip, cart.NewDetailsProjection().OnDelete(tc.policy))
+			order := append(append(append([]projector.Event{}, old...), record), again...)
+			if tc.late {
+				order = append(append(append(append([]projector.Event{}, old...), again[:2]...), record), again[2:]...)
+			}
+			var onRecord []projector.Result
+			for _, ev := range order {
+				rs, err := e.Handle(ctx, ev)
+				if err != nil {
+					t.Fatalf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
 				}
-				for _, ev := range again[len(before)-len(old):] {
-					if _, err := e.Handle(ctx, ev); err != nil {
-						t.Logf("%s@%d: %v", ev.StreamID, ev.StreamRevision, err)
-					}
+				if ev.ID == record.ID {
+					onRecord = rs
 				}
-				if late {
-					if err := checkState(ctx, s, cart.StreamID("w"), again); err != nil {
-						t.Errorf("after the stream's later events: %v", err)
-					}
+			}
+			var doc bson.M
+			err := s.Database().Collection(cart.DetailsName).FindOne(ctx, bson.D{{Key: "_id", Value: "w"}}).Decode(&doc)
+			if err != nil {
+				t.Fatalf("the document is gone: %v", err)
+			}
+			if doc["_deleted"] == true {
+				t.Errorf("the document is marked deleted, after events of the stream written again: %v", doc)
+			}
+			if tc.late {
+				if len(onRecord) != 1 || onRecord[0].Outcome != projector.Duplicate {
+					t.Errorf("the late record: %+v, want a duplicate: the document holds events written after it", onRecord)
 				}
-			})
-		}
+				if err := checkState(ctx, s, stream, again); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			if len(onRecord) != 1 || onRecord[0].Outcome != projector.Applied {
+				t.Errorf("the record in order: %+v, want the policy applied, as live", onRecord)
+			}
+			// Marked, the document keeps its state and the events written
+			// again clear the mark; removed, they fold on nothing.
+			want := old[:2:2]
+			if tc.policy == projector.RemoveDocument {
+				want = nil
+			}
+			var got cart.Details
+			if _, _, err := projector.ReadDocument(ctx, s, cart.NewDetailsProjection(), "w", &got); err != nil {
+				t.Fatal(err)
+			}
+			wantState, _ := cart.NewDetailsProjection().Fold(append(want, again...)...)
+			if fmt.Sprint(got.ClientID, got.ProductItems) != fmt.Sprint(wantState.ClientID, wantState.ProductItems) {
+				t.Errorf("document %+v, want %+v", got, wantState)
+			}
+		})
 	}
 }
