@@ -33,9 +33,10 @@ type eventStore interface {
 	// filtered as opts, created if missing; a failed event is handed back
 	// to be retried (block) or parked at once.
 	group(name string, opts neutral.AllOptions, block bool, logger *slog.Logger) (groupSource, error)
-	// parked is how many events group (on $all) has parked, and its name
-	// as the server gives it.
-	parked(ctx context.Context, group string) (string, int64, error)
+	// groupInfo is what the server says of group (on $all): its name as the
+	// server gives it, how many events it has parked, how many consumers
+	// are connected.
+	groupInfo(ctx context.Context, group string) (neutral.GroupInfo, error)
 	// groups lists the persistent subscription groups on $all.
 	groups(ctx context.Context) ([]string, error)
 	// replayParked has group deliver its parked events again.
@@ -110,8 +111,9 @@ func (s store) group(name string, opts neutral.AllOptions, block bool, logger *s
 // errNoGroup: the persistent subscription group does not exist.
 var errNoGroup = subscription.ErrNoGroup
 
-func (s store) parked(ctx context.Context, group string) (string, int64, error) {
-	return s.Parked(ctx, group)
+func (s store) groupInfo(ctx context.Context, group string) (neutral.GroupInfo, error) {
+	name, parked, consumers, err := s.Parked(ctx, group)
+	return neutral.GroupInfo{Name: name, Parked: parked, Consumers: consumers}, err
 }
 
 func (s store) groups(ctx context.Context) ([]string, error) { return s.Groups(ctx) }

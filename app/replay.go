@@ -81,12 +81,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		if err := replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout); err != nil {
 			return err
 		}
-		// The store's records, for a word on them: the replay asked no
-		// more of the store.
-		if opened, err := x.openStore(ctx, c.servers, nil); err == nil {
-			defer opened.Close()
-			noteStoreParked(ctx, opened.Store, name, inv.Stderr)
-		}
+		fmt.Fprintf(inv.Stderr, "(those are the events that kept failing under block; the ones the group's consumers parked under park are in the store: status --parked lists them, and replay-parked %s without --group applies them once its consumers are stopped)\n", name)
 		return nil
 	}
 	opened, err := x.openStore(ctx, c.servers, nil)
@@ -94,13 +89,18 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		return err
 	}
 	defer opened.Close()
-	var streams projector.StreamHistory
+	var client eventStore
 	if c.esdb != "" {
-		client, err := dial(ctx, c.servers, nil)
-		if err != nil {
+		if client, err = dial(ctx, c.servers, nil); err != nil {
 			return err
 		}
 		defer client.Close()
+	}
+	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout); err != nil {
+		return err
+	}
+	var streams projector.StreamHistory
+	if client != nil {
 		streams = client
 	}
 	if c.lease > 0 {
@@ -339,17 +339,36 @@ func stillFailing(failed int) error {
 	return fmt.Errorf("%d events still fail; they stay parked", failed)
 }
 
-// noteStoreParked says, after a replay of a group's parked events, how many
-// events of projection name are parked or held in the store: its group's
-// consumers park and hold there under park and hold, and only a replay
-// without --group applies those.
-func noteStoreParked(ctx context.Context, store *mongostore.Store, name string, stderr io.Writer) {
-	parked, err := store.Parked(ctx, name)
-	if err != nil || len(parked) == 0 {
-		return
+// refuseBesideGroups fails when projection name has run in persistent
+// subscription groups (run --group records them) and a consumer of one is
+// connected, or, without client, when that cannot be asked: a group's
+// consumers take no lease, and a replay's write beside theirs can be lost
+// (both are conditional on the document's revision, which a replay does not
+// move).
+func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eventStore, name string, timeout time.Duration) error {
+	rec, err := store.CollectionsOf(ctx, name)
+	if err != nil || len(rec.Groups) == 0 {
+		return err
 	}
-	fmt.Fprintf(stderr, "note: %s has %s in the store, parked or held by its consumers (status --parked lists them): replay-parked %s without --group applies them\n",
-		name, plural(len(parked), "event"), name)
+	if client == nil {
+		return fmt.Errorf("%s has run in persistent subscription group %s: give --esdb, so that the replay checks that none of its consumers is connected (a replay beside them can lose its write)",
+			name, strings.Join(rec.Groups, ", "))
+	}
+	for _, g := range rec.Groups {
+		gctx, cancel := context.WithTimeout(ctx, timeout)
+		info, err := client.groupInfo(gctx, g)
+		cancel()
+		switch {
+		case errors.Is(err, errNoGroup):
+			continue
+		case err != nil:
+			return fmt.Errorf("group %s: %w", g, err)
+		case info.Consumers > 0:
+			return fmt.Errorf("%s of persistent subscription group %s connected: stop the run --group processes of %s before replaying its parked events (a replay beside them can lose its write)",
+				plural(info.Consumers, "consumer"), g, name)
+		}
+	}
+	return nil
 }
 
 // replayGroup asks EventStoreDB to deliver the events parked in group (on

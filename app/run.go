@@ -389,8 +389,8 @@ func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, re
 func groupParked(ctx context.Context, client eventStore, group string, timeout time.Duration) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, n, err := client.parked(ctx, group)
-	return n, err
+	g, err := client.groupInfo(ctx, group)
+	return g.Parked, err
 }
 
 // build returns how slot sl makes its runner on a collection; its
@@ -770,7 +770,8 @@ func checkpointString(c *projector.Checkpoint) string {
 // redelivered, a bounded number of times, then parked in the group: its
 // document stays behind it, and the projection is blocked (not ready) until
 // the group's parked events are replayed. Under skip and park the document
-// has moved past it, and the group parks it at once.
+// has moved past it: the consumer acknowledges an event the engine parked
+// (its record is in the store) and tells the server a skipped one skipped.
 func source(client eventStore, group string, p Projection, policy projector.FailurePolicy, logger *slog.Logger) (projector.Source, error) {
 	opts := p.Reads.options()
 	if group == "" {

@@ -121,11 +121,11 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 // store's, and, with --group, how many each group parked on the server (a
 // group's consumers park and hold in the store as a run does, and leave in
 // the group the events that kept failing under block). With --json and
-// --group, the groups' counts only.
+// --group, the counts only: the group's, and the store's.
 func (c *statusConfig) printParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
 	switch {
 	case c.group != "" && c.asJSON:
-		return c.printGroupParked(ctx, inv, client, selected)
+		return c.printGroupParked(ctx, inv, store, client, selected)
 	case c.asJSON:
 		return printParkedJSON(ctx, inv.Stdout, store, selected)
 	}
@@ -133,7 +133,7 @@ func (c *statusConfig) printParked(ctx context.Context, inv Invocation, store *m
 		return err
 	}
 	fmt.Fprintln(inv.Stdout)
-	return c.printGroupParked(ctx, inv, client, selected)
+	return c.printGroupParked(ctx, inv, store, client, selected)
 }
 
 // print prints the status of each projection, as a table or as JSON, and
@@ -373,14 +373,14 @@ func (c *statusConfig) againstGroup(ctx context.Context, client eventStore, st *
 	group := groupName(c.group, st.Projection)
 	gctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	name, parked, err := client.parked(gctx, group)
+	g, err := client.groupInfo(gctx, group)
 	if errors.Is(err, errNoGroup) {
 		return fmt.Errorf("no persistent subscription group %s: run --group %s creates one per projection, named %s", group, c.group, groupName(c.group, "<projection>"))
 	}
 	if err != nil {
 		return fmt.Errorf("group %s: %w", group, err)
 	}
-	st.Group, st.Parked = name, &parked
+	st.Group, st.Parked = g.Name, &g.Parked
 	return nil
 }
 
@@ -485,24 +485,30 @@ func printParkedJSON(ctx context.Context, w io.Writer, store *mongostore.Store, 
 	return enc.Encode(out)
 }
 
-// groupParkedJSON is how many events a projection's group has parked.
+// groupParkedJSON is how many events a projection's group has parked, and
+// how many its consumers parked or held in the store.
 type groupParkedJSON struct {
 	Projection string `json:"projection"`
 	Group      string `json:"group"`
 	Parked     int64  `json:"parked"`
+	InStore    int    `json:"parkedInStore"`
 }
 
 // printGroupParked says, for --parked with --group, how many events each
 // projection's group has parked on the server, and how to have them
 // delivered again.
-func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, client eventStore, selected []Projection) error {
+func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
 	out := []groupParkedJSON{}
 	for _, p := range selected {
 		st := projectionStatus{Projection: p.Definition.Name()}
 		if err := c.againstGroup(ctx, client, &st); err != nil {
 			return err
 		}
-		out = append(out, groupParkedJSON{st.Projection, st.Group, *st.Parked})
+		stored, err := store.Parked(ctx, st.Projection)
+		if err != nil {
+			return err
+		}
+		out = append(out, groupParkedJSON{st.Projection, st.Group, *st.Parked, len(stored)})
 	}
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
@@ -510,9 +516,9 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, cli
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(inv.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECTION\tGROUP\tPARKED ON THE SERVER")
+	fmt.Fprintln(tw, "PROJECTION\tGROUP\tPARKED ON THE SERVER\tPARKED OR HELD IN THE STORE")
 	for _, g := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%d\n", g.Projection, g.Group, g.Parked)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", g.Projection, g.Group, g.Parked, g.InStore)
 	}
 	fmt.Fprintf(inv.Stderr, "(a group's parked events are in its parked stream on the server; replay-parked NAME --group %s delivers them again)\n", c.group)
 	return tw.Flush()

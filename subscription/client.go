@@ -230,21 +230,14 @@ func (c *Client) Head(ctx context.Context) (uint64, error) {
 var ErrNoGroup = errors.New("no such group")
 
 // Parked returns the name of persistent subscription group on $all, as the
-// server gives it, and how many events it has parked; a group that does not
-// exist is [ErrNoGroup].
-func (c *Client) Parked(ctx context.Context, group string) (string, int64, error) {
-	type info struct {
-		name string
-		n    int64
-	}
-	got, err := call(ctx, c, func(s neutral.Session) (info, error) {
-		name, n, err := s.GroupInfo(ctx, group)
-		return info{name, n}, err
-	})
+// server gives it, how many events it has parked, and how many consumers
+// are connected to it; a group that does not exist is [ErrNoGroup].
+func (c *Client) Parked(ctx context.Context, group string) (name string, parked int64, consumers int, err error) {
+	got, err := call(ctx, c, func(s neutral.Session) (neutral.GroupInfo, error) { return s.GroupInfo(ctx, group) })
 	if c.is(err, neutral.ErrNotFound) {
-		return "", 0, ErrNoGroup
+		return "", 0, 0, ErrNoGroup
 	}
-	return got.name, got.n, err
+	return got.Name, got.Parked, got.Consumers, err
 }
 
 // Groups lists the persistent subscription groups on $all.

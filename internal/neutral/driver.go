@@ -121,9 +121,8 @@ type Session interface {
 	// SubscribeGroup connects to group on stream (or [AllStreams]) as a
 	// consumer with bufferSize events in flight.
 	SubscribeGroup(ctx context.Context, stream, group string, bufferSize int) (GroupFeed, error)
-	// GroupInfo returns the name of group on $all, as the server gives it,
-	// and how many events it has parked.
-	GroupInfo(ctx context.Context, group string) (string, int64, error)
+	// GroupInfo returns what the server says of group on $all.
+	GroupInfo(ctx context.Context, group string) (GroupInfo, error)
 	// ListGroups lists the groups on $all.
 	ListGroups(ctx context.Context) ([]string, error)
 	// ReplayParked has group on $all deliver its parked events again.
@@ -237,4 +236,14 @@ type GroupSettings struct {
 	// Filter, for a group on $all, is the server-side filter of its stream
 	// or event-type fields (see [AllOptions.ServerFilter]).
 	Filter AllOptions
+}
+
+// GroupInfo is what the server says of a persistent subscription group.
+type GroupInfo struct {
+	// Name is the group's name as the server gives it.
+	Name string
+	// Parked is how many events the group has parked.
+	Parked int64
+	// Consumers is how many consumers are connected to it.
+	Consumers int
 }

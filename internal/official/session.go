@@ -407,17 +407,17 @@ func (s *shape) groupInfo(ctx context.Context, group string) request {
 	return req("GetPersistentSubscriptionInfoToAll", ctx, group, build(s.argType("GetPersistentSubscriptionInfoToAll", 2)))
 }
 
-func (s session) GroupInfo(ctx context.Context, group string) (string, int64, error) {
+func (s session) GroupInfo(ctx context.Context, group string) (neutral.GroupInfo, error) {
 	out, err := s.do(s.groupInfo(ctx, group))
 	if err != nil {
-		return "", 0, err
+		return neutral.GroupInfo{}, err
 	}
 	info := out[0].Elem()
-	var n int64
+	g := neutral.GroupInfo{Name: info.Field(s.info.name).String(), Consumers: info.Field(s.info.conns).Len()}
 	if stats := info.Field(s.info.stats); !stats.IsNil() {
-		n = stats.Elem().Field(s.info.parked).Int()
+		g.Parked = stats.Elem().Field(s.info.parked).Int()
 	}
-	return info.Field(s.info.name).String(), n, nil
+	return g, nil
 }
 
 func (s *shape) listGroups(ctx context.Context) request {
