@@ -91,10 +91,14 @@ func (s *Store) RenewLease(ctx context.Context, l Lease, ttl time.Duration) (Lea
 	return l, nil
 }
 
-// ReleaseLease lets lease l go at once, if it is still its holder's.
+// ReleaseLease lets lease l go at once, if it is still its holder's: it
+// has no holder from then on, so that a renewal of l that reaches the
+// server after the release (sent before it, and abandoned) finds it lost
+// instead of holding it again for a whole ttl.
 func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 	filter := bson.D{{Key: fieldID, Value: l.Name}, {Key: "holder", Value: l.Holder}, {Key: "token", Value: l.Token}}
-	if _, err := s.db.Collection(leaseCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{{Key: "expires", Value: time.Now().UTC()}}}}); err != nil {
+	release := bson.D{{Key: "$set", Value: bson.D{{Key: "holder", Value: ""}, {Key: "expires", Value: time.Now().UTC()}}}}
+	if _, err := s.db.Collection(leaseCollection).UpdateOne(ctx, filter, release); err != nil {
 		return fmt.Errorf("mongostore: release the lease of %q: %w", l.Name, err)
 	}
 	return nil

@@ -178,6 +178,12 @@ func testLease(t *testing.T, s *mongostore.Store) {
 	if err := s.ReleaseLease(ctx, b); err != nil {
 		t.Fatal(err)
 	}
+	// A renewal of the released lease that reaches the server after the
+	// release (sent before it, and abandoned as its process stopped) finds
+	// it lost: it does not hold it again.
+	if l, err := s.RenewLease(ctx, b, ttl); !errors.Is(err, mongostore.ErrLeaseLost) {
+		t.Fatalf("a renewal after the release: %+v %v, want ErrLeaseLost", l, err)
+	}
 	if c, err := s.AcquireLease(ctx, "p", "C", ttl); err != nil || c.Token != 3 {
 		t.Fatalf("after a release: %+v %v", c, err)
 	}
