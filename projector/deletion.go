@@ -141,7 +141,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d delet
 	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	if since, err := e.writtenSince(ctx, d, head.Revision); err != nil {
+	if since, err := e.writtenSince(ctx, d, head.Revision, ev.Position); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
 	} else if since {
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
@@ -165,20 +165,26 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d delet
 }
 
 // writtenSince reports whether the document at revision rev holds events
-// of stream written after its deletion: the stream was written again, and
-// the record of the deletion comes late (another worker's, or delivered
-// again after a restart) and deletes nothing. It was when the document's
-// revision is in the stream as it is now (a soft delete hides every event
-// before it, and writing the stream again hides them from its first new
-// revision on), or, once the stream written again is truncated past that
-// revision ($maxCount, $maxAge), at or past the first revision written
-// again, which the node keeps as the $tb of the stream's metadata (a
-// StreamHistory reads it). A document before it is the old stream's: the
-// record applies, as it did live, and the new events start it over or go
-// on from nothing. Without a [StreamReader] it cannot tell.
-func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool, error) {
+// of stream d.stream written after its deletion, whose record is at log
+// position at: the stream was written again, and the record comes late
+// (another worker's, or delivered again after a restart) and deletes
+// nothing. With a [StreamHistory] it reads the document's last event from
+// the stream: written after the record, or before it. That event is gone
+// when the stream hides it: a soft delete hides every event before it, and
+// writing the stream again hides them from its first new revision on,
+// which the node keeps as the $tb of the stream's metadata, also once the
+// stream written again is truncated ($maxCount, $maxAge); the document is
+// then the stream's again if its revision is at or past that $tb. Metadata
+// a user wrote since, without that $tb, cannot tell: the record applies, as
+// it does in the log's order. Without a StreamHistory, only a revision in
+// the stream as it reads now tells. A tombstoned stream is never written
+// again.
+func (e *Engine) writtenSince(ctx context.Context, d deletion, rev, at uint64) (bool, error) {
 	if e.streams == nil || d.tombstone {
-		return false, nil // a tombstoned stream is never written again
+		return false, nil
+	}
+	if pos, ok := e.positionOf(ctx, d.stream, rev); ok {
+		return pos > at, nil
 	}
 	first, err := e.streams.FirstRevision(ctx, d.stream)
 	switch {
@@ -187,20 +193,31 @@ func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool
 	case err != nil && !errors.Is(err, ErrStreamDeleted):
 		return false, fmt.Errorf("reading where stream %q starts: %w", d.stream, err)
 	}
-	again, err := e.writtenAgainFrom(ctx, d.stream)
-	if err != nil || again < 0 {
-		return false, err
+	again := e.writtenAgainFrom(ctx, d.stream)
+	return again >= 0 && rev >= uint64(again), nil
+}
+
+// positionOf returns the log position of the event at revision rev of
+// stream, when the engine reads streams and the stream, as it reads now,
+// holds it.
+func (e *Engine) positionOf(ctx context.Context, stream string, rev uint64) (pos uint64, ok bool) {
+	if e.history == nil {
+		return 0, false
 	}
-	return rev >= uint64(again), nil
+	err := e.history.ReadStream(ctx, stream, rev, func(ev Event) error {
+		pos, ok = ev.Position, ev.StreamRevision == rev
+		return ErrStopRead
+	})
+	return pos, ok && err == nil
 }
 
 // writtenAgainFrom returns the $tb of stream's metadata as it is now: where
 // the stream starts again after a soft delete (the node writes it when the
 // stream is written again), or -1 when the metadata has none, says the
-// stream is deleted, or the engine cannot read it.
-func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) (int64, error) {
+// stream is deleted, or cannot be read (a tombstoned stream's cannot).
+func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) int64 {
 	if e.history == nil {
-		return -1, nil
+		return -1
 	}
 	tb := int64(-1)
 	err := e.history.ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
@@ -214,7 +231,8 @@ func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) (int64, er
 		return nil
 	})
 	if err != nil {
-		return -1, fmt.Errorf("reading the metadata of stream %q: %w", stream, err)
+		e.logger.Debug("reading a deleted stream's metadata failed: its deletion record applies", "stream", stream, "err", err)
+		return -1
 	}
-	return tb, nil
+	return tb
 }

@@ -51,9 +51,14 @@ func WithoutStreamFolds() Option { return func(e *Engine) { e.noFolds = true } }
 // streams' histories (read from the event store) since the engine was made.
 func (e *Engine) StreamsFolded() uint64 { return e.folded.Load() }
 
-// streamFolds reports whether batches fold p's documents from their streams.
+// streamFolds reports whether batches fold p's documents from their
+// streams. A projection that removes the documents of deleted streams
+// ([RemoveDocument]) folds only what its batches hold: a stream soft-deleted
+// and written again reads on from its old events to its new ones, with
+// nothing of the deletion between them, where the document must be removed
+// and the new events fold on nothing.
 func (e *Engine) streamFolds(p Definition) bool {
-	if e.history == nil || e.noFolds || e.unordered {
+	if e.history == nil || e.noFolds || e.unordered || p.deletionPolicy() == RemoveDocument {
 		return false
 	}
 	_, gated := e.keeperOf(p).(streamRevision)
