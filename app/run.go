@@ -50,7 +50,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
-	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; not used with --group)")
+	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none, and wait while another process holds it: replay-parked)")
 	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
@@ -429,7 +429,11 @@ var leadGiveUp = 10 * time.Minute
 // when ctx is done, or with the error once taking it has failed for
 // leadGiveUp.
 func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
-	if s.c.lease == 0 || s.c.group != "" {
+	if s.c.lease == 0 {
+		return nil, nil
+	}
+	if s.c.group != "" {
+		s.waitForLeaseHolder(ctx, sl)
 		return nil, nil
 	}
 	said := ""
@@ -472,6 +476,36 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 		select {
 		case <-ctx.Done():
 			return nil, nil
+		case <-time.After(standbyPoll(s.c.lease)):
+		}
+	}
+}
+
+// waitForLeaseHolder stands a --group consumer by while another process
+// holds the projection's lease: replay-parked, whose writes beside the
+// consumers' could be lost. The consumers take no lease themselves (the
+// server shares the events among them); a lease that cannot be read does
+// not hold them up.
+func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
+	said := ""
+	for {
+		leases, err := s.store.Leases(ctx, sl.name)
+		l := leases[sl.name]
+		if err != nil || !l.Held(time.Now()) || l.Holder == s.holder {
+			if said != "" {
+				sl.setDown("")
+			}
+			return
+		}
+		why := fmt.Sprintf("standby: %s holds its lease (replay-parked?)", l.Holder)
+		sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
+		if why != said {
+			s.logger.Info("standing by: a process holds the projection's lease", "projection", sl.name, "holder", l.Holder, "until", l.Expires)
+			said = why
+		}
+		select {
+		case <-ctx.Done():
+			return
 		case <-time.After(standbyPoll(s.c.lease)):
 		}
 	}

@@ -949,3 +949,32 @@ func TestRun_two_processes_in_a_group_each_take_whole_streams(t *testing.T) {
 		t.Fatalf("the two processes applied %d events, want the 320 appended once each", n)
 	}
 }
+
+// A --group consumer takes no lease, but stands by while another process
+// holds the projection's: replay-parked, whose writes beside the
+// consumers' could be lost. Once the lease is let go it runs.
+func TestRun_with_a_persistent_group_stands_by_while_a_replay_holds_the_lease(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 3, 4, carts)
+	replay, err := store.AcquireLease(context.Background(), cart.DetailsName, "replay-parked host/1/abc", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", "2s"}, common...)...)
+	waitFor(t, p, regexp.MustCompile(`msg="standing by: a process holds the projection's lease" projection=cart_details holder=("replay-parked host/1/abc")`))
+	if n, err := db.Collection(cart.DetailsName).CountDocuments(context.Background(), map[string]any{}); err != nil || n != 0 {
+		t.Fatalf("%d documents written (%v) while replay-parked holds the lease", n, err)
+	}
+	if err := store.ReleaseLease(context.Background(), replay); err != nil {
+		t.Fatal(err)
+	}
+	waitCartsAtFold(t, store, carts, p)
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderrText())
+	}
+}
