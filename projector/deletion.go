@@ -67,15 +67,24 @@ func deletionOf(ev Event) (deletion, bool) {
 	case ev.Type == typeStreamDeleted:
 		return deletion{stream: ev.StreamID, tombstone: true}, true
 	case ev.Type == typeMetadata && strings.HasPrefix(ev.StreamID, "$$"):
-		var m struct {
-			TruncateBefore *uint64 `json:"$tb"`
-		}
-		if json.Unmarshal(ev.Data, &m) != nil || m.TruncateBefore == nil || *m.TruncateBefore != math.MaxInt64 {
+		if tb, ok := truncateBefore(ev); !ok || tb != math.MaxInt64 {
 			return deletion{}, false
 		}
 		return deletion{stream: strings.TrimPrefix(ev.StreamID, "$$")}, true
 	}
 	return deletion{}, false
+}
+
+// truncateBefore returns the $tb of ev, a stream's metadata event, when it
+// has one.
+func truncateBefore(ev Event) (uint64, bool) {
+	var m struct {
+		TruncateBefore *uint64 `json:"$tb"`
+	}
+	if ev.Type != typeMetadata || json.Unmarshal(ev.Data, &m) != nil || m.TruncateBefore == nil {
+		return 0, false
+	}
+	return *m.TruncateBefore, true
 }
 
 // isDeletionRecord reports whether ev is a node's record about a stream
@@ -221,12 +230,9 @@ func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) int64 {
 	}
 	tb := int64(-1)
 	err := e.history.ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
-		var m struct {
-			TruncateBefore *int64 `json:"$tb"`
-		}
 		tb = -1
-		if ev.Type == typeMetadata && json.Unmarshal(ev.Data, &m) == nil && m.TruncateBefore != nil && *m.TruncateBefore < math.MaxInt64 {
-			tb = *m.TruncateBefore
+		if t, ok := truncateBefore(ev); ok && t < math.MaxInt64 {
+			tb = int64(t)
 		}
 		return nil
 	})

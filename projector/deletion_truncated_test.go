@@ -17,6 +17,7 @@ import (
 	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/subscription"
 )
 
 // A soft-deleted cart stream written again, on the protocol test server,
@@ -67,19 +68,7 @@ func TestDeletion_a_record_of_a_stream_written_again_on_a_node(t *testing.T) {
 			client := dialESDB(t, server)
 			log := projectortest.NewLog(cart.Registry())
 			stream := cart.StreamID("w")
-			write := func(payloads ...any) []projector.Event {
-				evs := log.MustAppend(t, stream, payloads...)
-				for _, ev := range evs {
-					name, data, err := cart.Registry().Encode(ev.Payload)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if _, err := (appender{client}).Append(ctx, stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return evs
-			}
+			write := func(payloads ...any) []projector.Event { return appendCart(t, client, log, stream, payloads...) }
 			old := write(cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
 			if _, err := server.Client(t).DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{}); err != nil {
 				t.Fatal(err)
@@ -186,16 +175,8 @@ func TestDeletion_a_soft_delete_record_of_a_stream_tombstoned_since_applies(t *t
 			server := esdbtest.New(t)
 			client := dialESDB(t, server)
 			stream := cart.StreamID("w")
-			old := projectortest.NewLog(cart.Registry()).MustAppend(t, stream, cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
-			for _, ev := range old {
-				name, data, err := cart.Registry().Encode(ev.Payload)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := (appender{client}).Append(ctx, stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			old := appendCart(t, client, projectortest.NewLog(cart.Registry()), stream,
+				cart.ShoppingCartOpened{ShoppingCartID: "w", ClientID: "x", OpenedAt: t0}, add("w", "p", 1))
 			if _, err := server.Client(t).DeleteStream(ctx, stream, kurrentdb.DeleteStreamOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -215,4 +196,22 @@ func TestDeletion_a_soft_delete_record_of_a_stream_tombstoned_since_applies(t *t
 			}
 		})
 	}
+}
+
+// appendCart appends payloads to stream in log and, as they are, to the
+// server client writes to: the events log gives have the server's
+// revisions.
+func appendCart(t *testing.T, client *subscription.Client, log *projectortest.Log, stream string, payloads ...any) []projector.Event {
+	t.Helper()
+	evs := log.MustAppend(t, stream, payloads...)
+	for _, ev := range evs {
+		name, data, err := cart.Registry().Encode(ev.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (appender{client}).Append(context.Background(), stream, sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return evs
 }
