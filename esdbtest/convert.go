@@ -2,6 +2,7 @@ package esdbtest
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -56,30 +57,51 @@ func streamID(name string) *shared.StreamIdentifier {
 	return &shared.StreamIdentifier{StreamName: []byte(name)}
 }
 
-func recordedForRead(r *record, asString bool) *streams.ReadResp_ReadEvent_RecordedEvent {
+func recordedForRead(r *record, asString, positionless bool) *streams.ReadResp_ReadEvent_RecordedEvent {
 	if r == nil {
 		return nil
+	}
+	pos := r.position
+	if positionless {
+		pos = noPosition
 	}
 	return &streams.ReadResp_ReadEvent_RecordedEvent{
 		Id:               uuidToProto(r.id, asString),
 		StreamIdentifier: streamID(r.stream),
 		StreamRevision:   r.revision,
-		PreparePosition:  r.position,
-		CommitPosition:   r.position,
+		PreparePosition:  pos,
+		CommitPosition:   pos,
 		Metadata:         systemMetadata(r),
 		CustomMetadata:   r.metadata,
 		Data:             r.data,
 	}
 }
 
+// noPosition is the commit and prepare position a node sends for an event
+// it read from a stream: -1 as the unsigned field carries it.
+const noPosition = math.MaxUint64
+
 // readEvent builds the Streams.Read message for what a read sends for a
 // record: an event, a resolved link, or a dangling link (no event).
-func readEvent(res resolution, asString bool) *streams.ReadResp {
-	return &streams.ReadResp{Content: &streams.ReadResp_Event{Event: &streams.ReadResp_ReadEvent{
-		Event:    recordedForRead(res.event, asString),
-		Link:     recordedForRead(res.link, asString),
+//
+// A read of one stream (positionless) sends no position, as a node does:
+// its storage reader resolves a stream's events without their commit
+// position (StorageReaderWorker's ReadStreamEventsForward builds each with
+// ResolvedEvent.ForUnresolvedEvent(record), no position), and the gRPC
+// Streams.Read then writes -1 for each event's commit and prepare
+// positions and NoPosition for the read event's (ConvertToRecordedEvent
+// and ConvertToReadEvent in KurrentDB's Services/Transport/Grpc/
+// Streams.Read.cs). A read of $all and a subscription send positions.
+func readEvent(res resolution, asString, positionless bool) *streams.ReadResp {
+	ev := &streams.ReadResp_ReadEvent{
+		Event:    recordedForRead(res.event, asString, positionless),
+		Link:     recordedForRead(res.link, asString, positionless),
 		Position: &streams.ReadResp_ReadEvent_CommitPosition{CommitPosition: res.original().position},
-	}}}
+	}
+	if positionless {
+		ev.Position = &streams.ReadResp_ReadEvent_NoPosition{NoPosition: &shared.Empty{}}
+	}
+	return &streams.ReadResp{Content: &streams.ReadResp_Event{Event: ev}}
 }
 
 func recordedForPersistent(r *record, asString bool) *persistent.ReadResp_ReadEvent_RecordedEvent {

@@ -32,8 +32,9 @@ type record struct {
 	meta        *streamMeta // for a record of a metadata stream: the metadata it sets
 	scavenged   atomic.Bool // removed from $all by Server.Scavenge
 	// wire is the record's Streams.Read message, encoded (readMessage):
-	// with its id structured, and as a string.
-	wire [2]atomic.Pointer[[]byte]
+	// with its id structured, and as a string; with its position, and as a
+	// read of its stream sends it (none).
+	wire [4]atomic.Pointer[[]byte]
 }
 
 // size is how far the log position moves for this record.

@@ -229,7 +229,7 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 		if err := srv.Context().Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		if err := srv.SendMsg(svc.s.log.readMessage(svc.s.log.resolve(r, opts.GetResolveLinks()), asString)); err != nil {
+		if err := srv.SendMsg(svc.s.log.readMessage(svc.s.log.resolve(r, opts.GetResolveLinks()), asString, opts.GetStream() != nil)); err != nil {
 			return err
 		}
 		sent++

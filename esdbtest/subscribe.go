@@ -84,7 +84,7 @@ func (s *Server) subscribe(opts *streams.ReadReq_Options, srv streams.Streams_Re
 // send sends what a subscription sends for a record, twice when the
 // duplicate fault says so.
 func (c *catchUp) send(r *record) error {
-	msg := c.s.log.readMessage(c.s.log.resolve(r, c.resolve), c.asString)
+	msg := c.s.log.readMessage(c.s.log.resolve(r, c.resolve), c.asString, false)
 	if err := c.srv.SendMsg(msg); err != nil {
 		return err
 	}

@@ -40,21 +40,25 @@ func (c wireCodec) Name() string { return c.proto.Name() }
 // readMessage is what a read or a subscription sends for a record, as
 // readEvent builds it: for an event that is not a resolved link, encoded
 // once and kept with the record.
-func (l *eventLog) readMessage(res resolution, asString bool) any {
+func (l *eventLog) readMessage(res resolution, asString, positionless bool) any {
 	r := res.event
 	if r == nil || res.link != nil {
-		return readEvent(res, asString)
+		return readEvent(res, asString, positionless)
 	}
-	slot := &r.wire[0]
+	n := 0
 	if asString {
-		slot = &r.wire[1]
+		n++
 	}
+	if positionless {
+		n += 2
+	}
+	slot := &r.wire[n]
 	if b := slot.Load(); b != nil {
 		return encoded(*b)
 	}
-	b, err := protobuf.Marshal(readEvent(res, asString))
+	b, err := protobuf.Marshal(readEvent(res, asString, positionless))
 	if err != nil {
-		return readEvent(res, asString) // the codec reports it
+		return readEvent(res, asString, positionless) // the codec reports it
 	}
 	slot.Store(&b)
 	return encoded(b)

@@ -150,7 +150,7 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d delet
 	case !found, head.Stream != "" && head.Stream != ev.StreamID, head.Deleted:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	if since, err := e.writtenSince(ctx, d, head.Revision, ev.Position); err != nil {
+	if since, err := e.writtenSince(ctx, d, head.Revision); err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: int64(head.Revision), attempts: 1})
 	} else if since {
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
@@ -174,26 +174,21 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d delet
 }
 
 // writtenSince reports whether the document at revision rev holds events
-// of stream d.stream written after its deletion, whose record is at log
-// position at: the stream was written again, and the record comes late
-// (another worker's, or delivered again after a restart) and deletes
-// nothing. With a [StreamHistory] it reads the document's last event from
-// the stream: written after the record, or before it. That event is gone
-// when the stream hides it: a soft delete hides every event before it, and
-// writing the stream again hides them from its first new revision on,
-// which the node keeps as the $tb of the stream's metadata, also once the
-// stream written again is truncated ($maxCount, $maxAge); the document is
-// then the stream's again if its revision is at or past that $tb. Metadata
-// a user wrote since, without that $tb, cannot tell: the record applies, as
-// it does in the log's order. Without a StreamHistory, only a revision in
-// the stream as it reads now tells. A tombstoned stream is never written
-// again.
-func (e *Engine) writtenSince(ctx context.Context, d deletion, rev, at uint64) (bool, error) {
+// of stream d.stream written after its deletion: the stream was written
+// again, and the record comes late (another worker's, or delivered again
+// after a restart) and deletes nothing. Writing the stream again hides its
+// events before the deletion from its first new revision on: a revision at
+// or past the stream's first readable one is written since. The node keeps
+// that first new revision as the $tb of the stream's metadata, also once
+// the stream written again is truncated ($maxCount, $maxAge): with a
+// [StreamHistory], a revision at or past it is written since. Metadata a
+// user wrote since without that $tb shows the old events again, and
+// nothing the node serves tells a late record from one in order (a read of
+// a stream gives no log positions): the record applies, as it does in the
+// log's order. A tombstoned stream is never written again.
+func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool, error) {
 	if e.streams == nil || d.tombstone {
 		return false, nil
-	}
-	if pos, ok := e.positionOf(ctx, d.stream, rev); ok {
-		return pos > at, nil
 	}
 	first, err := e.streams.FirstRevision(ctx, d.stream)
 	switch {
@@ -202,31 +197,22 @@ func (e *Engine) writtenSince(ctx context.Context, d deletion, rev, at uint64) (
 	case err != nil && !errors.Is(err, ErrStreamDeleted):
 		return false, fmt.Errorf("reading where stream %q starts: %w", d.stream, err)
 	}
-	again := e.writtenAgainFrom(ctx, d.stream)
-	return again >= 0 && rev >= uint64(again), nil
-}
-
-// positionOf returns the log position of the event at revision rev of
-// stream, when the engine reads streams and the stream, as it reads now,
-// holds it.
-func (e *Engine) positionOf(ctx context.Context, stream string, rev uint64) (pos uint64, ok bool) {
-	if e.history == nil {
-		return 0, false
+	again, err := e.writtenAgainFrom(ctx, d.stream)
+	if err != nil {
+		return false, fmt.Errorf("reading the metadata of deleted stream %q: %w", d.stream, err)
 	}
-	err := e.history.ReadStream(ctx, stream, rev, func(ev Event) error {
-		pos, ok = ev.Position, ev.StreamRevision == rev
-		return ErrStopRead
-	})
-	return pos, ok && err == nil
+	return again >= 0 && rev >= uint64(again), nil
 }
 
 // writtenAgainFrom returns the $tb of stream's metadata as it is now: where
 // the stream starts again after a soft delete (the node writes it when the
-// stream is written again), or -1 when the metadata has none, says the
-// stream is deleted, or cannot be read (a tombstoned stream's cannot).
-func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) int64 {
+// stream is written again), or -1 when the metadata has none or the stream
+// has none to read ([ErrStreamDeleted]: a tombstoned stream's metadata
+// cannot be read). Any other error of the read is returned: the record is
+// tried again, not applied on a guess.
+func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) (int64, error) {
 	if e.history == nil {
-		return -1
+		return -1, nil
 	}
 	tb := int64(-1)
 	err := e.history.ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
@@ -236,9 +222,11 @@ func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) int64 {
 		}
 		return nil
 	})
-	if err != nil {
-		e.logger.Debug("reading a deleted stream's metadata failed: its deletion record applies", "stream", stream, "err", err)
-		return -1
+	switch {
+	case errors.Is(err, ErrStreamDeleted):
+		return -1, nil
+	case err != nil:
+		return -1, err
 	}
-	return tb
+	return tb, nil
 }

@@ -23,6 +23,10 @@ type StreamHistory interface {
 	// ReadStream calls each with the events of stream from revision from
 	// on, in order, until the stream's end or until each returns an error:
 	// [ErrStopRead] ends the read without an error; any other is returned.
+	// A stream with no events to read (never written, deleted, tombstoned)
+	// ends the read with no events or with an error that wraps
+	// [ErrStreamDeleted]. An event's Position may be unknown (0, or
+	// 2^64-1 as a node's stream reads give it).
 	ReadStream(ctx context.Context, stream string, from uint64, each func(Event) error) error
 }
 

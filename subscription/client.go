@@ -164,7 +164,8 @@ var _ projector.StreamHistory = (*Client)(nil)
 
 // ReadStream implements [projector.StreamHistory]: it reads stream forwards
 // from revision from, handing each event to each. A stream that was never
-// written is the client's not-found error.
+// written is the client's not-found error; a deleted or tombstoned one the
+// client's error for it; both wrap [projector.ErrStreamDeleted].
 func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
 	err := c.do(ctx, func(s neutral.Session) error {
 		rs, err := s.ReadStream(ctx, stream, from, math.MaxInt64)
@@ -181,8 +182,11 @@ func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, eac
 			return true, nil
 		})
 	})
-	if c.is(err, neutral.ErrNotFound) {
+	switch {
+	case c.is(err, neutral.ErrNotFound):
 		return fmt.Errorf("%w: %w", neutral.ErrStreamNotFound, err)
+	case c.is(err, neutral.ErrDeleted):
+		return fmt.Errorf("%w: %w", projector.ErrStreamDeleted, err)
 	}
 	return err
 }

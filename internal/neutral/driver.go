@@ -68,8 +68,15 @@ func KindOf[E interface {
 
 // ErrStreamNotFound wraps the error of a read of a stream that was never
 // written ([ErrNotFound]), for the module's own callers (the cart's write
-// side reads it as a new stream).
-var ErrStreamNotFound = errors.New("stream not found")
+// side reads it as a new stream). It is also a
+// [projector.ErrStreamDeleted]: the stream has no events to read.
+var ErrStreamNotFound error = streamNotFound{}
+
+type streamNotFound struct{}
+
+func (streamNotFound) Error() string { return "stream not found" }
+
+func (streamNotFound) Is(target error) bool { return target == projector.ErrStreamDeleted }
 
 // ErrorKind is what an error of an official client means to the sources.
 type ErrorKind int

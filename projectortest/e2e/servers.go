@@ -18,6 +18,8 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -184,7 +186,36 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 	if err != nil || len(out) != len(payloads) {
 		tb.Fatalf("e2e: read back %s: %d of %d events: %v", stream, len(out), len(payloads), err)
 	}
+	if err := s.positionsInAll(ctx, out); err != nil {
+		tb.Fatalf("e2e: the positions in $all of the events appended to %s: %v", stream, err)
+	}
 	return out
+}
+
+// positionsInAll sets the Position of each event of evs, just appended,
+// to its position in $all, read backwards from the end: a read of a stream
+// gives none (a node sends -1).
+func (s *Servers) positionsInAll(ctx context.Context, evs []projector.Event) error {
+	at := make(map[string]int, len(evs))
+	for i, ev := range evs {
+		at[ev.ID] = i
+	}
+	rs, err := s.client.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, math.MaxInt64)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for len(at) > 0 {
+		re, err := rs.Recv()
+		if err != nil {
+			return fmt.Errorf("%d events not found: %w", len(at), err)
+		}
+		if i, ok := at[re.OriginalEvent().EventID.String()]; ok {
+			evs[i].Position = re.OriginalEvent().Position.Commit
+			delete(at, re.OriginalEvent().EventID.String())
+		}
+	}
+	return nil
 }
 
 // Head is the commit position of the last event appended: where a caught-up
