@@ -172,3 +172,6 @@ func (l leasedCheckpoints) SaveCheckpoint(ctx context.Context, name string, c pr
 // standbyPoll is how often a standby tries to take a lease: a tenth of its
 // time, so that it takes over soon after the holder's lease expires.
 func standbyPoll(ttl time.Duration) time.Duration { return max(ttl/10, 50*time.Millisecond) }
+
+// defaultLease is run's and replay-parked's --lease when it is not given.
+const defaultLease = 15 * time.Second

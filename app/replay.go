@@ -30,7 +30,7 @@ type replayConfig struct {
 func (x *cli) replayFlags(c *replayConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("NAME [flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x, "EventStoreDB or KurrentDB connection string, esdb:// or kurrentdb://: the events' streams, as run reads them (needed for a projection that ties streams, and with --group)")
-	fs.DurationVar(&c.lease, "lease", 15*time.Second, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
+	fs.DurationVar(&c.lease, "lease", defaultLease, "the projection's lease, as run takes it: replay-parked holds it while it replays, and refuses while a running projector holds it (0: do not look)")
 	fs.StringVar(&c.group, "group", "", "instead, ask EventStoreDB to deliver again the events parked in the projection's persistent subscription group (run --group of this name), for the running consumers to apply")
 	fs.Usage = func() {
 		fmt.Fprintf(inv.Stderr, `usage: %s replay-parked NAME [flags]
@@ -96,19 +96,23 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		}
 		defer client.Close()
 	}
-	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout); err != nil {
-		return err
-	}
-	var streams projector.StreamHistory
-	if client != nil {
-		streams = client
-	}
+	// The lease first: a group's consumers stand down while another
+	// process holds it, so the replay waits for them to leave.
+	leave := time.Duration(0)
 	if c.lease > 0 {
 		held, err := holdReplayLease(ctx, opened.Store, name, c.lease)
 		if err != nil {
 			return err
 		}
 		defer held.release()
+		leave = c.timeout
+	}
+	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout, leave); err != nil {
+		return err
+	}
+	var streams projector.StreamHistory
+	if client != nil {
+		streams = client
 	}
 	return x.replayParked(ctx, p, opened.Store, streams, inv.Stdout)
 }
@@ -341,11 +345,12 @@ func stillFailing(failed int) error {
 
 // refuseBesideGroups fails when projection name has run in persistent
 // subscription groups (run --group records them) and a consumer of one is
-// connected, or, without client, when that cannot be asked: a group's
-// consumers take no lease, and a replay's write beside theirs can be lost
-// (both are conditional on the document's revision, which a replay does not
-// move).
-func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eventStore, name string, timeout time.Duration) error {
+// still connected after leave (the consumers stand down while the replay
+// holds the projection's lease), or, without client, when that cannot be
+// asked: a group's consumers take no lease, and a replay's write beside
+// theirs can be lost (both are conditional on the document's revision,
+// which a replay does not move).
+func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eventStore, name string, timeout, leave time.Duration) error {
 	rec, err := store.CollectionsOf(ctx, name)
 	if err != nil || len(rec.Groups) == 0 {
 		return err
@@ -354,22 +359,40 @@ func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eve
 		return fmt.Errorf("%s has run in persistent subscription group %s: give --esdb, so that the replay checks that none of its consumers is connected (a replay beside them can lose its write)",
 			name, strings.Join(rec.Groups, ", "))
 	}
+	deadline := time.Now().Add(leave)
 	for _, g := range rec.Groups {
-		gctx, cancel := context.WithTimeout(ctx, timeout)
-		info, err := client.groupInfo(gctx, g)
-		cancel()
-		switch {
-		case errors.Is(err, errNoGroup):
-			continue
-		case err != nil:
-			return fmt.Errorf("group %s: %w", g, err)
-		case info.Consumers > 0:
-			return fmt.Errorf("%s of persistent subscription group %s connected: stop the run --group processes of %s before replaying its parked events (a replay beside them can lose its write)",
-				plural(info.Consumers, "consumer"), g, name)
+		for {
+			gctx, cancel := context.WithTimeout(ctx, timeout)
+			info, err := client.groupInfo(gctx, g)
+			cancel()
+			switch {
+			case errors.Is(err, errNoGroup):
+			case err != nil:
+				return fmt.Errorf("group %s: %w", g, err)
+			case info.Consumers > 0 && time.Now().Before(deadline):
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(consumersPoll):
+				}
+				continue
+			case info.Consumers > 0:
+				waited := " (--lease 0: the replay holds no lease, for them to stand down)"
+				if leave > 0 {
+					waited = fmt.Sprintf(" after %v holding the projection's lease (a consumer stands down while another process holds it)", leave)
+				}
+				return fmt.Errorf("%s of persistent subscription group %s connected%s: stop the run --group processes of %s before replaying its parked events (a replay beside them can lose its write)",
+					plural(info.Consumers, "consumer"), g, waited, name)
+			}
+			break
 		}
 	}
 	return nil
 }
+
+// consumersPoll is how often a replay asks whether a group's consumers
+// have left.
+const consumersPoll = 200 * time.Millisecond
 
 // replayGroup asks EventStoreDB to deliver the events parked in group (on
 // $all) again to the group's consumers.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
-	fs.DurationVar(&c.lease, "lease", 15*time.Second, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none, and wait while another process holds it: replay-parked)")
+	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked)")
 	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
@@ -429,11 +430,11 @@ var leadGiveUp = 10 * time.Minute
 // when ctx is done, or with the error once taking it has failed for
 // leadGiveUp.
 func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
-	if s.c.lease == 0 {
-		return nil, nil
-	}
 	if s.c.group != "" {
 		s.waitForLeaseHolder(ctx, sl)
+		return nil, nil
+	}
+	if s.c.lease == 0 {
 		return nil, nil
 	}
 	said := ""
@@ -484,14 +485,13 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 // waitForLeaseHolder stands a --group consumer by while another process
 // holds the projection's lease: replay-parked, whose writes beside the
 // consumers' could be lost. The consumers take no lease themselves (the
-// server shares the events among them); a lease that cannot be read does
-// not hold them up.
+// server shares the events among them), also with --lease 0; a lease that
+// cannot be read does not hold them up.
 func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
 	said := ""
 	for {
-		leases, err := s.store.Leases(ctx, sl.name)
-		l := leases[sl.name]
-		if err != nil || !l.Held(time.Now()) || l.Holder == s.holder {
+		l, held := s.otherHolder(ctx, sl)
+		if !held {
 			if said != "" {
 				sl.setDown("")
 			}
@@ -506,9 +506,49 @@ func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(standbyPoll(s.c.lease)):
+		case <-time.After(s.leasePoll()):
 		}
 	}
+}
+
+// watchLeaseHolder stops a --group consumer's run (cancel, of runCtx)
+// when another process takes the projection's lease while it runs: a
+// replay-parked started while its subscription was away (the runner
+// subscribes again on its own). stoodDown reports whether it did.
+func (s *session) watchLeaseHolder(runCtx context.Context, sl *slot, cancel context.CancelFunc) (stoodDown func() bool) {
+	var took atomic.Bool
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(s.leasePoll()):
+			}
+			if l, held := s.otherHolder(runCtx, sl); held {
+				took.Store(true)
+				s.logger.Info("standing down: a process took the projection's lease", "projection", sl.name, "holder", l.Holder, "until", l.Expires)
+				cancel()
+				return
+			}
+		}
+	}()
+	return took.Load
+}
+
+// otherHolder returns the lease of slot sl's projection when another
+// process holds it.
+func (s *session) otherHolder(ctx context.Context, sl *slot) (mongostore.Lease, bool) {
+	leases, err := s.store.Leases(ctx, sl.name)
+	l := leases[sl.name]
+	return l, err == nil && l.Held(time.Now()) && l.Holder != s.holder
+}
+
+// leasePoll is how often a --group consumer reads its projection's lease.
+func (s *session) leasePoll() time.Duration {
+	if s.c.lease == 0 {
+		return standbyPoll(defaultLease)
+	}
+	return standbyPoll(s.c.lease)
 }
 
 // serve serves /metrics, /healthz and /readyz on listener until the
@@ -589,6 +629,10 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			return err
 		}
 		runCtx, cancel := context.WithCancel(ctx)
+		stoodDown := func() bool { return false }
+		if s.c.group != "" {
+			stoodDown = s.watchLeaseHolder(runCtx, sl, cancel)
+		}
 		if held != nil {
 			go func() {
 				select {
@@ -611,6 +655,9 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 				sl.setDown("standby: lost its lease")
 				continue
 			}
+		}
+		if stoodDown() && ctx.Err() == nil {
+			continue // it stands by until the lease is released
 		}
 		if time.Since(began) > restarts.MaxDelay {
 			pacer.Reset() // it ran a while: a new run of failures

@@ -370,18 +370,31 @@ func groupPoison(t *testing.T, policy string) {
 		}
 	}
 	if policy == "park" {
-		// The group's consumers take no lease: a replay beside them is
-		// refused, as their writes and its own could overwrite each other.
-		out, errOut, code := runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
-		if code != 1 || !strings.Contains(errOut, "1 consumer of persistent subscription group projector-cart_details connected: stop the run --group processes of cart_details") {
+		// The group's consumers take no lease: a replay that takes none
+		// either (--lease 0) is refused beside them, as their writes and
+		// its own could overwrite each other.
+		out, errOut, code := runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName, "--lease", "0"}, common[:len(common)-2]...)...)
+		if code != 1 || !strings.Contains(errOut, "1 consumer of persistent subscription group projector-cart_details connected (--lease 0: the replay holds no lease, for them to stand down): stop the run --group processes of cart_details") {
+			t.Fatalf("replay-parked --lease 0 beside the group's consumer: exit %d\n%s\n%s", code, out, errOut)
+		}
+		// One that holds the projection's lease has the consumer stand
+		// down, replays (the poison event still fails: it stays parked),
+		// and lets go; the consumer then runs again.
+		out, errOut, code = runBinary(t, time.Minute, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
+		if code != 1 || !strings.Contains(errOut, "1 event still fails; it stays parked") {
 			t.Fatalf("replay-parked beside the group's consumer: exit %d\n%s\n%s", code, out, errOut)
 		}
+		waitFor(t, p, regexp.MustCompile(`msg="standing down: a process took the projection's lease" projection=cart_details holder="(replay-parked [^"]+)"`))
+		more := map[string][]projector.Event{}
+		appendCarts(t, client, 100, 1, 1, more)
+		waitCartsAtFold(t, store, more, p)
 	}
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
 	}
-	if n := applied(t, p.stderrText()); n != 91 {
-		t.Fatalf("applied %d, want 91", n)
+	// 91 events; under park, one more after the replay.
+	if n, want := applied(t, p.stderrText()), map[string]int{"skip": 91, "park": 92}[policy]; n != want {
+		t.Fatalf("applied %d, want %d", n, want)
 	}
 	if want := map[string]string{"skip": "skipped=1 parked=0", "park": "skipped=0 parked=1"}[policy]; !strings.Contains(p.stderrText(), want) {
 		t.Errorf("the final count does not say %q:\n%s", want, p.stderrText())
@@ -976,5 +989,49 @@ func TestRun_with_a_persistent_group_stands_by_while_a_replay_holds_the_lease(t 
 	waitCartsAtFold(t, store, carts, p)
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
+	}
+}
+
+// A --group consumer whose subscription drops and is made again inside its
+// runner (the node gone for a moment) does not pass through its standby:
+// it watches the projection's lease while it runs, and stands down when a
+// process takes it (replay-parked, which found no consumer connected while
+// the node was away). With --lease 0 it reads the lease all the same.
+// Before, the consumer came back and wrote beside the replay, and one run
+// with --lease 0 never looked at the lease.
+func TestRun_with_a_persistent_group_stands_down_when_a_replay_takes_the_lease_while_it_runs(t *testing.T) {
+	for _, lease := range []string{"2s", "0"} {
+		t.Run("lease="+lease, func(t *testing.T) {
+			srv := esdbtest.New(t)
+			client := srv.Client(t)
+			db := mongotest.Database(t)
+			store := mongostore.New(db)
+			carts := map[string][]projector.Event{}
+			appendCarts(t, client, 0, 2, 4, carts)
+			common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+			p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", lease}, common...)...)
+			waitCartsAtFold(t, store, carts, p)
+			back := time.Now().Add(3 * time.Second)
+			srv.Refuse(3 * time.Second)
+			replay, err := store.AcquireLease(context.Background(), cart.DetailsName, "replay-parked host/1/abc", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, p, regexp.MustCompile(`msg="standing by: a process holds the projection's lease" projection=cart_details holder=("replay-parked host/1/abc")`))
+			time.Sleep(time.Until(back) + 500*time.Millisecond) // the node back
+			more := map[string][]projector.Event{}
+			appendCarts(t, client, 10, 2, 4, more)
+			time.Sleep(3 * time.Second)
+			if n, err := db.Collection(cart.DetailsName).CountDocuments(context.Background(), map[string]any{}); err != nil || n != 2 {
+				t.Fatalf("%d documents (%v) while replay-parked holds the lease, want the 2 written before it:\n%s", n, err, p.stderrText())
+			}
+			if err := store.ReleaseLease(context.Background(), replay); err != nil {
+				t.Fatal(err)
+			}
+			waitCartsAtFold(t, store, more, p)
+			if code := p.terminate(t); code != 0 {
+				t.Fatalf("exit %d\n%s", code, p.stderrText())
+			}
+		})
 	}
 }
