@@ -9,7 +9,9 @@
 //
 // Run "projector <command> --help" for the flags of a command. Your own
 // projections get the same command line from package app. The demo and the
-// benchmark are in cmd/projector-lab.
+// benchmark are in cmd/projector-lab, which runs the test servers this
+// binary does not link; from a clone, "go run ./cmd/projector demo" runs
+// its demo.
 package main
 
 import (
@@ -21,4 +23,12 @@ import (
 // the module version from the build info is used.
 var version = ""
 
-func main() { app.Main(cartapp.Config("projector", version)) }
+func main() { app.Main(config()) }
+
+// config is the cart's projector, with demo handing over to
+// cmd/projector-lab.
+func config() app.Config {
+	c := cartapp.Config("projector", version)
+	c.Commands = []app.Command{{Name: "demo", Summary: "from a clone: run cmd/projector-lab's demo (the engine on embedded parts, with faults, every document checked)", Run: runDemo}}
+	return c
+}

@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -125,5 +127,40 @@ func TestVersion_and_the_commands(t *testing.T) {
 	}
 	if strings.Contains(string(usage), "demo") {
 		t.Errorf("the deployed binary lists the demo:\n%s", usage)
+	}
+}
+
+// go run ./cmd/projector demo, the README's first command, runs
+// cmd/projector-lab's demo from the root of a clone; elsewhere the binary,
+// which links no test server, says in one line where the demo runs.
+func TestDemo_runs_the_labs_demo_from_a_clone_and_says_where_elsewhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: go run compiles cmd/projector-lab")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command("go", "run", "./cmd/projector", "demo", "--carts", "4", "--events", "5", "--data-dir", t.TempDir())
+	run.Dir = root
+	// Built as the tests are (make test: -race), from the packages they
+	// compiled; GOFLAGS reaches the go run the demo starts too.
+	if raceEnabled {
+		run.Env = append(os.Environ(), "GOFLAGS=-race")
+	}
+	out, err := run.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "every document is right") {
+		t.Fatalf("go run ./cmd/projector demo: %v\n%s", err, out)
+	}
+	bin := filepath.Join(t.TempDir(), "projector")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	elsewhere := exec.Command(bin, "demo")
+	elsewhere.Dir = t.TempDir()
+	out, err = elsewhere.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "projector demo runs from the root of a clone of the repository") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("projector demo outside a clone: %v\n%s", err, out)
 	}
 }

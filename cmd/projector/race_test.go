@@ -1,0 +1,6 @@
+//go:build race
+
+package main_test
+
+// raceEnabled: the tests run with -race.
+const raceEnabled = true
