@@ -81,7 +81,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		if err := replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(inv.Stderr, "(those are the events that kept failing under block; the ones the group's consumers parked under park are in the store: status --parked lists them, and replay-parked %s without --group applies them once its consumers are stopped)\n", name)
+		fmt.Fprintf(inv.Stderr, "(those are the events that kept failing under block; the ones the group's consumers parked under park are in the store: status --parked lists them, and replay-parked %s without --group applies them, the consumers standing down while it runs)\n", name)
 		return nil
 	}
 	opened, err := x.openStore(ctx, c.servers, nil)
@@ -107,7 +107,10 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		defer held.release()
 		leave = c.timeout
 	}
-	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout, leave); err != nil {
+	var flagMissing needsESDB
+	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout, leave); errors.As(err, &flagMissing) {
+		return usageError(inv.Stderr, "%v", err) // as for a projection that ties streams
+	} else if err != nil {
 		return err
 	}
 	var streams projector.StreamHistory
@@ -356,8 +359,8 @@ func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eve
 		return err
 	}
 	if client == nil {
-		return fmt.Errorf("%s has run in persistent subscription group %s: give --esdb, so that the replay checks that none of its consumers is connected (a replay beside them can lose its write)",
-			name, strings.Join(rec.Groups, ", "))
+		return needsESDB(fmt.Sprintf("%s has run in persistent subscription group %s: give --esdb, so that the replay checks that none of its consumers is connected (a replay beside them can lose its write)",
+			name, strings.Join(rec.Groups, ", ")))
 	}
 	deadline := time.Now().Add(leave)
 	for _, g := range rec.Groups {
@@ -389,6 +392,12 @@ func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eve
 	}
 	return nil
 }
+
+// needsESDB says that replay-parked needs --esdb for the projection: a
+// flag missing.
+type needsESDB string
+
+func (e needsESDB) Error() string { return string(e) }
 
 // consumersPoll is how often a replay asks whether a group's consumers
 // have left.

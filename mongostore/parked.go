@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -59,9 +60,13 @@ func recordID(p projector.ParkedEvent) string {
 // with another document or held where it was not, which replaces it. Another build (a rebuild's collection) that
 // parks it has a record of its own: each build replays its own.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error) {
+	position := p.Position
+	if position == math.MaxUint64 {
+		position = 0 // unknown: an event read from its stream, which gives none
+	}
 	d := parkedDoc{
 		ID: parkedID(p.Projection, p.ID), Projection: p.Projection, Document: p.Document, Stream: p.StreamID,
-		Revision: int64(p.StreamRevision), Position: int64(p.Position), EventID: p.ID, Type: p.Type,
+		Revision: int64(p.StreamRevision), Position: int64(position), EventID: p.ID, Type: p.Type,
 		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held, Collection: p.Collection,
 	}
 	// Looked up first: inside a transaction (the inbox strategy) a failed
@@ -78,6 +83,9 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 			// still cannot route it) leaves the record as it is.
 			if old.Replayed != nil || !(d.Document != "" && d.Document != old.Document || d.Held && !old.Held) {
 				return false, nil
+			}
+			if d.Position == 0 {
+				d.Position = old.Position // the event as delivered had it
 			}
 			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: fieldID, Value: old.ID}}, d); err != nil {
 				return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)

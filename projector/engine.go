@@ -429,18 +429,24 @@ type unrouted struct {
 	err error
 }
 
+// unroutableCause is why an event cannot be routed: the router's error
+// (routing), or, when its payload does not decode (undecodable), that.
+func unroutableCause(routing, undecodable error) error {
+	if undecodable == nil {
+		return routing
+	}
+	// The payload is the cause: the router reads it, and without it names
+	// no document.
+	return fmt.Errorf("%w; without it, its router names no document (%w)", undecodable, routing)
+}
+
 // unroutable fails ev in projection u.p, which cannot route it, under the
 // projection's failure policy: [Failed] under [Block], [Skipped] under
 // [Skip], and under [Park] recorded first (with no document), then
 // [Parked] ([Duplicate] when it was recorded already: a delivery again).
 // Nothing is written to any document.
 func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
-	cause := u.err
-	if undecodable != nil {
-		// The payload is the cause: the router reads it, and without it
-		// names no document.
-		cause = fmt.Errorf("%w; without it, its router names no document (%w)", undecodable, u.err)
-	}
+	cause := unroutableCause(u.err, undecodable)
 	if k := e.keeperOf(u.p); k.everyRevision() {
 		feeds := ""
 		if e.history != nil {

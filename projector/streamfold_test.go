@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -17,7 +18,8 @@ import (
 )
 
 // streams is the events of each stream, as an event store reads them back
-// ([projector.StreamHistory]), counting the reads.
+// ([projector.StreamHistory]), counting the reads: without their log
+// positions, as a node's read of a stream gives them (2^64-1).
 type streams struct {
 	mu     sync.Mutex
 	events map[string][]projector.Event
@@ -36,6 +38,7 @@ func (s *streams) add(evs ...projector.Event) {
 	defer s.mu.Unlock()
 	for _, ev := range evs {
 		ev.Payload = nil // read back encoded, as from a server
+		ev.Position = math.MaxUint64
 		s.events[ev.StreamID] = append(s.events[ev.StreamID], ev)
 	}
 }

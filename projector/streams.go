@@ -281,7 +281,7 @@ func (e *Engine) refuseStray(ctx context.Context, t target, ev Event, why error,
 
 // routeIn routes ev, as delivered, in projection p, as Handle would.
 func (e *Engine) routeIn(ctx context.Context, p Definition, ev Event) routedAway {
-	decoded, targets, unroutable, _ := e.routed(ctx, ev)
+	decoded, targets, unroutable, undecodable := e.routed(ctx, ev)
 	a := routedAway{ev: decoded}
 	for _, t := range targets {
 		if t.p == p {
@@ -290,7 +290,7 @@ func (e *Engine) routeIn(ctx context.Context, p Definition, ev Event) routedAway
 	}
 	for _, u := range unroutable {
 		if u.p == p {
-			a.err = u.err
+			a.err = unroutableCause(u.err, undecodable)
 		}
 	}
 	return a

@@ -432,7 +432,7 @@ func groupPoison(t *testing.T, policy string) {
 		// again, and says where the parked event is.
 		out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName, "--group", "projector"}, common[:len(common)-2]...)...)
 		if code != 0 || !strings.Contains(out, "delivers its 0 parked events again") ||
-			!strings.Contains(errOut, "status --parked lists them, and replay-parked cart_details without --group applies them once its consumers are stopped") {
+			!strings.Contains(errOut, "status --parked lists them, and replay-parked cart_details without --group applies them, the consumers standing down while it runs") {
 			t.Fatalf("replay-parked --group: exit %d\n%s\n%s", code, out, errOut)
 		}
 		// The store's record is the one to replay, once the consumer is
@@ -449,7 +449,7 @@ func groupPoison(t *testing.T, policy string) {
 		}
 		// Without --esdb it cannot ask: refused.
 		out, errOut, code = runBinary(t, 20*time.Second, append([]string{"replay-parked", cart.DetailsName}, common[2:len(common)-2]...)...)
-		if code != 1 || !strings.Contains(errOut, "cart_details has run in persistent subscription group projector-cart_details: give --esdb") {
+		if code != 2 || !strings.Contains(errOut, "cart_details has run in persistent subscription group projector-cart_details: give --esdb") {
 			t.Fatalf("replay-parked without --esdb: exit %d\n%s\n%s", code, out, errOut)
 		}
 	}
