@@ -175,3 +175,9 @@ func standbyPoll(ttl time.Duration) time.Duration { return max(ttl/10, 50*time.M
 
 // defaultLease is run's and replay-parked's --lease when it is not given.
 const defaultLease = 15 * time.Second
+
+// groupLeasePoll is how often a --group consumer reads its projection's
+// lease, whatever --lease is (it takes none): replay-parked, which holds
+// it, waits twice that after taking it before it counts the group's
+// consumers, so that none subscribes again unseen.
+const groupLeasePoll = time.Second

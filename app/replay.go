@@ -362,6 +362,16 @@ func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eve
 		return needsESDB(fmt.Sprintf("%s has run in persistent subscription group %s: give --esdb, so that the replay checks that none of its consumers is connected (a replay beside them can lose its write)",
 			name, strings.Join(rec.Groups, ", ")))
 	}
+	if leave > 0 {
+		// A consumer whose subscription is down is not counted, and its
+		// runner subscribes again on its own: each consumer has read the
+		// lease and stood down within this.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * groupLeasePoll):
+		}
+	}
 	deadline := time.Now().Add(leave)
 	for _, g := range rec.Groups {
 		for {

@@ -51,7 +51,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
-	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked)")
+	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked, which they look for every second)")
 	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
@@ -506,7 +506,7 @@ func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.leasePoll()):
+		case <-time.After(groupLeasePoll):
 		}
 	}
 }
@@ -522,7 +522,7 @@ func (s *session) watchLeaseHolder(runCtx context.Context, sl *slot, cancel cont
 			select {
 			case <-runCtx.Done():
 				return
-			case <-time.After(s.leasePoll()):
+			case <-time.After(groupLeasePoll):
 			}
 			if l, held := s.otherHolder(runCtx, sl); held {
 				took.Store(true)
@@ -541,14 +541,6 @@ func (s *session) otherHolder(ctx context.Context, sl *slot) (mongostore.Lease, 
 	leases, err := s.store.Leases(ctx, sl.name)
 	l := leases[sl.name]
 	return l, err == nil && l.Held(time.Now()) && l.Holder != s.holder
-}
-
-// leasePoll is how often a --group consumer reads its projection's lease.
-func (s *session) leasePoll() time.Duration {
-	if s.c.lease == 0 {
-		return standbyPoll(defaultLease)
-	}
-	return standbyPoll(s.c.lease)
 }
 
 // serve serves /metrics, /healthz and /readyz on listener until the

@@ -18,7 +18,8 @@ type Event struct {
 	// StreamRevision is the event's position within its stream, from 0.
 	StreamRevision uint64
 	// Position is the event's commit position in the global log ($all); 0 when
-	// the source does not tell it.
+	// the source does not tell it (an event read from its stream: see
+	// [OnEvent]).
 	Position uint64
 	// Data is the payload as stored (JSON for registered types).
 	Data []byte

@@ -82,7 +82,11 @@ func On[S, E any](p *Projection[S], fn func(S, E) (S, error)) {
 }
 
 // OnEvent is [On] for a function that also needs the envelope: the event's
-// time, id or stream.
+// time, id or stream. Its log position too, with a caveat: an event a
+// batched catch-up folds from its stream's history ([StreamHistory]) has
+// none (Position 0: an event store's read of a stream does not give it),
+// so a state that keeps positions differs between a fold and the same
+// events delivered one by one; [WithoutStreamFolds] keeps them.
 func OnEvent[S, E any](p *Projection[S], fn func(S, E, Event) (S, error)) {
 	p.add(reflect.TypeFor[E](), false, func(s S, e any, ev Event) (S, error) { return fn(s, e.(E), ev) })
 }

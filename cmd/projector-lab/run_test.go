@@ -1035,3 +1035,31 @@ func TestRun_with_a_persistent_group_stands_down_when_a_replay_takes_the_lease_w
 		})
 	}
 }
+
+// A --group consumer reads the projection's lease every second, whatever
+// its --lease: replay-parked, which waits --connect-timeout for the group's
+// consumers to stand down, finds them gone also beside one run with
+// --lease 2m. Before, such a consumer read it every 12 s, and the replay
+// refused, telling the operator to stop a process about to stand down.
+func TestRun_with_a_persistent_group_and_a_long_lease_stands_down_for_a_replay(t *testing.T) {
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 2, 4, carts)
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
+	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", "2m"}, common...)...)
+	waitCartsAtFold(t, store, carts, p)
+	out, errOut, code := runBinary(t, time.Minute, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
+	if code != 0 {
+		t.Fatalf("replay-parked beside a consumer run with --lease 2m: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, p, regexp.MustCompile(`msg="standing down: a process took the projection's lease" projection=cart_details holder="(replay-parked [^"]+)"`))
+	more := map[string][]projector.Event{}
+	appendCarts(t, client, 10, 2, 4, more)
+	waitCartsAtFold(t, store, more, p)
+	if code := p.terminate(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, p.stderrText())
+	}
+}

@@ -3,6 +3,7 @@ package neutral
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,6 +49,9 @@ func Envelope(event, link *Recorded, commit *uint64) (projector.Event, error) {
 	position := event.Commit
 	if position == 0 && commit != nil && link == nil {
 		position = *commit
+	}
+	if position == math.MaxUint64 {
+		position = 0 // a node's read of a stream gives none (-1): unknown
 	}
 	return projector.Event{
 		ID:             event.ID.String(),

@@ -50,6 +50,11 @@ func appendsCheckTheirRevision(t *testing.T, f *fixture) {
 	if err != nil || len(got) != 3 || got[0].ID != first[0].ID.String() || got[1].ID != first[1].ID.String() || got[2].ID != more.ID.String() {
 		t.Fatalf("read back %+v (%v), want the three events once each", got, err)
 	}
+	for _, ev := range got {
+		if ev.Position != 0 {
+			t.Errorf("%s@%d read from its stream at position %d, want 0 (unknown: a node's read of a stream gives -1)", ev.StreamID, ev.StreamRevision, ev.Position)
+		}
+	}
 	if string(got[0].Metadata) != meta {
 		t.Fatalf("metadata read back %s, want %s", got[0].Metadata, meta)
 	}
