@@ -204,6 +204,7 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 	count := opts.GetCount()
 	backwards := opts.GetReadDirection() == streams.ReadReq_Options_Backwards
 	var events []*record
+	fromEnd := false // events are in log order, read from the last
 	if so := opts.GetStream(); so != nil {
 		v := svc.s.log.view(stream)
 		switch v.status {
@@ -214,14 +215,18 @@ func (svc *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadSe
 		}
 		events = streamRange(v.events, so, backwards)
 	} else if ao := opts.GetAll(); ao != nil {
-		events = allRange(svc.s.log.allSnapshot(), ao, backwards)
+		events, fromEnd = allRange(svc.s.log.allSnapshot(), ao, backwards), backwards
 	} else {
 		return status.Error(codes.InvalidArgument, "esdbtest: read without a stream option")
 	}
 	var sent uint64
-	for _, r := range events {
+	for i := range events {
 		if sent >= count {
 			break
+		}
+		r := events[i]
+		if fromEnd {
+			r = events[len(events)-1-i]
 		}
 		if opts.GetAll() != nil && (r.scavenged.Load() || hiddenFromAll(r.stream)) || f != nil && !f.match(r) {
 			continue
@@ -269,9 +274,10 @@ func streamRange(visible []*record, so *streams.ReadReq_Options_StreamOptions, b
 	return reversed(visible[:end])
 }
 
-// allRange returns $all in reading order from the requested position:
-// forwards from it (the event at that position included), or backwards from
-// it (events before that position).
+// allRange returns the part of $all a read from the requested position
+// reads, in log order: forwards from it (the event at that position
+// included), or, read backwards from its end, the events before that
+// position (a read of a few events at the end costs no copy of the log).
 func allRange(all []*record, ao *streams.ReadReq_Options_AllOptions, backwards bool) []*record {
 	if !backwards {
 		switch v := ao.GetAllOption().(type) {
@@ -286,9 +292,9 @@ func allRange(all []*record, ao *streams.ReadReq_Options_AllOptions, backwards b
 	case *streams.ReadReq_Options_AllOptions_Start:
 		return nil
 	case *streams.ReadReq_Options_AllOptions_Position:
-		return reversed(all[:firstAfter(all, v.Position.GetCommitPosition(), true)])
+		return all[:firstAfter(all, v.Position.GetCommitPosition(), true)]
 	}
-	return reversed(all)
+	return all
 }
 
 func reversed(rs []*record) []*record {

@@ -18,8 +18,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -194,28 +195,52 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 
 // positionsInAll sets the Position of each event of evs, just appended,
 // to its position in $all, read backwards from the end: a read of a stream
-// gives none (a node sends -1).
+// gives none (a node sends -1). It reads as many events as it appended, and
+// twice as many each time others were appended since, so that its cost
+// does not grow with the log.
 func (s *Servers) positionsInAll(ctx context.Context, evs []projector.Event) error {
-	at := make(map[string]int, len(evs))
-	for i, ev := range evs {
-		at[ev.ID] = i
+	for count := uint64(len(evs)); ; count *= 2 {
+		at := make(map[string]int, len(evs))
+		for i, ev := range evs {
+			at[ev.ID] = i
+		}
+		read, err := s.lastInAll(ctx, count, func(id string, position uint64) {
+			if i, ok := at[id]; ok {
+				evs[i].Position = position
+				delete(at, id)
+			}
+		})
+		switch {
+		case err != nil:
+			return err
+		case len(at) == 0:
+			return nil
+		case read < count:
+			return fmt.Errorf("%d of the events are not in $all", len(at))
+		}
 	}
-	rs, err := s.client.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, math.MaxInt64)
+}
+
+// lastInAll hands the id and position of each of the last count events of
+// $all to each, the last first, and returns how many there were.
+func (s *Servers) lastInAll(ctx context.Context, count uint64, each func(id string, position uint64)) (uint64, error) {
+	rs, err := s.client.ReadAll(ctx, kurrentdb.ReadAllOptions{Direction: kurrentdb.Backwards, From: kurrentdb.End{}}, count)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer rs.Close()
-	for len(at) > 0 {
+	var read uint64
+	for {
 		re, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return read, nil
+		}
 		if err != nil {
-			return fmt.Errorf("%d events not found: %w", len(at), err)
+			return read, err
 		}
-		if i, ok := at[re.OriginalEvent().EventID.String()]; ok {
-			evs[i].Position = re.OriginalEvent().Position.Commit
-			delete(at, re.OriginalEvent().EventID.String())
-		}
+		read++
+		each(re.OriginalEvent().EventID.String(), re.OriginalEvent().Position.Commit)
 	}
-	return nil
 }
 
 // Head is the commit position of the last event appended: where a caught-up
