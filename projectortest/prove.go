@@ -86,9 +86,13 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // proof before any delivery, and one that fails its handler fails it
 // whatever the projection's failure policy. Test skipping and parking
 // with the binary's end-to-end kit (package e2e), or with an engine handed
-// a [Log]'s events in log order (a projection that ties streams needs a
-// [projector.StreamHistory] of them too: the client of the e2e servers'
-// event store, kurrent.Dial(servers.ESDBURI(), nil), is one).
+// events in log order. A projection that ties streams needs a
+// [projector.StreamHistory] that holds them too: a [Log] is in memory only,
+// so append the events to the e2e servers (e2e.Servers.Append returns them
+// as delivered), whose event store's client, kurrent.Dial(servers.ESDBURI(),
+// nil), is one. Its ties read the streams: an event of a stream the
+// history does not hold is taken for one of a stream that is not the
+// projection's, and nothing is written.
 //
 // A projection under [projector.GlobalPosition] takes its events in log
 // order from one consumer, as its runner does: prove it with Delivery{
