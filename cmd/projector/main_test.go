@@ -1,13 +1,16 @@
 package main_test
 
 import (
+	"bufio"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The binary users deploy links neither the testing package nor the
@@ -132,7 +135,7 @@ func TestVersion_and_the_commands(t *testing.T) {
 }
 
 // go run ./cmd/projector demo, the README's first command, runs
-// cmd/projector-lab's demo from the root of a clone; elsewhere the binary,
+// cmd/projector-lab's demo from a clone; elsewhere the binary,
 // which links no test server, says in one line where the demo runs.
 func TestDemo_runs_the_labs_demo_from_a_clone_and_says_where_elsewhere(t *testing.T) {
 	if testing.Short() {
@@ -147,7 +150,7 @@ func TestDemo_runs_the_labs_demo_from_a_clone_and_says_where_elsewhere(t *testin
 	// Built as the tests are (make test: -race), from the packages they
 	// compiled; GOFLAGS reaches the go run the demo starts too.
 	if raceEnabled {
-		run.Env = append(os.Environ(), "GOFLAGS=-race")
+		run.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -race"))
 	}
 	out, err := run.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "every document is right") {
@@ -161,7 +164,99 @@ func TestDemo_runs_the_labs_demo_from_a_clone_and_says_where_elsewhere(t *testin
 	elsewhere.Dir = t.TempDir()
 	out, err = elsewhere.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "projector demo runs from the root of a clone of the repository") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "projector demo runs from a clone of the repository") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Fatalf("projector demo outside a clone: %v\n%s", err, out)
+	}
+}
+
+// buildProjector builds cmd/projector into a temporary directory, as the
+// tests are built, and returns it with the clone's root.
+func buildProjector(t *testing.T) (bin, root string) {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Join(t.TempDir(), "projector")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if raceEnabled {
+		build.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -race"))
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin, root
+}
+
+// SIGTERM to projector demo (kill, a supervisor) stops the demo as it
+// stops run: exit status 0, and nothing of it left running. Before, the
+// demo ran under go run, which died of the signal without passing it on:
+// projector-lab (with --hold, its servers) ran on, orphaned, and projector
+// exited 255.
+func TestDemo_stops_on_SIGTERM_and_leaves_nothing_running(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the demo builds cmd/projector-lab")
+	}
+	bin, root := buildProjector(t)
+	cmd := exec.Command(bin, "demo", "--carts", "2", "--events", "2", "--hold", "--data-dir", t.TempDir())
+	cmd.Dir = filepath.Join(root, "docs") // below the clone's root
+	if raceEnabled {
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -race"))
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+	held := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "holding the servers up") {
+				close(held)
+			}
+		}
+	}()
+	select {
+	case <-held:
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the demo did not reach --hold")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("stopped by SIGTERM, projector demo: %v, want exit status 0, as run", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); syscall.Kill(-pgid, 0) == nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			ps, _ := exec.Command("ps", "-eo", "pid,ppid,pgid,cmd").CombinedOutput()
+			t.Fatalf("10 s after projector demo exited on SIGTERM, its process group %d still runs:\n%s", pgid, ps)
+		}
+	}
+}
+
+// A bad flag of the demo is a usage error: exit status 2, as for every
+// other command and for projector-lab demo itself. Before, go run made it
+// 1, with two more lines.
+func TestDemo_a_bad_flag_exits_2(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the demo builds cmd/projector-lab")
+	}
+	bin, root := buildProjector(t)
+	cmd := exec.Command(bin, "demo", "--bogus")
+	cmd.Dir = root
+	if raceEnabled {
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -race"))
+	}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || strings.Contains(string(out), "exit status") {
+		t.Errorf("projector demo --bogus: %v, want exit status 2 and the demo's own words\n%s", err, out)
 	}
 }
