@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
@@ -1002,15 +1003,8 @@ func TestRun_with_a_persistent_group_stands_by_while_a_replay_holds_the_lease(t 
 func TestRun_with_a_persistent_group_stands_down_when_a_replay_takes_the_lease_while_it_runs(t *testing.T) {
 	for _, lease := range []string{"2s", "0"} {
 		t.Run("lease="+lease, func(t *testing.T) {
-			srv := esdbtest.New(t)
-			client := srv.Client(t)
-			db := mongotest.Database(t)
-			store := mongostore.New(db)
-			carts := map[string][]projector.Event{}
-			appendCarts(t, client, 0, 2, 4, carts)
-			common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
-			p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", lease}, common...)...)
-			waitCartsAtFold(t, store, carts, p)
+			g := startGroupConsumer(t, lease)
+			srv, client, db, store, p := g.srv, g.client, g.db, g.store, g.p
 			back := time.Now().Add(3 * time.Second)
 			srv.Refuse(3 * time.Second)
 			replay, err := store.AcquireLease(context.Background(), cart.DetailsName, "replay-parked host/1/abc", time.Minute)
@@ -1042,16 +1036,9 @@ func TestRun_with_a_persistent_group_stands_down_when_a_replay_takes_the_lease_w
 // --lease 2m. Before, such a consumer read it every 12 s, and the replay
 // refused, telling the operator to stop a process about to stand down.
 func TestRun_with_a_persistent_group_and_a_long_lease_stands_down_for_a_replay(t *testing.T) {
-	srv := esdbtest.New(t)
-	client := srv.Client(t)
-	db := mongotest.Database(t)
-	store := mongostore.New(db)
-	carts := map[string][]projector.Event{}
-	appendCarts(t, client, 0, 2, 4, carts)
-	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", cart.DetailsName}
-	p := startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", "2m"}, common...)...)
-	waitCartsAtFold(t, store, carts, p)
-	out, errOut, code := runBinary(t, time.Minute, append([]string{"replay-parked", cart.DetailsName}, common[:len(common)-2]...)...)
+	g := startGroupConsumer(t, "2m")
+	client, store, p := g.client, g.store, g.p
+	out, errOut, code := runBinary(t, time.Minute, append([]string{"replay-parked", cart.DetailsName}, g.common[:len(g.common)-2]...)...)
 	if code != 0 {
 		t.Fatalf("replay-parked beside a consumer run with --lease 2m: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -1062,4 +1049,29 @@ func TestRun_with_a_persistent_group_and_a_long_lease_stands_down_for_a_replay(t
 	if code := p.terminate(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, p.stderrText())
 	}
+}
+
+// groupConsumer is a run --group process of the cart details, on servers
+// of its own, caught up with the 2 carts appended before it.
+type groupConsumer struct {
+	srv    *esdbtest.Server
+	client *kurrentdb.Client
+	db     *mongo.Database
+	store  *mongostore.Store
+	common []string // the servers' flags and --projections
+	p      *process
+}
+
+// startGroupConsumer starts a groupConsumer under --on-failure park with
+// --lease lease.
+func startGroupConsumer(t *testing.T, lease string) groupConsumer {
+	t.Helper()
+	g := groupConsumer{srv: esdbtest.New(t), db: mongotest.Database(t)}
+	g.client, g.store = g.srv.Client(t), mongostore.New(g.db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, g.client, 0, 2, 4, carts)
+	g.common = []string{"--esdb", g.srv.URI(), "--mongo", mongotest.URI(t), "--database", g.db.Name(), "--projections", cart.DetailsName}
+	g.p = startBinary(t, append([]string{"run", "--http", "", "--group", "projector", "--on-failure", "park", "--lease", lease}, g.common...)...)
+	waitCartsAtFold(t, g.store, carts, g.p)
+	return g
 }
