@@ -367,3 +367,36 @@ func TestGate_a_creation_delivered_again_is_a_duplicate(t *testing.T) {
 	}
 	assertDocument(t, s, "c5", evs)
 }
+
+// An event that fails for a time (its predecessor has not come) is logged
+// at Warn: it is tried again (a group delivers it again, a runner resumes
+// at it), and only a failure for good is an error. Before, every such
+// failure of a persistent group's consumers logged at Error.
+func TestGate_a_failure_that_may_pass_logs_at_warn(t *testing.T) {
+	s := newStore(t)
+	var logged bytes.Buffer
+	soon := patient()
+	soon.MaxElapsed = 50 * time.Millisecond
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()}, projector.WithRetry(soon),
+		projector.WithLogger(slog.New(slog.NewJSONHandler(&logged, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("c5"),
+		cart.ShoppingCartOpened{ShoppingCartID: "c5", ClientID: "x", OpenedAt: t0},
+		cart.ProductItemAddedToShoppingCart{ShoppingCartID: "c5", ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+	)
+	res := handle(t, e, evs[1])[0]
+	var perr *projector.Error
+	if res.Outcome != projector.Failed || !errors.As(res.Err, &perr) || !perr.Retryable() || !errors.Is(res.Err, projector.ErrPredecessorMissing) {
+		t.Fatalf("result %+v", res)
+	}
+	var rec struct{ Level, Msg string }
+	if err := json.Unmarshal(logged.Bytes(), &rec); err != nil {
+		t.Fatalf("%v: %s", err, logged.String())
+	}
+	if rec.Level != "WARN" || rec.Msg != "event failed" {
+		t.Fatalf("logged: level %s, msg %q, want WARN \"event failed\"", rec.Level, rec.Msg)
+	}
+}

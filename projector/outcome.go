@@ -160,8 +160,9 @@ func permanent(err error) failure {
 	return failure{err: retry.Permanent(err), wanted: -1, seen: -1}
 }
 
-// fail builds the failed result of ev in document t, and logs it at Error:
-// under the block policy, its runner stops there.
+// fail builds the failed result of ev in document t, and logs it at Error
+// (at Warn when it may succeed when tried again): under the block policy,
+// its runner stops there.
 func (e *Engine) fail(t target, ev Event, f failure) Result {
 	return e.report(t, ev, f, Failed)
 }
@@ -169,7 +170,7 @@ func (e *Engine) fail(t target, ev Event, f failure) Result {
 // report builds the result of ev in document t that failed with f, as
 // outcome (Failed; Skipped or Parked: the document moved past it; Held:
 // recorded behind the event that holds its document), and logs it: a failure
-// at Error, the others at Warn.
+// for good at Error, the others at Warn.
 func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 	err := &Error{
 		Projection: t.p.Name(), Document: t.id, Stream: ev.StreamID,
@@ -185,8 +186,14 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 			attrs = append(attrs[:len(attrs)-1], first, "stack", stack)
 		}
 		level, msg := slog.LevelError, "event failed"
-		if outcome == Failed && errors.Is(f.err, ErrPredecessorFailed) {
+		switch {
+		case outcome == Failed && errors.Is(f.err, ErrPredecessorFailed):
 			level = slog.LevelWarn // the earlier event's failure is the one logged at Error
+		case outcome == Failed && err.Retryable():
+			// It is tried again (a group delivers it again, a runner
+			// resumes from its checkpoint, which logs it stopped): not
+			// an error yet.
+			level = slog.LevelWarn
 		}
 		switch outcome {
 		case Skipped:
