@@ -92,9 +92,13 @@ func (x *run) execute(ctx context.Context) error {
 		r.connected.Store(false)
 	}()
 	x.drain(workers, stopWork)
+	// The saver's store call, if one is under way, ends (its own timeout
+	// bounds it) before the last one: cancelled, it could still reach the
+	// store after the last and, where conditional writes are not atomic
+	// (FerretDB), store an older checkpoint over it.
 	close(stopSaver)
-	stopWork() // the saver's store call, if one is stuck
 	<-saverDone
+	stopWork()
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	saveErr := x.save(saveCtx)
