@@ -374,33 +374,42 @@ func refuseBesideGroups(ctx context.Context, store *mongostore.Store, client eve
 	}
 	deadline := time.Now().Add(leave)
 	for _, g := range rec.Groups {
-		for {
-			gctx, cancel := context.WithTimeout(ctx, timeout)
-			info, err := client.groupInfo(gctx, g)
-			cancel()
-			switch {
-			case errors.Is(err, errNoGroup):
-			case err != nil:
-				return fmt.Errorf("group %s: %w", g, err)
-			case info.Consumers > 0 && time.Now().Before(deadline):
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(consumersPoll):
-				}
-				continue
-			case info.Consumers > 0:
-				waited := " (--lease 0: the replay holds no lease, for them to stand down)"
-				if leave > 0 {
-					waited = fmt.Sprintf(" after %v holding the projection's lease (a consumer stands down while another process holds it)", leave)
-				}
-				return fmt.Errorf("%s of persistent subscription group %s connected%s: stop the run --group processes of %s before replaying its parked events (a replay beside them can lose its write)",
-					plural(info.Consumers, "consumer"), g, waited, name)
-			}
-			break
+		if err := awaitConsumersGone(ctx, client, g, name, timeout, leave, deadline); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// awaitConsumersGone asks the server, every consumersPoll until deadline,
+// whether group g of projection name has consumers connected, and fails
+// when some still are then; a group that does not exist has none.
+func awaitConsumersGone(ctx context.Context, client eventStore, g, name string, timeout, leave time.Duration, deadline time.Time) error {
+	for {
+		gctx, cancel := context.WithTimeout(ctx, timeout)
+		info, err := client.groupInfo(gctx, g)
+		cancel()
+		switch {
+		case errors.Is(err, errNoGroup):
+			return nil
+		case err != nil:
+			return fmt.Errorf("group %s: %w", g, err)
+		case info.Consumers == 0:
+			return nil
+		case !time.Now().Before(deadline):
+			waited := " (--lease 0: the replay holds no lease, for them to stand down)"
+			if leave > 0 {
+				waited = fmt.Sprintf(" after %v holding the projection's lease (a consumer stands down while another process holds it)", leave)
+			}
+			return fmt.Errorf("%s of persistent subscription group %s connected%s: stop the run --group processes of %s before replaying its parked events (a replay beside them can lose its write)",
+				plural(info.Consumers, "consumer"), g, waited, name)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(consumersPoll):
+		}
+	}
 }
 
 // needsESDB says that replay-parked needs --esdb for the projection: a

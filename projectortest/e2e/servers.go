@@ -199,11 +199,11 @@ func (s *Servers) AppendWithMetadata(tb testing.TB, registry *projector.Registry
 // twice as many each time others were appended since, so that its cost
 // does not grow with the log.
 func (s *Servers) positionsInAll(ctx context.Context, evs []projector.Event) error {
+	at := make(map[string]int, len(evs)) // the events not found yet
+	for i, ev := range evs {
+		at[ev.ID] = i
+	}
 	for count := uint64(len(evs)); ; count *= 2 {
-		at := make(map[string]int, len(evs))
-		for i, ev := range evs {
-			at[ev.ID] = i
-		}
 		read, err := s.lastInAll(ctx, count, func(id string, position uint64) {
 			if i, ok := at[id]; ok {
 				evs[i].Position = position
