@@ -104,6 +104,8 @@ type Invocation struct {
 	EnvPrefix string
 	Stdout    io.Writer
 	Stderr    io.Writer
+
+	environ []string // the environment's NAME=value entries, when Main runs it
 }
 
 // FlagSet returns a flag set for the command, with the usage line
@@ -135,6 +137,9 @@ func (inv Invocation) parse(fs *flag.FlagSet, named bool) (string, error) {
 		fmt.Fprintln(fs.Output(), err)
 		return "", ErrUsage
 	}
+	for _, line := range misspelledEnv(fs, inv.EnvPrefix, inv.environ) {
+		fmt.Fprintf(fs.Output(), "%s: %s\n", fs.Name(), line)
+	}
 	return name, nil
 }
 
@@ -159,14 +164,16 @@ var ErrUsage = errors.New("usage")
 // and signals, and exits with its status. It is the one function of the
 // package meant for a main function: the first SIGINT or SIGTERM stops the
 // command gracefully (events being handled finish, checkpoints are stored),
-// a second one ends the process at once.
+// a second one ends the process at once. A variable of the prefix that no
+// flag reads but one is named like (PROJECTOR_MONGO_URI for PROJECTOR_MONGO)
+// is named in a line on stderr, with the one meant.
 func Main(c Config) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop() // a second signal ends the process at once
 	}()
-	code := c.Run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	code := c.run(ctx, os.Args[1:], os.LookupEnv, os.Environ(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -179,6 +186,13 @@ func Main(c Config) {
 // environment itself but, once tracing is on, the OpenTelemetry SDK's
 // settings. Cancelling ctx stops a running command gracefully.
 func (c Config) Run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
+	return c.run(ctx, args, env, nil, stdout, stderr)
+}
+
+// run is Run, told the environment's "NAME=value" entries (environ, from
+// Main) so that a variable of the prefix that no flag reads but one is
+// named like (a misspelling) can be pointed out.
+func (c Config) run(ctx context.Context, args []string, env func(string) (string, bool), environ []string, stdout, stderr io.Writer) int {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
@@ -207,7 +221,7 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 		c.usage(stderr)
 		return 2
 	}
-	inv := Invocation{Name: name, Command: cmd.Name, Args: args[1:], Env: env, EnvPrefix: c.envPrefix(), Stdout: stdout, Stderr: stderr}
+	inv := Invocation{Name: name, Command: cmd.Name, Args: args[1:], Env: env, EnvPrefix: c.envPrefix(), Stdout: stdout, Stderr: stderr, environ: environ}
 	return withTracing(ctx, env, name, stderr, func() int {
 		err := cmd.Run(ctx, inv)
 		switch {

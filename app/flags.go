@@ -86,7 +86,7 @@ func fromEnv(fs *flag.FlagSet, prefix string, lookup func(string) (string, bool)
 		if given[f.Name] || err != nil {
 			return
 		}
-		name := prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(prefix, f.Name)
 		if v, ok := lookup(name); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				want, _ := flag.UnquoteUsage(f)
@@ -151,4 +151,79 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// misspelledEnv returns a line for each variable of environ ("NAME=value"
+// entries) that starts with prefix, stands in for no flag of fs, and is
+// named like one whose own variable is not set and which was not given: a
+// misspelling (PROJECTOR_MONGO_URI for PROJECTOR_MONGO) that would
+// otherwise leave the flag at its default without a word. A variable like
+// no flag of fs is left alone: it may be another command's, or the user's.
+func misspelledEnv(fs *flag.FlagSet, prefix string, environ []string) []string {
+	set := map[string]bool{}
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		set[name] = true
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var lines []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, prefix) || name == prefix {
+			continue
+		}
+		asFlag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, prefix), "_", "-"))
+		if fs.Lookup(asFlag) != nil && envName(prefix, asFlag) == name {
+			continue
+		}
+		best, bestDist := "", 3
+		fs.VisitAll(func(f *flag.Flag) {
+			if given[f.Name] || set[envName(prefix, f.Name)] {
+				return
+			}
+			if d := nameDistance(asFlag, f.Name); d < bestDist {
+				best, bestDist = f.Name, d
+			}
+		})
+		if best != "" {
+			lines = append(lines, fmt.Sprintf("%s is set, but no flag reads it: ignored (did you mean %s, for --%s?)", name, envName(prefix, best), best))
+		}
+	}
+	return lines
+}
+
+// envName is the variable that stands in for the flag named flagName.
+func envName(prefix, flagName string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// nameDistance tells how far a variable's flag name a is from a flag's
+// name b: 1 where one is the other and more words (mongo-uri, mongo), else
+// their edit distance, or 3 (too far) for a name of 4 letters or fewer
+// that is more than one edit away.
+func nameDistance(a, b string) int {
+	if strings.HasPrefix(a, b+"-") || strings.HasPrefix(b, a+"-") {
+		return 1
+	}
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	if d := prev[len(b)]; d <= 1 || (d == 2 && min(len(a), len(b)) > 4) {
+		return d
+	}
+	return 3
 }

@@ -132,6 +132,17 @@ func TestVersion_and_the_commands(t *testing.T) {
 	if !strings.Contains(string(usage), "demo          from a clone: run cmd/projector-lab's demo") {
 		t.Errorf("the deployed binary does not say where its demo runs:\n%s", usage)
 	}
+	// A misspelled variable is named, with the one meant: without it, the
+	// binary would go on against its embedded server, as without --mongo
+	// (it reads its environment itself). Its event store does not answer.
+	status := exec.Command(bin, "status", "--esdb", "esdb://127.0.0.1:1?tls=false")
+	status.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PROJECTOR_") })
+	status.Env = append(status.Env, "PROJECTOR_MONGO_URI=mongodb://127.0.0.1:1")
+	out, err = status.CombinedOutput()
+	if want := "projector status: PROJECTOR_MONGO_URI is set, but no flag reads it: ignored (did you mean PROJECTOR_MONGO, for --mongo?)\n"; err == nil ||
+		!strings.HasPrefix(string(out), want) {
+		t.Errorf("status with PROJECTOR_MONGO_URI: %v, %s; want it to start with the line %q", err, out, want)
+	}
 }
 
 // go run ./cmd/projector demo, the README's first command, runs
