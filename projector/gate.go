@@ -425,6 +425,16 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case why != nil:
 		out, err := e.refused(ctx, t, ev, why, attempts)
 		return out, int64(head.Revision), err
+	case v == wait && attempts == 1 && e.streamFolds(t.p):
+		// Its predecessors are in the event store: fold them from there,
+		// asked once, on the first wait.
+		if out, rev, filled, err := e.fillGap(ctx, k, t, ev, apply); filled || err != nil {
+			return out, rev, err
+		}
+		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
+			return out, rev, err
+		}
+		return step{}, -1, errNotVisible
 	case v == wait && attempts == 1 && e.streams != nil:
 		// Late, or gone from the stream? Asked once, on the first wait.
 		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
@@ -434,6 +444,11 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case v == wait:
 		return step{}, -1, errNotVisible
 	case v == duplicate:
+		if r, ok := e.knownResult(t, ev); ok {
+			// A gap's fill applied it before it came, while it waited for
+			// the lock.
+			return step{outcome: r.Outcome}, int64(head.Revision), nil
+		}
 		return step{outcome: Duplicate}, int64(head.Revision), nil
 	}
 	rev := int64(head.Revision)
@@ -578,4 +593,71 @@ func (e *Engine) headNow(ctx context.Context, t target) (head driver.Head, found
 	}
 	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
 	return head, found, err == nil
+}
+
+// errNotFilled ends a gap's read (see [Engine.fillGap]) at an event it
+// cannot fold.
+var errNotFilled = errors.New("the gap cannot be filled from the stream")
+
+// fillGap applies to document t the events of ev's stream between its
+// revision and ev, read from the event store, then ev, and writes it once
+// at ev's revision (filled); rev is the revision it read (-1: none). An
+// event delivered before its predecessors (to a persistent group's
+// consumers, or again) then does not wait for them, and they are counted
+// as applied when they come (see [known]). It fills nothing, and the event
+// waits as before, where the stream does not give those events one by one
+// (gone, truncated, deleted), where one does not decode, routes elsewhere or
+// fails its step, where ev's own step fails, and where the read fails: their
+// delivery then goes through the gate and the failure policy as usual.
+func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, apply applyStep) (out step, rev int64, filled bool, err error) {
+	state := t.p.newState()
+	head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, state)
+	switch {
+	case err != nil:
+		return step{}, -1, false, err
+	case found && head.Revision+1 >= ev.StreamRevision:
+		return step{}, int64(head.Revision), false, errMoved // it moved: decide again
+	case found && head.Stream != "" && head.Stream != ev.StreamID:
+		return step{}, int64(head.Revision), false, nil
+	}
+	from, rev := uint64(0), int64(-1)
+	var cur any
+	if found {
+		from, rev, cur = head.Revision+1, int64(head.Revision), state
+	}
+	want := from
+	err = e.history.ReadStream(ctx, ev.StreamID, from, func(g Event) error {
+		if g.StreamRevision >= ev.StreamRevision {
+			return ErrStopRead
+		}
+		if g.StreamRevision != want {
+			return errNotFilled
+		}
+		decoded, err := e.registry.Decode(g)
+		if err != nil {
+			return errNotFilled
+		}
+		if to, ok, err := e.route(ctx, t.p, decoded); err != nil || !ok || to != t.id {
+			return errNotFilled
+		}
+		next, err := t.p.applyTo(cur, decoded)
+		if err != nil {
+			return errNotFilled
+		}
+		cur, want = next, want+1
+		return nil
+	})
+	if err != nil || want != ev.StreamRevision {
+		return step{}, rev, false, nil
+	}
+	next, err := apply(cur)
+	if err != nil {
+		return step{}, rev, false, nil
+	}
+	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
+		return step{}, rev, false, err
+	}
+	e.known.filled(t.key(), from, ev.StreamRevision)
+	return step{outcome: Applied}, rev, true, nil
 }

@@ -17,7 +17,10 @@ import (
 // once, at the stream's last revision. The engine remembers that revision,
 // so the later events of the stream that the catch-up passes over are
 // duplicates without a read or a write. However the streams interleave in
-// the log, each document is then written about once.
+// the log, each document is then written about once. An event delivered
+// before its predecessors (out of order, to competing consumers) has them
+// read from its stream and folded with it, instead of waiting for them,
+// where each would simply apply; they count as applied when they come.
 type StreamHistory interface {
 	StreamReader
 	// ReadStream calls each with the events of stream from revision from
@@ -102,9 +105,35 @@ type span struct {
 }
 
 // knownAt is a document's written revision, and the last revision of its
-// stream the catch-up delivered.
+// stream the catch-up delivered; ahead are stretches below delivered that a
+// gap's fill applied before their delivery (see [Engine.fillGap]).
 type knownAt struct {
 	wrote, delivered uint64
+	ahead            []revRange
+}
+
+// revRange is the revisions from to to of a stream.
+type revRange struct{ from, to uint64 }
+
+// take removes r from the ranges, and reports whether one held it.
+func take(ranges []revRange, r uint64) ([]revRange, bool) {
+	for i, g := range ranges {
+		switch {
+		case r < g.from || r > g.to:
+			continue
+		case g.from == g.to:
+			return append(ranges[:i:i], ranges[i+1:]...), true
+		case r == g.from:
+			ranges[i].from++
+		case r == g.to:
+			ranges[i].to--
+		default:
+			rest := append([]revRange{{from: g.from, to: r - 1}, {from: r + 1, to: g.to}}, ranges[i+1:]...)
+			return append(ranges[:i:i], rest...), true
+		}
+		return ranges, true
+	}
+	return ranges, false
 }
 
 func newKnown(size int) *known {
@@ -137,6 +166,20 @@ func (n *known) wrote(k docKey, rev, delivered uint64) {
 	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered})
 }
 
+// filled notes that document k was written at revision rev, delivered,
+// with the revisions from to rev-1 applied before their delivery (a gap's
+// fill): each counts as applied on its first delivery.
+func (n *known) filled(k docKey, from, rev uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, _ := n.cache.Get(k)
+	at.wrote, at.delivered = max(at.wrote, rev), max(at.delivered, rev)
+	if from < rev {
+		at.ahead = append(at.ahead, revRange{from: from, to: rev - 1})
+	}
+	n.cache.Add(k, at)
+}
+
 // pass gives out(j, o) the outcome of the delivery of each revision rev(j),
 // j < count, of document k that a stream fold wrote it past: applied on its
 // first delivery (the fold applied it ahead), a duplicate after; and it
@@ -150,18 +193,24 @@ func (n *known) pass(k docKey, count int, rev func(j int) uint64, out func(j int
 	if !ok {
 		return 0, false
 	}
-	delivered := at.delivered
+	delivered, changed := at.delivered, false
 	for j := range count {
+		var ahead bool
 		switch r := rev(j); {
 		case r > at.wrote:
 		case r > delivered:
-			delivered = r
+			delivered, changed = r, true
 			out(j, Applied)
 		default:
+			if at.ahead, ahead = take(at.ahead, r); ahead {
+				changed = true
+				out(j, Applied)
+				continue
+			}
 			out(j, Duplicate)
 		}
 	}
-	if delivered > at.delivered {
+	if changed {
 		at.delivered = delivered
 		n.cache.Add(k, at)
 	}
