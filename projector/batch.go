@@ -45,6 +45,11 @@ func (e *Engine) HandleBatch(ctx context.Context, events []Event) [][]Result {
 // partitionKey), so that they are not routed again. routes may be nil.
 func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []string) [][]Result {
 	out := make([][]Result, len(events))
+	defer func() {
+		for i, ev := range events {
+			e.countAhead(ev, out[i])
+		}
+	}()
 	ctx, span := e.startBatch(ctx, len(events))
 	defer span.End()
 	b := &batchRun{Engine: e, events: events, out: out}

@@ -266,6 +266,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 		results = e.handleRecord(ctx, ev)
 		return results, joinFailures(results)
 	}
+	defer func() { e.countAhead(ev, results) }()
 	decoded, targets, unroutable, decodeErr := e.routed(ctx, ev)
 	if len(unroutable) > 0 {
 		defer func() {

@@ -1,7 +1,12 @@
 package projector_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,4 +88,74 @@ func TestGapFill_stops_at_an_event_that_fails_and_needs_the_streams(t *testing.T
 		}
 		assertDocument(t, s, "g", []projector.Event{evs[0], evs[1], evs[3]})
 	}
+}
+
+// Predecessors folded ahead by a gap's fill count as applied on their first
+// delivery also when they come in a batch.
+func TestGapFill_predecessors_coming_in_a_batch_count_as_applied(t *testing.T) {
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("h"), cart.ShoppingCartOpened{ShoppingCartID: "h", ClientID: "x", OpenedAt: t0},
+		add("h", "p", 1), add("h", "q", 2), add("h", "r", 3))
+	s := newStore(t)
+	e := foldEngine(t, s, newStreams(evs...))
+	if r := handle(t, e, evs[2])[0]; r.Outcome != projector.Applied || r.Waits != 0 {
+		t.Fatalf("revision 2 first: %v after %d waits (%v)", r.Outcome, r.Waits, r.Err)
+	}
+	applied, duplicates := handleInBatches(t, e, []projector.Event{evs[0], evs[1], evs[2], evs[3], evs[1]}, 5)
+	if applied != 3 || duplicates != 2 {
+		t.Errorf("the batch of revisions 0, 1, 2, 3 and 1 again: %d applied, %d duplicates; want 3 and 2", applied, duplicates)
+	}
+	assertDocument(t, s, "h", evs)
+}
+
+// A persistent group's consumer (deliveries settled one by one, out of log
+// order) gets the same: the event before its predecessors applies without a
+// wait, and each predecessor is applied on its first delivery, in a batch
+// or alone, and a duplicate after; the runner's count of applied events is
+// the number of events.
+func TestGapFill_a_group_consumers_counts_are_exact(t *testing.T) {
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("k"), cart.ShoppingCartOpened{ShoppingCartID: "k", ClientID: "x", OpenedAt: t0},
+		add("k", "p", 1), add("k", "q", 2), add("k", "r", 3))
+	s := newStore(t)
+	e := foldEngine(t, s, newStreams(evs...))
+	var mu sync.Mutex
+	var outcomes []string
+	waits := 0
+	deliver := func(ev projector.Event) projector.Delivery {
+		return projector.Delivery{Event: &ev, Settle: func(rs []projector.Result) error {
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes = append(outcomes, fmt.Sprintf("%d:%v", ev.StreamRevision, rs[0].Outcome))
+			waits += rs[0].Waits
+			return nil
+		}}
+	}
+	src := &live{ch: make(chan projector.Delivery, 8)}
+	r, err := projector.NewRunner("group", e, src, nil, projector.WithWorkers(1), projector.WithDrainTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	settled := func() int { mu.Lock(); defer mu.Unlock(); return len(outcomes) }
+	src.ch <- deliver(evs[3])
+	waitFor(t, "revision 3 settled", func() bool { return settled() == 1 })
+	for _, at := range []int{1, 0, 2, 1} {
+		src.ch <- deliver(evs[at])
+	}
+	waitFor(t, "every delivery settled", func() bool { return settled() == 5 })
+	mu.Lock()
+	sort.Strings(outcomes) // settled in the order a batch's results come
+	got := strings.Join(outcomes, " ")
+	mu.Unlock()
+	if want := "0:applied 1:applied 1:duplicate 2:applied 3:applied"; got != want || waits != 0 {
+		t.Errorf("outcomes %q after %d waits, want %q and none", got, waits, want)
+	}
+	if st := r.Stats(); st.Applied != 4 || st.Duplicates != 1 {
+		t.Errorf("runner counts %d applied, %d duplicates; want 4 and 1", st.Applied, st.Duplicates)
+	}
+	assertDocument(t, s, "k", evs)
 }

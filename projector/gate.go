@@ -425,7 +425,7 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case why != nil:
 		out, err := e.refused(ctx, t, ev, why, attempts)
 		return out, int64(head.Revision), err
-	case v == wait && attempts == 1 && e.streamFolds(t.p):
+	case v == wait && attempts == 1 && e.fillsGaps(t.p):
 		// Its predecessors are in the event store: fold them from there,
 		// asked once, on the first wait.
 		if out, rev, filled, err := e.fillGap(ctx, k, t, ev, apply); filled || err != nil {
@@ -444,11 +444,6 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case v == wait:
 		return step{}, -1, errNotVisible
 	case v == duplicate:
-		if r, ok := e.knownResult(t, ev); ok {
-			// A gap's fill applied it before it came, while it waited for
-			// the lock.
-			return step{outcome: r.Outcome}, int64(head.Revision), nil
-		}
 		return step{outcome: Duplicate}, int64(head.Revision), nil
 	}
 	rev := int64(head.Revision)
@@ -655,9 +650,10 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 		return step{}, rev, false, nil
 	}
 	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	undo := e.known.filled(t.key(), from, ev.StreamRevision)
 	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
+		undo()
 		return step{}, rev, false, err
 	}
-	e.known.filled(t.key(), from, ev.StreamRevision)
 	return step{outcome: Applied}, rev, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -65,7 +66,14 @@ func (e *Engine) StreamsFolded() uint64 { return e.folded.Load() }
 // nothing of the deletion between them, where the document must be removed
 // and the new events fold on nothing.
 func (e *Engine) streamFolds(p Definition) bool {
-	if e.history == nil || e.noFolds || e.unordered || p.deletionPolicy() == RemoveDocument {
+	return !e.unordered && e.fillsGaps(p)
+}
+
+// fillsGaps reports whether an event of p delivered before its predecessors
+// has them read from its stream and folded with it ([Engine.fillGap]): a
+// stream fold that needs no log order, so also for deliveries out of it.
+func (e *Engine) fillsGaps(p Definition) bool {
+	if e.history == nil || e.noFolds || p.deletionPolicy() == RemoveDocument {
 		return false
 	}
 	_, gated := e.keeperOf(p).(streamRevision)
@@ -163,21 +171,74 @@ func (n *known) folded(collection, stream, id string, from, to uint64) {
 func (n *known) wrote(k docKey, rev, delivered uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered})
+	at, _ := n.cache.Peek(k)
+	n.cache.Add(k, knownAt{wrote: rev, delivered: delivered, ahead: at.ahead})
+}
+
+// countAhead makes the outcome of ev Applied in each result rs that found
+// it a duplicate where a gap's fill applied it before it came (see
+// [Engine.fillGap]): this is its first delivery. It runs once per delivery,
+// on the results [Engine.Handle] and a batch return, so that a result the
+// engine worked out and then set aside (a document sent through the gate
+// after its batch's fold) takes nothing.
+func (e *Engine) countAhead(ev Event, rs []Result) {
+	if isDeletionRecord(ev) {
+		return
+	}
+	for i := range rs {
+		if rs[i].Outcome != Duplicate || rs[i].Document == "" {
+			continue
+		}
+		for _, p := range e.projections {
+			if p.Name() == rs[i].Projection && e.known.takeAhead(docKey{p.Collection(), rs[i].Document}, ev.StreamRevision) {
+				rs[i].Outcome = Applied
+			}
+		}
+	}
+}
+
+// takeAhead reports whether a gap's fill applied revision rev of document k
+// before its delivery, and notes this one as that delivery: the outcome of
+// an event found a duplicate is then Applied.
+func (n *known) takeAhead(k docKey, rev uint64) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, ok := n.cache.Peek(k)
+	if !ok || len(at.ahead) == 0 {
+		return false
+	}
+	var took bool
+	if at.ahead, took = take(at.ahead, rev); took {
+		n.cache.Add(k, at)
+	}
+	return took
 }
 
 // filled notes that document k was written at revision rev, delivered,
 // with the revisions from to rev-1 applied before their delivery (a gap's
 // fill): each counts as applied on its first delivery.
-func (n *known) filled(k docKey, from, rev uint64) {
+// It is noted before the write, so that a delivery that finds the
+// document written counts right; undo takes it back if the write fails.
+func (n *known) filled(k docKey, from, rev uint64) (undo func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	at, _ := n.cache.Get(k)
+	before, had := n.cache.Get(k)
+	at := before
 	at.wrote, at.delivered = max(at.wrote, rev), max(at.delivered, rev)
+	at.ahead = slices.Clone(at.ahead)
 	if from < rev {
 		at.ahead = append(at.ahead, revRange{from: from, to: rev - 1})
 	}
 	n.cache.Add(k, at)
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if had {
+			n.cache.Add(k, before)
+		} else {
+			n.cache.Remove(k)
+		}
+	}
 }
 
 // pass gives out(j, o) the outcome of the delivery of each revision rev(j),
