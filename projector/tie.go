@@ -27,8 +27,8 @@ type tie struct {
 }
 
 // pending reports whether the document of the stream's events after
-// revision rev is unknown: an earlier event that does not decode may name
-// it.
+// revision rev is unknown: an earlier event that does not decode, or that
+// its router failed on, may name it.
 func (t tie) pending(rev uint64) bool { return t.doc == "" && t.undecoded && t.at < rev }
 
 // pendingError is the error of an event its router declined, in a stream
@@ -37,8 +37,8 @@ func (t tie) pending(rev uint64) bool { return t.doc == "" && t.undecoded && t.a
 // name its document waits (parked or held) for a fix. Replayed after that
 // event, in log order, it goes where the stream goes.
 func (t tie) pendingError() error {
-	return fmt.Errorf("%w: its router declined it, and the stream's event at revision %d, which does not decode, may name the document "+
-		"it feeds: it fails with that event (parked or held, replay them in order once it decodes)", ErrUnroutable, t.at)
+	return fmt.Errorf("%w: its router declined it, and the stream's event at revision %d, which does not decode or cannot be routed, may name the document "+
+		"it feeds: it fails with that event (parked or held, replay them in order once it is fixed)", ErrUnroutable, t.at)
 }
 
 // errTieRead: the stream of a tied event could not be read. It is not the
@@ -280,13 +280,18 @@ func (e *Engine) deleted(ctx context.Context, stream string) bool {
 // routeInStream routes ev, read from its stream, in p by its router alone,
 // as the engine routes a delivered event: an event whose payload does not
 // decode goes where the router sends it both without a payload and with the
-// zero one. undecoded: it does not decode, p handles its type, and the
-// router's answers differ (the engine fails such an event).
+// zero one. undecoded: the engine fails the event, and a fix of it may name
+// the stream's document: its router fails on it (an empty id, a field it
+// lacks), or it does not decode, p handles its type, and the router's
+// answers differ.
 func (e *Engine) routeInStream(p Definition, ev Event) (id string, ok, undecoded bool) {
 	decoded, err := e.registry.Decode(ev)
 	if err == nil {
 		id, ok, err := p.Route(decoded)
-		return id, ok && err == nil, false
+		if err != nil {
+			return "", false, true
+		}
+		return id, ok, false
 	}
 	zero := ev
 	zero.Payload, _ = e.registry.zero(ev)
