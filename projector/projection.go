@@ -38,6 +38,11 @@ type handler[S any] struct {
 
 // New returns a projection named name (also its collection, unless
 // [Projection.InCollection] says otherwise) whose documents are chosen by id.
+//
+// The methods that set a projection's settings (InCollection, Idempotency,
+// OnFailure, OnDelete, TieStreams, ...) change the projection they are
+// called on and return it, to be chained: they make no copy. For two
+// variants of a projection, call the function that builds it twice.
 func New[S any](name string, id IDFunc) *Projection[S] {
 	var route RouteFunc
 	if id != nil {

@@ -86,13 +86,16 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // proof before any delivery, and one that fails its handler fails it
 // whatever the projection's failure policy. Test skipping and parking
 // with the binary's end-to-end kit (package e2e), or with an engine handed
-// events in log order. A projection that ties streams needs a
-// [projector.StreamHistory] that holds them too: a [Log] is in memory only,
-// so append the events to the e2e servers (e2e.Servers.Append returns them
-// as delivered), whose event store's client, kurrent.Dial(servers.ESDBURI(),
-// nil), is one. Its ties read the streams: an event of a stream the
-// history does not hold is taken for one of a stream that is not the
-// projection's, and nothing is written.
+// events in log order. Prove's engines read the streams it appended, so a
+// projection that ties streams needs nothing more here; an engine of your
+// own for such a projection needs a [projector.StreamHistory] that holds
+// its events: a [Log] is in memory only, so append them to the e2e servers
+// (e2e.Servers.Append returns them as delivered), whose event store's
+// client, kurrent.Dial(servers.ESDBURI(), nil), is one. Ties read the
+// streams: an event of a stream the history does not hold is taken for one
+// of a stream that is not the projection's, and nothing is written. An
+// event delivered before its predecessors has them folded from its stream
+// (see [projector.StreamHistory]), so the proof waits for none.
 //
 // A projection under [projector.GlobalPosition] takes its events in log
 // order from one consumer, as its runner does: prove it with Delivery{
