@@ -180,8 +180,12 @@ func countAfter(ctx context.Context, c eventStore, cp *uint64, prepare uint64, f
 	}
 	scanned := 0
 	err = c.ScanAll(ctx, from, lagCap+2, func(at projector.Checkpoint, stream, eventType string) bool {
-		if cp != nil && at.Position <= *cp {
-			return true // reading forwards from a position includes the event there
+		if from != nil && (at.Position < from.Position || at.Position == from.Position && (from.Prepare == 0 || at.Prepare <= from.Prepare)) {
+			// Reading forwards from a position includes the event there;
+			// the events of its append after it (the same commit position,
+			// a later prepare one, when the checkpoint has one) are behind
+			// it.
+			return true
 		}
 		if scanned++; scanned > lagCap {
 			more = true

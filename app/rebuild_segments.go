@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -28,6 +29,9 @@ type segmentedRebuild struct {
 	s        *session
 	building string
 	end      uint64 // the head of $all when this process started
+	// last is the last event of $all then: its append's events share end
+	// as their commit position, and it is the last of them.
+	last projector.Checkpoint
 	inv      Invocation
 
 	sl *slot // its segments (sl.segs)
@@ -79,12 +83,16 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	if err != nil {
 		return err
 	}
+	last, err := lastOfAppend(ctx, c, client, end)
+	if err != nil {
+		return err
+	}
 	logger, err := newLogger(inv.Stderr, "text", "info")
 	if err != nil {
 		return err
 	}
 	rc := &runConfig{servers: c.servers, lease: c.lease, segments: c.segments}
-	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, inv: inv, ran: map[int]bool{}, caught: map[int]bool{},
+	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, last: last, inv: inv, ran: map[int]bool{}, caught: map[int]bool{},
 		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}, sl: &slot{name: name, projection: p}}
 	fmt.Fprintf(inv.Stdout, "rebuilding %s into %s in %d segments, shared with the processes that run this rebuild, up to position %d; readers stay on %s\n",
 		name, building, c.segments, end, active)
@@ -167,7 +175,7 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 		}
 		return false
 	}
-	return len(segmentsBehind(all, rb.building, rb.c.segments, rb.end)) == 0
+	return len(segmentsBehind(all, rb.building, rb.c.segments, rb.last)) == 0
 }
 
 // caughtUp notes that a run ended caught up on segments ks.
@@ -224,19 +232,44 @@ func (rb *segmentedRebuild) finishing(ctx context.Context) bool {
 }
 
 // segmentsBehind returns the segments of collection, of n, whose stored
-// checkpoint (in all, by name) is not at end or past it; none when end is
-// 0 (an empty $all).
-func segmentsBehind(all map[string]mongostore.CheckpointStatus, collection string, n int, end uint64) []int {
-	if end == 0 {
+// checkpoint (in all, by name) is not at last or past it: a checkpoint at
+// last's commit position but before its prepare one is inside the append,
+// with events of it still to apply. None when last is the start (an empty
+// $all).
+func segmentsBehind(all map[string]mongostore.CheckpointStatus, collection string, n int, last projector.Checkpoint) []int {
+	if last.Position == 0 {
 		return nil
 	}
 	var behind []int
 	for k := range n {
-		if cp := all[segment.CheckpointName(collection, k, n)].Checkpoint; cp == nil || cp.Position < end {
+		if cp := all[segment.CheckpointName(collection, k, n)].Checkpoint; cp == nil || neutral.Past(last, *cp) {
 			behind = append(behind, k)
 		}
 	}
 	return behind
+}
+
+// lastOfAppend returns the checkpoint of the last event of the append at
+// commit position end (the head of $all): the events of one append share
+// their commit position and differ in their prepare one.
+func lastOfAppend(ctx context.Context, c *rebuildConfig, client eventStore, end uint64) (projector.Checkpoint, error) {
+	last := projector.Checkpoint{Position: end}
+	if end == 0 {
+		return last, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := client.ScanAll(sctx, &projector.Checkpoint{Position: end}, 1<<30, func(at projector.Checkpoint, _, _ string) bool {
+		if at.Position != end {
+			return at.Position < end // before it (a read from a position starts there); past it: the end
+		}
+		last = at
+		return true
+	})
+	if err != nil {
+		return last, fmt.Errorf("reading the last append of $all: %w", err)
+	}
+	return last, nil
 }
 
 // did says what this process did of the rebuild.

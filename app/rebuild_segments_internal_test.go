@@ -59,7 +59,7 @@ func TestSegmentsBehind_is_done_when_every_segment_of_the_collection_is_at_the_e
 		{"an empty $all", nil, 0, "[]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := segmentsBehind(tc.all, "b", 4, tc.end)
+			got := segmentsBehind(tc.all, "b", 4, projector.Checkpoint{Position: tc.end})
 			if fmt.Sprint(got) != tc.behind {
 				t.Errorf("behind %v, want %s", got, tc.behind)
 			}

@@ -657,7 +657,12 @@ func (g *segments) leave() {
 func (g *segments) noteSaved(k int, position uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.held[k]; ok {
+	if _, ok := g.held[k]; !ok {
+		return
+	}
+	// A save below the stored checkpoint leaves it where it is (it never
+	// moves back): a run resumes from the lowest of its segments.
+	if cur, ok := g.saved[k]; !ok || position > cur {
 		g.saved[k] = position
 	}
 }

@@ -391,3 +391,60 @@ func TestSegmentCheckpoints_a_save_that_fails_on_several_segments_is_one_line(t 
 		t.Errorf("the error of one failed checkpoint save is %d lines, want one that names the segments:\n%v", strings.Count(err.Error(), "\n")+1, err)
 	}
 }
+
+// The events of one append share a commit position. A segment stored
+// inside the last append of $all (at its commit position, before its last
+// prepare one) has events of it still to apply: a segmented rebuild must
+// not count it caught up (it would switch readers without them).
+func TestSegmentsBehind_a_checkpoint_inside_the_last_append_is_behind(t *testing.T) {
+	last := projector.Checkpoint{Position: 60, Prepare: 58}
+	all := map[string]mongostore.CheckpointStatus{
+		segment.CheckpointName("coll", 0, 3): {Checkpoint: &projector.Checkpoint{Position: 60, Prepare: 58}},
+		segment.CheckpointName("coll", 1, 3): {Checkpoint: &projector.Checkpoint{Position: 60, Prepare: 40}},
+		segment.CheckpointName("coll", 2, 3): {Checkpoint: &projector.Checkpoint{Position: 75, Prepare: 75}},
+	}
+	if behind := segmentsBehind(all, "coll", 3, last); !slices.Equal(behind, []int{1}) {
+		t.Errorf("segments at 60/58, 60/40 and 75/75, the last append ending at 60/58: behind %v, want [1]", behind)
+	}
+	if behind := segmentsBehind(map[string]mongostore.CheckpointStatus{}, "coll", 3, projector.Checkpoint{}); len(behind) != 0 {
+		t.Errorf("an empty $all: behind %v, want none", behind)
+	}
+}
+
+// projector_segment_checkpoint_position says where each segment's stored
+// checkpoint is: a run over segments stored at 100 and 50 resumes from 50,
+// and its save at 60 leaves the first at 100 (a checkpoint never moves
+// back), which the metric keeps saying.
+func TestSegments_the_checkpoint_metric_does_not_move_back_with_a_save_that_did_not(t *testing.T) {
+	ctx := context.Background()
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 2, &log)
+	for k, pos := range map[int]uint64{0: 100, 1: 50} {
+		if err := store.SaveCheckpoint(ctx, segment.CheckpointName("coll", k, 2), projector.Checkpoint{Position: pos}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := func(k int) *heldLease { return unrenewed(t, store, segment.LeaseName("p", k, 2), "A", time.Minute) }
+	c := checkpointsOf(g, map[int]*heldLease{0: lease(0), 1: lease(1)})
+	if _, err := c.LoadCheckpoint(ctx, "coll"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 60}); err != nil {
+		t.Fatal(err)
+	}
+	_, held := g.Segments()
+	for k, want := range map[int]uint64{0: 100, 1: 60} {
+		stored, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", k, 2))
+		if err != nil || stored == nil || stored.Position != want {
+			t.Fatalf("segment %d stored at %+v (%v), want %d", k, stored, err, want)
+		}
+		if p := held[k]; p == nil || *p != want {
+			got := "none"
+			if p != nil {
+				got = fmt.Sprint(*p)
+			}
+			t.Errorf("segment %d stored at %d; the metric says %s", k, want, got)
+		}
+	}
+}

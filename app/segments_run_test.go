@@ -236,3 +236,21 @@ func TestStatus_says_a_checkpoint_of_another_event_store_before_run_refuses_it(t
 		t.Errorf("status against another event store: exit %d, want 3 and why\n%s\n%s", code, out, stderr)
 	}
 }
+
+// A lease under a second is refused before any I/O, by rebuild as by run:
+// a rebuild in segments renews its leases at a third of it, and a lease of
+// nanoseconds stopped the process with a panic.
+func TestRebuild_and_run_refuse_a_lease_under_a_second(t *testing.T) {
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	servers := []string{"--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", "mongodb://127.0.0.1:1"}
+	for _, args := range [][]string{
+		append([]string{"rebuild", "tickets", "--segments", "2", "--lease", "2ns"}, servers...),
+		append([]string{"rebuild", "tickets", "--lease", "500ms"}, servers...),
+		append([]string{"run", "--segments", "2", "--lease", "2ns", "--http", ""}, servers...),
+	} {
+		code, _, stderr := run(c, nil, args...)
+		if code != 2 || !strings.Contains(stderr, "want 0 (no leases) or at least 1s") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}

@@ -328,7 +328,8 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 	switch {
 	case cp.Checkpoint == nil:
 		behind, more, err = countAfter(lctx, client, nil, 0, reads)
-	case cp.Checkpoint.Position < end:
+	case cp.Checkpoint.Position <= end:
+		// At end's commit position, it may be inside the last append.
 		behind, more, err = countAfter(lctx, client, &cp.Checkpoint.Position, cp.Checkpoint.Prepare, reads)
 	case cp.Checkpoint.Position > end:
 		st.PastHead = true

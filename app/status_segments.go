@@ -117,7 +117,8 @@ func (c *statusConfig) segmentBehind(ctx context.Context, client eventStore, end
 	switch {
 	case cp == nil:
 		behind, more, err = countAfter(lctx, client, nil, 0, reads)
-	case cp.Position < end:
+	case cp.Position <= end:
+		// At end's commit position, it may be inside the last append.
 		behind, more, err = countAfter(lctx, client, &cp.Position, cp.Prepare, reads)
 	}
 	if err != nil {

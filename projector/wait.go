@@ -67,7 +67,11 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 // is stored every checkpoint interval (run --checkpoint-interval, 1 s by
 // default), so this wait takes up to that long even when the documents
 // were written at once; [WaitForRevision] sees a document as soon as it is
-// written.
+// written. Under run --segments N, the checkpoints are the segments'
+// (<collection>/segment-<k>-of-<N>, k the FNV-1a 32-bit hash of the
+// document id modulo N),
+// not the collection's: wait on the one of the document's segment, or with
+// [WaitForRevision].
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	var seen *Checkpoint
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
