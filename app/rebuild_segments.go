@@ -32,7 +32,7 @@ type segmentedRebuild struct {
 	// last is the last event of $all then: its append's events share end
 	// as their commit position, and it is the last of them.
 	last projector.Checkpoint
-	inv      Invocation
+	inv  Invocation
 
 	sl *slot // its segments (sl.segs)
 
