@@ -168,7 +168,7 @@ func twoRebuilders(t *testing.T, bFails bool) {
 	const lease = time.Second
 	proc := func(holder string, end uint64, fails bool) (*segmentedRebuild, segmentWork) {
 		s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
-		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end,
+		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end, last: projector.Checkpoint{Position: end},
 			sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
 		return rb, segmentWork{group: rebuildGroup(building), done: rb.done,
 			run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
@@ -236,7 +236,7 @@ func TestRebuildSegments_a_process_is_not_done_before_its_run_has_caught_up(t *t
 	}
 	const lease = time.Second
 	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
-	rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: 100,
+	rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: 100, last: projector.Checkpoint{Position: 100},
 		sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
 	release := make(chan struct{})
 	var runs atomic.Int32

@@ -131,7 +131,11 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 	if err != nil {
 		return "", true, err
 	}
-	if known.pending(ev.StreamRevision) && handlesType(p, ev.Payload) {
+	if known.pending(ev.StreamRevision) && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
+		// Under a strategy that gates every revision (RevisionMap), the
+		// document needs the stream's events it does not handle too: a
+		// replay in order applies them, where left alone here its replay
+		// of the next one would wait for their revision for ever.
 		return "", true, known.pendingError()
 	}
 	if known.doc == "" || known.at > ev.StreamRevision {
