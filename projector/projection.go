@@ -181,6 +181,10 @@ func (p *Projection[S]) Apply(state S, e Event) (next S, err error) {
 // written again, as the engine starts its document over. (A second
 // creation of a stream that was not deleted, which the revision gate
 // refuses, cannot be told from the events alone: the fold applies it.)
+// The events must carry their payloads: an event read from the event store
+// (subscription.Client.ReadStream gives them as stored) goes through
+// [Registry.Decode] first, since one with a nil Payload is passed over, as
+// an event of a type nobody registered is.
 func (p *Projection[S]) Fold(events ...Event) (S, error) {
 	var s S
 	for _, e := range events {

@@ -163,7 +163,8 @@ func firstRecord(rs neutral.Reader, err error) (first *neutral.Resolved, _ error
 var _ projector.StreamHistory = (*Client)(nil)
 
 // ReadStream implements [projector.StreamHistory]: it reads stream forwards
-// from revision from, handing each event to each. A stream that was never
+// from revision from, handing each event to each, undecoded (its Data as
+// stored, a nil Payload: [projector.Registry.Decode] gives it). A stream that was never
 // written is the client's not-found error; a deleted or tombstoned one the
 // client's error for it; both wrap [projector.ErrStreamDeleted].
 func (c *Client) ReadStream(ctx context.Context, stream string, from uint64, each func(projector.Event) error) error {
