@@ -50,7 +50,9 @@ type Error struct {
 	// when it did not wait (a creation, a permanent error).
 	Wanted int64
 	// Seen is the document's revision when the engine gave up waiting for
-	// its predecessor ([ErrPredecessorMissing]); -1 when there was no document.
+	// its predecessor ([ErrPredecessorMissing]); -1 when the document had
+	// none of the stream's events (there was no document, or, fed by many
+	// streams, none of this one).
 	Seen int64
 	// Attempts is how many times the gate read the document.
 	Attempts int
@@ -69,7 +71,9 @@ func (e *Error) Error() string {
 	}
 	switch {
 	case e.Wanted >= 0 && errors.Is(e.Err, ErrPredecessorMissing):
-		seen := "no document"
+		// No document, or (fed by many streams) one that has none of this
+		// stream's events yet.
+		seen := "none of the stream's events applied"
 		if e.Seen >= 0 {
 			seen = fmt.Sprintf("revision %d", e.Seen)
 		}
