@@ -425,24 +425,8 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 	case why != nil:
 		out, err := e.refused(ctx, t, ev, why, attempts)
 		return out, int64(head.Revision), err
-	case v == wait && attempts == 1 && e.fillsGaps(t.p):
-		// Its predecessors are in the event store: fold them from there,
-		// asked once, on the first wait.
-		if out, rev, filled, err := e.fillGap(ctx, k, t, ev, apply); filled || err != nil {
-			return out, rev, err
-		}
-		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
-			return out, rev, err
-		}
-		return step{}, -1, errNotVisible
-	case v == wait && attempts == 1 && e.streams != nil:
-		// Late, or gone from the stream? Asked once, on the first wait.
-		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
-			return out, rev, err
-		}
-		return step{}, -1, errNotVisible
 	case v == wait:
-		return step{}, -1, errNotVisible
+		return e.firstWait(ctx, k, t, ev, apply, attempts)
 	case v == duplicate:
 		return step{outcome: Duplicate}, int64(head.Revision), nil
 	}
@@ -460,6 +444,28 @@ func (e *Engine) advanceOnce(ctx context.Context, k keeper, tk *ticket, t target
 		return step{}, rev, err
 	}
 	return step{outcome: Applied, skipped: skipped}, rev, nil
+}
+
+// firstWait is advanceOnce's answer for an event whose predecessor the
+// document has not reached: errNotVisible, to wait for it, unless, on the
+// first wait, the event store's streams have the events between (folded
+// from there: fillGap) or say they are gone (passHole).
+func (e *Engine) firstWait(ctx context.Context, k keeper, t target, ev Event, apply applyStep, attempts int) (step, int64, error) {
+	if attempts != 1 {
+		return step{}, -1, errNotVisible
+	}
+	if e.fillsGaps(t.p) {
+		if out, rev, filled, err := e.fillGap(ctx, k, t, ev, apply); filled || err != nil {
+			return out, rev, err
+		}
+	}
+	if e.streams != nil {
+		// Late, or gone from the stream?
+		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
+			return out, rev, err
+		}
+	}
+	return step{}, -1, errNotVisible
 }
 
 // passOver is the state of document t, at revision rev, to move past ev

@@ -137,7 +137,9 @@ func TestTieStreams_a_declined_event_after_an_undecodable_first_event_waits_for_
 // a replay in log order after the fix (an upcaster that fills the board)
 // brings the document all of them.
 func TestTieStreams_a_declined_event_after_an_unroutable_first_event_waits_for_it(t *testing.T) {
-	asIs := func(v cardAddedV1) (CardAdded, error) { return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil }
+	asIs := func(v cardAddedV1) (CardAdded, error) {
+		return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
+	}
 	filled := func(v cardAddedV1) (CardAdded, error) {
 		v.Board = cmp.Or(v.Board, "b1")
 		return asIs(v)
