@@ -641,6 +641,11 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 		if to, ok, err := e.route(ctx, t.p, decoded); err != nil || !ok || to != t.id {
 			return errNotFilled
 		}
+		if g.StreamRevision > 0 && t.p.startsDocument(decoded) && !holdsNothing(t.p, cur) {
+			// A second creation, which the gate refuses (or starts the
+			// document over at, after a deletion): its delivery decides.
+			return errNotFilled
+		}
 		next, err := t.p.applyTo(cur, decoded)
 		if err != nil {
 			return errNotFilled
@@ -656,10 +661,12 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 		return step{}, rev, false, nil
 	}
 	read := stored{found: found, rev: head.Revision, stream: head.Stream}
-	undo := e.known.filled(t.key(), from, ev.StreamRevision)
 	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
-		undo()
 		return step{}, rev, false, err
 	}
+	// Noted once written, still under the document's lock, which every
+	// delivery through the gate takes: a predecessor that comes meanwhile
+	// is found a duplicate and counted then (countAhead).
+	e.known.filled(t.key(), from, ev.StreamRevision)
 	return step{outcome: Applied}, rev, true, nil
 }

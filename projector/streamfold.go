@@ -217,28 +217,21 @@ func (n *known) takeAhead(k docKey, rev uint64) bool {
 // filled notes that document k was written at revision rev, delivered,
 // with the revisions from to rev-1 applied before their delivery (a gap's
 // fill): each counts as applied on its first delivery.
-// It is noted before the write, so that a delivery that finds the
-// document written counts right; undo takes it back if the write fails.
-func (n *known) filled(k docKey, from, rev uint64) (undo func()) {
+// What a stream fold applied ahead and was not delivered yet (past its
+// delivered mark, up to what it wrote) stays to be counted so too.
+func (n *known) filled(k docKey, from, rev uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	before, had := n.cache.Get(k)
-	at := before
-	at.wrote, at.delivered = max(at.wrote, rev), max(at.delivered, rev)
+	at, had := n.cache.Get(k)
 	at.ahead = slices.Clone(at.ahead)
+	if had && at.delivered < at.wrote && at.wrote < from {
+		at.ahead = append(at.ahead, revRange{from: at.delivered + 1, to: at.wrote})
+	}
 	if from < rev {
 		at.ahead = append(at.ahead, revRange{from: from, to: rev - 1})
 	}
+	at.wrote, at.delivered = max(at.wrote, rev), max(at.delivered, rev)
 	n.cache.Add(k, at)
-	return func() {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if had {
-			n.cache.Add(k, before)
-		} else {
-			n.cache.Remove(k)
-		}
-	}
 }
 
 // pass gives out(j, o) the outcome of the delivery of each revision rev(j),
