@@ -626,8 +626,31 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 	if found {
 		from, rev, cur = head.Revision+1, int64(head.Revision), state
 	}
+	cur, ok := e.foldGap(ctx, t, ev, from, cur)
+	if !ok {
+		return step{}, rev, false, nil
+	}
+	next, err := apply(cur)
+	if err != nil {
+		return step{}, rev, false, nil
+	}
+	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
+		return step{}, rev, false, err
+	}
+	// Noted once written, still under the document's lock, which every
+	// delivery through the gate takes: a predecessor that comes meanwhile
+	// is found a duplicate and counted then (countAhead).
+	e.known.filled(t.key(), from, ev.StreamRevision)
+	return step{outcome: Applied}, rev, true, nil
+}
+
+// foldGap folds on cur (nil: no document) the events of ev's stream from
+// revision from up to ev, read from the event store: ok when each came, in
+// order, and would simply apply (see [Engine.fillGap]).
+func (e *Engine) foldGap(ctx context.Context, t target, ev Event, from uint64, cur any) (any, bool) {
 	want := from
-	err = e.history.ReadStream(ctx, ev.StreamID, from, func(g Event) error {
+	err := e.history.ReadStream(ctx, ev.StreamID, from, func(g Event) error {
 		if g.StreamRevision >= ev.StreamRevision {
 			return ErrStopRead
 		}
@@ -653,20 +676,5 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 		cur, want = next, want+1
 		return nil
 	})
-	if err != nil || want != ev.StreamRevision {
-		return step{}, rev, false, nil
-	}
-	next, err := apply(cur)
-	if err != nil {
-		return step{}, rev, false, nil
-	}
-	read := stored{found: found, rev: head.Revision, stream: head.Stream}
-	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
-		return step{}, rev, false, err
-	}
-	// Noted once written, still under the document's lock, which every
-	// delivery through the gate takes: a predecessor that comes meanwhile
-	// is found a duplicate and counted then (countAhead).
-	e.known.filled(t.key(), from, ev.StreamRevision)
-	return step{outcome: Applied}, rev, true, nil
+	return cur, err == nil && want == ev.StreamRevision
 }
