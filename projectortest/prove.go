@@ -51,7 +51,8 @@ type Delivery struct {
 type Report struct {
 	Events, Deliveries, Documents int
 	// Outcomes of the deliveries, summed over the projection's documents:
-	// Applied (skipped and parked ones too), Duplicates, Failed, and
+	// Applied (skipped and parked ones too), Duplicates, Failed (held ones
+	// too), and
 	// Requeued, those whose predecessor did not come in time, delivered
 	// again later as a subscription would (Deliveries counts them again).
 	// Waits are the gate's, summed over deliveries.
@@ -438,8 +439,8 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 			q.applied[res.Document] = append(q.applied[res.Document], ev)
 		case res.Outcome == projector.Duplicate:
 			q.rep.Duplicates++
-		case res.Outcome == projector.Failed:
-			q.rep.Failed++
+		case res.Outcome == projector.Failed, res.Outcome == projector.Held:
+			q.rep.Failed++ // held: it failed, and the document waits at it
 		}
 	}
 	if err != nil && q.firstErr == nil && ctx.Err() == nil {

@@ -227,3 +227,23 @@ func TestProve_a_projection_that_holds_needs_no_parker_named(t *testing.T) {
 		t.Fatalf("%v: %v", rep, err)
 	}
 }
+
+// An event that fails its handler fails the proof whatever the policy, and
+// the report counts it failed: under Hold its outcome is Held, which the
+// report counted nowhere ("0 failed", found by a new user).
+func TestProve_counts_an_event_that_failed_under_hold(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	p := projector.New[clientCarts]("held_carts", func(ev projector.Event) (string, bool) { return ev.StreamID, true }).OnFailure(projector.Hold)
+	projector.On(p, func(s clientCarts, o cart.ShoppingCartOpened) (clientCarts, error) {
+		if o.ClientID == "poison" {
+			panic("a handler that panics")
+		}
+		s.Carts++
+		return s, nil
+	})
+	streams := map[string][]any{cart.StreamID("h"): {cart.ShoppingCartOpened{ShoppingCartID: "h", ClientID: "poison", OpenedAt: time.Now()}}}
+	rep, err := projectortest.Prove(context.Background(), store, cart.Registry(), p, streams, projectortest.Delivery{Seed: 1, Workers: 1, MaxTimes: 1})
+	if err == nil || rep.Failed != 1 || rep.Applied+rep.Duplicates+rep.Failed+rep.Requeued != rep.Deliveries {
+		t.Fatalf("report %v, error %v; want the proof failed and its one event counted failed", rep, err)
+	}
+}
