@@ -324,6 +324,17 @@ func (e *Engine) Handle(ctx context.Context, ev Event) (results []Result, err er
 	return results, joinFailures(results)
 }
 
+// projection returns the engine's projection named name, nil when it has
+// none (names are unique: NewEngine refuses two projections with one).
+func (e *Engine) projection(name string) Definition {
+	for _, p := range e.projections {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
 // handlesType reports whether projection p has a handler for payloads of
 // payload's type.
 func handlesType(p Definition, payload any) bool {

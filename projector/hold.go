@@ -307,12 +307,7 @@ type HeldReplay struct {
 // or none past that one. Mark the applied ones replayed, and the document
 // is free.
 func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent) HeldReplay {
-	var p Definition
-	for _, d := range e.projections {
-		if d.Name() == name {
-			p = d
-		}
-	}
+	p := e.projection(name)
 	var out HeldReplay
 	if len(held) > 0 {
 		out.Document = held[0].Document

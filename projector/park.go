@@ -209,12 +209,7 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // write over the replay. Under the other strategies the write is conditional
 // on the document's version and safe at any time.
 func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
-	var p Definition
-	for _, d := range e.projections {
-		if d.Name() == pe.Projection {
-			p = d
-		}
-	}
+	p := e.projection(pe.Projection)
 	ev := pe.Event
 	if p == nil {
 		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}

@@ -189,10 +189,8 @@ func (e *Engine) countAhead(ev Event, rs []Result) {
 		if rs[i].Outcome != Duplicate || rs[i].Document == "" {
 			continue
 		}
-		for _, p := range e.projections {
-			if p.Name() == rs[i].Projection && e.known.takeAhead(docKey{p.Collection(), rs[i].Document}, ev.StreamRevision) {
-				rs[i].Outcome = Applied
-			}
+		if p := e.projection(rs[i].Projection); p != nil && e.known.takeAhead(docKey{p.Collection(), rs[i].Document}, ev.StreamRevision) {
+			rs[i].Outcome = Applied
 		}
 	}
 }
