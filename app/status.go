@@ -47,9 +47,12 @@ type projectionStatus struct {
 	Rebuilding        string  `json:"rebuilding,omitempty"`
 	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
 	RebuildError      string  `json:"rebuildError,omitempty"`
-	// Group and Parked describe a persistent subscription group (--group).
-	Group  string `json:"group,omitempty"`
-	Parked *int64 `json:"parked,omitempty"`
+	// Group and Parked describe a persistent subscription group (--group);
+	// NoGroup names the group the projection would run with when the
+	// server has none of that name (run --group creates it).
+	Group   string `json:"group,omitempty"`
+	Parked  *int64 `json:"parked,omitempty"`
+	NoGroup string `json:"noGroup,omitempty"`
 	// ParkedHere counts the events parked in projector_parked (--on-failure
 	// park) for the collection readers use and not replayed yet (held ones
 	// are in Held).
@@ -156,7 +159,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		if err := enc.Encode(lines); err != nil {
 			return err
 		}
-		return notRunning(lines)
+		return cmp.Or(c.noGroups(lines), notRunning(lines))
 	}
 	if client == nil {
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
@@ -173,7 +176,27 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 	if err := printStatus(inv.Stdout, lines); err != nil {
 		return err
 	}
+	if err := c.noGroups(lines); err != nil {
+		return err
+	}
+	for _, s := range lines {
+		if s.NoGroup != "" {
+			fmt.Fprintf(inv.Stderr, "(projection %s has no persistent subscription group %s on the server: it has not run with --group %s yet)\n", s.Projection, s.NoGroup, c.group)
+		}
+	}
 	return notRunning(lines)
+}
+
+// noGroups is an error when, with --group, none of the projections has its
+// group on the server: the group is likely misspelled. One that lacks it
+// while others have it has not run with --group yet, and counts as
+// running, as a projection not started yet does.
+func (c *statusConfig) noGroups(lines []projectionStatus) error {
+	if c.group == "" || len(lines) == 0 || slices.ContainsFunc(lines, func(s projectionStatus) bool { return s.NoGroup == "" }) {
+		return nil
+	}
+	return fmt.Errorf("no persistent subscription group %s on the server: run --group %s creates one per projection, named %s",
+		lines[0].NoGroup, c.group, groupName(c.group, "<projection>"))
 }
 
 // exitNotRunning is the exit status of status when a projection has
@@ -369,14 +392,17 @@ func (c *statusConfig) checkAnchor(ctx context.Context, client eventStore, cp pr
 }
 
 // againstGroup fills in the name of st's persistent subscription group, as
-// the server gives it, and how many events it has parked.
+// the server gives it, and how many events it has parked; or, when the
+// server has no such group (the projection never ran with --group),
+// st.NoGroup, for the other projections' lines still to be printed.
 func (c *statusConfig) againstGroup(ctx context.Context, client eventStore, st *projectionStatus) error {
 	group := groupName(c.group, st.Projection)
 	gctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	g, err := client.groupInfo(gctx, group)
 	if errors.Is(err, errNoGroup) {
-		return fmt.Errorf("no persistent subscription group %s: run --group %s creates one per projection, named %s", group, c.group, groupName(c.group, "<projection>"))
+		st.NoGroup = group
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("group %s: %w", group, err)
@@ -493,6 +519,8 @@ type groupParkedJSON struct {
 	Group      string `json:"group"`
 	Parked     int64  `json:"parked"`
 	InStore    int    `json:"parkedInStore"`
+	// Missing: the server has no such group (never run with --group).
+	Missing bool `json:"missing,omitempty"`
 }
 
 // printGroupParked says, for --parked with --group, how many events each
@@ -509,7 +537,15 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, sto
 		if err != nil {
 			return err
 		}
-		out = append(out, groupParkedJSON{st.Projection, st.Group, *st.Parked, len(stored)})
+		g := groupParkedJSON{Projection: st.Projection, Group: st.Group, InStore: len(stored)}
+		switch {
+		case st.NoGroup != "":
+			// Never run with --group: nothing parked on the server.
+			g.Group, g.Missing = st.NoGroup, true
+		default:
+			g.Parked = *st.Parked
+		}
+		out = append(out, g)
 	}
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
@@ -519,7 +555,11 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, sto
 	tw := tabwriter.NewWriter(inv.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECTION\tGROUP\tPARKED ON THE SERVER\tPARKED OR HELD IN THE STORE")
 	for _, g := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", g.Projection, g.Group, g.Parked, g.InStore)
+		group := g.Group
+		if g.Missing {
+			group += " (none on the server)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", g.Projection, group, g.Parked, g.InStore)
 	}
 	fmt.Fprintf(inv.Stderr, "(a group's parked events are in its parked stream on the server; replay-parked NAME --group %s delivers them again)\n", c.group)
 	return tw.Flush()
@@ -629,8 +669,11 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 			}
 		}
 		group := "-"
-		if s.Group != "" {
+		switch {
+		case s.Group != "":
 			group = fmt.Sprintf("%s (%s)", s.Group, optI(s.Parked))
+		case s.NoGroup != "":
+			group = s.NoGroup + " (none on the server)"
 		}
 		runBy := "-"
 		switch {

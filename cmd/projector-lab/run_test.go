@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -454,11 +455,25 @@ func groupPoison(t *testing.T, policy string) {
 			t.Fatalf("replay-parked without --esdb: exit %d\n%s\n%s", code, out, errOut)
 		}
 	}
-	// A group that does not exist: one line that says what groups are named.
+	// A group that does not exist: the projection's line says so, and one
+	// line on stderr says what groups are named; the exit is 1.
 	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog"}, common...)...)
-	if code != 1 || !strings.Contains(errOut, "no persistent subscription group nog-cart_details: run --group nog creates one per projection") ||
-		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+	if code != 1 || !strings.Contains(errOut, "no persistent subscription group nog-cart_details on the server: run --group nog creates one per projection, named nog-<projection>") ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !regexp.MustCompile(`\ncart_details\s.*nog-cart_details \(none on the server\)`).MatchString(out) {
 		t.Fatalf("status of a group that does not exist: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// Two projections, one never run with --group: both lines, the other's
+	// saying it has no group yet; the exit is 0, as for one not started.
+	both := append(slices.Clone(common[:len(common)-1]), cart.DetailsName+","+cart.ShopSummaryName)
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "projector"}, both...)...)
+	if code != 0 || !regexp.MustCompile(`\ncart_details\s.*projector-cart_details \(0\)`).MatchString(out) ||
+		!regexp.MustCompile(`\ncart_shop_summary\s.*projector-cart_shop_summary \(none on the server\)`).MatchString(out) ||
+		!strings.Contains(errOut, "(projection cart_shop_summary has no persistent subscription group projector-cart_shop_summary on the server: it has not run with --group projector yet)") {
+		t.Fatalf("status of a group that one projection has not: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog", "--parked", "--json"}, common...)...)
+	if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), ""), `"group":"nog-cart_details","parked":0,`) || !strings.Contains(out, `"missing": true`) {
+		t.Fatalf("status --parked --json of a group that does not exist: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
