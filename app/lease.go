@@ -97,10 +97,18 @@ func (h *heldLease) confirm(ctx context.Context) bool {
 		return false
 	case <-time.After(min(standbyPoll(h.ttl), 250*time.Millisecond)):
 	}
-	l := h.current()
+	return h.stillHeld(ctx)
+}
+
+// stillHeld renews the lease now, and reports whether it is still held:
+// false once another process took it, or it expired.
+func (h *heldLease) stillHeld(ctx context.Context) bool {
+	if h.isLost() {
+		return false
+	}
 	rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 	defer cancel()
-	next, err := h.store.RenewLease(rctx, l, h.ttl)
+	next, err := h.store.RenewLease(rctx, h.current(), h.ttl)
 	if err != nil {
 		return false
 	}
@@ -123,7 +131,7 @@ func (h *heldLease) current() mongostore.Lease {
 // markLost notes that the lease is not held any more.
 func (h *heldLease) markLost(why error) {
 	h.lostOnce.Do(func() {
-		h.logger.Warn("lost the lease: this process stops writing", "lease", h.lease.Name, "why", why)
+		h.logger.Warn("lost the lease: this process stops writing", "lease", h.current().Name, "why", why)
 		close(h.lost)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -398,7 +399,7 @@ func refuseSingleRebuild(ctx context.Context, store *mongostore.Store, name stri
 // and nobody would run it.
 func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active string, n int) error {
 	running, err := segment.Count(ctx, store.Database(), active)
-	if err != nil || running <= 1 || running == n {
+	if err != nil || running == n || (running <= 1 && n <= 1) {
 		return err
 	}
 	leases, err := store.Leases(ctx, name)
@@ -406,6 +407,16 @@ func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active
 		return err
 	}
 	now := time.Now()
+	if l := leases[name]; running <= 1 {
+		// Run without --segments: its process holds the projection's own
+		// lease, and would stop, with its other projections, at the switch.
+		if !l.Held(now) || !strings.HasPrefix(l.Holder, "run ") {
+			return nil
+		}
+		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d would stop its process at the switch (a run without --segments is refused a collection in segments); "+
+			"stop it first, then rebuild and run the new collection with --segments %d, or rebuild without --segments",
+			errSegmentCount, l.Holder, name, n, n)
+	}
 	for lease, l := range leases {
 		if segment.IsLease(name, lease) && l.Held(now) {
 			return fmt.Errorf("%w: processes run %s in %d segments (%s holds one): a rebuild in %d would stop them all at its switch; "+

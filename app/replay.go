@@ -51,7 +51,7 @@ replay's write under the revision gate cannot be made conditional on the
 events the gate applies meanwhile. It also refuses while processes of
 "%[1]s run --segments" hold any of the projection's segments (they hold
 the segments' leases, not the projection's); a segmented run that starts
-during a replay does not wait for it.
+during a replay stands by until it ends.
 
 With --esdb, the engine reads the events' streams as run's does: a
 projection that ties streams (TieStreams) needs it.
@@ -106,6 +106,8 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		}
 		defer held.release()
 		leave = c.timeout
+	} else if err := refuseSegmented(ctx, opened.Store, name); err != nil {
+		return err // without a lease of its own, as with one
 	}
 	var flagMissing needsESDB
 	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout, leave); errors.As(err, &flagMissing) {

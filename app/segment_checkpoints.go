@@ -38,7 +38,10 @@ type segmentCheckpoints struct {
 // that segment's checkpoint. The runner hands its engine those events only.
 func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool {
 	k := segment.Of(id, c.g.n)
-	if _, ok := c.held[k]; !ok {
+	if h, ok := c.held[k]; !ok || h.isLost() {
+		// Not held, or lost since the run started (another process took
+		// it, or it expired): the run stops applying it at once, before
+		// the process drops it and starts again without it.
 		return false
 	}
 	c.mu.Lock()
@@ -63,7 +66,9 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 			return nil, err
 		}
 		if cp != nil {
-			c.save(ctx, name, k, *cp)
+			if err := c.save(ctx, name, k, *cp); err != nil {
+				return nil, err
+			}
 		} else if !baseRead {
 			if base, err = store.LoadCheckpoint(ctx, name); err != nil {
 				return nil, err
@@ -118,11 +123,19 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 }
 
 // save stores cp as segment k's checkpoint under its lease's token; a
-// refusal drops the segment and is not an error.
+// refusal drops the segment and is not an error. A refusal while this
+// process still holds the segment's lease is another lease's: a rebuild's,
+// written before its switch and not let go (the rebuild stopped between
+// its switch and the release of its leases). The checkpoint is stored once
+// that lease expires; meanwhile it is not, and the segment is kept.
 func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp projector.Checkpoint) error {
 	h := c.held[k]
 	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current())
 	switch {
+	case errors.Is(err, mongostore.ErrFenced) && h.stillHeld(ctx):
+		c.g.logger.Info("a segment's checkpoint is still under another lease: it is stored once that one expires",
+			"projection", c.g.sl.name, "segment", k, "err", err)
+		return nil
 	case errors.Is(err, mongostore.ErrFenced):
 		c.g.logger.Warn("a checkpoint save was refused (fenced): another process holds the segment now; this process drops it",
 			"projection", c.g.sl.name, "segment", k, "token", h.token(), "err", err)

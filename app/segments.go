@@ -16,6 +16,7 @@ import (
 
 	"github.com/revgate/projector/internal/pace"
 	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
 
@@ -228,6 +229,11 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 				if run, changed = g.balance(ctx, want, live, run); changed {
 					idle, changedAt = false, time.Now()
 				}
+			} else if g.dropLost() {
+				// The processes cannot be read, but a lease lost is lost:
+				// the run goes on without it.
+				run.stop()
+				run, idle, changedAt = nil, false, time.Now()
 			}
 		}
 		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
@@ -478,7 +484,7 @@ func (g *segments) dropLost() bool {
 			lost = append(lost, h)
 			delete(g.held, k)
 			delete(g.saved, k)
-			g.logger.Warn("lost a segment's lease: another process runs it now", "projection", g.sl.name, "segment", k, "token", h.token())
+			g.logger.Warn("lost a segment's lease (another process took it, or it was not renewed in time): this process stops running it", "projection", g.sl.name, "segment", k, "token", h.token())
 		}
 	}
 	g.mu.Unlock()
@@ -527,20 +533,8 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 		return false
 	}
 	now := time.Now()
-	if l := leases[g.sl.name]; g.work.group == g.sl.name && l.Held(now) && l.Holder != g.s.holder {
-		// A run without --segments (started before the projection was
-		// split), or replay-parked, holds the projection's own lease: it
-		// runs every document, and this process stands by until it ends.
-		if g.standby != l.Holder {
-			g.logger.Info("standing by: a process holds the projection's own lease", "projection", g.sl.name, "holder", l.Holder, "until", l.Expires)
-		}
-		g.standby = l.Holder
-		g.sl.setDown(fmt.Sprintf("standby: %s holds the projection's own lease (a run without --segments, or replay-parked)", l.Holder))
+	if g.standsBy(leases, now) {
 		return false
-	}
-	if g.standby != "" {
-		g.standby = ""
-		g.sl.setDown("")
 	}
 	free := map[int]int{}
 	type turn struct{ k, rank int }
@@ -567,7 +561,43 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 			taken, ks = append(taken, h), append(ks, tr.k)
 		}
 	}
-	return g.confirm(ctx, taken, ks)
+	if !g.confirm(ctx, taken, ks) {
+		return false
+	}
+	// Looked at again, now that the segments are held: a replay-parked
+	// that took the projection's lease after the look above looks at the
+	// segments' leases after it took its own, and finds these; this one
+	// finds its lease. Either way they do not both run.
+	again, err := g.s.store.Leases(ctx, g.work.group)
+	if err == nil && !g.standsBy(again, time.Now()) {
+		return true
+	}
+	for _, k := range ks {
+		g.release(k, "the projection's own lease is held")
+	}
+	return false
+}
+
+// standsBy reports whether another process holds the projection's own
+// lease, among leases: a run without --segments (started before the
+// projection was split), or replay-parked. It runs every document, and
+// this process stands by until it ends.
+func (g *segments) standsBy(leases map[string]mongostore.Lease, now time.Time) bool {
+	if l := leases[g.sl.name]; g.work.group == g.sl.name && l.Held(now) && l.Holder != g.s.holder {
+		if g.standby != l.Holder {
+			g.logger.Info("standing by: a process holds the projection's own lease", "projection", g.sl.name, "holder", l.Holder, "until", l.Expires)
+		}
+		g.standby = l.Holder
+		if g.count() == 0 {
+			g.sl.setDown(fmt.Sprintf("standby: %s holds the projection's own lease (a run without --segments, or replay-parked)", l.Holder))
+		}
+		return true
+	}
+	if g.standby != "" {
+		g.standby = ""
+		g.sl.setDown("")
+	}
+	return false
 }
 
 // confirm confirms the leases just taken, together (heldLease.confirm),

@@ -80,7 +80,9 @@ func TestRun_segments_a_takeover_does_not_delete_again_a_document_written_again_
 // rebuild --segments 2 built and recorded as split in 2 segments: it is
 // refused there, as at its start, rather than running the collection
 // unsegmented from the start of $all (a segmented rebuild stores no
-// checkpoint of the collection's own).
+// checkpoint of the collection's own). The run takes no lease here
+// (--lease 0): rebuild --segments refuses to start beside one that holds
+// the projection's lease (TestRebuild_in_segments_beside_a_run_without_them_is_refused).
 func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segments(t *testing.T) {
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -89,7 +91,7 @@ func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segment
 	}
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	plain := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
-		"--http", "", "--lease", "2s", "--checkpoint-interval", "100ms")
+		"--http", "", "--lease", "0", "--checkpoint-interval", "100ms")
 	plain.WaitCheckpoint(t, db, "tickets", servers.Head())
 	code, out, stderr := run(c, nil, "rebuild", "tickets", "--segments", "2", "--lease", "2s", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
 	if code != 0 {
