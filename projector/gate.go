@@ -641,7 +641,7 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 	// Noted once written, still under the document's lock, which every
 	// delivery through the gate takes: a predecessor that comes meanwhile
 	// is found a duplicate and counted then (countAhead).
-	e.known.filled(t.key(), from, ev.StreamRevision)
+	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)
 	return step{outcome: Applied}, rev, true, nil
 }
 

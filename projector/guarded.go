@@ -164,7 +164,7 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 		return step{}, err
 	}
 	read := stored{found: found, meta: meta}
-	if out, done, err := e.guardedVerdict(ctx, k, t, ev, read, attempts); done || err != nil {
+	if out, done, err := e.guardedVerdict(ctx, k, t, ev, read, attempts, undecodable); done || err != nil {
 		return out, err
 	}
 	var from any
@@ -188,8 +188,9 @@ func (e *Engine) guardedStep(ctx context.Context, k keeper, t target, ev Event, 
 
 // guardedVerdict is what the strategy k says of ev in versioned document
 // t as read: done when that settles it (a duplicate, a refusal, a wait, a
-// hole the document moves past with an outcome), else ev applies.
-func (e *Engine) guardedVerdict(ctx context.Context, k keeper, t target, ev Event, read stored, attempts int) (out step, done bool, err error) {
+// gap filled, a hole the document moves past with an outcome), else ev
+// applies.
+func (e *Engine) guardedVerdict(ctx context.Context, k keeper, t target, ev Event, read stored, attempts int, undecodable error) (out step, done bool, err error) {
 	v, err := k.check(read, ev, t.p.creates(ev))
 	if err == nil && v == wait && e.firstOfStream(t.p, ev, read.meta.Revisions) {
 		v = apply // as a batch folds it (firstHere)
@@ -202,14 +203,75 @@ func (e *Engine) guardedVerdict(ctx context.Context, k keeper, t target, ev Even
 		return step{}, true, err
 	case v == duplicate:
 		return step{outcome: Duplicate}, true, nil
-	case v == wait && (attempts > 1 || e.streams == nil || !k.everyRevision()):
-		return step{}, true, errNotVisible
 	case v == wait:
-		// Late, or gone from the stream? Asked once, on the first wait.
-		out, passed, err := e.guardedHole(ctx, t, ev, read.meta)
-		return out, !passed || err != nil || out.outcome != 0, err
+		return e.guardedWait(ctx, k, t, ev, read, attempts, undecodable)
 	}
 	return step{}, false, nil
+}
+
+// guardedWait is what becomes of ev, whose stream's previous event
+// versioned document t as read has not reached: on the first attempt, the
+// gap is filled from the stream where it can be (see
+// [Engine.fillGapGuarded]), else asked whether it is gone from the stream
+// (a hole); otherwise ev waits (errNotVisible).
+func (e *Engine) guardedWait(ctx context.Context, k keeper, t target, ev Event, read stored, attempts int, undecodable error) (out step, done bool, err error) {
+	if attempts > 1 {
+		return step{}, true, errNotVisible
+	}
+	if undecodable == nil && e.fillsGaps(t.p) {
+		if out, filled, err := e.fillGapGuarded(ctx, k, t, ev); filled || err != nil {
+			return out, true, err
+		}
+	}
+	if e.streams == nil || !k.everyRevision() {
+		return step{}, true, errNotVisible
+	}
+	// Late, or gone from the stream? Asked once, on the first wait.
+	out, passed, err := e.guardedHole(ctx, t, ev, read.meta)
+	return out, !passed || err != nil || out.outcome != 0, err
+}
+
+// fillGapGuarded is [Engine.fillGap] for a document under a revision map:
+// the events of ev's stream between the revision the document has of it
+// (none: from the stream's start) and ev, read from the event store, then
+// ev, folded on the document as it is, which is written once, recording
+// ev's revision (filled). It fills nothing where fillGap would not (an
+// event that does not decode, routes to another document, fails its step,
+// or creates the document a second time; a gap not given one by one): ev
+// then waits for its predecessors as before. The document is read again
+// for it, as the fold changes the state it folds on.
+func (e *Engine) fillGapGuarded(ctx context.Context, k keeper, t target, ev Event) (out step, filled bool, err error) {
+	state := t.p.newState()
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, state)
+	if err != nil {
+		return step{}, false, err
+	}
+	read := stored{found: found, meta: meta}
+	if v, err := k.check(read, ev, t.p.creates(ev)); err != nil || v != wait {
+		return step{}, false, nil // moved meanwhile: decided as it is
+	}
+	from := uint64(0)
+	if have, seen := meta.Revisions[streamKey(ev.StreamID)]; seen {
+		from = have + 1
+	}
+	var cur any
+	if found {
+		cur = state
+	}
+	cur, ok := e.foldGap(ctx, t, ev, from, cur)
+	if !ok {
+		return step{}, false, nil
+	}
+	next, err := t.p.applyTo(cur, ev)
+	if err != nil {
+		return step{}, false, nil
+	}
+	if err := e.putVersioned(ctx, k, t, read, ev, next); err != nil {
+		return step{}, false, err
+	}
+	// Noted once written, under the document's lock (see fillGap).
+	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)
+	return step{outcome: Applied}, true, nil
 }
 
 // passOverGuarded is the state of versioned document t to move past ev,

@@ -66,18 +66,36 @@ func (e *Engine) StreamsFolded() uint64 { return e.folded.Load() }
 // nothing of the deletion between them, where the document must be removed
 // and the new events fold on nothing.
 func (e *Engine) streamFolds(p Definition) bool {
-	return !e.unordered && e.fillsGaps(p)
+	_, gated := e.keeperOf(p).(streamRevision)
+	return !e.unordered && gated && e.fillsGaps(p)
 }
 
 // fillsGaps reports whether an event of p delivered before its predecessors
-// has them read from its stream and folded with it ([Engine.fillGap]): a
-// stream fold that needs no log order, so also for deliveries out of it.
+// has them read from its stream and folded with it ([Engine.fillGap],
+// [Engine.fillGapGuarded]): a stream fold that needs no log order, so also
+// for deliveries out of it; under the revision gate, and under a revision
+// map, which gates each stream as the gate does.
 func (e *Engine) fillsGaps(p Definition) bool {
 	if e.history == nil || e.noFolds || p.deletionPolicy() == RemoveDocument {
 		return false
 	}
-	_, gated := e.keeperOf(p).(streamRevision)
-	return gated
+	switch e.keeperOf(p).(type) {
+	case streamRevision, revisionMap:
+		return true
+	}
+	return false
+}
+
+// aheadKey is where [known] notes the revisions of stream that a gap's
+// fill applied to document id of p before their delivery: under the
+// revision gate the document's own key (one stream a document); under a
+// revision map, one for the document and the stream, as each of its
+// streams has revisions of its own.
+func (e *Engine) aheadKey(p Definition, id, stream string) docKey {
+	if _, ok := e.keeperOf(p).(revisionMap); ok {
+		return docKey{p.Collection(), id + "\x00" + stream}
+	}
+	return docKey{p.Collection(), id}
 }
 
 // known is the revisions the engine wrote documents at, by stream folds: a
@@ -189,7 +207,7 @@ func (e *Engine) countAhead(ev Event, rs []Result) {
 		if rs[i].Outcome != Duplicate || rs[i].Document == "" {
 			continue
 		}
-		if p := e.projection(rs[i].Projection); p != nil && e.known.takeAhead(docKey{p.Collection(), rs[i].Document}, ev.StreamRevision) {
+		if p := e.projection(rs[i].Projection); p != nil && e.known.takeAhead(e.aheadKey(p, rs[i].Document, ev.StreamID), ev.StreamRevision) {
 			rs[i].Outcome = Applied
 		}
 	}

@@ -92,6 +92,25 @@ func TestUpcast_chained_upcasters_take_v1_through_v2_to_v3(t *testing.T) {
 	}
 }
 
+// One old shape stored under two names (v1 renamed, then v2 in a new
+// shape): the old name upcast into the old shape by the identity enters
+// the chain at the same step as the renamed v1, as the README shows.
+func TestUpcast_one_old_shape_under_two_names_through_an_identity_step(t *testing.T) {
+	r := projector.NewRegistry()
+	projector.Register[Moved](r, "CardMovedV2",
+		projector.Upcast("CardMovedOld", func(e cardMovedV1) (cardMovedV1, error) { return e, nil }),
+		projector.Upcast("CardMoved.v1", func(e cardMovedV1) (Moved, error) { return Moved{Column: column{Name: e.To}}, nil }))
+	for _, typ := range []string{"CardMovedOld", "CardMoved.v1"} {
+		ev, err := decode(t, r, typ, `{"to": "Done"}`)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		if want := (Moved{Column: column{Name: "Done"}}); ev.Payload != want {
+			t.Fatalf("%s: payload %#v, want %#v", typ, ev.Payload, want)
+		}
+	}
+}
+
 func TestUpcast_a_rename_is_registered_and_encodes_under_the_name_now(t *testing.T) {
 	r := boardRegistry()
 	if !r.Has("CardShifted") || !r.Has("CardMoved") || r.Has("CardMovedV4") {

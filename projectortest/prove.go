@@ -96,7 +96,9 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // streams: an event of a stream the history does not hold is taken for one
 // of a stream that is not the projection's, and nothing is written. An
 // event delivered before its predecessors has them folded from its stream
-// (see [projector.StreamHistory]), so the proof waits for none.
+// (see [projector.StreamHistory]) under the revision gate and under
+// [projector.RevisionMap], so the proof waits for none there; the other
+// strategies take events in any order.
 //
 // A projection under [projector.GlobalPosition] takes its events in log
 // order from one consumer, as its runner does: prove it with Delivery{
@@ -148,7 +150,11 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	}
 	rep := Report{Events: len(events), Deliveries: len(deliveries), Documents: len(byDoc)}
 	applied := map[string][]projector.Event{}
-	if err := deliver(ctx, &rep, applied, deliveries, d, newEngine); err != nil {
+	inOrder := byDoc
+	if !p.Strategy().NeedsEveryRevision() {
+		inOrder = nil // a stream's events apply in any order: none is inferred (see noteApplied)
+	}
+	if err := deliver(ctx, &rep, applied, inOrder, deliveries, d, newEngine); err != nil {
 		return rep, err
 	}
 	return rep, checkFolds(ctx, store, p, byDoc, applied)
@@ -295,11 +301,21 @@ func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Pro
 			len(wrong), len(byDoc), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
 	case reordered == len(wrong):
 		return fmt.Errorf("%d of %d documents differ from the fold of their events in the log's order, and each is the fold in the order it "+
-			"applied them, each once: the projection depends on the order of its events, which its strategy (%v) does not keep; make its "+
-			"steps independent of their order, or choose a strategy that keeps it (RevisionMap keeps each stream's): %w",
-			len(wrong), len(byDoc), p.Strategy(), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
+			"applied them, each once: the projection depends on the order of its events, which its strategy (%v) does not keep; %s: %w",
+			len(wrong), len(byDoc), p.Strategy(), orderAdvice(p.Strategy()), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
 	}
 	return fmt.Errorf("%w: %d of %d documents differ from the fold:\n%s", ErrNotExactlyOnce, len(wrong), len(byDoc), strings.Join(wrong, "\n"))
+}
+
+// orderAdvice is what to do about a projection whose documents depend on
+// the order of their events, which strategy s does not keep.
+func orderAdvice(s projector.Strategy) string {
+	if s.String() == projector.RevisionMap().String() {
+		return "it keeps each stream's order, not the order between a document's streams: make the steps independent of " +
+			"that order (a field per stream, or the latest by the event's own time rather than by arrival), or run the projection " +
+			"under GlobalPosition with one ordered consumer"
+	}
+	return "make its steps independent of their order, or choose a strategy that keeps it (RevisionMap keeps each stream's)"
 }
 
 // foldOfAnotherOrder reports whether document id holds the fold of its
@@ -331,8 +347,9 @@ func foldOfAnotherOrder[S any](ctx context.Context, store driver.Store, p *proje
 // counts their outcomes in rep. An event whose predecessor is not there in
 // time goes back to the end of the queue, as a subscription would deliver
 // it again.
-func deliver(ctx context.Context, rep *Report, applied map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
-	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied}
+func deliver(ctx context.Context, rep *Report, applied, byDoc map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
+	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied, byDoc: byDoc,
+		seen: map[string]map[string]bool{}, ahead: map[string]map[string]bool{}}
 	q.idle = sync.NewCond(&q.mu)
 	var wg sync.WaitGroup
 	var shared *projector.Engine
@@ -372,8 +389,39 @@ type deliveryQueue struct {
 	// rep counts the outcomes.
 	rep *Report
 	// applied is, by document, the events applied to it, in the order
-	// their results came.
-	applied map[string][]projector.Event
+	// they were applied (see noteApplied); byDoc, each document's events,
+	// in log order, under a strategy that applies each stream's events in
+	// their order (nil otherwise); seen, by document, the ids of the events in applied,
+	// and ahead those of them applied before their own delivery.
+	applied, byDoc map[string][]projector.Event
+	seen, ahead    map[string]map[string]bool
+}
+
+// noteApplied records ev as applied to document doc. Under a strategy that
+// applies each stream's events in their order (byDoc set), an event
+// delivered before its stream's predecessors has them folded from its
+// stream with it (a gap's fill): those the document had not been seen to apply were
+// applied then, just before ev, and are recorded so; their own deliveries,
+// later, count as applied but apply nothing, and are not recorded again.
+// An event applied twice otherwise is recorded twice.
+func (q *deliveryQueue) noteApplied(doc string, ev projector.Event) {
+	seen, ahead := q.seen[doc], q.ahead[doc]
+	if seen == nil {
+		seen, ahead = map[string]bool{}, map[string]bool{}
+		q.seen[doc], q.ahead[doc] = seen, ahead
+	}
+	if ahead[ev.ID] {
+		delete(ahead, ev.ID)
+		return
+	}
+	for _, pred := range q.byDoc[doc] {
+		if pred.StreamID == ev.StreamID && pred.StreamRevision < ev.StreamRevision && !seen[pred.ID] {
+			q.applied[doc] = append(q.applied[doc], pred)
+			seen[pred.ID], ahead[pred.ID] = true, true
+		}
+	}
+	q.applied[doc] = append(q.applied[doc], ev)
+	seen[ev.ID] = true
 }
 
 // work handles the deliveries it takes with engine e until none is left or
@@ -436,7 +484,7 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 			err = nil
 		case res.Outcome == projector.Applied, res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
 			q.rep.Applied++
-			q.applied[res.Document] = append(q.applied[res.Document], ev)
+			q.noteApplied(res.Document, ev)
 		case res.Outcome == projector.Duplicate:
 			q.rep.Duplicates++
 		case res.Outcome == projector.Failed, res.Outcome == projector.Held:

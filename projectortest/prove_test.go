@@ -164,6 +164,32 @@ func TestProve_tells_an_order_dependent_projection_from_one_not_exactly_once(t *
 	}
 }
 
+// Under RevisionMap, a document fed by several streams whose state depends
+// on the order between them: Prove says that the strategy keeps each
+// stream's order, not that order, rather than advising RevisionMap.
+func TestProve_tells_a_revision_map_keeps_each_streams_order_only(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	p := projector.New[lastReading]("last_site_reading", func(projector.Event) (string, bool) { return "site", true }).Idempotency(projector.RevisionMap())
+	projector.On(p, func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At; return s, nil })
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	streams := map[string][]any{}
+	for i := range 10 {
+		var life []any
+		for j := range 3 {
+			life = append(life, readingTaken{fmt.Sprint(i), at.Add(time.Duration(3*i+j) * time.Second)})
+		}
+		streams[fmt.Sprintf("sensor-%d", i)] = life
+	}
+	store := mongostore.New(mongotest.Database(t))
+	_, err := projectortest.Prove(context.Background(), store, reg, p, streams, projectortest.Delivery{Shuffle: true, Seed: 7, Workers: 1})
+	if !errors.Is(err, projectortest.ErrMismatch) || errors.Is(err, projectortest.ErrNotExactlyOnce) ||
+		!strings.Contains(err.Error(), "it keeps each stream's order, not the order between a document's streams") ||
+		strings.Contains(err.Error(), "RevisionMap keeps each stream's") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 type pickup struct {
 	PickedAt *time.Time `bson:",omitempty"`
 }
