@@ -213,7 +213,7 @@ func (c *demoCommand) startServers(ctx context.Context) error {
 
 // printHeader prints what the demo runs and where its servers are.
 func (c *demoCommand) printHeader() {
-	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, every subscription dropped %d times, seed %d\n",
+	fmt.Fprintf(c.stdout, "projector demo: %d carts x %d events, %d consumers, %.0f%% duplicated deliveries, the server drops every subscription at %d moments, seed %d\n",
 		c.carts, c.events, c.consumers, 100*c.duplicates, c.drops, c.seed)
 	fmt.Fprintf(c.stdout, "  events on the in-process EventStoreDB-protocol test server %s\n  read models on %s: %s (database %s)\n", c.es.Addr(), c.opened.Where(), neutral.Redact(c.opened.URI), c.database)
 }
@@ -548,12 +548,14 @@ func (t *demoTraffic) send(ctx context.Context) error {
 }
 
 // dropPoints are the commands after which the server drops every
-// subscription: c.drops of them, in the middle eight tenths of the traffic.
+// subscription: c.drops distinct ones (fewer only when the traffic has
+// fewer commands), in the middle eight tenths of the traffic.
 func (t *demoTraffic) dropPoints() map[int]bool {
 	total := len(t.order)
+	span := max(1, total*8/10)
 	dropAt := map[int]bool{}
-	for range t.c.drops {
-		dropAt[total/10+t.r.IntN(max(1, total*8/10))] = true
+	for len(dropAt) < min(t.c.drops, span) {
+		dropAt[total/10+t.r.IntN(span)] = true
 	}
 	return dropAt
 }
