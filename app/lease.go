@@ -15,8 +15,13 @@ import (
 	"github.com/revgate/projector/projector"
 )
 
-// holderID names this process in the leases it takes: host, pid and a
-// random part, so that a restarted process is a new holder.
+// runRole is the role of run's processes in their holder ids (holderID):
+// "run host/pid/random".
+const runRole = "run"
+
+// holderID names this process in the leases it takes: its role (runRole,
+// "rebuild", "replay-parked"), host, pid and a random part, so that a
+// restarted process is a new holder.
 func holderID(role string) string {
 	host, _ := os.Hostname()
 	b := make([]byte, 3)

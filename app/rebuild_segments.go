@@ -410,7 +410,7 @@ func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active
 	if l := leases[name]; running <= 1 {
 		// Run without --segments: its process holds the projection's own
 		// lease, and would stop, with its other projections, at the switch.
-		if !l.Held(now) || !strings.HasPrefix(l.Holder, "run ") {
+		if !l.Held(now) || !strings.HasPrefix(l.Holder, runRole+" ") {
 			return nil
 		}
 		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d would stop its process at the switch (a run without --segments is refused a collection in segments); "+

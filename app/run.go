@@ -225,7 +225,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 				"projection", p.Definition.Name())
 		}
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID("run")}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole)}
 	return s.project(ctx, listener)
 }
 

@@ -130,6 +130,11 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 // that lease expires; meanwhile it is not, and the segment is kept.
 func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp projector.Checkpoint) error {
 	h := c.held[k]
+	if h.isLost() {
+		// Its events are passed over since (NeedsEvent): a checkpoint
+		// past them would have the next holder pass over them too.
+		return nil
+	}
 	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current())
 	switch {
 	case errors.Is(err, mongostore.ErrFenced) && h.stillHeld(ctx):

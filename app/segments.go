@@ -141,7 +141,8 @@ type segmentRun struct {
 }
 
 // stop ends the run and waits for it: its runner stores the checkpoint
-// under each of its segments. A nil run is stopped already.
+// under each of its segments still held (not under one whose lease was
+// lost: see segmentCheckpoints.save). A nil run is stopped already.
 func (r *segmentRun) stop() {
 	if r == nil {
 		return
@@ -223,17 +224,9 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 			return nil
 		}
 		if time.Now().After(joined) {
-			if w, live, ok := g.want(ctx); ok {
-				var changed bool
-				want = w
-				if run, changed = g.balance(ctx, want, live, run); changed {
-					idle, changedAt = false, time.Now()
-				}
-			} else if g.dropLost() {
-				// The processes cannot be read, but a lease lost is lost:
-				// the run goes on without it.
-				run.stop()
-				run, idle, changedAt = nil, false, time.Now()
+			var changed bool
+			if run, want, changed = g.rebalance(ctx, run, want); changed {
+				idle, changedAt = false, time.Now()
 			}
 		}
 		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
@@ -249,6 +242,24 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 		}
 	}
 	return nil
+}
+
+// rebalance brings the segments held to this process's share among the
+// live processes (balance), and returns the run to go on with and the
+// share; changed, when the set held changed (the run is then nil). When the
+// processes cannot be read, the share stays as it was, but the segments
+// whose lease was lost are dropped all the same.
+func (g *segments) rebalance(ctx context.Context, run *segmentRun, want int) (_ *segmentRun, _ int, changed bool) {
+	w, live, ok := g.want(ctx)
+	if ok {
+		run, changed = g.balance(ctx, w, live, run)
+		return run, w, changed
+	}
+	if g.dropLost() {
+		run.stop()
+		return nil, want, true
+	}
+	return run, want, false
 }
 
 // finished reports whether every segment is done (work.done; never for
@@ -569,11 +580,15 @@ func (g *segments) take(ctx context.Context, need int, live []string) bool {
 	// segments' leases after it took its own, and finds these; this one
 	// finds its lease. Either way they do not both run.
 	again, err := g.s.store.Leases(ctx, g.work.group)
-	if err == nil && !g.standsBy(again, time.Now()) {
+	why := "the projection's own lease is held"
+	switch {
+	case err != nil:
+		why = "the projection's lease could not be read again: " + err.Error()
+	case !g.standsBy(again, time.Now()):
 		return true
 	}
 	for _, k := range ks {
-		g.release(k, "the projection's own lease is held")
+		g.release(k, why)
 	}
 	return false
 }

@@ -189,8 +189,8 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 
 // noGroups is an error when, with --group, none of the projections has its
 // group on the server: the group is likely misspelled. One that lacks it
-// while others have it has not run with --group yet, and counts as
-// running, as a projection not started yet does.
+// while others have it has not run with --group yet: it counts as not
+// started, which the exit status takes for running.
 func (c *statusConfig) noGroups(lines []projectionStatus) error {
 	if c.group == "" || len(lines) == 0 || slices.ContainsFunc(lines, func(s projectionStatus) bool { return s.NoGroup == "" }) {
 		return nil
@@ -547,10 +547,16 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, sto
 		}
 		out = append(out, g)
 	}
+	// None of them has the group: likely misspelled, as status says.
+	var none error
+	if len(out) > 0 && !slices.ContainsFunc(out, func(g groupParkedJSON) bool { return !g.Missing }) {
+		none = fmt.Errorf("no persistent subscription group %s on the server: run --group %s creates one per projection, named %s",
+			out[0].Group, c.group, groupName(c.group, "<projection>"))
+	}
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return cmp.Or(enc.Encode(out), none)
 	}
 	tw := tabwriter.NewWriter(inv.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECTION\tGROUP\tPARKED ON THE SERVER\tPARKED OR HELD IN THE STORE")
@@ -562,7 +568,7 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, sto
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", g.Projection, group, g.Parked, g.InStore)
 	}
 	fmt.Fprintf(inv.Stderr, "(a group's parked events are in its parked stream on the server; replay-parked NAME --group %s delivers them again)\n", c.group)
-	return tw.Flush()
+	return cmp.Or(tw.Flush(), none)
 }
 
 // printParked lists the parked events of the projections, one a line under

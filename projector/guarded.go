@@ -248,7 +248,7 @@ func (e *Engine) fillGapGuarded(ctx context.Context, k keeper, t target, ev Even
 	}
 	read := stored{found: found, meta: meta}
 	if v, err := k.check(read, ev, t.p.creates(ev)); err != nil || v != wait {
-		return step{}, false, nil // moved meanwhile: decided as it is
+		return step{}, false, errMoved // it moved meanwhile: decide again
 	}
 	from := uint64(0)
 	if have, seen := meta.Revisions[streamKey(ev.StreamID)]; seen {

@@ -22,6 +22,8 @@ import (
 // before its predecessors (out of order, to competing consumers) has them
 // read from its stream and folded with it, instead of waiting for them,
 // where each would simply apply; they count as applied when they come.
+// That is so under the revision gate and under [RevisionMap] (the events of
+// the stream between the revision the document has of it and the event).
 type StreamHistory interface {
 	StreamReader
 	// ReadStream calls each with the events of stream from revision from
@@ -47,7 +49,9 @@ const defaultKnownDocuments = 1 << 16
 // (65,536 by default, about 100 bytes each): the memory of stream folds is
 // bounded by it, not by the number of documents. A document it forgot has
 // the catch-up's later events of its stream read and decoded again, and
-// counted as duplicates.
+// counted as duplicates. Under [RevisionMap] an entry is a document and
+// one of its streams, noted where an event came before its predecessors
+// (see [StreamHistory]).
 func WithKnownDocuments(n int) Option { return func(e *Engine) { e.knownSize = n } }
 
 // WithoutStreamFolds turns folding from a stream's history off: batches fold

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -157,7 +160,91 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	if err := deliver(ctx, &rep, applied, inOrder, deliveries, d, newEngine); err != nil {
 		return rep, err
 	}
-	return rep, checkFolds(ctx, store, p, byDoc, applied)
+	if err := checkFolds(ctx, store, p, byDoc, applied); err != nil {
+		return rep, err
+	}
+	return rep, checkOrders(p, byDoc)
+}
+
+// checkOrders folds each document's events in orders its strategy lets
+// the engine apply them in and the shuffled deliveries may not have met:
+// a document fed by several streams has its streams one after another
+// (each stream's events in their order), the first to start first, then
+// the last to start first; under a strategy that keeps no order
+// (HandledIDs, Inbox, None), its events in reverse too. A fold that
+// differs from the one in the
+// log's order (or fails) depends on an order the strategy does not keep:
+// a rebuild, a restart or another process can leave the document so. The
+// error wraps [ErrMismatch] and names the documents, with both folds.
+func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector.Event) error {
+	s := p.Strategy()
+	if s.NeedsOrderedSource() {
+		return nil // GlobalPosition: the log's order, from one consumer
+	}
+	perStream := s.NeedsEveryRevision()
+	var wrong []string
+	for _, id := range slices.Sorted(maps.Keys(byDoc)) {
+		evs := byDoc[id]
+		want, err := p.Fold(evs...)
+		if err != nil {
+			continue // the log's fold fails: checkFolds said so
+		}
+		for _, o := range otherOrders(evs, perStream) {
+			got, err := p.Fold(o.events...)
+			if err != nil {
+				wrong = append(wrong, fmt.Sprintf("%s/%s: with %s, the fold fails: %v", p.Name(), id, o.how, err))
+				break
+			}
+			if !reflect.DeepEqual(got, want) {
+				wrong = append(wrong, fmt.Sprintf("%s/%s: in the log's order %+v, with %s %+v", p.Name(), id, want, o.how, got))
+				break
+			}
+		}
+	}
+	if len(wrong) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d documents fold to another state in another order of their events that the engine may apply "+
+		"(the strategy, %v, does not keep it; a rebuild, a restart or another process can leave them so): %s: %w",
+		len(wrong), len(byDoc), s, orderAdvice(s), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
+}
+
+// order is a document's events in an order, and what that order is.
+type order struct {
+	events []projector.Event
+	how    string
+}
+
+// otherOrders are evs in other orders the engine may apply them in: with
+// several streams, the streams one after another (each stream's events in
+// their order), the first to start first, then the last to start first;
+// without perStream (a strategy that keeps no order), the events in
+// reverse too.
+func otherOrders(evs []projector.Event, perStream bool) []order {
+	var out []order
+	var streams []string
+	byStream := map[string][]projector.Event{}
+	for _, ev := range evs {
+		if byStream[ev.StreamID] == nil {
+			streams = append(streams, ev.StreamID)
+		}
+		byStream[ev.StreamID] = append(byStream[ev.StreamID], ev)
+	}
+	if len(streams) > 1 {
+		var first, last []projector.Event
+		for i := range streams {
+			first = append(first, byStream[streams[i]]...)
+			last = append(last, byStream[streams[len(streams)-1-i]]...)
+		}
+		out = append(out, order{first, "its streams one after another, the first to start first"},
+			order{last, "its streams one after another, the last to start first"})
+	}
+	if !perStream && len(evs) > 1 {
+		rev := slices.Clone(evs)
+		slices.Reverse(rev)
+		out = append(out, order{rev, "its events in reverse"})
+	}
+	return out
 }
 
 // checkSeparateEngines refuses engines of their own for the workers (d) on
@@ -348,8 +435,14 @@ func foldOfAnotherOrder[S any](ctx context.Context, store driver.Store, p *proje
 // time goes back to the end of the queue, as a subscription would deliver
 // it again.
 func deliver(ctx context.Context, rep *Report, applied, byDoc map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
-	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied, byDoc: byDoc,
-		seen: map[string]map[string]bool{}, ahead: map[string]map[string]bool{}}
+	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied,
+		streams: map[string]map[string][]projector.Event{}, seen: map[string]map[string]bool{}, ahead: map[string]map[string]bool{}}
+	for doc, evs := range byDoc {
+		q.streams[doc] = map[string][]projector.Event{}
+		for _, ev := range evs {
+			q.streams[doc][ev.StreamID] = append(q.streams[doc][ev.StreamID], ev)
+		}
+	}
 	q.idle = sync.NewCond(&q.mu)
 	var wg sync.WaitGroup
 	var shared *projector.Engine
@@ -389,21 +482,25 @@ type deliveryQueue struct {
 	// rep counts the outcomes.
 	rep *Report
 	// applied is, by document, the events applied to it, in the order
-	// they were applied (see noteApplied); byDoc, each document's events,
-	// in log order, under a strategy that applies each stream's events in
-	// their order (nil otherwise); seen, by document, the ids of the events in applied,
-	// and ahead those of them applied before their own delivery.
-	applied, byDoc map[string][]projector.Event
-	seen, ahead    map[string]map[string]bool
+	// they were applied (see noteApplied); streams, by document and
+	// stream, the document's events in their order, under a strategy that
+	// applies each stream's events in their order (empty otherwise); seen,
+	// by document, the ids of the events in applied, and ahead those of
+	// them applied before their own delivery.
+	applied     map[string][]projector.Event
+	streams     map[string]map[string][]projector.Event
+	seen, ahead map[string]map[string]bool
 }
 
 // noteApplied records ev as applied to document doc. Under a strategy that
-// applies each stream's events in their order (byDoc set), an event
+// applies each stream's events in their order (streams set), an event
 // delivered before its stream's predecessors has them folded from its
-// stream with it (a gap's fill): those the document had not been seen to apply were
-// applied then, just before ev, and are recorded so; their own deliveries,
-// later, count as applied but apply nothing, and are not recorded again.
-// An event applied twice otherwise is recorded twice.
+// stream with it (a gap's fill): those the document had not been seen to
+// apply were applied then, just before ev, and are recorded so; their own
+// deliveries, later, count as applied (to the engine that filled the gap;
+// another engine, under SeparateEngines, finds them duplicates) but apply
+// nothing, and are not recorded again. An event applied twice otherwise is
+// recorded twice.
 func (q *deliveryQueue) noteApplied(doc string, ev projector.Event) {
 	seen, ahead := q.seen[doc], q.ahead[doc]
 	if seen == nil {
@@ -414,8 +511,11 @@ func (q *deliveryQueue) noteApplied(doc string, ev projector.Event) {
 		delete(ahead, ev.ID)
 		return
 	}
-	for _, pred := range q.byDoc[doc] {
-		if pred.StreamID == ev.StreamID && pred.StreamRevision < ev.StreamRevision && !seen[pred.ID] {
+	for _, pred := range q.streams[doc][ev.StreamID] {
+		if pred.StreamRevision >= ev.StreamRevision {
+			break
+		}
+		if !seen[pred.ID] {
 			q.applied[doc] = append(q.applied[doc], pred)
 			seen[pred.ID], ahead[pred.ID] = true, true
 		}

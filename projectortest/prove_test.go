@@ -190,6 +190,47 @@ func TestProve_tells_a_revision_map_keeps_each_streams_order_only(t *testing.T) 
 	}
 }
 
+// A fold that depends on an order its strategy does not keep is found
+// also where the deliveries happen to apply the events in the log's order
+// (here they come in it, from one worker): Prove folds each document in
+// other orders the engine may apply them in, and compares. Under
+// RevisionMap, the last reading of a site fed by several sensors depends
+// on the order between the sensors' streams; under HandledIDs, the last
+// reading of one sensor on the order of its own events. A sum does not.
+func TestProve_finds_an_order_dependent_fold_the_deliveries_did_not_meet(t *testing.T) {
+	reg := projector.NewRegistry()
+	projector.Register[readingTaken](reg, "ReadingTaken")
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	streams := map[string][]any{}
+	for i := range 3 {
+		streams[fmt.Sprintf("sensor-%d", i)] = []any{readingTaken{fmt.Sprint(i), at.Add(time.Duration(i) * time.Second)}, readingTaken{fmt.Sprint(i), at.Add(time.Duration(10+i) * time.Second)}}
+	}
+	last := func(s lastReading, e readingTaken) (lastReading, error) { s.At = e.At; return s, nil }
+	site := projector.New[lastReading]("site_last_reading", func(projector.Event) (string, bool) { return "site", true }).Idempotency(projector.RevisionMap())
+	projector.On(site, last)
+	perSensor := projector.New[lastReading]("sensor_last_reading", projector.StreamSuffix("sensor-")).Idempotency(projector.HandledIDs(100))
+	projector.On(perSensor, last)
+	inOrder := projectortest.Delivery{Workers: 1, MaxTimes: 1, Seed: 3}
+	for _, c := range []struct {
+		p    *projector.Projection[lastReading]
+		want string
+	}{
+		{site, "1 of 1 documents fold to another state in another order of their events that the engine may apply (the strategy, per-stream revision map, does not keep it"},
+		{perSensor, "3 of 3 documents fold to another state in another order of their events that the engine may apply (the strategy, handled ids (last 100), does not keep it"},
+	} {
+		rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), reg, c.p, streams, inOrder)
+		if !errors.Is(err, projectortest.ErrMismatch) || !strings.Contains(err.Error(), c.want) || rep.Applied != rep.Events {
+			t.Errorf("%s: %v, %v; want every event applied, and %q", c.p.Name(), rep, err, c.want)
+		}
+	}
+	type count struct{ N int }
+	sum := projector.New[count]("site_readings", func(projector.Event) (string, bool) { return "site", true }).Idempotency(projector.HandledIDs(100))
+	projector.On(sum, func(s count, _ readingTaken) (count, error) { s.N++; return s, nil })
+	if _, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), reg, sum, streams, inOrder); err != nil {
+		t.Errorf("a count, in any order: %v", err)
+	}
+}
+
 type pickup struct {
 	PickedAt *time.Time `bson:",omitempty"`
 }

@@ -472,7 +472,8 @@ func groupPoison(t *testing.T, policy string) {
 		t.Fatalf("status of a group that one projection has not: exit %d\n%s\n%s", code, out, errOut)
 	}
 	out, errOut, code = runBinary(t, 20*time.Second, append([]string{"status", "--group", "nog", "--parked", "--json"}, common...)...)
-	if code != 0 || !strings.Contains(strings.Join(strings.Fields(out), ""), `"group":"nog-cart_details","parked":0,`) || !strings.Contains(out, `"missing": true`) {
+	if code != 1 || !strings.Contains(strings.Join(strings.Fields(out), ""), `"group":"nog-cart_details","parked":0,`) || !strings.Contains(out, `"missing": true`) ||
+		!strings.Contains(errOut, "no persistent subscription group nog-cart_details on the server") {
 		t.Fatalf("status --parked --json of a group that does not exist: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
