@@ -24,7 +24,10 @@ var ErrMismatch = errors.New("document differs from the fold of its events")
 // document's, as the engine routes them, ties included). A difference is an error wrapping [ErrMismatch] that
 // shows both; other errors come from the store or the fold. It reads p's
 // collection: after a rebuild switched readers, give it p in the active
-// one (InCollection, with mongostore.Store.ActiveCollection).
+// one (InCollection, with mongostore.Store.ActiveCollection). The events
+// must carry their payloads, as [projector.Projection.Fold] says: events
+// read back from an event store go through the registry's Decode first (the
+// fold passes over an event with no payload, it does not report it).
 func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
 	if len(events) == 0 {
 		return errors.New("projectortest: no events to fold")
