@@ -19,8 +19,9 @@ import (
 // fenced by its lease's token. The run resumes from the lowest of them, and
 // passes over, without its engine, the events of a segment at or before
 // that segment's own checkpoint (their effects are stored already); it
-// stores each checkpoint it reaches under every segment (a save never
-// moves a checkpoint back).
+// stores each checkpoint it reaches under every segment it still holds (a
+// save never moves a checkpoint back; a segment whose lease it lost has its
+// events passed over, and keeps its checkpoint).
 // A save that another process's newer lease refuses (mongostore.ErrFenced)
 // drops that segment: its lease is lost, and the run starts again without
 // it; it never stops the process.
@@ -122,7 +123,8 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 	return fmt.Errorf("saving the checkpoint of segments %s: %w", intsString(failed), first)
 }
 
-// save stores cp as segment k's checkpoint under its lease's token; a
+// save stores cp as segment k's checkpoint under its lease's token, unless
+// that lease was lost (the run passes over the segment's events since); a
 // refusal drops the segment and is not an error. A refusal while this
 // process still holds the segment's lease is another lease's: a rebuild's,
 // written before its switch and not let go (the rebuild stopped between

@@ -187,8 +187,9 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 	return notRunning(lines)
 }
 
-// noGroups is an error when, with --group, none of the projections has its
-// group on the server: the group is likely misspelled. One that lacks it
+// noGroups is an error when, with --group, none of the projections asked
+// for has its group on the server: the group is likely misspelled (or the
+// one projection asked for has not run with it yet). One that lacks it
 // while others have it has not run with --group yet: it counts as not
 // started, which the exit status takes for running.
 func (c *statusConfig) noGroups(lines []projectionStatus) error {

@@ -2,9 +2,11 @@ package projector
 
 import "github.com/revgate/projector/projector/driver"
 
-// None applies every delivery: for naturally idempotent operations only
-// (setting a status, deleting), where applying an event twice changes nothing.
-// Writes still cannot overwrite each other.
+// None applies every delivery: for operations that are idempotent and
+// independent of their order only (adding to a set, keeping a maximum),
+// where applying an event twice, or late, changes nothing. Setting a status
+// is not one: a late copy of an earlier event sets it back. Writes still
+// cannot overwrite each other.
 func None() Strategy { return Strategy{none{}} }
 
 type none struct{ versioned }

@@ -79,8 +79,14 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // the engine, then compares every document with the pure fold of its events.
 // The error wraps [ErrNotExactlyOnce] and names the documents that differ;
 // when they differ only in what the store keeps of the fold's state (a time
-// with nanoseconds, which BSON keeps to the millisecond), it wraps
-// [ErrMismatch] instead, and says so.
+// with nanoseconds, which BSON keeps to the millisecond), or depend on an
+// order of their events that the projection's strategy does not keep
+// (each is the fold of its events in the order they were applied, or the
+// fold differs in another order the engine may apply them in: streams one
+// after another or in turns, and, under a strategy that keeps no order, the
+// events reversed or rotated), it wraps [ErrMismatch] instead, and says
+// so. Floats are compared to within rounding (a relative 1e-9): a sum in
+// another order differs in its last bits.
 //
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
@@ -153,11 +159,13 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	}
 	rep := Report{Events: len(events), Deliveries: len(deliveries), Documents: len(byDoc)}
 	applied := map[string][]projector.Event{}
-	inOrder := byDoc
-	if !p.Strategy().NeedsEveryRevision() {
-		inOrder = nil // a stream's events apply in any order: none is inferred (see noteApplied)
+	// Under a strategy that applies each stream's events in their order,
+	// the events a gap's fill applied are inferred (see noteApplied).
+	var filled map[string][]projector.Event
+	if p.Strategy().NeedsEveryRevision() {
+		filled = byDoc
 	}
-	if err := deliver(ctx, &rep, applied, inOrder, deliveries, d, newEngine); err != nil {
+	if err := deliver(ctx, &rep, applied, filled, deliveries, d, newEngine); err != nil {
 		return rep, err
 	}
 	if err := checkFolds(ctx, store, p, byDoc, applied); err != nil {
@@ -167,36 +175,34 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 }
 
 // checkOrders folds each document's events in orders its strategy lets
-// the engine apply them in and the shuffled deliveries may not have met:
-// a document fed by several streams has its streams one after another
-// (each stream's events in their order), the first to start first, then
-// the last to start first; under a strategy that keeps no order
-// (HandledIDs, Inbox, None), its events in reverse too. A fold that
-// differs from the one in the
-// log's order (or fails) depends on an order the strategy does not keep:
-// a rebuild, a restart or another process can leave the document so. The
-// error wraps [ErrMismatch] and names the documents, with both folds.
+// the engine apply them in (see otherOrders), which the deliveries may not
+// have met, and fails where a fold differs from the one in the log's order
+// (floats to within rounding, see sameState) or fails: the projection
+// depends on an order its strategy does not keep, and events delivered out
+// of the log's order (a persistent group's competing consumers, a late
+// copy, a replay of parked events) can leave a document so. The error wraps
+// [ErrMismatch] and names each such document, where its folds differ.
 func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector.Event) error {
 	s := p.Strategy()
 	if s.NeedsOrderedSource() {
 		return nil // GlobalPosition: the log's order, from one consumer
 	}
-	perStream := s.NeedsEveryRevision()
 	var wrong []string
 	for _, id := range slices.Sorted(maps.Keys(byDoc)) {
 		evs := byDoc[id]
 		want, err := p.Fold(evs...)
 		if err != nil {
-			continue // the log's fold fails: checkFolds said so
+			continue // not reached: checkFolds fails on a fold that fails
 		}
-		for _, o := range otherOrders(evs, perStream) {
+		for _, o := range otherOrders(evs, s.NeedsEveryRevision()) {
 			got, err := p.Fold(o.events...)
 			if err != nil {
-				wrong = append(wrong, fmt.Sprintf("%s/%s: with %s, the fold fails: %v", p.Name(), id, o.how, err))
+				wrong = append(wrong, fmt.Sprintf("%s/%s: with %s, the fold fails: %v", p.Collection(), id, o.how, err))
 				break
 			}
-			if !reflect.DeepEqual(got, want) {
-				wrong = append(wrong, fmt.Sprintf("%s/%s: in the log's order %+v, with %s %+v", p.Name(), id, want, o.how, got))
+			if !sameState(got, want) {
+				d := firstDiff(reflect.ValueOf(got), reflect.ValueOf(want), "state")
+				wrong = append(wrong, fmt.Sprintf("%s/%s: with %s, %v (in the log's order)", p.Collection(), id, o.how, d))
 				break
 			}
 		}
@@ -204,24 +210,34 @@ func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector
 	if len(wrong) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d of %d documents fold to another state in another order of their events that the engine may apply "+
-		"(the strategy, %v, does not keep it; a rebuild, a restart or another process can leave them so): %s: %w",
-		len(wrong), len(byDoc), s, orderAdvice(s), errors.Join(ErrMismatch, errors.New(strings.Join(wrong, "\n"))))
+	return &mismatchError{fmt.Sprintf("%d of %d documents fold to another state in another order of their events that the engine may apply "+
+		"(the strategy, %v, does not keep the log's order; events delivered out of it, to a persistent group's competing consumers, "+
+		"late copies, a replay of parked events, can leave them so): %s:\n%s", len(wrong), len(byDoc), s, orderAdvice(s), strings.Join(wrong, "\n"))}
 }
 
-// order is a document's events in an order, and what that order is.
-type order struct {
+// mismatchError is an error that wraps [ErrMismatch] without its text: a
+// document that differs from its fold in another order, where the one
+// stored may equal the fold in the log's order.
+type mismatchError struct{ msg string }
+
+func (e *mismatchError) Error() string { return e.msg }
+func (e *mismatchError) Unwrap() error { return ErrMismatch }
+
+// reordering is a document's events in an order, and what that order is.
+type reordering struct {
 	events []projector.Event
 	how    string
 }
 
-// otherOrders are evs in other orders the engine may apply them in: with
-// several streams, the streams one after another (each stream's events in
-// their order), the first to start first, then the last to start first;
-// without perStream (a strategy that keeps no order), the events in
-// reverse too.
-func otherOrders(evs []projector.Event, perStream bool) []order {
-	var out []order
+// otherOrders are evs in other orders the engine may apply them in. With
+// several streams (each stream's events kept in their order): the streams
+// one after another, the first to start first and the last to start
+// first, and taken in turns, an event of each, both ways. Without
+// perStream (a strategy that keeps no order: HandledIDs, Inbox, None),
+// also the events in reverse, the last moved first, and the first moved
+// last.
+func otherOrders(evs []projector.Event, perStream bool) []reordering {
+	var out []reordering
 	var streams []string
 	byStream := map[string][]projector.Event{}
 	for _, ev := range evs {
@@ -231,20 +247,50 @@ func otherOrders(evs []projector.Event, perStream bool) []order {
 		byStream[ev.StreamID] = append(byStream[ev.StreamID], ev)
 	}
 	if len(streams) > 1 {
-		var first, last []projector.Event
-		for i := range streams {
-			first = append(first, byStream[streams[i]]...)
-			last = append(last, byStream[streams[len(streams)-1-i]]...)
-		}
-		out = append(out, order{first, "its streams one after another, the first to start first"},
-			order{last, "its streams one after another, the last to start first"})
+		backward := slices.Clone(streams)
+		slices.Reverse(backward)
+		out = append(out,
+			reordering{concat(byStream, streams), "its streams one after another, the first to start first"},
+			reordering{concat(byStream, backward), "its streams one after another, the last to start first"},
+			reordering{inTurns(byStream, streams), "its streams in turns, an event of each, the first to start first"},
+			reordering{inTurns(byStream, backward), "its streams in turns, an event of each, the last to start first"})
 	}
 	if !perStream && len(evs) > 1 {
 		rev := slices.Clone(evs)
 		slices.Reverse(rev)
-		out = append(out, order{rev, "its events in reverse"})
+		n := len(evs)
+		out = append(out,
+			reordering{rev, "its events in reverse"},
+			reordering{append([]projector.Event{evs[n-1]}, evs[:n-1]...), "its last event first"},
+			reordering{append(slices.Clone(evs[1:]), evs[0]), "its first event last"})
 	}
 	return out
+}
+
+// concat is the events of streams, one stream after another.
+func concat(byStream map[string][]projector.Event, streams []string) []projector.Event {
+	var out []projector.Event
+	for _, s := range streams {
+		out = append(out, byStream[s]...)
+	}
+	return out
+}
+
+// inTurns is the events of streams taken in turns: the first event of each,
+// then the second of each, and so on.
+func inTurns(byStream map[string][]projector.Event, streams []string) []projector.Event {
+	var out []projector.Event
+	for i := 0; ; i++ {
+		took := false
+		for _, s := range streams {
+			if i < len(byStream[s]) {
+				out, took = append(out, byStream[s][i]), true
+			}
+		}
+		if !took {
+			return out
+		}
+	}
 }
 
 // checkSeparateEngines refuses engines of their own for the workers (d) on
@@ -397,10 +443,11 @@ func checkFolds[S any](ctx context.Context, store driver.Store, p *projector.Pro
 // orderAdvice is what to do about a projection whose documents depend on
 // the order of their events, which strategy s does not keep.
 func orderAdvice(s projector.Strategy) string {
-	if s.String() == projector.RevisionMap().String() {
+	if s == projector.RevisionMap() {
 		return "it keeps each stream's order, not the order between a document's streams: make the steps independent of " +
-			"that order (a field per stream, or the latest by the event's own time rather than by arrival), or run the projection " +
-			"under GlobalPosition with one ordered consumer"
+			"that order (a field per stream, or the latest by the event's own time rather than by arrival; register a stream's " +
+			"first event with On, not Create, which starts the document anew), or run the projection under GlobalPosition " +
+			"with one ordered consumer"
 	}
 	return "make its steps independent of their order, or choose a strategy that keeps it (RevisionMap keeps each stream's)"
 }
@@ -431,13 +478,15 @@ func foldOfAnotherOrder[S any](ctx context.Context, store driver.Store, p *proje
 // deliver hands deliveries to d.Workers concurrent workers, each with an
 // engine from newEngine (one shared by all, or each its own under
 // d.SeparateEngines), until every one is handled or an event fails, and
-// counts their outcomes in rep. An event whose predecessor is not there in
-// time goes back to the end of the queue, as a subscription would deliver
-// it again.
-func deliver(ctx context.Context, rep *Report, applied, byDoc map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
+// counts their outcomes in rep, and, by document, the events applied in
+// applied; filled is each document's events under a strategy whose gap
+// fills noteApplied infers (nil otherwise). An event whose predecessor is
+// not there in time goes back to the end of the queue, as a subscription
+// would deliver it again.
+func deliver(ctx context.Context, rep *Report, applied, filled map[string][]projector.Event, deliveries []projector.Event, d Delivery, newEngine func() (*projector.Engine, error)) error {
 	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied,
 		streams: map[string]map[string][]projector.Event{}, seen: map[string]map[string]bool{}, ahead: map[string]map[string]bool{}}
-	for doc, evs := range byDoc {
+	for doc, evs := range filled {
 		q.streams[doc] = map[string][]projector.Event{}
 		for _, ev := range evs {
 			q.streams[doc][ev.StreamID] = append(q.streams[doc][ev.StreamID], ev)

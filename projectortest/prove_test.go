@@ -215,8 +215,8 @@ func TestProve_finds_an_order_dependent_fold_the_deliveries_did_not_meet(t *test
 		p    *projector.Projection[lastReading]
 		want string
 	}{
-		{site, "1 of 1 documents fold to another state in another order of their events that the engine may apply (the strategy, per-stream revision map, does not keep it"},
-		{perSensor, "3 of 3 documents fold to another state in another order of their events that the engine may apply (the strategy, handled ids (last 100), does not keep it"},
+		{site, "1 of 1 documents fold to another state in another order of their events that the engine may apply (the strategy, per-stream revision map, does not keep the log's order"},
+		{perSensor, "3 of 3 documents fold to another state in another order of their events that the engine may apply (the strategy, handled ids (last 100), does not keep the log's order"},
 	} {
 		rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), reg, c.p, streams, inOrder)
 		if !errors.Is(err, projectortest.ErrMismatch) || !strings.Contains(err.Error(), c.want) || rep.Applied != rep.Events {
