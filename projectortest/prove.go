@@ -85,8 +85,9 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // fold differs in another order the engine may apply them in: streams one
 // after another or in turns, and, under a strategy that keeps no order, the
 // events reversed or rotated), it wraps [ErrMismatch] instead, and says
-// so. Floats are compared to within rounding (a relative 1e-9): a sum in
-// another order differs in its last bits.
+// so. Floats are compared to within rounding (a relative 1e-9, or an
+// absolute 1e-9 near zero): a sum in another order differs in its last
+// bits.
 //
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
@@ -171,7 +172,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	if err := checkFolds(ctx, store, p, byDoc, applied); err != nil {
 		return rep, err
 	}
-	return rep, checkOrders(p, byDoc)
+	return rep, checkOrders(p, byDoc, rand.New(rand.NewPCG(d.Seed, 0x5eed)))
 }
 
 // checkOrders folds each document's events in orders its strategy lets
@@ -182,7 +183,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 // of the log's order (a persistent group's competing consumers, a late
 // copy, a replay of parked events) can leave a document so. The error wraps
 // [ErrMismatch] and names each such document, where its folds differ.
-func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector.Event) error {
+func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector.Event, r *rand.Rand) error {
 	s := p.Strategy()
 	if s.NeedsOrderedSource() {
 		return nil // GlobalPosition: the log's order, from one consumer
@@ -194,7 +195,7 @@ func checkOrders[S any](p *projector.Projection[S], byDoc map[string][]projector
 		if err != nil {
 			continue // not reached: checkFolds fails on a fold that fails
 		}
-		for _, o := range otherOrders(evs, s.NeedsEveryRevision()) {
+		for _, o := range otherOrders(evs, s.NeedsEveryRevision(), r) {
 			got, err := p.Fold(o.events...)
 			if err != nil {
 				wrong = append(wrong, fmt.Sprintf("%s/%s: with %s, the fold fails: %v", p.Collection(), id, o.how, err))
@@ -232,11 +233,12 @@ type reordering struct {
 // otherOrders are evs in other orders the engine may apply them in. With
 // several streams (each stream's events kept in their order): the streams
 // one after another, the first to start first and the last to start
-// first, and taken in turns, an event of each, both ways. Without
-// perStream (a strategy that keeps no order: HandledIDs, Inbox, None),
-// also the events in reverse, the last moved first, and the first moved
-// last.
-func otherOrders(evs []projector.Event, perStream bool) []reordering {
+// first, taken in turns, an event of each, both ways, and randomOrders
+// random interleavings of them (from r). Without perStream (a strategy
+// that keeps no order: HandledIDs, Inbox, None), also the events in
+// reverse, the last moved first, the first moved last, and randomOrders
+// random orders. They sample the orders, they do not try them all.
+func otherOrders(evs []projector.Event, perStream bool, r *rand.Rand) []reordering {
 	var out []reordering
 	var streams []string
 	byStream := map[string][]projector.Event{}
@@ -254,6 +256,11 @@ func otherOrders(evs []projector.Event, perStream bool) []reordering {
 			reordering{concat(byStream, backward), "its streams one after another, the last to start first"},
 			reordering{inTurns(byStream, streams), "its streams in turns, an event of each, the first to start first"},
 			reordering{inTurns(byStream, backward), "its streams in turns, an event of each, the last to start first"})
+		if perStream {
+			for range randomOrders {
+				out = append(out, reordering{interleaved(r, byStream, streams), "its streams interleaved at random"})
+			}
+		}
 	}
 	if !perStream && len(evs) > 1 {
 		rev := slices.Clone(evs)
@@ -263,6 +270,41 @@ func otherOrders(evs []projector.Event, perStream bool) []reordering {
 			reordering{rev, "its events in reverse"},
 			reordering{append([]projector.Event{evs[n-1]}, evs[:n-1]...), "its last event first"},
 			reordering{append(slices.Clone(evs[1:]), evs[0]), "its first event last"})
+		for range randomOrders {
+			shuffled := slices.Clone(evs)
+			r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			out = append(out, reordering{shuffled, "its events in a random order"})
+		}
+	}
+	return out
+}
+
+// randomOrders is how many random orders otherOrders adds to its fixed
+// ones: each costs a fold of the document, in memory.
+const randomOrders = 8
+
+// interleaved is the events of streams interleaved at random, each
+// stream's in their order: every interleaving equally likely (the next
+// event is a stream's with a chance in proportion to the events it has
+// left).
+func interleaved(r *rand.Rand, byStream map[string][]projector.Event, streams []string) []projector.Event {
+	next := make([]int, len(streams))
+	left := 0
+	for _, s := range streams {
+		left += len(byStream[s])
+	}
+	out := make([]projector.Event, 0, left)
+	for ; left > 0; left-- {
+		pick := r.IntN(left)
+		for i, s := range streams {
+			rest := len(byStream[s]) - next[i]
+			if pick < rest {
+				out = append(out, byStream[s][next[i]])
+				next[i]++
+				break
+			}
+			pick -= rest
+		}
 	}
 	return out
 }
@@ -500,6 +542,7 @@ func deliver(ctx context.Context, rep *Report, applied, filled map[string][]proj
 		if e == nil || d.SeparateEngines {
 			var err error
 			if e, err = newEngine(); err != nil {
+				*rep = Report{} // nothing delivered
 				return err
 			}
 			shared = e
@@ -638,6 +681,11 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 			q.rep.Duplicates++
 		case res.Outcome == projector.Failed, res.Outcome == projector.Held:
 			q.rep.Failed++ // held: it failed, and the document waits at it
+			if errors.Is(res.Err, projector.ErrOutsideWindow) && err != nil {
+				err = fmt.Errorf("%w (Prove delivers a late copy anywhere after the event, up to the end of the deliveries, so its "+
+					"window of handled ids must hold every event a document gets in the proof: a larger window here, or "+
+					"Delivery{MaxTimes: 1}; in production it needs to hold the deliveries that can be replayed at once)", err)
+			}
 		}
 	}
 	if err != nil && q.firstErr == nil && ctx.Err() == nil {
