@@ -164,11 +164,6 @@ func TestProveProbe_iot_max_min_set_times_nonUTC(t *testing.T) {
 	}
 }
 
-type rvRatio struct {
-	Online, Total int
-	Uptime        float64 // Online/Total: NaN before any reading counts
-}
-
 type rvCalibrated struct{ Device string }
 
 type rvFlaps struct {
