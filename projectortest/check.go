@@ -53,7 +53,8 @@ func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.
 		return fmt.Errorf("%w: %s/%s: %w (%s):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, errNotKept,
 			notKeptWhy(reflect.ValueOf(got), reflect.ValueOf(want), "state"), got, want)
 	case !sameState(got, want):
-		return fmt.Errorf("%w: %s/%s:\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id, got, want)
+		return fmt.Errorf("%w: %s/%s: %v (the fold's):\n got %+v\nwant %+v", ErrMismatch, p.Collection(), id,
+			firstDiff(reflect.ValueOf(got), reflect.ValueOf(want), "state"), got, want)
 	}
 	return nil
 }

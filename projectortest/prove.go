@@ -50,7 +50,9 @@ type Delivery struct {
 	Metadata func(stream string) []byte
 }
 
-// Report is what [Prove] did.
+// Report is what [Prove] did. Events counts every event of the log, also
+// those the projection does not take (Applied and Duplicates count its
+// own).
 type Report struct {
 	Events, Deliveries, Documents int
 	// Outcomes of the deliveries, summed over the projection's documents:
@@ -91,6 +93,8 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 //
 // Use it in a projection's tests, on a real store (mongostore on a MongoDB or
 // the embedded server), to prove the projection exactly-once in a few lines.
+// The projection's collection must hold none of its documents yet: give
+// each proof a fresh database (e2e's servers.Database(t)).
 // The engines read the log's streams as they read an event store's
 // (stream folds, and the ties of [projector.Projection.TieStreams]). The
 // fold it compares with is pure: an event that does not decode fails the
