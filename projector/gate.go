@@ -650,7 +650,7 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 // order, and would simply apply (see [Engine.fillGap]).
 func (e *Engine) foldGap(ctx context.Context, t target, ev Event, from uint64, cur any) (any, bool) {
 	want := from
-	err := e.history.ReadStream(ctx, ev.StreamID, from, func(g Event) error {
+	err := e.readStream(ctx, ev.StreamID, from, func(g Event) error {
 		if g.StreamRevision >= ev.StreamRevision {
 			return ErrStopRead
 		}
