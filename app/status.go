@@ -159,7 +159,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		if err := enc.Encode(lines); err != nil {
 			return err
 		}
-		return cmp.Or(c.noGroups(lines), notRunning(lines))
+		return cmp.Or(c.noGroups(groupsMissing(lines)), notRunning(lines))
 	}
 	if client == nil {
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
@@ -176,7 +176,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 	if err := printStatus(inv.Stdout, lines); err != nil {
 		return err
 	}
-	if err := c.noGroups(lines); err != nil {
+	if err := c.noGroups(groupsMissing(lines)); err != nil {
 		return err
 	}
 	for _, s := range lines {
@@ -192,12 +192,23 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 // one projection asked for has not run with it yet). One that lacks it
 // while others have it has not run with --group yet: it counts as not
 // started, which the exit status takes for running.
-func (c *statusConfig) noGroups(lines []projectionStatus) error {
-	if c.group == "" || len(lines) == 0 || slices.ContainsFunc(lines, func(s projectionStatus) bool { return s.NoGroup == "" }) {
+// missing holds, for each projection, the name of its group when the
+// server has none, else "".
+func (c *statusConfig) noGroups(missing []string) error {
+	if c.group == "" || len(missing) == 0 || slices.Contains(missing, "") {
 		return nil
 	}
 	return fmt.Errorf("no persistent subscription group %s on the server: run --group %s creates one per projection, named %s",
-		lines[0].NoGroup, c.group, groupName(c.group, "<projection>"))
+		missing[0], c.group, groupName(c.group, "<projection>"))
+}
+
+// groupsMissing is, for noGroups, each line's NoGroup.
+func groupsMissing(lines []projectionStatus) []string {
+	missing := make([]string, len(lines))
+	for i, s := range lines {
+		missing[i] = s.NoGroup
+	}
+	return missing
 }
 
 // exitNotRunning is the exit status of status when a projection has
@@ -529,6 +540,7 @@ type groupParkedJSON struct {
 // delivered again.
 func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
 	out := []groupParkedJSON{}
+	var missing []string
 	for _, p := range selected {
 		st := projectionStatus{Projection: p.Definition.Name()}
 		if err := c.againstGroup(ctx, client, &st); err != nil {
@@ -546,14 +558,9 @@ func (c *statusConfig) printGroupParked(ctx context.Context, inv Invocation, sto
 		default:
 			g.Parked = *st.Parked
 		}
-		out = append(out, g)
+		out, missing = append(out, g), append(missing, st.NoGroup)
 	}
-	// None of them has the group: likely misspelled, as status says.
-	var none error
-	if len(out) > 0 && !slices.ContainsFunc(out, func(g groupParkedJSON) bool { return !g.Missing }) {
-		none = fmt.Errorf("no persistent subscription group %s on the server: run --group %s creates one per projection, named %s",
-			out[0].Group, c.group, groupName(c.group, "<projection>"))
-	}
+	none := c.noGroups(missing) // likely misspelled, as status says
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
