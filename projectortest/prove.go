@@ -244,14 +244,7 @@ type reordering struct {
 // random orders. They sample the orders, they do not try them all.
 func otherOrders(evs []projector.Event, perStream bool, r *rand.Rand) []reordering {
 	var out []reordering
-	var streams []string
-	byStream := map[string][]projector.Event{}
-	for _, ev := range evs {
-		if byStream[ev.StreamID] == nil {
-			streams = append(streams, ev.StreamID)
-		}
-		byStream[ev.StreamID] = append(byStream[ev.StreamID], ev)
-	}
+	streams, byStream := streamsOf(evs)
 	if len(streams) > 1 {
 		backward := slices.Clone(streams)
 		slices.Reverse(backward)
@@ -281,6 +274,19 @@ func otherOrders(evs []projector.Event, perStream bool, r *rand.Rand) []reorderi
 		}
 	}
 	return out
+}
+
+// streamsOf returns the streams of evs, in the order they start, and each
+// stream's events, in their order.
+func streamsOf(evs []projector.Event) (streams []string, byStream map[string][]projector.Event) {
+	byStream = map[string][]projector.Event{}
+	for _, ev := range evs {
+		if byStream[ev.StreamID] == nil {
+			streams = append(streams, ev.StreamID)
+		}
+		byStream[ev.StreamID] = append(byStream[ev.StreamID], ev)
+	}
+	return streams, byStream
 }
 
 // randomOrders is how many random orders otherOrders adds to its fixed
@@ -533,10 +539,7 @@ func deliver(ctx context.Context, rep *Report, applied, filled map[string][]proj
 	q := &deliveryQueue{queue: deliveries, maxRequeued: 100 * len(deliveries), rep: rep, applied: applied,
 		streams: map[string]map[string][]projector.Event{}, seen: map[string]map[string]bool{}, ahead: map[string]map[string]bool{}}
 	for doc, evs := range filled {
-		q.streams[doc] = map[string][]projector.Event{}
-		for _, ev := range evs {
-			q.streams[doc][ev.StreamID] = append(q.streams[doc][ev.StreamID], ev)
-		}
+		_, q.streams[doc] = streamsOf(evs)
 	}
 	q.idle = sync.NewCond(&q.mu)
 	var wg sync.WaitGroup
