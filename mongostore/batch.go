@@ -94,7 +94,8 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 
 // WriteMany implements [driver.BatchStore]: unordered bulk inserts and
 // replaces filtered on the revision each write starts from, in chunks; ok[i]
-// reports whether writes[i] took effect.
+// reports whether writes[i] took effect. A write whose state the store
+// cannot encode (driver.ErrUnencodable) is not sent, and not ok.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
 	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
@@ -103,7 +104,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
 		d, err := rawDocument(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
-		if err != nil {
+		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}
 		b.docs[i] = d
@@ -111,9 +112,11 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	defer b.cache(collection)
 	var inserts, replaces []int
 	for i, w := range writes {
-		if w.Insert {
+		switch {
+		case b.docs[i] == nil:
+		case w.Insert:
 			inserts = append(inserts, i)
-		} else {
+		default:
 			replaces = append(replaces, i)
 		}
 	}

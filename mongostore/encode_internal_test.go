@@ -49,7 +49,7 @@ func TestRawDocument_is_the_document_encoded(t *testing.T) {
 	}
 	if _, err := rawDocument("d1", driver.Head{}, struct {
 		Revision int `bson:"revision"`
-	}{3}); !errors.Is(err, ErrReservedField) {
-		t.Errorf("a state with the revision field: err = %v, want ErrReservedField", err)
+	}{3}); !errors.Is(err, driver.ErrUnencodable) {
+		t.Errorf("a state with the revision field: err = %v, want driver.ErrUnencodable", err)
 	}
 }

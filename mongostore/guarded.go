@@ -151,14 +151,16 @@ func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []st
 }
 
 // PutGuardedMany implements [driver.GuardedBatchStore]: unordered bulk
-// inserts and replaces conditional on the stored version, in chunks.
+// inserts and replaces conditional on the stored version, in chunks. A put
+// whose state the store cannot encode (driver.ErrUnencodable) is not sent,
+// and not ok.
 func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	coll := s.db.Collection(collection)
 	docs := make([]bson.Raw, len(puts))
 	for i, p := range puts {
 		s.cacheDrop(collection, p.ID)
 		d, err := encodeRaw(p.State, guardedFields(p.ID, p.Meta)...)
-		if err != nil {
+		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}
 		docs[i] = d
@@ -168,7 +170,10 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 	var reps []replacement
 	var replaced []int
 	for i, p := range puts {
-		if p.Expected < 0 {
+		switch {
+		case docs[i] == nil:
+			continue
+		case p.Expected < 0:
 			inserts = append(inserts, i)
 			continue
 		}

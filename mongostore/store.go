@@ -46,7 +46,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -216,10 +215,6 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 	return nil
 }
 
-// ErrReservedField is returned for a state that encodes a field the engine
-// owns: _id, and revision or _meta.
-var ErrReservedField = errors.New("state has a field the engine owns")
-
 // document encodes a gated document: state with the engine's fields in
 // front.
 func document(id string, head driver.Head, state any) (bson.D, error) {
@@ -249,13 +244,25 @@ func writeToken() string {
 	return hex.EncodeToString(b)
 }
 
+// maxDocumentBytes is the largest document MongoDB stores (its
+// maxBsonObjectSize), which the store holds every server to.
+const maxDocumentBytes = 16 << 20
+
 // encode encodes state with owned, the engine's fields, in front. A state
-// that encodes a field of the same name is refused with ErrReservedField.
-// Every document the store writes is encoded here or by encodeRaw, from
-// stateElements.
+// that does not encode, encodes a field of the same name or makes a
+// document larger than maxDocumentBytes is refused with
+// driver.ErrUnencodable. Every document the store writes is encoded here or
+// by encodeRaw, from stateElements.
 func encode(state any, owned ...bson.E) (bson.D, error) {
-	_, elems, err := stateElements(state, owned)
+	raw, elems, err := stateElements(state, owned)
 	if err != nil {
+		return nil, err
+	}
+	head, err := bson.Marshal(bson.D(owned))
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+	}
+	if err := fits(state, len(head)+len(raw)); err != nil {
 		return nil, err
 	}
 	doc := make(bson.D, 0, len(elems)+len(owned))
@@ -276,6 +283,9 @@ func encodeRaw(state any, owned ...bson.E) (bson.Raw, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
 	}
+	if err := fits(state, len(head)+len(raw)); err != nil {
+		return nil, err
+	}
 	// A document is its length, its elements and a 0: owned's elements,
 	// then the state's (with its 0).
 	out := make([]byte, 4, len(head)+len(raw)-5)
@@ -285,24 +295,45 @@ func encodeRaw(state any, owned ...bson.E) (bson.Raw, error) {
 	return out, nil
 }
 
-// stateElements encodes state, and refuses one that encodes a field of
-// owned (ErrReservedField).
+// stateElements encodes state, and refuses (driver.ErrUnencodable) one that
+// does not encode, its encoder panicking included, or encodes a field of
+// owned.
 func stateElements(state any, owned []bson.E) (bson.Raw, []bson.RawElement, error) {
-	raw, err := bson.Marshal(state)
+	raw, err := marshal(state)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+		return nil, nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
 	}
 	elems, err := bson.Raw(raw).Elements()
 	if err != nil {
-		return nil, nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
+		return nil, nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
 	}
 	for _, el := range elems {
 		key := el.Key()
 		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
-			return nil, nil, fmt.Errorf("mongostore: %T encodes %s: %w", state, key, ErrReservedField)
+			return nil, nil, fmt.Errorf("mongostore: %T encodes %s, a field the engine owns: %w", state, key, driver.ErrUnencodable)
 		}
 	}
 	return raw, elems, nil
+}
+
+// marshal is bson.Marshal, with a panic of the state's own encoding methods
+// an error of this state's, not of the process.
+func marshal(state any) (raw []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			raw, err = nil, fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return bson.Marshal(state)
+}
+
+// fits refuses (driver.ErrUnencodable) a document of state of n bytes that
+// MongoDB would not store.
+func fits(state any, n int) error {
+	if n > maxDocumentBytes {
+		return fmt.Errorf("mongostore: encode %T: %d bytes, more than the %d a document may have: %w", state, n, maxDocumentBytes, driver.ErrUnencodable)
+	}
+	return nil
 }
 
 // headOf reads the head of a gated document.

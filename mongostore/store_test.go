@@ -50,12 +50,65 @@ type withRevision struct {
 	Revision int `bson:"revision"`
 }
 
-func TestStore_refuses_a_state_with_a_field_the_engine_owns(t *testing.T) {
+// panicky panics as it encodes.
+type panicky struct{}
+
+func (panicky) MarshalBSON() ([]byte, error) { panic("no encoding today") }
+
+func TestStore_refuses_a_state_it_cannot_store(t *testing.T) {
 	s := mongostore.New(mongotest.Database(t))
 	ctx := context.Background()
-	for _, st := range []any{withID{ID: "x", Name: "y"}, withRevision{Revision: 3}} {
-		if err := s.Insert(ctx, "docs", "d1", driver.Head{}, st); !errors.Is(err, mongostore.ErrReservedField) {
-			t.Errorf("%T: err = %v, want ErrReservedField", st, err)
+	for _, st := range []any{
+		withID{ID: "x", Name: "y"}, withRevision{Revision: 3}, // a field the engine owns
+		struct{ N uint64 }{N: 1 << 63},                       // no int64 holds it
+		panicky{},                                            // its encoder panics
+		struct{ B []byte }{B: make([]byte, 16<<20)},          // more than MongoDB stores
+	} {
+		if err := s.Insert(ctx, "docs", "d1", driver.Head{}, st); !errors.Is(err, driver.ErrUnencodable) {
+			t.Errorf("Insert %T: err = %v, want driver.ErrUnencodable", st, err)
+		}
+		if _, ok := st.(withRevision); ok {
+			continue // a versioned document has no revision field
+		}
+		if _, err := s.PutGuarded(ctx, "guarded", "d1", -1, driver.Meta{}, st); !errors.Is(err, driver.ErrUnencodable) {
+			t.Errorf("PutGuarded %T: err = %v, want driver.ErrUnencodable", st, err)
+		}
+	}
+}
+
+type counted struct {
+	N uint64 `bson:"n"`
+}
+
+func TestStore_bulk_writes_write_every_document_but_the_one_it_cannot_store(t *testing.T) {
+	s := mongostore.New(mongotest.Database(t))
+	ctx := context.Background()
+	states := []counted{{N: 1}, {N: 1 << 63}, {N: 3}}
+	var writes []driver.Write
+	var puts []driver.Put
+	for i, st := range states {
+		id := fmt.Sprintf("d%d", i)
+		writes = append(writes, driver.Write{ID: id, Insert: true, State: st})
+		puts = append(puts, driver.Put{ID: id, Expected: -1, State: st})
+	}
+	ok, err := s.WriteMany(ctx, "gated", writes)
+	if err != nil || !slices.Equal(ok, []bool{true, false, true}) {
+		t.Errorf("WriteMany: ok %v, err %v; want [true false true], no error", ok, err)
+	}
+	ok, err = s.PutGuardedMany(ctx, "guarded", puts)
+	if err != nil || !slices.Equal(ok, []bool{true, false, true}) {
+		t.Errorf("PutGuardedMany: ok %v, err %v; want [true false true], no error", ok, err)
+	}
+	for _, coll := range []string{"gated", "guarded"} {
+		for i, want := range []bool{true, false, true} {
+			var got counted
+			_, found, err := s.Load(ctx, coll, fmt.Sprintf("d%d", i), 0, &got)
+			if coll == "guarded" {
+				_, found, err = s.LoadGuarded(ctx, coll, fmt.Sprintf("d%d", i), &got)
+			}
+			if err != nil || found != want || (found && got != states[i]) {
+				t.Errorf("%s/d%d: found %v (%+v), err %v; want found %v", coll, i, found, got, err, want)
+			}
 		}
 	}
 }

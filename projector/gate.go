@@ -636,13 +636,25 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 	}
 	read := stored{found: found, rev: head.Revision, stream: head.Stream}
 	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
-		return step{}, rev, false, err
+		// A state the store cannot keep may be an event's between: each
+		// comes through the gate, which names the one.
+		return step{}, rev, false, orUnfilled(err)
 	}
 	// Noted once written, still under the document's lock, which every
 	// delivery through the gate takes: a predecessor that comes meanwhile
 	// is found a duplicate and counted then (countAhead).
 	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)
 	return step{outcome: Applied}, rev, true, nil
+}
+
+// orUnfilled is err, a fill's write's error, or nil where the store could
+// not keep the filled state ([driver.ErrUnencodable]): the gap is then not
+// filled.
+func orUnfilled(err error) error {
+	if errors.Is(err, driver.ErrUnencodable) {
+		return nil
+	}
+	return err
 }
 
 // foldGap folds on cur (nil: no document) the events of ev's stream from

@@ -267,7 +267,7 @@ func (e *Engine) fillGapGuarded(ctx context.Context, k keeper, t target, ev Even
 		return step{}, false, nil
 	}
 	if err := e.putVersioned(ctx, k, t, read, ev, next); err != nil {
-		return step{}, false, err
+		return step{}, false, orUnfilled(err)
 	}
 	// Noted once written, under the document's lock (see fillGap).
 	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)

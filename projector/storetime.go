@@ -2,10 +2,12 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
 )
 
 // storeClock sums the time spent in the document store on behalf of one
@@ -56,12 +58,13 @@ func (s docStore) Load(ctx context.Context, collection, id string, minRevision u
 
 func (s docStore) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
 	defer s.clock.stop(s.clock.start())
-	return s.c.store.Insert(ctx, collection, id, head, state)
+	return refusedState(s.c.store.Insert(ctx, collection, id, head, state))
 }
 
 func (s docStore) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.store.Update(ctx, collection, id, from, head, state)
+	ok, err := s.c.store.Update(ctx, collection, id, from, head, state)
+	return ok, refusedState(err)
 }
 
 func (s docStore) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
@@ -76,7 +79,18 @@ func (s docStore) LoadGuarded(ctx context.Context, collection, id string, state 
 
 func (s docStore) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
 	defer s.clock.stop(s.clock.start())
-	return s.c.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
+	ok, err := s.c.guardedStore.PutGuarded(ctx, collection, id, expected, meta, state)
+	return ok, refusedState(err)
+}
+
+// refusedState marks the store's refusal of a document's state
+// ([driver.ErrUnencodable]) as permanent: writing it again gives the same.
+// handleOne then fails the event's step with it (see [Engine.unstorable]).
+func refusedState(err error) error {
+	if errors.Is(err, driver.ErrUnencodable) {
+		return retry.Permanent(err)
+	}
+	return err
 }
 
 func (s docStore) LoadMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Loaded, error) {

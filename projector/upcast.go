@@ -192,11 +192,17 @@ func (s upcaster) run(v any) (out any, err error) {
 }
 
 // as returns v as a value of type t: itself when it is one, else through
-// its JSON.
-func as(v any, t reflect.Type) (any, error) {
+// its JSON. A panic of the type's own JSON methods is an error of this
+// event's: one malformed payload must not stop the process.
+func as(v any, t reflect.Type) (out any, err error) {
 	if reflect.TypeOf(v) == t {
 		return v, nil
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("decode into %v: panicked: %v", t, r)
+		}
+	}()
 	data, ok := v.(json.RawMessage)
 	if !ok {
 		var err error

@@ -22,6 +22,15 @@ import (
 // there already (or an inbox finds the event's record).
 var ErrDuplicate = errors.New("document exists")
 
+// ErrUnencodable is what a store returns, wrapped, when it cannot store a
+// document's state: the state does not encode (its encoder fails or
+// panics), encodes a field the engine owns, or is larger than the server
+// takes. Nothing is written. The engine takes it as the failure of the
+// event whose step gave that state, under the projection's failure policy:
+// the other documents go on. A bulk write (WriteMany, PutGuardedMany)
+// reports such a document as not written, and writes the others.
+var ErrUnencodable = errors.New("the store cannot store the document's state")
+
 // Store is the document store the revision gate reads and writes. Every
 // document holds one projection state plus its [Head]: the revision of the
 // last event applied to it, and the stream that feeds it.
