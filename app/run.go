@@ -273,13 +273,17 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 		}
 		views[i] = s.slots[i]
 	}
-	// Each runner is built once before any runs, so that a store or a
-	// server that cannot do what a projection needs stops them all.
+	// Each runner is built once before any runs, on the collection readers
+	// read now, so that a store or a server that cannot do what a
+	// projection needs, or another number of segments than that
+	// collection's, stops them all. (The projection's first collection
+	// keeps the number of segments it had before a rebuild changed it.)
 	for _, sl := range s.slots {
-		if _, err := s.build(sl, nil)(ctx, sl.projection.Definition.Collection()); err != nil {
+		coll, err := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
+		if err != nil {
 			return startError(ctx, err)
 		}
-		if err := s.checkSegmentCount(ctx, sl); err != nil {
+		if _, err := s.build(sl, nil)(ctx, coll); err != nil {
 			return startError(ctx, err)
 		}
 	}

@@ -41,17 +41,6 @@ func (c *runConfig) checkSegments(stderr io.Writer) error {
 // projection's collection was split into by its first segmented run.
 var errSegmentCount = errors.New("the projection runs in another number of segments")
 
-// checkSegmentCount checks, before anything runs, that slot sl's active
-// collection is split into --segments segments, recording the number on a
-// segmented projection's first run (see segmentCount).
-func (s *session) checkSegmentCount(ctx context.Context, sl *slot) error {
-	coll, err := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
-	if err != nil {
-		return err
-	}
-	return s.segmentCount(ctx, sl, coll)
-}
-
 // segmentCount records --segments as the number of segments of collection
 // (of slot sl's projection) unless one is recorded, and refuses another
 // number than the one recorded. Without --segments nothing is recorded, and

@@ -281,3 +281,75 @@ func killHolder(t testing.TB, store *mongostore.Store, procs []*process, buildin
 		}
 	}
 }
+
+// The number of segments is changed as the refusal of another one says:
+// stop the processes, rebuild in the new number, run the new collection
+// with it. A projection run in 4 segments, rebuilt in 2, runs in 2 (from
+// the rebuild's checkpoints), and a run in 4 is refused, naming 2; rebuilt
+// in one process, it runs without --segments.
+func TestRun_segments_changed_by_a_rebuild(t *testing.T) {
+	const lease = 2 * time.Second
+	srv := esdbtest.New(t)
+	client := srv.Client(t)
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	carts := map[string][]projector.Event{}
+	appendCarts(t, client, 0, 40, 4, carts)
+	head := srv.Head()
+	common := []string{"--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--connect-timeout", "1m"}
+	run := func(segments string) []string {
+		return append([]string{"run", "--http", "", "--projections", cart.DetailsName, "--segments", segments, "--lease", lease.String(),
+			"--checkpoint-interval", "100ms"}, common...)
+	}
+	first := startBinary(t, run("4")...)
+	waitAllAt(t, store, cart.DetailsName, 4, head)
+	if code := first.terminate(t); code != 0 {
+		t.Fatalf("run --segments 4: exit %d", code)
+	}
+	out, errOut, code := runBinary(t, 3*time.Minute, append([]string{"rebuild", cart.DetailsName, "--segments", "2", "--lease", lease.String()}, common...)...)
+	if code != 0 {
+		t.Fatalf("rebuild --segments 2: exit %d\n%s\n%s", code, out, errOut)
+	}
+	building, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName)
+	if building == cart.DetailsName {
+		t.Fatalf("the rebuild switched no readers:\n%s", out)
+	}
+
+	_, errOut, code = runBinary(t, time.Minute, run("4")...)
+	if want := "(collection " + building + ") runs in 2 segments"; code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("run --segments 4 after a rebuild in 2: exit %d, %q; want 1 and %q", code, errOut, want)
+	}
+	next := startBinary(t, run("2")...)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(next.stderrText(), `msg="runs segments"`); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-next.done:
+			t.Fatalf("run --segments 2 after a rebuild in 2: exit %d\n%s", next.cmd.ProcessState.ExitCode(), next.stderrText())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run --segments 2 runs no segment after a minute:\n%s", next.stderrText())
+		}
+	}
+	appendCarts(t, client, 40, 5, 4, carts)
+	waitAllAt(t, store, building, 2, srv.Head())
+	if code := next.terminate(t); code != 0 {
+		t.Fatalf("run --segments 2 after a rebuild in 2: exit %d\n%s", code, next.stderrText())
+	}
+	if got := appliedOf(t, next); got != 20 {
+		t.Errorf("the run in 2 segments applied %d events; want the 20 appended after the rebuild", got)
+	}
+	checkCarts(t, store, building, carts)
+
+	// Back to one process: rebuilt without --segments, run without.
+	if out, errOut, code := runBinary(t, 3*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...); code != 0 {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, errOut)
+	}
+	single, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName)
+	last := startBinary(t, append([]string{"run", "--http", "", "--projections", cart.DetailsName, "--checkpoint-interval", "100ms"}, common...)...)
+	appendCarts(t, client, 45, 5, 4, carts)
+	waitCheckpointOf(t, last, store, single, srv.Head())
+	if code := last.terminate(t); code != 0 {
+		t.Fatalf("run after a rebuild in one process: exit %d\n%s", code, last.stderrText())
+	}
+	checkCarts(t, store, single, carts)
+}
