@@ -60,9 +60,9 @@ func TestStore_refuses_a_state_it_cannot_store(t *testing.T) {
 	ctx := context.Background()
 	for _, st := range []any{
 		withID{ID: "x", Name: "y"}, withRevision{Revision: 3}, // a field the engine owns
-		struct{ N uint64 }{N: 1 << 63},                       // no int64 holds it
-		panicky{},                                            // its encoder panics
-		struct{ B []byte }{B: make([]byte, 16<<20)},          // more than MongoDB stores
+		struct{ N uint64 }{N: 1 << 63}, // no int64 holds it
+		panicky{},                      // its encoder panics
+		struct{ B []byte }{B: make([]byte, 16<<20)}, // more than MongoDB stores
 	} {
 		if err := s.Insert(ctx, "docs", "d1", driver.Head{}, st); !errors.Is(err, driver.ErrUnencodable) {
 			t.Errorf("Insert %T: err = %v, want driver.ErrUnencodable", st, err)
