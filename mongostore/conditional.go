@@ -12,6 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/revgate/projector/projector/driver"
 )
 
 // Every read and write of a projection document that depends on what the
@@ -93,13 +95,33 @@ func (s *Store) findIf(ctx context.Context, coll *mongo.Collection, id string, c
 func (s *Store) replaceIf(ctx context.Context, coll *mongo.Collection, id string, c cond, doc any) (bool, error) {
 	if !s.checksItself(ctx) {
 		res, err := coll.ReplaceOne(ctx, c.filter(id), doc)
-		return err == nil && res.MatchedCount == 1, err
+		return err == nil && res.MatchedCount == 1, refusal(err)
 	}
 	if _, ok, err := s.findIf(ctx, coll, id, c, options.FindOne().SetProjection(bson.D{{Key: c.field, Value: 1}})); !ok || err != nil {
 		return false, err
 	}
 	res, err := coll.ReplaceOne(ctx, byID(id), doc)
-	return err == nil && res.MatchedCount == 1, err
+	return err == nil && res.MatchedCount == 1, refusal(err)
+}
+
+// refusedCodes are the codes of a server's write error for a document it
+// will not store as it is: BadValue (FerretDB: a key with '.' or a leading
+// '$', an infinite number), InvalidBSON, DollarPrefixedFieldName,
+// EmptyFieldName, DottedFieldName, DocumentValidationFailure (the
+// collection's validator), BSONObjectTooLarge, and a document an update
+// makes too large.
+var refusedCodes = []int{2, 22, 52, 56, 57, 121, 10334, 17419, 17420}
+
+// refusal is err, a write of one document's error, wrapping
+// driver.ErrUnencodable where the server refused the document itself
+// (refusedCodes): writing it again gives the same.
+func refusal(err error) error {
+	var we mongo.WriteException
+	if errors.As(err, &we) && we.WriteConcernError == nil &&
+		slices.ContainsFunc(we.WriteErrors, func(e mongo.WriteError) bool { return slices.Contains(refusedCodes, e.Code) }) {
+		return fmt.Errorf("%w: %w", driver.ErrUnencodable, err)
+	}
+	return err
 }
 
 // deleteIf removes document id when c holds on it, and reports whether it
@@ -155,10 +177,14 @@ func (s *Store) replaceMany(ctx context.Context, coll *mongo.Collection, reps []
 			models[j] = mongo.NewReplaceOneModel().SetFilter(filter).SetReplacement(reps[i].doc)
 		}
 		res, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false))
-		if err != nil {
+		var bw mongo.BulkWriteException
+		switch {
+		case errors.As(err, &bw) && bw.WriteConcernError == nil:
+			// The server refused some of the documents (see refusal): the
+			// others may have taken, which their tokens tell.
+		case err != nil:
 			return nil, fmt.Errorf("mongostore: write %d documents of %s: %w", len(chunk), coll.Name(), err)
-		}
-		if int(res.MatchedCount) == len(chunk) {
+		case int(res.MatchedCount) == len(chunk):
 			for _, i := range chunk {
 				ok[i] = true
 			}

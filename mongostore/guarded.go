@@ -123,7 +123,7 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, err)
+			return false, fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, refusal(err))
 		}
 		return true, nil
 	}

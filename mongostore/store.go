@@ -161,7 +161,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, head driver.H
 		return driver.ErrDuplicate
 	}
 	if err != nil {
-		return fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, err)
+		return fmt.Errorf("mongostore: insert %s/%s: %w", collection, id, refusal(err))
 	}
 	return nil
 }

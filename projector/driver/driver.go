@@ -24,8 +24,9 @@ var ErrDuplicate = errors.New("document exists")
 
 // ErrUnencodable is what a store returns, wrapped, when it cannot store a
 // document's state: the state does not encode (its encoder fails or
-// panics), encodes a field the engine owns, or is larger than the server
-// takes. Nothing is written. The engine takes it as the failure of the
+// panics), encodes a field the engine owns, is larger than the server
+// takes, or the server refuses it as it is (a key it does not take, a
+// value it does not store, its validator). Nothing is written. The engine takes it as the failure of the
 // event whose step gave that state, under the projection's failure policy:
 // the other documents go on. A bulk write (WriteMany, PutGuardedMany)
 // reports such a document as not written, and writes the others.
