@@ -119,6 +119,9 @@ type segments struct {
 	// built the collection), counted out of the processes that share the
 	// segments: its heartbeat stops meanwhile.
 	away atomic.Bool
+	// unanswered is why the last look at the processes failed (MongoDB
+	// does not answer); nil when it did not.
+	unanswered error
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -448,10 +451,12 @@ func (g *segments) want(ctx context.Context) (int, []string, bool) {
 	live, err := segment.Live(ctx, g.s.store.Database(), g.work.group)
 	if err != nil {
 		if ctx.Err() == nil {
+			g.unanswered = err
 			g.logger.Warn("reading the projection's processes", "projection", g.sl.name, "err", err)
 		}
 		return 0, nil, false
 	}
+	g.unanswered = nil
 	rank, found := slices.BinarySearch(live, g.s.holder)
 	p := len(live)
 	if !found {
@@ -654,17 +659,35 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 }
 
 // show tells the slot's readiness and metrics whether this process runs
-// any segment.
+// any segment: none while MongoDB does not answer its looks is retrying,
+// not standing by.
 func (g *segments) show() {
 	n := g.count()
 	g.sl.leader.Store(n > 0)
 	down := g.sl.down.Load()
 	switch {
+	case n == 0 && g.unanswered != nil:
+		g.sl.setDown("retrying: MongoDB does not answer, so this process holds none of the segments: " + firstLine(g.unanswered.Error(), "the log"))
 	case n == 0:
 		g.sl.setDown(fmt.Sprintf("standby: this process holds none of the %d segments", g.n))
-	case down != nil && strings.HasPrefix(*down, "standby"):
+	case down != nil && (strings.HasPrefix(*down, "standby") || strings.HasPrefix(*down, "retrying: MongoDB does not answer")):
 		g.sl.setDown("")
 	}
+}
+
+// lostAll reports whether this process has lost the lease of every
+// segment it holds (none renewed in time: MongoDB does not answer it, or
+// another process took them) before its look drops them (dropLost), which
+// waits on MongoDB too.
+func (g *segments) lostAll() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range g.held {
+		if !h.isLost() {
+			return false
+		}
+	}
+	return len(g.held) > 0
 }
 
 // releaseAll lets go of every segment held, at once, so that the other
@@ -708,7 +731,10 @@ func (g *segments) Segments() (n int, held map[int]*uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	held = make(map[int]*uint64, len(g.held))
-	for k := range g.held {
+	for k, h := range g.held {
+		if h.isLost() {
+			continue // not run here any more, though not dropped yet (dropLost)
+		}
 		if p, ok := g.saved[k]; ok {
 			held[k] = &p
 		} else {

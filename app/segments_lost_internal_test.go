@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,4 +215,43 @@ func TestLease_markLost_beside_the_renewal_is_race_free(t *testing.T) {
 	defer h.release()
 	time.Sleep(450 * time.Millisecond) // one renewal (every ttl/3) has written h.lease
 	h.markLost(errors.New("fenced"))
+}
+
+// A process whose segments' leases are lost (not renewed in time) shows it
+// at once, before its look at the processes drops them (which waits on
+// MongoDB too): no segment owned, no lease held, and down as retrying,
+// where the metrics showed two owners of a segment until then. A look that
+// fails with no segment held says retrying, not standby.
+func TestSegments_lost_leases_show_at_once_and_an_unanswering_store_is_retrying(t *testing.T) {
+	store := mongostore.New(mongotest.Database(t))
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 4, &log)
+	sl := g.sl
+	sl.segs.Store(g)
+	a := unrenewed(t, store, segment.LeaseName("p", 0, 4), "A", time.Minute)
+	b := unrenewed(t, store, segment.LeaseName("p", 1, 4), "A", time.Minute)
+	g.held[0], g.held[1] = a, b
+	g.show()
+	if n, held := sl.Segments(); n != 4 || len(held) != 2 || !sl.Leader() || sl.Down() != "" {
+		t.Fatalf("holding 2 of 4: segments %d %v, leader %v, down %q", n, held, sl.Leader(), sl.Down())
+	}
+	a.markLost(errors.New("not renewed in time"))
+	if _, held := sl.Segments(); len(held) != 1 || !slices.Contains(slices.Collect(maps.Keys(held)), 1) || !sl.Leader() {
+		t.Errorf("one lease lost: owned %v, leader %v; want segment 1 alone, leader", held, sl.Leader())
+	}
+	b.markLost(errors.New("not renewed in time"))
+	if _, held := sl.Segments(); len(held) != 0 || sl.Leader() || !strings.HasPrefix(sl.Down(), "retrying: lost the leases") {
+		t.Errorf("every lease lost: owned %v, leader %v, down %q; want none, not leader, retrying", held, sl.Leader(), sl.Down())
+	}
+	g.dropLost()
+	g.unanswered = errors.New("server selection error: context deadline exceeded")
+	g.show()
+	if d := sl.Down(); !strings.HasPrefix(d, "retrying: MongoDB does not answer") {
+		t.Errorf("no segment, MongoDB not answering: down %q, want retrying", d)
+	}
+	g.unanswered = nil
+	g.show()
+	if d := sl.Down(); !strings.HasPrefix(d, "standby: this process holds none") {
+		t.Errorf("no segment, MongoDB answering: down %q, want standby", d)
+	}
 }

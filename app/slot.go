@@ -50,7 +50,12 @@ type slot struct {
 
 // Leader reports whether this process holds the projection's lease (with
 // run --segments, the lease of one of its segments at least).
-func (s *slot) Leader() bool { return s.leader.Load() }
+func (s *slot) Leader() bool {
+	if g := s.segs.Load(); g != nil && g.lostAll() {
+		return false
+	}
+	return s.leader.Load()
+}
 
 // Segments returns how many segments the projection is split into (0
 // without run --segments) and, for those this process holds, the position
@@ -64,6 +69,9 @@ func (s *slot) Segments() (int, map[int]*uint64) {
 
 // Down implements runnerView.
 func (s *slot) Down() string {
+	if g := s.segs.Load(); g != nil && g.lostAll() {
+		return "retrying: lost the leases of its segments (not renewed in time: MongoDB does not answer, or another process took them)"
+	}
 	if d := s.down.Load(); d != nil {
 		return *d
 	}
