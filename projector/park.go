@@ -101,8 +101,12 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 // parkHole), so once p routes it, it goes through the gate as if delivered
 // now. A document that has its effect already (the event was delivered
 // again and routed since) counts as replayed, and so does an event p no
-// longer wants (Duplicate: there is nothing to apply).
-func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
+// longer wants (Duplicate: there is nothing to apply). Under
+// [GlobalPosition] a document past the event's position moved past it
+// without its effect (the event was never delivered to it in log order),
+// which the gate cannot tell from a duplicate: the event is applied to it
+// as it is now, as a parked event of it would be.
+func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event, pe ParkedEvent) Result {
 	id, ok, err := e.route(ctx, p, ev)
 	switch {
 	case err != nil:
@@ -117,11 +121,33 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 		// its router declines it): nothing to apply, and nothing waits.
 		return Result{Projection: p.Name(), Outcome: Duplicate}
 	}
+	if _, byPosition := e.keeperOf(p).(globalPosition); byPosition {
+		if r, past := e.replayPastPosition(ctx, target{p, id}, ev, pe); past {
+			return r
+		}
+	}
 	r := e.keeperOf(p).handle(ctx, e, target{p, id}, ev, nil)
 	if r.Outcome == Duplicate {
 		r.Outcome = Applied // the document has the event's effect: replayed
 	}
 	return r
+}
+
+// replayPastPosition replays ev, parked with no document, to document t
+// under [GlobalPosition] where t is past ev's position (past): t moved past
+// ev without its effect, which a replay applies (replayAt). A document at
+// ev's position has it.
+func (e *Engine) replayPastPosition(ctx context.Context, t target, ev Event, pe ParkedEvent) (r Result, past bool) {
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	switch {
+	case err != nil:
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1}), true
+	case !found || meta.Position < ev.Position:
+		return Result{}, false // the gate applies it
+	case meta.Position == ev.Position:
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}, true
+	}
+	return e.replayAt(ctx, t, ev, pe), true
 }
 
 // GoneType is the type of the record [Park] leaves for a hole in a stream:
@@ -235,7 +261,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	}
 	e.forgetUndecodedTie(p, ev.StreamID)
 	if pe.Document == "" {
-		return e.replayUnrouted(ctx, p, decoded)
+		return e.replayUnrouted(ctx, p, decoded, pe)
 	}
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
@@ -246,24 +272,30 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if f, stray := e.strayAt(ctx, t, decoded); stray {
 		return e.fail(t, decoded, f)
 	}
+	return e.replayAt(ctx, t, decoded, pe)
+}
+
+// replayAt applies parked event ev (record pe) to document t as it is now,
+// under the engine's retry policy (see [Engine.Replay]).
+func (e *Engine) replayAt(ctx context.Context, t target, ev Event, pe ParkedEvent) Result {
 	attempts := 0
 	var wrote string // what an attempt's write gave the document (its token)
 	var before bool  // an earlier replay wrote it
-	err = retry.Do(ctx, e.policy, func(ctx context.Context) error {
+	err := retry.Do(ctx, e.policy, func(ctx context.Context) error {
 		attempts++
 		unlock := e.locks.lock(t.key())
 		defer unlock()
 		var err error
-		before, err = e.keeperOf(p).replayOnce(ctx, e, t, decoded, pe, &wrote)
+		before, err = e.keeperOf(t.p).replayOnce(ctx, e, t, ev, pe, &wrote)
 		return err
 	})
 	switch {
 	case err != nil:
-		return e.fail(t, decoded, failure{err: err, wanted: -1, seen: -1, attempts: attempts})
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: attempts})
 	case before:
-		return Result{Projection: p.Name(), Document: pe.Document, Outcome: Duplicate}
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	return Result{Projection: p.Name(), Document: pe.Document, Outcome: Applied}
+	return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}
 }
 
 // strayAt says why ev, parked against document t, is not replayed there,
