@@ -1,6 +1,5 @@
 package projector_test
 
-
 import (
 	"context"
 	"encoding/json"

@@ -289,9 +289,11 @@ func kin(name string) string {
 	return strings.ToLower(versionAffix.ReplaceAllString(name, ""))
 }
 
-// Near returns a registered name that typeName, which is not registered,
-// is close to: the same but for case or a version ("CardMoved.v3" when
-// "CardMoved.v2" is registered, "cardMoved" for "CardMoved"). Such a type
+// Near returns the name now of a registered type that typeName, which is
+// not registered, is close to: the same as one of its names but for case
+// or a version ("CardMoved.v2" for "CardMoved.v3" when "CardMoved.v2" is
+// the type's name now, also when "CardMoved.v1" is an older form of it;
+// "cardMoved" for "CardMoved"). Such a type
 // is most likely one the registry should know: a rename or a new version
 // without its upcaster. Runners log it, and count it in
 // [RunnerStats.UnknownTypes].
@@ -305,7 +307,8 @@ func (r *Registry) Near(typeName string) (registered string, ok bool) {
 	if len(names) == 0 {
 		return "", false
 	}
-	return names[0], true
+	// The name its type has now, rather than an older form's.
+	return r.forms[names[0]].name, true
 }
 
 // addKin files the names of forms under what they share with close names.
@@ -320,9 +323,10 @@ func (r *Registry) addKin(forms map[string]form) {
 }
 
 // namesOf returns every name events of Go type t are stored under: its
-// name now and its older forms'. Under [Registry.VersionField] a form
-// "T.vN" is type T with version N in the metadata: its events are stored
-// as T.
+// name now and its older forms'. Under [Registry.VersionField] an older
+// form "T.vN" is type T with version N in the metadata: its events are
+// stored as T. The name the type has now is stored as it is, whatever it
+// looks like ([Registry.Encode] names events so).
 func (r *Registry) namesOf(t reflect.Type) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -331,7 +335,7 @@ func (r *Registry) namesOf(t reflect.Type) []string {
 		if f.t != t {
 			continue
 		}
-		if m := versionKey.FindStringSubmatch(n); m != nil && r.versionField != "" {
+		if m := versionKey.FindStringSubmatch(n); m != nil && r.versionField != "" && n != f.name {
 			n = m[1]
 		}
 		if !slices.Contains(names, n) {

@@ -233,6 +233,13 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 	if got := projector.HandledTypes(r, laneProjection(r)); !slices.Equal(got, []string{"CardMoved"}) {
 		t.Errorf("HandledTypes = %q, want [CardMoved]", got)
 	}
+	// A type whose name now looks like a version is stored under that name
+	// (Encode names its events so), beside the older form's T.
+	named := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[Moved](named, "CardMoved.v3", projector.Upcast("CardMoved", v1ToV2), projector.Upcast("CardMoved.v2", v2ToV3))
+	if got := projector.HandledTypes(named, laneProjection(named)); !slices.Equal(got, []string{"CardMoved", "CardMoved.v3"}) {
+		t.Errorf("HandledTypes = %q, want [CardMoved CardMoved.v3]", got)
+	}
 	// Version 3 (the type now) has no form of its own, and no version is
 	// the type's name: both decode as they are.
 	for _, meta := range []string{`{"schemaVersion": 3}`, `{}`, ``, `not json`, `{"schemaVersion": null}`, `{"schemaVersion": ""}`} {
@@ -316,10 +323,10 @@ func TestRegistry_an_event_with_no_body_decodes_as_the_zero_value(t *testing.T) 
 func TestRegistry_Near_finds_a_registered_type_but_for_case_or_version(t *testing.T) {
 	r := boardRegistry()
 	for typ, want := range map[string]string{
-		"CardMovedV4":  "CardMoved", // the first, sorted, of its kin
-		"cardmoved":    "CardMoved",
-		"CardMoved_v7": "CardMoved",
-		"V2.CardMoved": "CardMoved",
+		"CardMovedV4":  "CardMovedV3", // the name its kin's type has now, not an older form's
+		"cardmoved":    "CardMovedV3",
+		"CardMoved_v7": "CardMovedV3",
+		"V2.CardMoved": "CardMovedV3",
 		"cardArchived": "CardArchived",
 		"CardMoved":    "", // registered
 		"CardDeleted":  "",
