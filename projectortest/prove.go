@@ -76,7 +76,10 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // Prove runs projection p against store the way production delivers events:
 // it appends streams (stream name -> payloads, in order; a payload may be a
 // [projector.Event], an event as stored in an older form, as [Log.Append]
-// takes it, so that the proof covers its upcasters) to a [Log], delivers
+// takes it, so that the proof covers its upcasters: decoded in the reverse
+// order first, each must decode as in the log's order, or the error wraps
+// [ErrNotExactlyOnce] and says which is not a function of the stored event
+// alone) to a [Log], delivers
 // every event 1 to MaxTimes times, shuffled, from concurrent workers, through
 // the engine, then compares every document with the pure fold of its events.
 // The error wraps [ErrNotExactlyOnce] and names the documents that differ;
@@ -416,28 +419,70 @@ func appendStreams(r *rand.Rand, registry *projector.Registry, streams map[strin
 		}
 	}
 	sort.Strings(names)
-	log := NewLog(registry)
+	type at struct {
+		stream string
+		i      int
+	}
+	var order []at
 	next := map[string]int{}
-	var events []projector.Event
 	for left := len(names); left > 0; {
 		s := names[r.IntN(len(names))]
 		if next[s] == len(streams[s]) {
 			continue
 		}
-		var meta []byte
-		if metadata != nil {
-			meta = metadata(s)
-		}
-		evs, err := log.AppendWithMetadata(s, meta, streams[s][next[s]])
-		if err != nil {
-			return nil, err
-		}
-		events = append(events, evs...)
+		order = append(order, at{s, next[s]})
 		if next[s]++; next[s] == len(streams[s]) {
 			left--
 		}
 	}
-	return events, nil
+	metaOf := func(s string) []byte {
+		if metadata == nil {
+			return nil
+		}
+		return metadata(s)
+	}
+	// The events given as stored are decoded once in the reverse order
+	// first, before the log decodes them in its order (checkUpcastersPure).
+	backward := map[int]projector.Event{}
+	for j, a := range slices.Backward(order) {
+		if ev, ok := streams[a.stream][a.i].(projector.Event); ok {
+			ev.StreamID, ev.Payload = a.stream, nil
+			if ev.Metadata == nil {
+				ev.Metadata = metaOf(a.stream)
+			}
+			backward[j], _ = registry.Decode(ev)
+		}
+	}
+	log := NewLog(registry)
+	events := make([]projector.Event, 0, len(order))
+	for _, a := range order {
+		evs, err := log.AppendWithMetadata(a.stream, metaOf(a.stream), streams[a.stream][a.i])
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, evs...)
+	}
+	return events, checkUpcastersPure(events, backward)
+}
+
+// checkUpcastersPure fails where an event given as stored decoded to
+// another payload in the log's order (events) than in the reverse order,
+// before it (backward, by place): an upcaster (or a type's UnmarshalJSON)
+// that keeps something from the events it decoded before decodes an event
+// one way in a process that read the log from its start, and another after
+// a restart from a checkpoint, or in a rebuild.
+func checkUpcastersPure(events []projector.Event, backward map[int]projector.Event) error {
+	for j, ev := range events {
+		b, ok := backward[j]
+		if !ok || ev.Payload == nil || b.Payload == nil || sameState(b.Payload, ev.Payload) {
+			continue // events that do not decode: checkDecode says so
+		}
+		return fmt.Errorf("projectortest: %w: event %s (%s of stream %q, revision %d) decodes to %+v in the log's order and to %+v "+
+			"when the events after it are decoded first: its upcasters are not a function of the stored event alone "+
+			"(they keep something from the events they decoded before), so a process that restarts from a checkpoint, or a rebuild, decodes it otherwise",
+			ErrNotExactlyOnce, ev.ID, ev.Type, ev.StreamID, ev.StreamRevision, ev.Payload, b.Payload)
+	}
+	return nil
 }
 
 // checkNoDocuments fails when a document of byDoc exists already: on a
