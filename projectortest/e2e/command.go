@@ -97,7 +97,9 @@ func (c *Running) state() string {
 
 // WaitCheckpoint waits until the checkpoint of name in db has reached
 // position (name is the projection's collection: its name, unless the
-// projection sets a collection of its own): every event up to it is applied.
+// projection sets a collection of its own; after a rebuild, the checkpoint
+// of the collection readers were switched to, where name is the
+// projection's name): every event up to it is applied.
 // It gives up when done is closed (the projector ended; nil: never), when
 // the projection's record has held an error for 10 seconds while the
 // checkpoint stays where it is short of position (the projection stopped: at
@@ -157,11 +159,16 @@ func WaitCheckpoint(db *mongo.Database, name string, position uint64, done <-cha
 	}
 }
 
-// progress is the record of the checkpoint of name: its own, or for a
+// progress is the record of the checkpoint of name, or of the collection
+// a rebuild of the projection name switched readers to: its own, or for a
 // projection split into segments the lowest of its segments' checkpoints
 // (segment.Lowest), with the first error one of them holds.
 func progress(db *mongo.Database, store *mongostore.Store, name string) (mongostore.CheckpointStatus, error) {
 	ctx := context.Background()
+	name, err := store.ActiveCollection(ctx, name, name)
+	if err != nil {
+		return mongostore.CheckpointStatus{}, err
+	}
 	all, err := store.Checkpoints(ctx)
 	if err != nil {
 		return mongostore.CheckpointStatus{}, err

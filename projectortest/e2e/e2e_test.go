@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
@@ -209,4 +211,37 @@ func TestWaitCheckpoint_of_a_projection_in_segments(t *testing.T) {
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("exit %d\n%s", code, cmd.Stderr())
 	}
+}
+
+// After a rebuild, WaitCheckpoint on the projection's name waits for the
+// checkpoint of the collection readers were switched to: the first
+// collection's stops where the rebuild began.
+func TestWaitCheckpoint_after_a_rebuild_waits_for_the_collection_readers_read(t *testing.T) {
+	c := doorsConfig()
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "door/1", opened{By: "ann"}, closed{})
+	args := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
+	first := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, args...)...)
+	first.WaitCheckpoint(t, db, "doors", servers.Head())
+	if code := first.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, first.Stderr())
+	}
+	if code := e2e.StartCommand(t, c, append([]string{"rebuild", "doors"}, args...)...).Wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rebuild: exit %d", code)
+	}
+	active, err := mongostore.New(db).ActiveCollection(context.Background(), "doors", "doors")
+	if err != nil || active == "doors" {
+		t.Fatalf("active collection %q (%v): the rebuild switched none", active, err)
+	}
+	next := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, args...)...)
+	servers.Append(t, registry(), "door/2", opened{By: "bob"})
+	if err := e2e.WaitCheckpoint(db, "doors", servers.Head(), next.Done()); err != nil {
+		t.Fatalf("WaitCheckpoint after the rebuild: %v", err)
+	}
+	var d door
+	if err := db.Collection(active).FindOne(context.Background(), bson.D{{Key: "_id", Value: "2"}}).Decode(&d); err != nil || !d.Open {
+		t.Errorf("door 2 in %s once WaitCheckpoint returned: %+v (%v)", active, d, err)
+	}
+	next.Stop(t)
 }
