@@ -32,6 +32,13 @@ var ErrMismatch = errors.New("document differs from the fold of its events")
 // (the fold passes over an event with no payload at all, and fails on one
 // whose payload did not decode). Floats are compared to within rounding
 // (a relative 1e-9, or an absolute 1e-9 near zero; NaN equals NaN).
+//
+// A document that moved past an event under [projector.Skip] or
+// [projector.Park] holds the fold without that event's effect, at its
+// revision: give that event with its Payload (and its error) cleared,
+// projector.Event{ID: ev.ID, Type: ev.Type, StreamID: ev.StreamID,
+// StreamRevision: ev.StreamRevision, Position: ev.Position}, which the fold
+// passes over as it passes over an event of a type p does not handle.
 func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
 	if len(events) == 0 {
 		return errors.New("projectortest: no events to fold")
