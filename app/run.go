@@ -673,7 +673,13 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 	switch {
 	case (err == nil || ctx.Err() != nil) && sl.groupDown() != "":
 		return false, errors.Join(err, fmt.Errorf("projection %s %s", sl.name, sl.groupDown()))
-	case err == nil || ctx.Err() != nil:
+	case err == nil:
+		return false, nil
+	case ctx.Err() != nil && errors.As(err, &failed) && failed.Retryable():
+		// Stopped while an event that may succeed later failed: it was
+		// not stopped for good (it would run again), whichever came first.
+		return false, nil
+	case ctx.Err() != nil:
 		return false, err
 	case errors.Is(err, projector.ErrForeignCheckpoint):
 		err = fmt.Errorf("%w (to rebuild it: %s rebuild %s)", err, s.cli.name(), sl.name)

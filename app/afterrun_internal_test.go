@@ -1,0 +1,43 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"github.com/revgate/projector/internal/pace"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/retry"
+)
+
+// A projection whose event may succeed later when the process is told to
+// stop ends the run without an error, whether the signal came while it
+// waited to run again or while the failing run ended (the exit status was 0
+// or 1 by that timing); one that failed for good still ends it with its
+// error.
+func TestAfterRun_a_stop_during_a_retry_is_no_failure(t *testing.T) {
+	s := &session{logger: slog.New(slog.DiscardHandler)}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	mayPass := fmt.Errorf("projector: runner stops: %w", &projector.Error{Projection: "p", Err: errors.New("connection closed unexpectedly")})
+	forGood := fmt.Errorf("projector: runner stops: %w", &projector.Error{Projection: "p", Err: retry.Permanent(errors.New("the door is closed already"))})
+	for _, c := range []struct {
+		name    string
+		ctx     context.Context
+		err     error
+		again   bool
+		wantErr bool
+	}{
+		{"may pass, stopping", stopped, mayPass, false, false},
+		{"for good, stopping", stopped, forGood, false, true},
+		{"may pass, running", context.Background(), mayPass, true, false},
+		{"for good, running", context.Background(), forGood, false, true},
+	} {
+		again, err := s.afterRun(c.ctx, &slot{name: "p"}, c.err, pace.New(restarts))
+		if again != c.again || (err != nil) != c.wantErr {
+			t.Errorf("%s: again %v, err %v; want again %v, an error %v", c.name, again, err, c.again, c.wantErr)
+		}
+	}
+}
