@@ -151,13 +151,13 @@ func (h *heldLease) isLost() bool {
 	}
 }
 
-// release stops renewing and lets the lease go, unless it was lost.
+// release stops renewing and lets the lease go. One known lost is let go
+// too: a renewal that came late (a loaded machine) leaves the lease this
+// process's in the store until it expires, and the release is conditional
+// on its token, so that one another process took is left alone.
 func (h *heldLease) release() {
 	h.stop()
 	<-h.done
-	if h.isLost() {
-		return
-	}
 	l := h.current()
 	ctx, cancel := context.WithTimeout(context.Background(), h.ttl)
 	defer cancel()

@@ -122,6 +122,12 @@ type segments struct {
 	// unanswered is why the last look at the processes failed (MongoDB
 	// does not answer); nil when it did not.
 	unanswered error
+	// cut: this process cannot read the event store, and handed its
+	// segments over (cutOff), counted out of the processes that share
+	// them until it reads it again. unreadSince is since when its run has
+	// not been connected to it (zero: it is, or no run).
+	cut         atomic.Bool
+	unreadSince time.Time
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -188,7 +194,6 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 	aliveCtx, stopAlive := context.WithCancel(context.WithoutCancel(ctx))
 	alive := g.keepAlive(aliveCtx)
 	var run *segmentRun
-	idle := false // the run over the segments held did them (work.done)
 	defer func() {
 		run.stop()
 		g.releaseAll()
@@ -203,28 +208,21 @@ func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork)
 	// Processes started together see each other before any takes a
 	// segment, instead of the first taking them all and handing most of
 	// them over a moment later (each hand-over restarts runs).
-	joined := time.Now().Add(poll)
-	want, changedAt := 0, time.Time{}
+	st := sharing{joined: time.Now().Add(poll)}
 	for ctx.Err() == nil {
 		if run != nil && isClosed(run.done) {
 			stop, err := g.ended(ctx, run, pacer)
-			if idle, run = run.err == nil && work.done != nil, nil; stop {
+			if st.idle, run = run.err == nil && work.done != nil, nil; stop {
 				return err
 			}
 		}
 		if g.finished(ctx) {
 			return nil
 		}
-		if time.Now().After(joined) {
-			var changed bool
-			if run, want, changed = g.rebalance(ctx, run, want); changed {
-				idle, changedAt = false, time.Now()
-			}
+		var cut bool
+		if run, cut = g.cutOff(ctx, run); !cut {
+			run = g.tend(ctx, run, &st)
 		}
-		if run == nil && !idle && g.count() > 0 && g.settled(want, changedAt) && ctx.Err() == nil {
-			run = g.startDue(ctx)
-		}
-		g.show()
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
@@ -252,6 +250,83 @@ func (g *segments) rebalance(ctx context.Context, run *segmentRun, want int) (_ 
 		return nil, want, true
 	}
 	return run, want, false
+}
+
+// sharing is where shareSegments's loop is: when this process may first
+// take segments (joined), its share (want) and when the set it holds last
+// changed (changedAt), and whether its run did every segment it holds
+// (idle: work.done).
+type sharing struct {
+	joined, changedAt time.Time
+	want              int
+	idle              bool
+}
+
+// tend brings the segments held to this process's share, and starts a run
+// over them when one is due (see settled); it returns the run to go on with.
+func (g *segments) tend(ctx context.Context, run *segmentRun, st *sharing) *segmentRun {
+	if time.Now().After(st.joined) {
+		var changed bool
+		if run, st.want, changed = g.rebalance(ctx, run, st.want); changed {
+			st.idle, st.changedAt = false, time.Now()
+		}
+	}
+	if run == nil && !st.idle && g.count() > 0 && g.settled(st.want, st.changedAt) && ctx.Err() == nil {
+		run = g.startDue(ctx)
+	}
+	g.show()
+	return run
+}
+
+// cutOff hands the segments this process holds over to the processes that
+// can read the event store, where its run has not been connected to it for
+// two lease periods (a process cut off from the event store, not from
+// MongoDB, keeps renewing its leases, and its segments would wait for it
+// while the others stand idle): it stops the run, lets every lease go and
+// counts itself out of the processes (its heartbeat stops), until the
+// event store answers it again. It returns the run to go on with, and
+// whether this process is cut off (it takes no segment then).
+func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bool) {
+	if g.cut.Load() {
+		if !g.readsEventStore(ctx) {
+			return run, true
+		}
+		g.cut.Store(false)
+		g.logger.Info("reads the event store again: takes its share of the segments", "projection", g.sl.name)
+		return run, false
+	}
+	r := g.sl.cur.Load()
+	if run == nil || r == nil || r.Connected() || time.Since(run.began) < g.s.c.lease {
+		g.unreadSince = time.Time{}
+		return run, false
+	}
+	if g.unreadSince.IsZero() {
+		g.unreadSince = time.Now()
+	}
+	if time.Since(g.unreadSince) < 2*g.s.c.lease {
+		return run, false
+	}
+	g.logger.Warn("cannot read the event store: hands its segments over to the processes that can", "projection", g.sl.name,
+		"for", time.Since(g.unreadSince).Round(time.Second))
+	run.stop()
+	g.cut.Store(true)
+	g.unreadSince = time.Time{}
+	for _, k := range g.keys() {
+		g.release(k, "this process cannot read the event store")
+	}
+	g.leave()
+	g.sl.leader.Store(false)
+	g.sl.setDown("retrying: this process cannot read the event store; it handed its segments over, and takes its share again once it reads it")
+	return nil, true
+}
+
+// readsEventStore reports whether the event store answers this process
+// (it reads the head of $all) within a third of the lease.
+func (g *segments) readsEventStore(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, g.s.c.lease/3)
+	defer cancel()
+	_, err := g.s.client.Head(ctx)
+	return err == nil
 }
 
 // finished reports whether every segment is done (work.done; never for
@@ -412,8 +487,8 @@ func (g *segments) keepAlive(ctx context.Context) <-chan struct{} {
 	db := g.s.store.Database()
 	beats := 0
 	once := func() {
-		if g.away.Load() {
-			return // waiting for a switch: counted out (see settle)
+		if g.away.Load() || g.cut.Load() {
+			return // waiting for a switch, or cut off from the event store: counted out (see settle, cutOff)
 		}
 		bctx, cancel := context.WithTimeout(ctx, ttl/3)
 		defer cancel()

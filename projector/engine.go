@@ -38,6 +38,9 @@ type Engine struct {
 	// histories: the engine's record of how far a stream was delivered
 	// assumes log order (see known).
 	unordered bool
+	// rerun: a view handling an event again whose state the store
+	// refused (see refusedStep), which does not do so a second time.
+	rerun bool
 }
 
 // core is an engine's state, shared by its views.
@@ -523,6 +526,35 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 	return state, err, nil
 }
 
+// refusedStep is err, the failure of ev's handling in document t, where
+// it is the store's refusal of the state ev's step gave
+// ([driver.ErrUnencodable]: nothing was written) and t's policy moves past
+// a failing step; nil otherwise. The handling is then done again, in the
+// same turn of the document, with a step that fails with it (failing), so
+// that the policy parks or skips ev as it does an event whose handler
+// fails, and nothing else sees ev fail. Under [Hold] the refusal, a
+// permanent failure, holds the document; under [Block] it stops there.
+func (e *Engine) refusedStep(t target, err error) error {
+	if e.rerun || !e.movesPast(t.p) || !errors.Is(err, driver.ErrUnencodable) || errors.Is(err, ErrPredecessorFailed) {
+		return nil
+	}
+	return err
+}
+
+// onceRefused returns a view of e for handling an event again whose
+// state the store refused: if it refuses the state that view writes
+// (the document as stored, or a new one's zero state), the event fails.
+func (e *Engine) onceRefused() *Engine {
+	v := *e
+	v.rerun = true
+	return &v
+}
+
+// failing is a step that fails with err.
+func failing(err error) applyStep {
+	return func(any) (any, error) { return nil, err }
+}
+
 // waitsEndAt returns a view of e whose gate waits for predecessors end once
 // stop is done: the events waiting then fail with [retry.ErrStopped] (see
 // [stoppedWaiting]), while the store calls in progress go on under their
@@ -531,12 +563,12 @@ func (e *Engine) step(p Definition, state any, apply applyStep) (next any, skipp
 // an event waiting for a predecessor that may never come is left for the
 // next run.
 func (e *Engine) waitsEndAt(stop context.Context) *Engine {
-	return &Engine{core: e.core, stop: stop, clock: e.clock, unordered: e.unordered}
+	return &Engine{core: e.core, stop: stop, clock: e.clock, unordered: e.unordered, rerun: e.rerun}
 }
 
 // outOfOrder returns a view of e for deliveries out of log order.
 func (e *Engine) outOfOrder() *Engine {
-	return &Engine{core: e.core, stop: e.stop, clock: e.clock, unordered: true}
+	return &Engine{core: e.core, stop: e.stop, clock: e.clock, unordered: true, rerun: e.rerun}
 }
 
 // timedBy returns a view of e whose store calls add their time to clock.
@@ -544,7 +576,7 @@ func (e *Engine) timedBy(clock *storeClock) *Engine {
 	if clock == e.clock {
 		return e // untimed (tracing off), as most events are: no view to make
 	}
-	return &Engine{core: e.core, stop: e.stop, clock: clock, unordered: e.unordered}
+	return &Engine{core: e.core, stop: e.stop, clock: clock, unordered: e.unordered, rerun: e.rerun}
 }
 
 // retryOptions are the options of the gate's waits: the stop of

@@ -239,6 +239,9 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
 		})
 	}
+	if refusal := e.refusedStep(t, err); refusal != nil {
+		return e.onceRefused().create(ctx, tk, t, ev, failing(refusal))
+	}
 	if err != nil {
 		r := e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: waits + 1})
 		r.Waits = waits
@@ -361,6 +364,9 @@ func (e *Engine) advance(ctx context.Context, tk *ticket, t target, ev Event, ap
 	}, e.retryOptions()...)
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
+	}
+	if refused := e.refusedStep(t, err); refused != nil && queued == nil {
+		return e.onceRefused().advance(ctx, tk, t, ev, failing(refused))
 	}
 	f := failure{err: err, wanted: int64(ev.StreamRevision) - 1, seen: seen, attempts: attempts}
 	switch {

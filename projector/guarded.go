@@ -109,6 +109,9 @@ func (e *Engine) guarded(ctx context.Context, t target, ev Event, undecodable er
 	if err == nil {
 		return e.result(t, ev, outcome, waits, skipped)
 	}
+	if refused := e.refusedStep(t, err); refused != nil {
+		return e.onceRefused().guarded(ctx, t, ev, refused)
+	}
 	f := failure{err: err, wanted: -1, seen: -1, attempts: attempts}
 	switch {
 	case retry.IsPermanent(err), ctx.Err() != nil, errors.Is(err, retry.ErrStopped):

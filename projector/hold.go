@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -130,32 +129,6 @@ func (e *Engine) handleOne(ctx context.Context, t target, ev Event, undecodable 
 	if r, ok := e.knownResult(t, ev); ok {
 		return r
 	}
-	r := e.handleKept(ctx, t, ev, undecodable)
-	if refused := e.unstorable(t, r); refused != nil {
-		// The store cannot keep the state ev's step gave, and wrote
-		// nothing: the step fails with that, as a handler's error would,
-		// and the policy moves the document past ev.
-		r = e.handleKept(ctx, t, ev, refused)
-	}
-	return r
-}
-
-// unstorable is the store's refusal of the state ev's step gave document t
-// (r, ev's result, failed with [driver.ErrUnencodable]), where t's policy
-// moves past a failing step; nil otherwise. Under [Hold] the refusal, a
-// permanent failure, holds the document; under [Block] it stops.
-func (e *Engine) unstorable(t target, r Result) error {
-	var fe *Error
-	if r.Outcome != Failed || !e.movesPast(t.p) || !errors.As(r.Err, &fe) || !errors.Is(fe.Err, driver.ErrUnencodable) {
-		return nil
-	}
-	return fe.Err
-}
-
-// handleKept is handleOne's handling of ev, under the projection's
-// strategy and its policy; undecodable, when set, is the error ev's step
-// fails with.
-func (e *Engine) handleKept(ctx context.Context, t target, ev Event, undecodable error) Result {
 	k := e.keeperOf(t.p)
 	if e.policyOf(t.p) != Hold {
 		return k.handle(ctx, e, t, ev, undecodable)

@@ -102,11 +102,11 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 // now. A document that has its effect already (the event was delivered
 // again and routed since) counts as replayed, and so does an event p no
 // longer wants (Duplicate: there is nothing to apply). Under
-// [GlobalPosition] a document past the event's position moved past it
-// without its effect (the event was never delivered to it in log order),
-// which the gate cannot tell from a duplicate: the event is applied to it
-// as it is now, as a parked event of it would be.
-func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event, pe ParkedEvent) Result {
+// [GlobalPosition] a document past the event's position may have moved
+// past it without its effect, or have it (delivered again since, and
+// routed): its position cannot tell, so the replay fails, and says a
+// rebuild folds it exactly once.
+func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
 	id, ok, err := e.route(ctx, p, ev)
 	switch {
 	case err != nil:
@@ -122,7 +122,7 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event, pe 
 		return Result{Projection: p.Name(), Outcome: Duplicate}
 	}
 	if _, byPosition := e.keeperOf(p).(globalPosition); byPosition {
-		if r, past := e.replayPastPosition(ctx, target{p, id}, ev, pe); past {
+		if r, past := e.pastPosition(ctx, target{p, id}, ev); past {
 			return r
 		}
 	}
@@ -133,11 +133,11 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event, pe 
 	return r
 }
 
-// replayPastPosition replays ev, parked with no document, to document t
-// under [GlobalPosition] where t is past ev's position (past): t moved past
-// ev without its effect, which a replay applies (replayAt). A document at
-// ev's position has it.
-func (e *Engine) replayPastPosition(ctx context.Context, t target, ev Event, pe ParkedEvent) (r Result, past bool) {
+// pastPosition is the failure of a replay of ev, parked with no document,
+// to document t under [GlobalPosition], where t is past ev's position
+// (past): whether t has ev's effect cannot be told. A document at ev's
+// position has it (applied).
+func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result, past bool) {
 	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
 	switch {
 	case err != nil:
@@ -147,7 +147,9 @@ func (e *Engine) replayPastPosition(ctx context.Context, t target, ev Event, pe 
 	case meta.Position == ev.Position:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}, true
 	}
-	return e.replayAt(ctx, t, ev, pe), true
+	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%d, the event's %d): "+
+		"it moved past the event without its effect, or got it when the event was delivered again after the router's fix, and its position cannot tell which; "+
+		"a rebuild of the projection folds it exactly once", t.id, meta.Position, ev.Position))), true
 }
 
 // GoneType is the type of the record [Park] leaves for a hole in a stream:
@@ -260,11 +262,11 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return e.fail(t, ev, f)
 	}
 	e.forgetUndecodedTie(p, ev.StreamID)
-	if pe.Document == "" {
-		return e.replayUnrouted(ctx, p, decoded, pe)
-	}
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return e.fail(t, decoded, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
+	}
+	if pe.Document == "" {
+		return e.replayUnrouted(ctx, p, decoded)
 	}
 	if err := routedElsewhere(p, decoded, pe.Document); err != nil {
 		return e.fail(t, decoded, permanent(err))

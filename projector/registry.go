@@ -78,12 +78,20 @@ func (r *Registry) zero(e Event) (any, bool) {
 }
 
 // Has reports whether an event type name is registered: as a type's name
-// now, or as one of its older forms.
+// now, or as one of its older forms; under [Registry.VersionField], also
+// T where a form is named "T.vN" (its events are stored as T).
 func (r *Registry) Has(name string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	_, ok := r.forms[name]
-	return ok
+	if _, ok := r.forms[name]; ok {
+		return true
+	}
+	for form := range r.forms {
+		if base, ok := r.versionedAs(form); ok && base == name {
+			return true // its events with a version in their metadata
+		}
+	}
+	return false
 }
 
 // nameOf returns the event type name Go type t is registered under.

@@ -323,26 +323,45 @@ func (r *Registry) addKin(forms map[string]form) {
 }
 
 // namesOf returns every name events of Go type t are stored under: its
-// name now and its older forms'. Under [Registry.VersionField] an older
-// form "T.vN" is type T with version N in the metadata: its events are
-// stored as T. The name the type has now is stored as it is, whatever it
+// name now and its older forms'. Under [Registry.VersionField] a form
+// "T.vN" is type T with version N in the metadata: its events are stored
+// as T. The name the type has now is also stored as it is, whatever it
 // looks like ([Registry.Encode] names events so).
 func (r *Registry) namesOf(t reflect.Type) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var names []string
-	for n, f := range r.forms {
-		if f.t != t {
-			continue
-		}
-		if m := versionKey.FindStringSubmatch(n); m != nil && r.versionField != "" && n != f.name {
-			n = m[1]
-		}
+	add := func(n string) {
 		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
+	for n, f := range r.forms {
+		if f.t != t {
+			continue
+		}
+		if base, ok := r.versionedAs(n); ok {
+			add(base)
+			if n != f.name {
+				continue
+			}
+		}
+		add(n)
+	}
 	return names
+}
+
+// versionedAs returns T for a form named "T.vN" under
+// [Registry.VersionField]: the type name its events are stored under, with
+// the version in their metadata.
+func (r *Registry) versionedAs(form string) (string, bool) {
+	if r.versionField == "" {
+		return "", false
+	}
+	if m := versionKey.FindStringSubmatch(form); m != nil {
+		return m[1], true
+	}
+	return "", false
 }
 
 // versionKey is a form's name that names a version: "T.vN".

@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/segment"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+)
+
+// headOnly is an event store of which this test reads only the head, and
+// which answers or not.
+type headOnly struct {
+	eventStore
+	answers atomic.Bool
+}
+
+func (h *headOnly) Head(ctx context.Context) (uint64, error) {
+	if !h.answers.Load() {
+		return 0, errors.New("context deadline exceeded")
+	}
+	return 1, nil
+}
+
+// A process whose run cannot read the event store (its runner is not
+// connected, as when the event store is cut off from this process alone,
+// MongoDB still answering) for two lease periods hands its segments over:
+// it lets their leases go and counts itself out of the processes, so that
+// the others take them, instead of renewing them while they wait; it says
+// it is retrying. Once the event store answers it again, it takes its
+// share again.
+func TestSegments_a_process_cut_off_from_the_event_store_hands_its_segments_over(t *testing.T) {
+	const lease = time.Second
+	store := mongostore.New(mongotest.Database(t))
+	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log lockedBuf
+	es := &headOnly{}
+	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: es, logger: slog.New(slog.NewTextHandler(&log, nil))}
+	sl := &slot{name: "p"}
+	var runs atomic.Int32
+	work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
+		r, err := projector.NewRunner("p", eng, noSource{}, nil) // never subscribed: never connected
+		if err != nil {
+			return err
+		}
+		sl.cur.Store(r)
+		runs.Add(1)
+		<-ctx.Done()
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { _ = s.shareSegments(ctx, sl, work) })
+	held := func() int {
+		leases, err := store.Leases(context.Background(), "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k := range 2 {
+			if l := leases[segment.LeaseName("p", k, 2)]; l.Held(time.Now()) && l.Holder == "A" {
+				n++
+			}
+		}
+		return n
+	}
+	waitUntil(t, "A runs both segments", func() bool { return runs.Load() > 0 && held() == 2 })
+	began := time.Now()
+	waitUntil(t, "A lets the segments go", func() bool { return held() == 0 })
+	if took := time.Since(began); took < 2*lease {
+		t.Errorf("A let its segments go %v after its run began, before two lease periods unconnected", took)
+	}
+	if d := sl.Down(); !strings.Contains(d, "cannot read the event store") || sl.Leader() {
+		t.Errorf("cut off: down %q, leader %v; want retrying, saying why", d, sl.Leader())
+	}
+	if live, err := segment.Live(context.Background(), store.Database(), "p"); err != nil || len(live) != 0 {
+		t.Errorf("live processes %v (%v): A, cut off, still counts itself in", live, err)
+	}
+	time.Sleep(2 * lease)
+	if n := held(); n != 0 {
+		t.Errorf("A took %d segments again while the event store does not answer it", n)
+	}
+	es.answers.Store(true)
+	waitUntil(t, "A takes its share again", func() bool { return held() == 2 })
+	if !strings.Contains(log.String(), "reads the event store again") {
+		t.Errorf("A does not say it reads the event store again:\n%s", log.String())
+	}
+}
