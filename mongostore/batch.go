@@ -86,7 +86,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 		}
 		state := newState()
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Loaded{}, head, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Loaded{}, head, false, undecodable(collection, id, state, err)
 		}
 		return driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state, Cached: cached != nil}, head, false, nil
 	})

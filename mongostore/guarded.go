@@ -88,7 +88,7 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Meta{}, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Meta{}, undecodable(collection, id, state, err)
 		}
 	}
 	meta, err := wrap.Meta.meta()

@@ -59,6 +59,7 @@ import (
 
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
 )
 
 // Field names the engine owns in every document.
@@ -142,10 +143,20 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Head{}, false, fmt.Errorf("mongostore: decode %s/%s into %T: %w", collection, id, state, err)
+			return driver.Head{}, false, undecodable(collection, id, state, err)
 		}
 	}
 	return head, true, nil
+}
+
+// undecodable is the error of a stored document that does not decode into
+// state: reading it again gives the same (retry.Permanent), so the engine
+// fails the event at once, under its policy, instead of waiting for it as
+// for a server that does not answer. Its projection's state type changed
+// in a way the stored documents do not fit: rebuild it.
+func undecodable(collection, id string, state any, err error) error {
+	return retry.Permanent(fmt.Errorf("mongostore: decode %s/%s into %T (a state type changed in a way the stored document does not fit? "+
+		"rebuild the projection): %w", collection, id, state, err))
 }
 
 // Insert implements [driver.Store].

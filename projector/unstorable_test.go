@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
@@ -248,5 +250,36 @@ func TestEngine_parks_an_event_that_makes_its_document_too_large(t *testing.T) {
 		if _, found, err := s.Load(context.Background(), p.Collection(), id, 0, &got); err != nil || !found || strings.Join(got.Lines, ",") != strings.Join(want, ",") {
 			t.Errorf("statement %s: %v found %v, err %v; want lines %v", id, len(got.Lines), found, err, want)
 		}
+	}
+}
+
+// A stored document that does not decode into the projection's state (its
+// type changed in a way the document does not fit) fails the event at
+// once, saying so, per event and batched: it was waited for as for a store
+// that does not answer ("wanted revision 1, 8 attempts").
+func TestEngine_a_stored_document_that_does_not_decode_fails_at_once(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			raw := rawLog(t, ledgerRegistry(), func(add func(string, ...any)) {
+				add("acct-a.1", AcctOpened{ID: "a.1"}, AcctDeposited{Cents: 100, Ref: 1})
+			})
+			s := newStore(t)
+			p := accounts()
+			e := faultEngine(t, s, ledgerRegistry(), projector.Park, raw, p)
+			deliver(e, raw[:1], false)
+			// The document as an older version of the projection stored it.
+			if _, err := s.Database().Collection(p.Collection()).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "a.1"}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "balance", Value: "one hundred"}}}}); err != nil {
+				t.Fatal(err)
+			}
+			rs := deliver(e, raw[1:], batched)[0]
+			var fe *projector.Error
+			if len(rs) != 1 || rs[0].Outcome != projector.Failed || !errors.As(rs[0].Err, &fe) {
+				t.Fatalf("%+v, want failed", rs)
+			}
+			if fe.Retryable() || rs[0].Waits != 0 || !strings.Contains(fe.Error(), "rebuild the projection") {
+				t.Errorf("retryable %v after %d waits: %v; want a permanent failure at once, saying to rebuild", fe.Retryable(), rs[0].Waits, fe)
+			}
+		})
 	}
 }
