@@ -418,14 +418,29 @@ func (e *Engine) targetUndecoded(ctx context.Context, p Definition, ev, zero Eve
 		}
 	}
 	switch {
-	case trusted:
+	case trusted && (ok || byEnvelope(p)):
 		return id, ok, nil
 	case !handlesType(p, zero.Payload): // not its concern
 		return "", false, nil
 	case err != nil:
 		return "", false, err
+	case trusted:
+		// "Not mine" with no payload and with the zero one, for a type
+		// it handles: a router that reads the payload (a field it
+		// requires) says so of any event it cannot read, and the event
+		// would be dropped without a word; one that reads the envelope
+		// only (RoutesByEnvelope) is taken at its word.
+		return "", false, fmt.Errorf("%w: its router declines it without its payload, and may read the payload "+
+			"(say RoutesByEnvelope of a router that reads the envelope only)", ErrUnroutable)
 	}
 	return "", false, fmt.Errorf("%w: its router reads the payload", ErrUnroutable)
+}
+
+// byEnvelope reports whether p's router reads the envelope only
+// ([Projection.RoutesByEnvelope]), as far as the engine has seen.
+func byEnvelope(p Definition) bool {
+	r := p.envelopeRouting()
+	return r != nil && !r.readsPayload.Load()
 }
 
 // routeUndecoded routes ev, whose payload does not decode, by route: with

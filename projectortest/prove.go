@@ -726,7 +726,16 @@ func (q *deliveryQueue) handled(ctx context.Context, ev projector.Event, rs []pr
 			q.queue = append(q.queue, ev) // redelivered later, as a subscription would
 			q.requeued++
 			err = nil
-		case res.Outcome == projector.Applied, res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
+		case res.Outcome == projector.Skipped, res.Outcome == projector.Parked:
+			q.rep.Failed++
+			if err == nil {
+				// The pure fold applies it: the document would differ,
+				// and the proof say "not exactly-once", which it is not.
+				err = fmt.Errorf("projectortest: event %s (%s of stream %q, revision %d) was %v in document %q under the failure policy: %w; "+
+					"Prove folds every event, so it proves a projection whose every event applies (test skipping and parking with the engine, or the e2e kit)",
+					ev.ID, ev.Type, ev.StreamID, ev.StreamRevision, res.Outcome, res.Document, res.Err)
+			}
+		case res.Outcome == projector.Applied:
 			q.rep.Applied++
 			q.noteApplied(res.Document, ev)
 		case res.Outcome == projector.Duplicate:

@@ -314,3 +314,32 @@ func TestProve_counts_an_event_that_failed_under_hold(t *testing.T) {
 		t.Fatalf("report %v, error %v; want the proof failed and its one event counted failed", rep, err)
 	}
 }
+
+// An event its projection's policy moves past (Park, Skip) fails the proof
+// saying so, with its cause, and the report counts it failed: it was
+// counted applied, and the proof failed as "not exactly-once", which the
+// projection is (found by a new user, with a state the store cannot keep).
+func TestProve_says_an_event_was_parked_under_the_policy(t *testing.T) {
+	for _, pol := range []projector.FailurePolicy{projector.Park, projector.Skip} {
+		t.Run(pol.String(), func(t *testing.T) {
+			store := mongostore.New(mongotest.Database(t))
+			p := projector.New[clientCarts]("parked_carts", func(ev projector.Event) (string, bool) { return ev.StreamID, true }).OnFailure(pol)
+			projector.On(p, func(s clientCarts, o cart.ShoppingCartOpened) (clientCarts, error) {
+				if o.ClientID == "poison" {
+					return s, errors.New("no poison here")
+				}
+				s.Carts++
+				return s, nil
+			})
+			streams := map[string][]any{
+				cart.StreamID("h"): {cart.ShoppingCartOpened{ShoppingCartID: "h", ClientID: "poison", OpenedAt: time.Now()}},
+				cart.StreamID("i"): {cart.ShoppingCartOpened{ShoppingCartID: "i", ClientID: "ok", OpenedAt: time.Now()}},
+			}
+			rep, err := projectortest.Prove(context.Background(), store, cart.Registry(), p, streams, projectortest.Delivery{Seed: 1, Workers: 1, MaxTimes: 1})
+			if err == nil || errors.Is(err, projectortest.ErrNotExactlyOnce) || !strings.Contains(err.Error(), "under the failure policy: ") ||
+				!strings.Contains(err.Error(), "no poison here") || rep.Failed != 1 {
+				t.Fatalf("report %v, error %v; want the proof failed, saying the event was moved past and why, counted failed", rep, err)
+			}
+		})
+	}
+}
