@@ -308,15 +308,16 @@ func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bo
 	}
 	g.logger.Warn("cannot read the event store: hands its segments over to the processes that can", "projection", g.sl.name,
 		"for", time.Since(g.unreadSince).Round(time.Second))
-	run.stop()
+	// Said first: once the leases are let go, the others may look.
+	g.sl.setDown("retrying: this process cannot read the event store; it handed its segments over, and takes its share again once it reads it")
 	g.cut.Store(true)
 	g.unreadSince = time.Time{}
+	run.stop()
 	for _, k := range g.keys() {
 		g.release(k, "this process cannot read the event store")
 	}
-	g.leave()
 	g.sl.leader.Store(false)
-	g.sl.setDown("retrying: this process cannot read the event store; it handed its segments over, and takes its share again once it reads it")
+	g.leave()
 	return nil, true
 }
 
