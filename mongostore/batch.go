@@ -103,7 +103,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	b.docs = make([]bson.Raw, len(writes))
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
-		d, err := rawDocument(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
+		d, err := document(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
 		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}

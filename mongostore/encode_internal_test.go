@@ -11,9 +11,10 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-// A bulk write sends a document encoded once, in bytes; a single write
-// encodes it field by field. Both must store the same document.
-func TestRawDocument_is_the_document_encoded(t *testing.T) {
+// Every write sends a document encoded once, in bytes, spliced from the
+// engine's fields and the state's: it must be the document those fields
+// give encoded one by one.
+func TestDocument_is_the_engines_fields_then_the_states(t *testing.T) {
 	type item struct {
 		SKU string `bson:"sku"`
 		N   int    `bson:"n"`
@@ -25,15 +26,19 @@ func TestRawDocument_is_the_document_encoded(t *testing.T) {
 		Note  *string   `bson:"note,omitempty"`
 	}{Name: "cart", Items: []item{{"a", 1}, {"b", 2}}, At: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}
 	for _, head := range []driver.Head{{Revision: 7, Stream: "cart-1", Write: "w1"}, {Revision: 0, Write: "w2", Deleted: true}} {
-		doc, err := document("d1", head, state)
+		fields, err := bson.Marshal(state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := bson.Marshal(doc)
+		var stateD bson.D
+		if err := bson.Unmarshal(fields, &stateD); err != nil {
+			t.Fatal(err)
+		}
+		want, err := bson.Marshal(append(bson.D(ownFields("d1", head)), stateD...))
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := rawDocument("d1", head, state)
+		raw, err := document("d1", head, state)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +52,7 @@ func TestRawDocument_is_the_document_encoded(t *testing.T) {
 			t.Errorf("token %q, want %q", tokenOf(raw), head.Write)
 		}
 	}
-	if _, err := rawDocument("d1", driver.Head{}, struct {
+	if _, err := document("d1", driver.Head{}, struct {
 		Revision int `bson:"revision"`
 	}{3}); !errors.Is(err, driver.ErrUnencodable) {
 		t.Errorf("a state with the revision field: err = %v, want driver.ErrUnencodable", err)

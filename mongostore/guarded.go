@@ -159,7 +159,7 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 	docs := make([]bson.Raw, len(puts))
 	for i, p := range puts {
 		s.cacheDrop(collection, p.ID)
-		d, err := encodeRaw(p.State, guardedFields(p.ID, p.Meta)...)
+		d, err := encode(p.State, guardedFields(p.ID, p.Meta)...)
 		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}

@@ -227,15 +227,10 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 }
 
 // document encodes a gated document: state with the engine's fields in
-// front.
-func document(id string, head driver.Head, state any) (bson.D, error) {
+// front, as bytes, which every write sends (and the store's cache keeps),
+// encoded once.
+func document(id string, head driver.Head, state any) (bson.Raw, error) {
 	return encode(state, ownFields(id, head)...)
-}
-
-// rawDocument is document, encoded: what a bulk write sends and the
-// store's cache keeps, encoded once.
-func rawDocument(id string, head driver.Head, state any) (bson.Raw, error) {
-	return encodeRaw(state, ownFields(id, head)...)
 }
 
 // ownFields are the engine's fields of a gated document.
@@ -259,34 +254,12 @@ func writeToken() string {
 // maxBsonObjectSize), which the store holds every server to.
 const maxDocumentBytes = 16 << 20
 
-// encode encodes state with owned, the engine's fields, in front. A state
-// that does not encode, encodes a field of the same name or makes a
-// document larger than maxDocumentBytes is refused with
-// driver.ErrUnencodable. Every document the store writes is encoded here or
-// by encodeRaw, from stateElements.
-func encode(state any, owned ...bson.E) (bson.D, error) {
-	raw, elems, err := stateElements(state, owned)
-	if err != nil {
-		return nil, err
-	}
-	head, err := bson.Marshal(bson.D(owned))
-	if err != nil {
-		return nil, fmt.Errorf("mongostore: encode %T: %w", state, err)
-	}
-	if err := fits(state, len(head)+len(raw)); err != nil {
-		return nil, err
-	}
-	doc := make(bson.D, 0, len(elems)+len(owned))
-	doc = append(doc, owned...)
-	for _, el := range elems {
-		doc = append(doc, bson.E{Key: el.Key(), Value: el.Value()})
-	}
-	return doc, nil
-}
-
-// encodeRaw is encode's document as bytes.
-func encodeRaw(state any, owned ...bson.E) (bson.Raw, error) {
-	raw, _, err := stateElements(state, owned)
+// encode encodes state with owned, the engine's fields, in front, as
+// bytes. A state that does not encode, encodes a field of the same name or
+// makes a document larger than maxDocumentBytes is refused with
+// driver.ErrUnencodable. Every document the store writes is encoded here.
+func encode(state any, owned ...bson.E) (bson.Raw, error) {
+	raw, err := stateElements(state, owned)
 	if err != nil {
 		return nil, err
 	}
@@ -309,22 +282,22 @@ func encodeRaw(state any, owned ...bson.E) (bson.Raw, error) {
 // stateElements encodes state, and refuses (driver.ErrUnencodable) one that
 // does not encode, its encoder panicking included, or encodes a field of
 // owned.
-func stateElements(state any, owned []bson.E) (bson.Raw, []bson.RawElement, error) {
+func stateElements(state any, owned []bson.E) (bson.Raw, error) {
 	raw, err := marshal(state)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
+		return nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
 	}
 	elems, err := bson.Raw(raw).Elements()
 	if err != nil {
-		return nil, nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
+		return nil, fmt.Errorf("mongostore: encode %T: %w: %w", state, driver.ErrUnencodable, err)
 	}
 	for _, el := range elems {
 		key := el.Key()
 		if slices.ContainsFunc(owned, func(o bson.E) bool { return o.Key == key }) {
-			return nil, nil, fmt.Errorf("mongostore: %T encodes %s, a field the engine owns: %w", state, key, driver.ErrUnencodable)
+			return nil, fmt.Errorf("mongostore: %T encodes %s, a field the engine owns: %w", state, key, driver.ErrUnencodable)
 		}
 	}
-	return raw, elems, nil
+	return raw, nil
 }
 
 // marshal is bson.Marshal, with a panic of the state's own encoding methods

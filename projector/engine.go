@@ -578,12 +578,16 @@ func failing(err error) applyStep {
 // an event waiting for a predecessor that may never come is left for the
 // next run.
 func (e *Engine) waitsEndAt(stop context.Context) *Engine {
-	return &Engine{core: e.core, stop: stop, clock: e.clock, unordered: e.unordered, rerun: e.rerun}
+	v := *e
+	v.stop = stop
+	return &v
 }
 
 // outOfOrder returns a view of e for deliveries out of log order.
 func (e *Engine) outOfOrder() *Engine {
-	return &Engine{core: e.core, stop: e.stop, clock: e.clock, unordered: true, rerun: e.rerun}
+	v := *e
+	v.unordered = true
+	return &v
 }
 
 // timedBy returns a view of e whose store calls add their time to clock.
@@ -591,7 +595,9 @@ func (e *Engine) timedBy(clock *storeClock) *Engine {
 	if clock == e.clock {
 		return e // untimed (tracing off), as most events are: no view to make
 	}
-	return &Engine{core: e.core, stop: e.stop, clock: clock, unordered: e.unordered, rerun: e.rerun}
+	v := *e
+	v.clock = clock
+	return &v
 }
 
 // retryOptions are the options of the gate's waits: the stop of

@@ -85,7 +85,8 @@ func (s docStore) PutGuarded(ctx context.Context, collection, id string, expecte
 
 // refusedState marks the store's refusal of a document's state
 // ([driver.ErrUnencodable]) as permanent: writing it again gives the same.
-// handleOne then fails the event's step with it (see [Engine.unstorable]).
+// The gate and the strategies then fail the event's step with it (see
+// [Engine.refusedStep]).
 func refusedState(err error) error {
 	if errors.Is(err, driver.ErrUnencodable) {
 		return retry.Permanent(err)

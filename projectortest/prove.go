@@ -445,11 +445,9 @@ func appendStreams(r *rand.Rand, registry *projector.Registry, streams map[strin
 	// first, before the log decodes them in its order (checkUpcastersPure).
 	backward := map[int]projector.Event{}
 	for j, a := range slices.Backward(order) {
-		if ev, ok := streams[a.stream][a.i].(projector.Event); ok {
-			ev.StreamID, ev.Payload = a.stream, nil
-			if ev.Metadata == nil {
-				ev.Metadata = metaOf(a.stream)
-			}
+		if p, ok := streams[a.stream][a.i].(projector.Event); ok {
+			ev, _ := encode(registry, p, metaOf(a.stream)) // as the log stores it
+			ev.StreamID = a.stream
 			backward[j], _ = registry.Decode(ev)
 		}
 	}
