@@ -67,6 +67,15 @@ func wards(strategy projector.Strategy, fixed *atomic.Bool) *projector.Projectio
 // check took for a duplicate: the replay said Applied and applied nothing,
 // and replay-parked marked the record replayed. The position cannot tell
 // whether the ward has the event (delivered again since) or not: the
+
+// wardEvent appends to raw, a ward log as the event store delivers it
+// (undecoded, positions 10, 20, ...), an event of stream at revision rev.
+func wardEvent(raw *[]projector.Event, stream string, rev uint64, typ, data string, meta []byte) {
+	pos := uint64(len(*raw)+1) * 10
+	*raw = append(*raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", pos), StreamID: stream, StreamRevision: rev,
+		Position: pos, Type: typ, Data: []byte(data), Metadata: meta, Created: t0})
+}
+
 // replay fails, leaves the ward as it is, and says to rebuild.
 func TestEngine_Replay_of_an_unrouted_event_after_the_router_fix_applies_it_once(t *testing.T) {
 	strategies := map[string]projector.Strategy{
@@ -83,9 +92,7 @@ func TestEngine_Replay_of_an_unrouted_event_after_the_router_fix_applies_it_once
 				w1 := []byte(`{"ward": "w1"}`)
 				var raw []projector.Event
 				add := func(stream string, rev uint64, typ string, meta []byte) {
-					pos := uint64(len(raw)+1) * 10
-					raw = append(raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", pos), StreamID: stream, StreamRevision: rev,
-						Position: pos, Type: typ, Data: []byte(`{}`), Metadata: meta, Created: t0})
+					wardEvent(&raw, stream, rev, typ, `{}`, meta)
 				}
 				add("patient-1", 0, "patient.admitted", w1)
 				add("patient-2", 0, "patient.admitted", nil) // the desk without the ward
@@ -182,11 +189,7 @@ func TestEngine_Replay_of_an_undecodable_unrouted_event_under_GlobalPosition_say
 		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
 			ctx := context.Background()
 			var raw []projector.Event
-			add := func(stream string, data string) {
-				pos := uint64(len(raw)+1) * 10
-				raw = append(raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", pos), StreamID: stream,
-					Position: pos, Type: "patient.admitted", Data: []byte(data), Created: t0})
-			}
+			add := func(stream string, data string) { wardEvent(&raw, stream, 0, "patient.admitted", data, nil) }
 			add("patient-1", `{"ward": "w1", "bed": "1"}`)
 			add("patient-2", `{"ward": "w1", "bed": 2}`) // does not decode
 			add("patient-3", `{"ward": "w1", "bed": "3"}`)

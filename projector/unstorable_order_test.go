@@ -107,9 +107,7 @@ func TestEngine_Replay_under_GlobalPosition_of_an_unrouted_event_delivered_again
 			w1 := []byte(`{"ward": "w1"}`)
 			var raw []projector.Event
 			add := func(stream string, rev uint64, typ string, meta []byte) {
-				pos := uint64(len(raw)+1) * 10
-				raw = append(raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", pos), StreamID: stream, StreamRevision: rev,
-					Position: pos, Type: typ, Data: []byte(`{}`), Metadata: meta, Created: t0})
+				wardEvent(&raw, stream, rev, typ, `{}`, meta)
 			}
 			add("patient-1", 0, "patient.admitted", w1)
 			add("patient-2", 0, "patient.admitted", nil) // the desk without the ward
@@ -155,11 +153,7 @@ func TestEngine_Replay_under_GlobalPosition_of_an_earlier_builds_unrouted_record
 	fixed.Store(true)
 	w1 := []byte(`{"ward": "w1"}`)
 	var raw []projector.Event
-	add := func(stream string, typ string, meta []byte) {
-		pos := uint64(len(raw)+1) * 10
-		raw = append(raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", pos), StreamID: stream,
-			Position: pos, Type: typ, Data: []byte(`{}`), Metadata: meta, Created: t0})
-	}
+	add := func(stream string, typ string, meta []byte) { wardEvent(&raw, stream, 0, typ, `{}`, meta) }
 	add("patient-1", "patient.admitted", w1)
 	add("patient-2", "patient.admitted", nil)
 	add("patient-3", "patient.admitted", w1)
