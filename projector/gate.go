@@ -632,35 +632,41 @@ func (e *Engine) fillGap(ctx context.Context, k keeper, t target, ev Event, appl
 	if found {
 		from, rev, cur = head.Revision+1, int64(head.Revision), state
 	}
+	read := stored{found: found, rev: head.Revision, stream: head.Stream}
+	out, filled, err = e.fillFrom(ctx, t, ev, from, cur, apply, func(next any) error {
+		return e.putGated(ctx, t, read, k.record(read, ev), next)
+	})
+	return out, rev, filled, err
+}
+
+// fillFrom is the fill of ev's gap from revision from on cur (nil: no
+// document), under the gate or a revision map: the events between, read
+// from the event store (foldGap), then ev's step (apply), and put, the
+// write of the result (filled once it is written). It fills nothing where
+// the events between cannot be folded, where ev's step fails, or where the
+// store cannot keep the state ([driver.ErrUnencodable]: a state the store
+// cannot keep may be an event's between, and each comes through the gate,
+// which names the one); put's other errors are returned.
+func (e *Engine) fillFrom(ctx context.Context, t target, ev Event, from uint64, cur any, apply applyStep, put func(next any) error) (step, bool, error) {
 	cur, ok := e.foldGap(ctx, t, ev, from, cur)
 	if !ok {
-		return step{}, rev, false, nil
+		return step{}, false, nil
 	}
 	next, err := apply(cur)
 	if err != nil {
-		return step{}, rev, false, nil
+		return step{}, false, nil
 	}
-	read := stored{found: found, rev: head.Revision, stream: head.Stream}
-	if err := e.putGated(ctx, t, read, k.record(read, ev), next); err != nil {
-		// A state the store cannot keep may be an event's between: each
-		// comes through the gate, which names the one.
-		return step{}, rev, false, orUnfilled(err)
+	if err := put(next); err != nil {
+		if errors.Is(err, driver.ErrUnencodable) {
+			err = nil
+		}
+		return step{}, false, err
 	}
 	// Noted once written, still under the document's lock, which every
 	// delivery through the gate takes: a predecessor that comes meanwhile
 	// is found a duplicate and counted then (countAhead).
 	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)
-	return step{outcome: Applied}, rev, true, nil
-}
-
-// orUnfilled is err, a fill's write's error, or nil where the store could
-// not keep the filled state ([driver.ErrUnencodable]): the gap is then not
-// filled.
-func orUnfilled(err error) error {
-	if errors.Is(err, driver.ErrUnencodable) {
-		return nil
-	}
-	return err
+	return step{outcome: Applied}, true, nil
 }
 
 // foldGap folds on cur (nil: no document) the events of ev's stream from

@@ -261,20 +261,10 @@ func (e *Engine) fillGapGuarded(ctx context.Context, k keeper, t target, ev Even
 	if found {
 		cur = state
 	}
-	cur, ok := e.foldGap(ctx, t, ev, from, cur)
-	if !ok {
-		return step{}, false, nil
-	}
-	next, err := t.p.applyTo(cur, ev)
-	if err != nil {
-		return step{}, false, nil
-	}
-	if err := e.putVersioned(ctx, k, t, read, ev, next); err != nil {
-		return step{}, false, orUnfilled(err)
-	}
-	// Noted once written, under the document's lock (see fillGap).
-	e.known.filled(e.aheadKey(t.p, t.id, ev.StreamID), from, ev.StreamRevision)
-	return step{outcome: Applied}, true, nil
+	apply := func(state any) (any, error) { return t.p.applyTo(state, ev) }
+	return e.fillFrom(ctx, t, ev, from, cur, apply, func(next any) error {
+		return e.putVersioned(ctx, k, t, read, ev, next)
+	})
 }
 
 // passOverGuarded is the state of versioned document t to move past ev,
