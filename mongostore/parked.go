@@ -220,6 +220,13 @@ func (s *Store) Replayed(ctx context.Context, pe projector.ParkedEvent, replayEr
 	set := bson.D{{Key: "replayedAt", Value: time.Now().UTC()}}
 	update := bson.D{{Key: "$set", Value: set}}
 	if replayErr != nil {
+		// The cause, as the record has it from the park: where the event
+		// failed (its projection, document, stream and revision) the
+		// record says already.
+		var failed *projector.Error
+		if errors.As(replayErr, &failed) && failed.Err != nil {
+			replayErr = failed.Err
+		}
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "error", Value: replayErr.Error()}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}}
 	}
 	if _, err := s.db.Collection(ParkedCollection).UpdateOne(ctx, bson.D{{Key: fieldID, Value: id}}, update); err != nil {

@@ -350,3 +350,31 @@ func TestRecordGroup_and_RecordError_from_processes_starting_together(t *testing
 		}
 	}
 }
+
+// A replay that fails again records its new cause as the park recorded the
+// first: the error alone, not wrapped in where the event failed (the
+// record's own fields), so that status shows the two alike.
+func TestReplayed_records_the_cause_of_a_failure_again_as_the_park_did(t *testing.T) {
+	ctx := context.Background()
+	s := mongostore.New(mongotest.Database(t))
+	ev := projector.Event{StreamID: "member-7", StreamRevision: 2, ID: "e7", Type: "PointsRedeemed", Data: []byte(`{"amount":"ten"}`)}
+	pe := projector.ParkedEvent{Projection: "members", Document: "7", Event: ev, Error: "payload does not decode: first", ParkedAt: time.Now()}
+	if recorded, err := s.Park(ctx, pe); err != nil || !recorded {
+		t.Fatalf("recorded %v: %v", recorded, err)
+	}
+	cause := errors.New("payload does not decode: again")
+	failed := &projector.Error{Projection: "members", Document: "7", Stream: ev.StreamID, EventID: ev.ID, EventType: ev.Type, Revision: 2, Wanted: -1, Seen: -1, Err: cause}
+	if err := s.Replayed(ctx, pe, failed); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := s.Parked(ctx, "members")
+	if err != nil || len(parked) != 1 {
+		t.Fatalf("parked %+v (%v), want the one event, still parked", parked, err)
+	}
+	if got := parked[0].Error; got != cause.Error() {
+		t.Errorf("recorded error %q, want the cause %q", got, cause.Error())
+	}
+	if parked[0].Attempts != pe.Attempts+1 {
+		t.Errorf("attempts %d, want %d", parked[0].Attempts, pe.Attempts+1)
+	}
+}

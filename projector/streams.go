@@ -100,6 +100,14 @@ type routedAway struct {
 	err error
 }
 
+// matters reports whether a keeps the document of p it was not routed to
+// from its later events: routed to another document, not routable, or of
+// a type p handles (or fails). An event the router declined, of a type p
+// has no handler for, is not p's: a document passes over it.
+func (a routedAway) matters(p Definition) bool {
+	return a.to != "" || a.err != nil || handlesType(p, a.ev.Payload) || failsUnhandled(p, a.ev)
+}
+
 // unroutable reports whether a is an event its router could not route
 // (parked when it came, with no document).
 func (a routedAway) unroutable() bool { return a.to == "" && a.err != nil }
@@ -118,7 +126,7 @@ func (a routedAway) String() string {
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
-		parts := awayParts(h.away)
+		parts := awayParts(t.p, h.away)
 		if h.stray {
 			return fmt.Errorf("%w: in projection %s, revision %d of stream %q is routed to document %q, but of its earlier events %s: "+
 				"a document fed by a stream needs every event of it routed to it (route them all to one document, "+
@@ -180,17 +188,32 @@ func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool,
 	return hole{gone: true, from: from, to: n - 1, deleted: deleted}, nil
 }
 
-// awayParts says where each of away went: the first three and the last
-// two, and how many between, so that a message stays short.
-func awayParts(away []routedAway) []string {
+// awayParts says where each of away went, the events that matter to p
+// first (see [routedAway.matters]): the first three and the last two, and
+// how many between, so that a message stays short; then how many of the
+// others (declined, of types p has no handler for) there were, which the
+// document could pass over alone.
+func awayParts(p Definition, away []routedAway) []string {
+	var matter []routedAway
+	for _, a := range away {
+		if a.matters(p) {
+			matter = append(matter, a)
+		}
+	}
+	if len(matter) == 0 {
+		matter = away // none matters alone (the revisions before them are gone): each is named
+	}
 	var parts []string
-	for i, a := range away {
+	for i, a := range matter {
 		switch {
-		case i < 3 || i >= len(away)-2:
+		case i < 3 || i >= len(matter)-2:
 			parts = append(parts, a.String())
 		case i == 3:
-			parts = append(parts, fmt.Sprintf("%d more", len(away)-5))
+			parts = append(parts, fmt.Sprintf("%d more", len(matter)-5))
 		}
+	}
+	if passed := len(away) - len(matter); passed > 0 {
+		parts = append(parts, fmt.Sprintf("and %d declined by the router, of types the projection has no handler for (those it may pass over)", passed))
 	}
 	return parts
 }
@@ -239,9 +262,7 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 	}
 	h := hole{gone: true, from: away[0].ev.StreamRevision, to: ev.StreamRevision - 1, away: away}
 	h.stray = !found && slices.ContainsFunc(away, func(a routedAway) bool { return a.to != "" })
-	h.notOurs = !slices.ContainsFunc(away, func(a routedAway) bool {
-		return a.to != "" || a.err != nil || handlesType(t.p, a.ev.Payload) || failsUnhandled(t.p, a.ev)
-	})
+	h.notOurs = !slices.ContainsFunc(away, func(a routedAway) bool { return a.matters(t.p) })
 	return h, nil
 }
 
