@@ -16,12 +16,13 @@ type Registry struct {
 	forms        map[string]form // by stored name: the names now, older names and versions
 	byType       map[reflect.Type]string
 	kin          map[string][]string // registered names by what close names share (see Near)
+	newest       map[string]string   // "T" to the newest "T.vN" that is a type's name now (see formOf)
 	versionField string              // the metadata field of an event's version ("": none)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{forms: map[string]form{}, byType: map[reflect.Type]string{}, kin: map[string][]string{}}
+	return &Registry{forms: map[string]form{}, byType: map[reflect.Type]string{}, kin: map[string][]string{}, newest: map[string]string{}}
 }
 
 // Register binds the event type name to the Go type E, whose payloads are
@@ -56,6 +57,7 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	}
 	r.byType[en.t] = name
 	r.addKin(forms)
+	r.noteNewest(name)
 }
 
 // sameSteps reports whether two chains of upcasters are the same: the same

@@ -54,10 +54,12 @@ func Renamed(old ...string) RegisterOption {
 // with version 1 in its metadata).
 //
 // The name from may also be the name the type has now: every event stored
-// under it then decodes through fn (and the upcasters after it). That
-// repairs payloads stored in a shape that does not decode (a producer's
-// bug), so that their parked events replay: fn, from [json.RawMessage],
-// mends the bad ones and passes the others on as they are.
+// under it then decodes through fn, which must be the last upcaster
+// ([Register] panics otherwise: the events it mends would go through the
+// older forms' upcasters too). That repairs payloads stored in a shape
+// that does not decode (a producer's bug), so that their parked events
+// replay: fn, from [json.RawMessage], mends the bad ones and passes the
+// others on as they are.
 func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption {
 	in, out := reflect.TypeFor[Old](), reflect.TypeFor[New]()
 	for _, t := range []reflect.Type{in, out} {
@@ -80,7 +82,9 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // its metadata (a JSON object) named field: a number (2) or a string ("2",
 // "v2"). An event of type T with version N there is decoded as the form
 // registered as "T.vN" when there is one, else as T (so that the current
-// version needs no form of its own); an event without it, as T. A field
+// version needs no form of its own); an event without it, as T. Where no
+// form is named T but the type's name now is "T.vM", that name stands for
+// T (the newest M, if several types are so named). A field
 // that holds something else ("one", an object) makes the event undecodable
 // ([ErrUndecodable]): its shape cannot be told. The registry cannot tell a
 // version newer than the current one from the current one, so a producer
@@ -149,6 +153,10 @@ func (en entry) forms() map[string]form {
 		}
 		if _, dup := out[s.from]; dup && (s.from != en.name || repairs) {
 			panic(fmt.Sprintf("projector: %q is given twice as a form of %q", s.from, en.name))
+		}
+		if s.from == en.name && i+1 < len(en.steps) {
+			panic(fmt.Sprintf("projector: the upcaster from %q, the name %q has now, mends events of the shape they have now: "+
+				"list it last, after the upcasters of the older forms, or the events it mends go through those too", s.from, en.name))
 		}
 		repairs = repairs || s.from == en.name
 		out[s.from] = form{t: en.t, name: en.name, steps: en.steps[i:], first: i, all: len(en.steps)}
@@ -224,13 +232,20 @@ func as(v any, t reflect.Type) (out any, err error) {
 
 // formOf returns the form an event is stored in, and the name it was found
 // under: the event's type with its metadata's version (see
-// [Registry.VersionField]), else its type.
+// [Registry.VersionField]), else its type. Under VersionField, type T
+// whose name now is "T.vN" (no form is named T) is that form's: an event
+// of it without a version, or with one no form has, is read as "T.vN",
+// the newest such name, as an event of T is read as T when T is a name.
 func (r *Registry) formOf(e Event) (form, string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	f, ok := r.forms[e.Type]
 	if r.versionField == "" {
 		return f, e.Type, ok
+	}
+	name := e.Type
+	if newest, versioned := r.newest[e.Type]; !ok && versioned {
+		f, ok, name = r.forms[newest], true, newest
 	}
 	v, held := metadataVersion(e.Metadata, r.versionField)
 	switch {
@@ -244,7 +259,26 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		// it does not decode (rather than as the type's current shape).
 		f.err = fmt.Errorf("its metadata's %q is %s, not a version (a number, or a string of one, with or without a \"v\")", r.versionField, held)
 	}
-	return f, e.Type, ok
+	return f, name, ok
+}
+
+// noteNewest notes name, a type's name now, as the newest of its kind
+// when it is "T.vN" with the highest N of them (see formOf).
+func (r *Registry) noteNewest(name string) {
+	m := versionKey.FindStringSubmatch(name)
+	if m == nil {
+		return
+	}
+	if cur, ok := r.newest[m[1]]; ok && versionNumber(cur) >= versionNumber(name) {
+		return
+	}
+	r.newest[m[1]] = name
+}
+
+// versionNumber is N of a name "T.vN" (0 if it does not fit an int).
+func versionNumber(name string) int {
+	n, _ := strconv.Atoi(name[strings.LastIndex(name, ".v")+2:])
+	return n
 }
 
 // metadataVersion returns the version in field of metadata: a number, or a
@@ -302,6 +336,9 @@ func (r *Registry) Near(typeName string) (registered string, ok bool) {
 	defer r.mu.RUnlock()
 	if _, known := r.forms[typeName]; known {
 		return "", false
+	}
+	if _, versioned := r.newest[typeName]; versioned && r.versionField != "" {
+		return "", false // known: read as its newest version (see formOf)
 	}
 	names := r.kin[kin(typeName)]
 	if len(names) == 0 {

@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -25,5 +26,53 @@ func TestRegistry_HandledTypes_names_every_stored_name_Decode_takes_under_Versio
 		if !slices.Contains(got, want) {
 			t.Errorf("HandledTypes = %q, lacks %q, a stored name its events decode from", got, want)
 		}
+	}
+}
+
+// ScoreV1 and ScoreV3 are a type whose names are all versions: "Score.v3"
+// now, "Score.v1" before, stored as type "Score" with the version in the
+// metadata.
+type ScoreV1 struct {
+	Pts int `json:"pts"`
+}
+
+type ScoreV3 struct {
+	Points int `json:"points"`
+}
+
+// Under VersionField, type "Score" whose name now is "Score.v3" (no form
+// is named "Score") is known (Has): an event of it without a version, or
+// with one no form has, is read as "Score.v3", as an event of T is read as
+// T when T is a name; one whose version is none does not decode. None is
+// passed over as a type nobody registered.
+func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_without_a_version(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[ScoreV3](r, "Score.v3", projector.Upcast("Score.v1", func(v ScoreV1) (ScoreV3, error) {
+		return ScoreV3{Points: 10 * v.Pts}, nil
+	}))
+	if !r.Has("Score") {
+		t.Fatal(`Has("Score") = false`)
+	}
+	if near, ok := r.Near("Score"); ok {
+		t.Errorf(`Near("Score") = %q: a known type is near nothing`, near)
+	}
+	for _, c := range []struct {
+		name, meta, data string
+		want             any
+	}{
+		{"v1", `{"schemaVersion":1}`, `{"pts":2}`, ScoreV3{Points: 20}},
+		{"v3", `{"schemaVersion":"v3"}`, `{"points":4}`, ScoreV3{Points: 4}},
+		{"no version", `{}`, `{"points":5}`, ScoreV3{Points: 5}},
+		{"no metadata", ``, `{"points":6}`, ScoreV3{Points: 6}},
+		{"a version no form has", `{"schemaVersion":4}`, `{"points":7}`, ScoreV3{Points: 7}},
+	} {
+		ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(c.meta), Data: []byte(c.data)})
+		if err != nil || ev.Payload != c.want {
+			t.Errorf("%s: %#v, %v; want %#v", c.name, ev.Payload, err, c.want)
+		}
+	}
+	_, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":"one"}`), Data: []byte(`{"points":4}`)})
+	if !errors.Is(err, projector.ErrUndecodable) {
+		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable`, err)
 	}
 }

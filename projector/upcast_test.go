@@ -283,6 +283,10 @@ func TestRegister_refuses_upcasters_that_do_not_chain(t *testing.T) {
 				return Moved{Column: column{Name: old.To}}, nil
 			}))
 		},
+		"a repair from the name now before an older form's upcaster": func() {
+			mend := func(in json.RawMessage) (json.RawMessage, error) { return in, nil }
+			projector.Register[Moved](projector.NewRegistry(), "CardMoved.v3", projector.Upcast("CardMoved.v3", mend), projector.Upcast("CardMoved.v2", v2ToV3))
+		},
 		"[]byte for raw JSON": func() {
 			projector.Upcast("CardMoved", func(b []byte) (Moved, error) { return Moved{}, nil })
 		},
