@@ -16,7 +16,7 @@ import (
 )
 
 // bulkLimits is how the store splits a batch's reads and writes for the
-// server it talks to.
+// server it talks to, and what it must not send it.
 type bulkLimits struct {
 	inserts, replaces int // writes per command
 	// byID: the server finds a document by its index only with a filter on
@@ -24,6 +24,11 @@ type bulkLimits struct {
 	// few at once, instead of with one $in query, and checks the conditions
 	// of its reads and writes itself (conditional.go).
 	byID bool
+	// noNaN: the server drops the connection at a document with a NaN
+	// (FerretDB 1.24, whose documents hold no NaN or infinity: it refuses
+	// an infinity with a write error), so the store refuses such a state
+	// itself (encodeFor).
+	noNaN bool
 }
 
 var (
@@ -36,15 +41,19 @@ var (
 	// not push $in down to PostgreSQL: a $in query reads the whole
 	// collection, while a query on one _id uses its index. Its SQLite
 	// backend pushes down no filter but {_id} (conditional.go).
-	ferretBulk = bulkLimits{inserts: 50, replaces: 10, byID: true}
+	ferretBulk = bulkLimits{inserts: 50, replaces: 10, byID: true, noNaN: true}
+	// unknownBulk are the limits while the server has not said what it is:
+	// FerretDB's, which work on both, but with a NaN sent (were it refused,
+	// a server that does not answer for a while would cost the event).
+	unknownBulk = bulkLimits{inserts: 50, replaces: 10, byID: true}
 )
 
 // byIDReaders is how many documents a byID read fetches at once.
 const byIDReaders = 8
 
 // bulkLimits returns the limits for the store's server, asking it once. If
-// the server does not answer, it returns FerretDB's, which work on both, and
-// asks again after a minute.
+// the server does not answer, it returns unknownBulk, and asks again after
+// a minute.
 func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 	s.bulkMu.Lock()
 	known, retry := s.bulk, s.bulkRetry
@@ -53,14 +62,14 @@ func (s *Store) bulkLimits(ctx context.Context) bulkLimits {
 		return *known
 	}
 	if time.Now().Before(retry) {
-		return ferretBulk
+		return unknownBulk
 	}
 	caps, err := s.Capabilities(ctx)
 	s.bulkMu.Lock()
 	defer s.bulkMu.Unlock()
 	if err != nil {
 		s.bulkRetry = time.Now().Add(time.Minute)
-		return ferretBulk
+		return unknownBulk
 	}
 	l := mongoBulk
 	if strings.HasPrefix(caps.Server, "FerretDB") {
@@ -103,7 +112,7 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 	b.docs = make([]bson.Raw, len(writes))
 	for i, w := range writes {
 		s.cacheDrop(collection, w.ID)
-		d, err := document(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream}, w.State)
+		d, err := s.encodeFor(ctx, w.State, ownFields(w.ID, driver.Head{Revision: w.Revision, Stream: w.Stream})...)
 		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}

@@ -38,7 +38,7 @@ func TestDocument_is_the_engines_fields_then_the_states(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, err := document("d1", head, state)
+		raw, err := encode(state, ownFields("d1", head)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,9 +52,9 @@ func TestDocument_is_the_engines_fields_then_the_states(t *testing.T) {
 			t.Errorf("token %q, want %q", tokenOf(raw), head.Write)
 		}
 	}
-	if _, err := document("d1", driver.Head{}, struct {
+	if _, err := encode(struct {
 		Revision int `bson:"revision"`
-	}{3}); !errors.Is(err, driver.ErrUnencodable) {
+	}{3}, ownFields("d1", driver.Head{})...); !errors.Is(err, driver.ErrUnencodable) {
 		t.Errorf("a state with the revision field: err = %v, want driver.ErrUnencodable", err)
 	}
 }

@@ -112,7 +112,7 @@ func metaVersion(v int64) cond { return cond{field: FieldMeta + ".v", n: v} }
 // -1, else a replace conditional on the stored version.
 func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
 	s.cacheDrop(collection, id)
-	doc, err := encode(state, guardedFields(id, meta)...)
+	doc, err := s.encodeFor(ctx, state, guardedFields(id, meta)...)
 	if err != nil {
 		return false, err
 	}
@@ -159,7 +159,7 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 	docs := make([]bson.Raw, len(puts))
 	for i, p := range puts {
 		s.cacheDrop(collection, p.ID)
-		d, err := encode(p.State, guardedFields(p.ID, p.Meta)...)
+		d, err := s.encodeFor(ctx, p.State, guardedFields(p.ID, p.Meta)...)
 		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}

@@ -47,6 +47,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func undecodable(collection, id string, state any, err error) error {
 // Insert implements [driver.Store].
 func (s *Store) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
 	s.cacheDrop(collection, id)
-	doc, err := document(id, head, state)
+	doc, err := s.encodeFor(ctx, state, ownFields(id, head)...)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func (s *Store) Insert(ctx context.Context, collection, id string, head driver.H
 // modification: an event that changes nothing but the revision still counts.
 func (s *Store) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
 	s.cacheDrop(collection, id)
-	doc, err := document(id, head, state)
+	doc, err := s.encodeFor(ctx, state, ownFields(id, head)...)
 	if err != nil {
 		return false, err
 	}
@@ -226,11 +227,51 @@ func (s *Store) EnsureIndexes(ctx context.Context, collection string, indexes []
 	return nil
 }
 
-// document encodes a gated document: state with the engine's fields in
-// front, as bytes, which every write sends (and the store's cache keeps),
-// encoded once.
-func document(id string, head driver.Head, state any) (bson.Raw, error) {
-	return encode(state, ownFields(id, head)...)
+// encodeFor encodes state with owned, the engine's fields, in front, as
+// bytes, which every write sends (and the store's cache keeps), encoded
+// once (encode), for the store's server: where it is one that drops the
+// connection at a NaN (bulkLimits.noNaN), a state with one is refused
+// with driver.ErrUnencodable before it is sent, so that it costs its event
+// only: a dropped connection is an outage, which stops the run.
+func (s *Store) encodeFor(ctx context.Context, state any, owned ...bson.E) (bson.Raw, error) {
+	doc, err := encode(state, owned...)
+	if err != nil || !s.bulkLimits(ctx).noNaN {
+		return doc, err
+	}
+	if path, ok := nanIn(doc, ""); ok {
+		return nil, fmt.Errorf("mongostore: encode %T: %s is NaN, which the server (FerretDB) does not store: %w", state, path, driver.ErrUnencodable)
+	}
+	return doc, nil
+}
+
+// nanIn returns the path of the first NaN in doc (prefix its own path).
+func nanIn(doc bson.Raw, prefix string) (string, bool) {
+	elems, err := doc.Elements()
+	if err != nil {
+		return "", false
+	}
+	for _, e := range elems {
+		path := e.Key()
+		if prefix != "" {
+			path = prefix + "." + path
+		}
+		v := e.Value()
+		switch v.Type {
+		case bson.TypeDouble:
+			if math.IsNaN(v.Double()) {
+				return path, true
+			}
+		case bson.TypeEmbeddedDocument:
+			if p, ok := nanIn(v.Document(), path); ok {
+				return p, true
+			}
+		case bson.TypeArray:
+			if p, ok := nanIn(bson.Raw(v.Array()), path); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // ownFields are the engine's fields of a gated document.
