@@ -220,11 +220,14 @@ func (s *Store) Replayed(ctx context.Context, pe projector.ParkedEvent, replayEr
 	set := bson.D{{Key: "replayedAt", Value: time.Now().UTC()}}
 	update := bson.D{{Key: "$set", Value: set}}
 	if replayErr != nil {
-		// The cause, as the record has it from the park: where the event
-		// failed (its projection, document, stream and revision) the
-		// record says already.
+		// The cause, as the record has it from the park, where the event
+		// failed where the record says (its projection, document, stream
+		// and revision); an event parked with no document (its router
+		// could not route it) is routed again, and its error names the
+		// document it failed in.
 		var failed *projector.Error
-		if errors.As(replayErr, &failed) && failed.Err != nil {
+		if errors.As(replayErr, &failed) && failed.Err != nil && failed.Projection == pe.Projection && failed.Document == pe.Document &&
+			failed.Stream == pe.StreamID && failed.Revision == pe.StreamRevision {
 			replayErr = failed.Err
 		}
 		update = bson.D{{Key: "$set", Value: bson.D{{Key: "error", Value: replayErr.Error()}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}}

@@ -385,4 +385,25 @@ func TestReplayed_records_the_cause_of_a_failure_again_as_the_park_did(t *testin
 	if parked[0].Attempts != pe.Attempts+1 {
 		t.Errorf("attempts %d, want %d", parked[0].Attempts, pe.Attempts+1)
 	}
+
+	// An event parked with no document (its router could not route it) is
+	// routed again by its replay: the error it fails with there says the
+	// document, which the record does not.
+	ev.ID, ev.StreamRevision = "e8", 3
+	unrouted := projector.ParkedEvent{Projection: "members", Event: ev, Error: "cannot be routed", ParkedAt: time.Now()}
+	if recorded, err := s.Park(ctx, unrouted); err != nil || !recorded {
+		t.Fatalf("recorded %v: %v", recorded, err)
+	}
+	failed = &projector.Error{Projection: "members", Document: "7", Stream: ev.StreamID, EventID: ev.ID, EventType: ev.Type, Revision: 3, Wanted: -1, Seen: -1, Err: cause}
+	if err := s.Replayed(ctx, unrouted, failed); err != nil {
+		t.Fatal(err)
+	}
+	if parked, err = s.Parked(ctx, "members"); err != nil || len(parked) != 2 {
+		t.Fatalf("parked %+v (%v), want both events, still parked", parked, err)
+	}
+	for _, pe := range parked {
+		if pe.ID == "e8" && pe.Error != failed.Error() {
+			t.Errorf("recorded error %q of the event parked with no document, want the whole error %q", pe.Error, failed.Error())
+		}
+	}
 }

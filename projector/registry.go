@@ -16,7 +16,7 @@ type Registry struct {
 	forms        map[string]form // by stored name: the names now, older names and versions
 	byType       map[reflect.Type]string
 	kin          map[string][]string // registered names by what close names share (see Near)
-	newest       map[string]string   // "T" to the newest "T.vN" that is a type's name now (see formOf)
+	newest       map[string]string   // "T" to the newest form named "T.vN" (see formOf)
 	versionField string              // the metadata field of an event's version ("": none)
 }
 
@@ -57,7 +57,9 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	}
 	r.byType[en.t] = name
 	r.addKin(forms)
-	r.noteNewest(name)
+	for n := range forms {
+		r.noteNewest(n)
+	}
 }
 
 // sameSteps reports whether two chains of upcasters are the same: the same

@@ -126,17 +126,17 @@ func (a routedAway) String() string {
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
-		parts := awayParts(t.p, h.away)
+		parts, declined := awayParts(t.p, h.away)
 		if h.stray {
 			return fmt.Errorf("%w: in projection %s, revision %d of stream %q is routed to document %q, but of its earlier events %s: "+
 				"a document fed by a stream needs every event of it routed to it (route them all to one document, "+
-				"or choose a strategy that needs no order, such as HandledIDs)",
-				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "))
+				"or choose a strategy that needs no order, such as HandledIDs)%s",
+				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), declined)
 		}
 		return fmt.Errorf("%w: in projection %s, %s of stream %q, and revision %d feeds document %q: "+
 			"a document fed by a stream needs every event of it routed to it, so they cannot come "+
-			"(route them to %q, or choose a strategy that needs no order, such as HandledIDs)",
-			ErrRoutedAway, t.p.Name(), strings.Join(parts, "; "), stream, rev, t.id, t.id)
+			"(route them to %q, or choose a strategy that needs no order, such as HandledIDs)%s",
+			ErrRoutedAway, t.p.Name(), strings.Join(parts, "; "), stream, rev, t.id, t.id, declined)
 	}
 	why := "truncated by the stream's $maxCount, $maxAge or $tb, or deleted"
 	if h.deleted {
@@ -188,12 +188,12 @@ func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool,
 	return hole{gone: true, from: from, to: n - 1, deleted: deleted}, nil
 }
 
-// awayParts says where each of away went, the events that matter to p
-// first (see [routedAway.matters]): the first three and the last two, and
-// how many between, so that a message stays short; then how many of the
+// awayParts says where each of away that matters to p went (see
+// [routedAway.matters]): the first three and the last two, and how many
+// between, so that a message stays short; declined says how many of the
 // others (declined, of types p has no handler for) there were, which the
-// document could pass over alone.
-func awayParts(p Definition, away []routedAway) []string {
+// document could pass over alone ("" when none).
+func awayParts(p Definition, away []routedAway) (parts []string, declined string) {
 	var matter []routedAway
 	for _, a := range away {
 		if a.matters(p) {
@@ -203,7 +203,6 @@ func awayParts(p Definition, away []routedAway) []string {
 	if len(matter) == 0 {
 		matter = away // none matters alone (the revisions before them are gone): each is named
 	}
-	var parts []string
 	for i, a := range matter {
 		switch {
 		case i < 3 || i >= len(matter)-2:
@@ -213,9 +212,9 @@ func awayParts(p Definition, away []routedAway) []string {
 		}
 	}
 	if passed := len(away) - len(matter); passed > 0 {
-		parts = append(parts, fmt.Sprintf("and %d declined by the router, of types the projection has no handler for (those it may pass over)", passed))
+		declined = fmt.Sprintf("; %d more of its events there the router declined, of types the projection has no handler for: those alone it could pass over", passed)
 	}
-	return parts
+	return parts, declined
 }
 
 // routedAwayBefore reads the events of ev's stream from revision from to

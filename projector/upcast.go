@@ -155,6 +155,9 @@ func (en entry) forms() map[string]form {
 			panic(fmt.Sprintf("projector: %q is given twice as a form of %q", s.from, en.name))
 		}
 		if s.from == en.name && i+1 < len(en.steps) {
+			if slices.ContainsFunc(en.steps[i+1:], func(x upcaster) bool { return x.from == en.name }) {
+				panic(fmt.Sprintf("projector: %q is given twice as a form of %q", s.from, en.name))
+			}
 			panic(fmt.Sprintf("projector: the upcaster from %q, the name %q has now, mends events of the shape they have now: "+
 				"list it last, after the upcasters of the older forms, or the events it mends go through those too", s.from, en.name))
 		}
@@ -235,7 +238,8 @@ func as(v any, t reflect.Type) (out any, err error) {
 // [Registry.VersionField]), else its type. Under VersionField, type T
 // whose name now is "T.vN" (no form is named T) is that form's: an event
 // of it without a version, or with one no form has, is read as "T.vN",
-// the newest such name, as an event of T is read as T when T is a name.
+// the newest form so named (the type's name now, or an older name it was
+// renamed from), as an event of T is read as T when T is a name.
 func (r *Registry) formOf(e Event) (form, string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -262,15 +266,18 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 	return f, name, ok
 }
 
-// noteNewest notes name, a type's name now, as the newest of its kind
-// when it is "T.vN" with the highest N of them (see formOf).
+// noteNewest notes name, a form's, as the newest of its kind when it is
+// "T.vN" with the highest N of them (see formOf); of two with the same N
+// ("T.v3", "T.v03"), the first in order of their names.
 func (r *Registry) noteNewest(name string) {
 	m := versionKey.FindStringSubmatch(name)
 	if m == nil {
 		return
 	}
-	if cur, ok := r.newest[m[1]]; ok && versionNumber(cur) >= versionNumber(name) {
-		return
+	if cur, ok := r.newest[m[1]]; ok {
+		if n, c := versionNumber(name), versionNumber(cur); n < c || n == c && name >= cur {
+			return
+		}
 	}
 	r.newest[m[1]] = name
 }

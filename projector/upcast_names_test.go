@@ -1,8 +1,11 @@
 package projector_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/revgate/projector/projector"
@@ -75,4 +78,34 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 	if !errors.Is(err, projector.ErrUndecodable) {
 		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable`, err)
 	}
+}
+
+// Points was "Score" with version 3 in the metadata, renamed: events of
+// "Score" without a version are read as its newest versioned form, the
+// older name "Score.v3", as for a type whose name now is a version.
+type Points struct {
+	Points int `json:"points"`
+}
+
+func TestRegistry_reads_a_type_renamed_from_a_version_as_that_version_without_one(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[Points](r, "Points", projector.Renamed("Score.v3"))
+	if !r.Has("Score") {
+		t.Fatal(`Has("Score") = false`)
+	}
+	ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Data: []byte(`{"points":5}`)})
+	if err != nil || ev.Payload != (Points{Points: 5}) {
+		t.Errorf("Score without a version: %#v, %v; want Points{5}", ev.Payload, err)
+	}
+}
+
+// A repair from the name now given twice says so, not that it must come last.
+func TestRegister_a_repair_given_twice_says_so(t *testing.T) {
+	mend := func(in json.RawMessage) (json.RawMessage, error) { return in, nil }
+	defer func() {
+		if msg := fmt.Sprint(recover()); !strings.Contains(msg, "given twice") {
+			t.Errorf("panic %q, want it to say the form is given twice", msg)
+		}
+	}()
+	projector.Register[Points](projector.NewRegistry(), "Points", projector.Upcast("Points", mend), projector.Upcast("Points", mend))
 }
