@@ -93,9 +93,13 @@ func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segment
 	plain := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
 		"--http", "", "--lease", "0", "--checkpoint-interval", "100ms")
 	plain.WaitCheckpoint(t, db, "tickets", servers.Head())
-	code, out, stderr := run(c, nil, "rebuild", "tickets", "--segments", "2", "--lease", "2s", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
+	code, out, stderr := run(c, nil, "rebuild", "tickets", "--segments", "2", "--lease", "2s", "--log-level", "error",
+		"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name())
 	if code != 0 {
 		t.Fatalf("rebuild --segments 2: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if strings.Contains(stderr, "level=INFO") || strings.Contains(stderr, "level=WARN") {
+		t.Errorf("rebuild --segments 2 --log-level error logged below error:\n%s", stderr)
 	}
 	store := mongostore.New(db)
 	cols, err := store.CollectionsOf(context.Background(), "tickets")
