@@ -24,6 +24,9 @@ type tie struct {
 	undecoded   bool
 	// gone: the stream could not be read, deleted since (see noteRouted).
 	gone bool
+	// moved: a later event of the stream was routed to another document
+	// (said once: see noteRouted).
+	moved bool
 }
 
 // pending reports whether the document of the stream's events after
@@ -206,9 +209,23 @@ func (e *Engine) tieGone(p Definition, stream string) bool {
 // (streamDocument), and a rebuild or a catch-up handles a stream's routed
 // event before the declined ones that follow. They are kept apart from
 // what reads of streams found, which they would otherwise push out.
+//
+// An event routed to another document than the earliest seen of its
+// stream is said in the log, once a stream: a tie does not move, so the
+// events the router declines after it still go to the first document (a
+// meter moved to another substation would have its readings counted at
+// the old one).
 func (e *Engine) noteRouted(p Definition, ev Event, id string) {
 	k := tieKey{p.Name(), ev.StreamID}
 	if seen, ok := e.routedSeen.Peek(k); ok && seen.at <= ev.StreamRevision {
+		if seen.doc != id && !seen.moved {
+			seen.moved = true
+			e.routedSeen.Add(k, seen)
+			e.logger.Warn("an event of a tied stream is routed to another document than the stream's first routed event: a tie does not move, "+
+				"so the events of the stream its router declines still go to the first document; if the stream moves between documents, "+
+				"let each of its events name its document (the write side can put it in the metadata) instead of tying the stream",
+				"projection", p.Name(), "stream", ev.StreamID, "revision", ev.StreamRevision, "routed to", id, "tied to", seen.doc, "at", seen.at)
+		}
 		return
 	}
 	e.routedSeen.Add(k, tie{doc: id, at: ev.StreamRevision})

@@ -3,6 +3,10 @@ package projectortest_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/revgate/projector/internal/mongotest"
@@ -76,4 +80,81 @@ func TestDocuments_follows_the_ties_of_streams(t *testing.T) {
 	if len(docs["red"]) != 2 || len(docs["blue"]) != 2 || docs["blue"][1].StreamRevision != 2 || len(docs) != 2 {
 		t.Fatalf("documents %v: want red with a's 2 events, blue with b's joined and its later points only", docs)
 	}
+}
+
+// Transferred moves a player to another team.
+type Transferred struct {
+	Team string `json:"team"`
+}
+
+// transfers totals the points of each team by the team a player's stream
+// names, under strategy, tying the players' streams.
+func transfers(r *projector.Registry, s projector.Strategy) *projector.Projection[score] {
+	p := projector.NewRouted[score]("transfers", func(e projector.Event) (string, bool, error) {
+		switch pl := e.Payload.(type) {
+		case Joined:
+			return pl.Team, true, nil
+		case Transferred:
+			return pl.Team, true, nil
+		}
+		return "", false, nil
+	}).Idempotency(s).TieStreams("player-")
+	projector.On(p, func(s score, _ Joined) (score, error) { return s, nil })
+	projector.On(p, func(s score, _ Transferred) (score, error) { return s, nil })
+	projector.On(p, func(s score, e Scored) (score, error) {
+		s.Total += e.Points
+		s.Goals++
+		return s, nil
+	})
+	return p
+}
+
+// A player transferred to another team: the points after the transfer,
+// which name no team, go by the tie to the first team, which a user who
+// ties the stream does not mean. Prove says so, naming the stream, both
+// documents and the event, under a strategy that takes it (HandledIDs)
+// and under one that refuses the transfer itself (RevisionMap). Without
+// points after the transfer nothing goes astray: it proves, and the
+// engine says in its log that the tie does not move.
+func TestProve_fails_a_tied_stream_that_moves_to_another_document(t *testing.T) {
+	r := scoreRegistry(upScored)
+	projector.Register[Joined](r, "player.joined")
+	projector.Register[Transferred](r, "player.transferred")
+	moved := map[string][]any{
+		"player-1": {Joined{Team: "red"}, Scored{Points: 1}, Transferred{Team: "blue"}, Scored{Points: 2}},
+		"player-2": {Joined{Team: "blue"}, Scored{Points: 3}},
+	}
+	for _, s := range []projector.Strategy{projector.HandledIDs(100), projector.RevisionMap()} {
+		store := mongostore.New(mongotest.Database(t))
+		_, err := projectortest.Prove(context.Background(), store, r, transfers(r, s), moved, projectortest.Delivery{Seed: 3})
+		for _, want := range []string{`stream "player-1" moves from document "red" to "blue" at revision 2`, "revision 3 (points.scored.v2)", "a tie does not move"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%v: Prove: %v; want it to say %q", s, err, want)
+			}
+		}
+	}
+
+	var log strings.Builder
+	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &log}, nil))
+	stays := map[string][]any{"player-1": {Joined{Team: "red"}, Scored{Points: 1}, Transferred{Team: "blue"}}}
+	store := mongostore.New(mongotest.Database(t))
+	if _, err := projectortest.Prove(context.Background(), store, r, transfers(r, projector.HandledIDs(100)), stays,
+		projectortest.Delivery{Seed: 3, Options: []projector.Option{projector.WithLogger(logger)}}); err != nil {
+		t.Fatalf("no declined event after the transfer: %v", err)
+	}
+	if got := log.String(); !strings.Contains(got, "a tie does not move") || !strings.Contains(got, `"routed to"=blue`) && !strings.Contains(got, "routed to=blue") {
+		t.Errorf("the engine's log does not say that the tie does not move:\n%s", got)
+	}
+}
+
+// syncWriter serialises the writes of the engines' goroutines to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
 }
