@@ -212,8 +212,12 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	}
 	switch {
 	case caps.AtomicConditionalWrites:
+	case c.group != "" && c.lease > 0:
+		logger.Info("this server has no atomic conditional writes: one process at a time consumes the group, under a lease of the group's; "+
+			"the others stand by", "server", caps.Server, "group", c.group)
 	case c.group != "":
-		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it", "server", caps.Server)
+		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it (with --lease 0 nothing keeps a second one out)",
+			"server", caps.Server)
 	case c.segments > 1:
 		logger.Warn("this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: run the processes of a segmented projection on MongoDB",
 			"server", caps.Server)
@@ -225,7 +229,8 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 				"projection", p.Definition.Name())
 		}
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole)}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole),
+		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites}
 	return s.project(ctx, listener)
 }
 
@@ -254,6 +259,12 @@ type session struct {
 	latency *prometheus.HistogramVec
 	slots   []*slot
 	holder  string // this process, in the leases it takes
+	// groupLeased: the --group consumers of a projection take a lease of
+	// the group's (groupLease), so that one process at a time consumes it:
+	// the server has no atomic conditional writes (FerretDB), and two
+	// consumers could each write a document over the other's change (see
+	// lead).
+	groupLeased bool
 }
 
 // project runs the selected projections until ctx is done or one fails,
@@ -430,13 +441,20 @@ const takingLease = "retrying: taking the projection's lease"
 var leadGiveUp = 10 * time.Minute
 
 // lead waits, as a standby, until this process holds the lease of slot sl's
-// projection, and returns it; nil with leases off (--lease 0, --group) or
-// when ctx is done, or with the error once taking it has failed for
-// leadGiveUp.
+// projection, and returns it; nil with leases off (--lease 0, --group on a
+// server with atomic conditional writes) or when ctx is done, or with the
+// error once taking it has failed for leadGiveUp. A --group consumer
+// stands by while another process holds the projection's lease
+// (replay-parked) first, and then, where the group is leased
+// (groupLeased), takes the group's lease instead (groupLease).
 func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
+	name, whose := sl.name, "projection's"
 	if s.c.group != "" {
 		s.waitForLeaseHolder(ctx, sl)
-		return nil, nil
+		if !s.groupLeased || ctx.Err() != nil {
+			return nil, nil
+		}
+		name, whose = groupLease(sl.groupName), "group's"
 	}
 	if s.c.lease == 0 {
 		return nil, nil
@@ -444,7 +462,7 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 	said := ""
 	var failing time.Time // since when taking it fails
 	for {
-		held, l, err := holdLease(ctx, s.store, sl.name, s.holder, s.c.lease, s.logger)
+		held, l, err := holdLease(ctx, s.store, name, s.holder, s.c.lease, s.logger)
 		if err == nil && !held.confirm(ctx) {
 			held.release()
 			err = fmt.Errorf("%w: another process took it at the same moment", mongostore.ErrLeaseHeld)
@@ -454,7 +472,7 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 		case err == nil:
 			sl.leader.Store(true)
 			sl.setDown("")
-			s.logger.Info("holds the projection's lease", "projection", sl.name, "token", held.token())
+			s.logger.Info("holds the "+whose+" lease", "projection", sl.name, "token", held.token())
 			return held, nil
 		case ctx.Err() != nil:
 			return nil, nil
@@ -463,7 +481,7 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 			why := fmt.Sprintf("standby: %s holds its lease", l.Holder)
 			sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
 			if why != said {
-				s.logger.Info("standing by: another process runs the projection", "projection", sl.name, "holder", l.Holder, "until", l.Expires)
+				s.logger.Info("standing by: another process runs the projection", "projection", sl.name, "lease", name, "holder", l.Holder, "until", l.Expires)
 				said = why
 			}
 		default:
@@ -871,6 +889,11 @@ const groupMaxDeliveries = 10
 // groupName is the persistent subscription group of a projection under
 // --group.
 func groupName(group, projection string) string { return group + "-" + projection }
+
+// groupLease is the name of the lease of group (groupName) that its
+// consumers take where the server has no atomic conditional writes
+// (session.groupLeased); no projection's name has a space.
+func groupLease(group string) string { return "group " + group }
 
 // healthHandler serves /healthz (the process is alive) and /readyz (every
 // projection has caught up with the head of its subscription; for a
