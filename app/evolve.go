@@ -28,6 +28,14 @@ func claimVersion(ctx context.Context, store *mongostore.Store, p Projection, co
 	if built == p.Version {
 		return nil
 	}
+	if built > p.Version {
+		// A newer version took over (a rollout's rebuild switched readers
+		// to it): this binary is the one to stop, not the collection to
+		// rebuild, which would undo the upgrade.
+		return fmt.Errorf("%w: collection %s of projection %s was built by version %d, newer than this binary's version %d: "+
+			"this binary is superseded; stop it, and run the binary of version %[4]d (a rebuild to version %[5]d would undo the upgrade)",
+			errOtherVersion, collection, p.Definition.Name(), built, p.Version)
+	}
 	return fmt.Errorf("%w: collection %s of projection %s was built by version %d, and this binary's is version %d; "+
 		"rebuild it to version %[5]d (%[6]s rebuild %[3]s: readers stay on %[2]s until the new collection has caught up), "+
 		"or run the binary of version %[4]d", errOtherVersion, collection, p.Definition.Name(), built, p.Version, bin)

@@ -18,7 +18,8 @@ import (
 // it); rebuild fills a new collection with the new version, and the
 // refused run follows the switch and goes on there, as a rollout that
 // deploys before it rebuilds needs; the old version's run is then refused
-// in turn.
+// in turn, told that it is superseded (a rebuild by it would undo the
+// upgrade).
 func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(t *testing.T) {
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
@@ -31,6 +32,10 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 		t.Helper()
 		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
 		want := "was built by version " + itoa(built) + ", and this binary's is version " + itoa(this) + "; rebuild it to version " + itoa(this) + " (tickets rebuild tickets"
+		if built > this {
+			// Superseded: the way out is to stop it, not to rebuild.
+			want = "was built by version " + itoa(built) + ", newer than this binary's version " + itoa(this) + ": this binary is superseded; stop it"
+		}
 		for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(cmd.Stderr(), want); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("run of version %d does not say %q\n%s", this, want, cmd.Stderr())
