@@ -57,8 +57,12 @@ type unknownTypes struct {
 
 // note counts ev when nobody registered its type, and says so in the log
 // the first time: at Warn when the type is close to a registered one (a
-// rename, or a new version, that the registry misses).
-func (u *unknownTypes) note(registry *Registry, ev Event, logger *slog.Logger) {
+// rename, or a new version, that the registry misses), or when ev went to
+// a document (results, its handling's): its stream feeds the document,
+// which moves past an event of it that nothing reads (a rename the
+// registry misses, not close to the old name; an event type deployed
+// before the projector that knows it).
+func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logger *slog.Logger) {
 	if registry.known(ev) || !unknownType(Event{Type: ev.Type}) {
 		return
 	}
@@ -80,6 +84,14 @@ func (u *unknownTypes) note(registry *Registry, ev Event, logger *slog.Logger) {
 		logger.Warn("an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?",
 			"type", ev.Type, "registered", near, "stream", ev.StreamID, "revision", ev.StreamRevision)
 		return
+	}
+	for _, r := range results {
+		if r.Document != "" {
+			logger.Warn("an event type nobody registered, in a stream that feeds a document: the document moves past it "+
+				"(a rename or a new version without its upcaster? FailUnknownTypes makes such events fail instead)",
+				"type", ev.Type, "projection", r.Projection, "document", r.Document, "stream", ev.StreamID, "revision", ev.StreamRevision)
+			return
+		}
 	}
 	logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
 		"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)

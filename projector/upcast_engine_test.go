@@ -203,7 +203,9 @@ func TestUnknownTypes_ignored_by_default_and_the_document_moves_past(t *testing.
 }
 
 // A runner counts the events of types nobody registered, by type, and says
-// in its log when such a type is close to a registered one.
+// in its log when such a type is close to a registered one, or is in a
+// stream that feeds a document (which moves past it), at Warn; otherwise
+// at Info.
 func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_type(t *testing.T) {
 	r := boardRegistry()
 	p := laneProjection(r)
@@ -222,6 +224,8 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 		stored{"CardTeleported", `{}`},
 		stored{"CardMovedV4", `{"column": {"name": "Done", "wip": 3}}`},
 		stored{"$statsCollected", `{}`})
+	other, _ := appendStored(t, log, r, "audit-1", stored{"AuditNoted", `{}`}) // a stream that feeds no document
+	raw = append(raw, other...)
 	runner, err := projector.NewRunner("boards", e, &scripted{events: raw}, nil, projector.WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +238,7 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(runner.Stats().UnknownTypes), "map[CardMovedV4:2 CardTeleported:1]"; got != want {
+	if got, want := fmt.Sprint(runner.Stats().UnknownTypes), "map[AuditNoted:1 CardMovedV4:2 CardTeleported:1]"; got != want {
 		t.Fatalf("unknown types %s, want %s", got, want)
 	}
 	mu.Lock()
@@ -242,7 +246,8 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 	mu.Unlock()
 	for _, want := range []string{
 		`level=WARN msg="an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?" runner=boards type=CardMovedV4 registered=CardMoved`,
-		`level=INFO msg="an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)" runner=boards type=CardTeleported`,
+		`level=WARN msg="an event type nobody registered, in a stream that feeds a document: the document moves past it (a rename or a new version without its upcaster? FailUnknownTypes makes such events fail instead)" runner=boards type=CardTeleported projection=boards document=3`,
+		`level=INFO msg="an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)" runner=boards type=AuditNoted`,
 	} {
 		if strings.Count(text, want) != 1 {
 			t.Errorf("the log does not say, once:\n%s\nit says:\n%s", want, text)

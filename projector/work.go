@@ -213,7 +213,7 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 	if len(results) == 0 {
 		r.counts.unrouted.Add(1)
 	}
-	r.unknown.note(x.engine.registry, *it.d.Event, r.logger)
+	r.unknown.note(x.engine.registry, *it.d.Event, results, r.logger)
 	for _, res := range results {
 		r.counts.waits.Add(uint64(res.Waits))
 		switch res.Outcome {
