@@ -80,11 +80,20 @@ func (x *run) follow(ctx context.Context, sub Subscription) (n int, stopped bool
 // dropped notes that the subscription has ended: the runner is behind again.
 func (x *run) dropped() {
 	r := x.r
+	x.noteUnsettled()
 	r.connected.Store(false)
 	r.counts.drops.Add(1)
 	r.caughtUp.Store(false)
 	r.ready.Store(false)
 	x.staleHeads()
+}
+
+// noteUnsettled says how many deliveries could not be settled since it
+// last did, when more than the one logged (see settle).
+func (x *run) noteUnsettled() {
+	if n := x.unsettled.Swap(0); n > 1 {
+		x.r.logger.Warn("events not settled, their subscription gone: the server delivers them again", "events", n)
+	}
 }
 
 // staleHeads takes the head signals the workers did not take: behind again,

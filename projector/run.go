@@ -29,6 +29,9 @@ type run struct {
 	log       string       // what identifies the source's log ([AnchoredSource]), "" when unknown
 	settling  bool         // the source settles its deliveries (read by the reading goroutine only)
 	received  []item       // deliveries the source settles, received together: one batch (the reading goroutine's)
+	// unsettled counts the deliveries whose settling failed since the
+	// last drop: the first is logged, the others summed (see settle).
+	unsettled atomic.Int64
 
 	failOnce sync.Once
 	failure  error
@@ -92,6 +95,7 @@ func (x *run) execute(ctx context.Context) error {
 		r.connected.Store(false)
 	}()
 	x.drain(workers, stopWork)
+	x.noteUnsettled()
 	// The saver's store call, if one is under way, ends (its own timeout
 	// bounds it) before the last one: cancelled, it could still reach the
 	// store after the last and, where conditional writes are not atomic

@@ -232,7 +232,10 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		}
 	}
 	if it.d.Settle != nil {
-		if serr := it.d.Settle(results); serr != nil {
+		if serr := it.d.Settle(results); serr != nil && x.unsettled.Add(1) == 1 {
+			// Its subscription dropped, most likely: the server delivers
+			// it again, and the others it was handling with it; they are
+			// summed when the drop is noted (dropped), not logged each.
 			r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
 		}
 		err = nil // the source owns the failure
