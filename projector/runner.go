@@ -266,11 +266,28 @@ func newRunner(opts []RunnerOption) *Runner {
 	return r
 }
 
+// The largest settings a runner takes: past them its queues and workers
+// would take the process's memory, not speed it up.
+const (
+	maxWorkers    = 1024
+	maxBuffer     = 1 << 20 // events queued a worker
+	maxBatch      = 100_000 // events a batch (documents, for an engine spread by document)
+	maxBatchBytes = 1 << 30
+)
+
 // checkSettings reports settings a runner cannot work with.
 func (r *Runner) checkSettings() error {
 	switch {
 	case r.workers < 1 || r.buffer < 1:
 		return fmt.Errorf("workers and buffer must be >= 1, got %d and %d", r.workers, r.buffer)
+	case r.workers > maxWorkers:
+		return fmt.Errorf("workers must be at most %d, got %d", maxWorkers, r.workers)
+	case r.buffer > maxBuffer:
+		return fmt.Errorf("buffer must be at most %d events, got %d", maxBuffer, r.buffer)
+	case r.batch > maxBatch:
+		return fmt.Errorf("a batch must be at most %d events, got %d", maxBatch, r.batch)
+	case r.batchBytes > maxBatchBytes:
+		return fmt.Errorf("a batch must be at most %d MiB, got %d MiB", maxBatchBytes>>20, r.batchBytes>>20)
 	case r.every < 1 || r.interval <= 0:
 		return fmt.Errorf("checkpoint every %d events / %v: both must be > 0", r.every, r.interval)
 	case r.drain <= 0:

@@ -194,6 +194,12 @@ func TestNewRunner_refuses_bad_settings(t *testing.T) {
 		"workers":    projector.WithWorkers(0),
 		"checkpoint": projector.WithCheckpointEvery(0, time.Second),
 		"reconnect":  projector.WithReconnect(retry.Policy{}),
+		// Past what a process can hold: its workers' queues would take its
+		// memory (an operator's typo crashed it).
+		"100,000,000 workers":    projector.WithWorkers(100_000_000),
+		"a buffer of 2^30":       projector.WithBuffer(1 << 30),
+		"a batch of 10^11":       projector.WithBatch(100_000_000_000, time.Millisecond),
+		"a batch of 100,000 MiB": projector.WithBatchBytes(100_000 << 20),
 	} {
 		if _, err := projector.NewRunner("r4", e, &scripted{}, s, opt); err == nil {
 			t.Errorf("%s: no error", name)
