@@ -159,7 +159,14 @@ func (h *heldLease) release() {
 	h.stop()
 	<-h.done
 	l := h.current()
-	ctx, cancel := context.WithTimeout(context.Background(), h.ttl)
+	wait := h.ttl
+	if h.isLost() {
+		// Let go in passing: it expires by itself, and MongoDB, which did
+		// not answer its renewal, may not answer this either (a stop
+		// must not wait out another timeout).
+		wait = min(wait, time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := h.store.ReleaseLease(ctx, l); err != nil {
 		h.logger.Warn("releasing the lease", "lease", l.Name, "err", err)

@@ -648,13 +648,7 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			stoodDown = s.watchLeaseHolder(runCtx, sl, cancel)
 		}
 		if held != nil {
-			go func() {
-				select {
-				case <-held.lost:
-					cancel() // stop writing: another process runs it now
-				case <-runCtx.Done():
-				}
-			}()
+			go watchLost(runCtx, sl, held, cancel)
 		}
 		began := time.Now()
 		// A group's position is the server's, not a checkpoint: a --group
@@ -680,6 +674,19 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 		if !again {
 			return result
 		}
+	}
+}
+
+// watchLost stops slot sl's run (cancel, of runCtx) when its lease held
+// is lost, and says so at once (not leader, retrying), not once the run
+// has drained: its writes may hang on a MongoDB that does not answer.
+func watchLost(runCtx context.Context, sl *slot, held *heldLease, cancel context.CancelFunc) {
+	select {
+	case <-held.lost:
+		sl.leader.Store(false)
+		sl.setDown("retrying: lost the projection's lease (not renewed in time: MongoDB does not answer, or another process took it)")
+		cancel() // stop writing: another process may run it now
+	case <-runCtx.Done():
 	}
 }
 
