@@ -3,6 +3,7 @@ package retry
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -69,9 +70,9 @@ func (p Policy) Validate() error {
 	switch {
 	case p.InitialDelay <= 0:
 		return fmt.Errorf("retry: initial delay must be > 0, got %v (start from retry.Default())", p.InitialDelay)
-	case p.Multiplier < 1:
-		return fmt.Errorf("retry: multiplier must be >= 1, got %v", p.Multiplier)
-	case p.Jitter < 0 || p.Jitter >= 1:
+	case !(p.Multiplier >= 1) || math.IsInf(p.Multiplier, 1): // NaN compares false
+		return fmt.Errorf("retry: multiplier must be >= 1 and finite, got %v", p.Multiplier)
+	case !(p.Jitter >= 0 && p.Jitter < 1):
 		return fmt.Errorf("retry: jitter must be in [0, 1), got %v", p.Jitter)
 	case p.MaxDelay < p.InitialDelay:
 		return fmt.Errorf("retry: max delay %v is below the initial delay %v", p.MaxDelay, p.InitialDelay)

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,11 @@ func TestPolicy_validate(t *testing.T) {
 		{"zero value", retry.Policy{}, "initial delay"},
 		{"shrinking", mod(func(p *retry.Policy) { p.Multiplier = 0.5 }), "multiplier"},
 		{"jitter one", mod(func(p *retry.Policy) { p.Jitter = 1 }), "jitter"},
+		// NaN compares false with every bound: a NaN multiplier made the
+		// waits nothing, a NaN jitter no backoff at all.
+		{"multiplier NaN", mod(func(p *retry.Policy) { p.Multiplier = math.NaN() }), "multiplier"},
+		{"multiplier +Inf", mod(func(p *retry.Policy) { p.Multiplier = math.Inf(1) }), "multiplier"},
+		{"jitter NaN", mod(func(p *retry.Policy) { p.Jitter = math.NaN() }), "jitter"},
 		{"max below initial", mod(func(p *retry.Policy) { p.MaxDelay = time.Millisecond }), "max delay"},
 		{"unbounded", mod(func(p *retry.Policy) { p.MaxRetries = -1 }), "unlimited"},
 		{"unlimited count with time bound", mod(func(p *retry.Policy) { p.MaxRetries = -1; p.MaxElapsed = time.Minute }), ""},
