@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -81,6 +82,13 @@ func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*S
 // embedded server) is read through that process's server, which its lock
 // names, rather than refused.
 func (x *cli) openStoreToRead(ctx context.Context, s servers, stderr io.Writer) (*Store, error) {
+	if s.mongo == "" {
+		// Reading must not make one: a mistyped --data-dir would read as a
+		// projector that has not started.
+		if _, err := os.Stat(s.dataDir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("--data-dir %s: no such directory: nothing has run on the embedded server there (a typo? or give --mongo)", s.dataDir)
+		}
+	}
 	store, err := x.openStore(ctx, s, nil)
 	var served interface{ ServedAt() string }
 	if s.mongo == "" && errors.As(err, &served) && served.ServedAt() != "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -194,5 +195,20 @@ func TestStatus_parked_names_the_document_of_a_parked_event(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^fragile +ticket/sick@1 +ticket\.noted .* sick: .*bug: the poison note`).MatchString(out) ||
 		!strings.Contains(out, "[BUILD] [HELD] DOCUMENT: ERROR") {
 		t.Fatalf("status --parked: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+// status reads: a --data-dir where nothing has run (a typo) is an error,
+// not a store it makes and reads as a projector that has not started.
+func TestStatus_of_a_data_dir_that_does_not_exist_fails_and_makes_none(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	c.Embedded = embedmongo.Start
+	code, out, stderr := run(c, nil, "status", "--data-dir", dir)
+	if code != 1 || !strings.Contains(stderr, "--data-dir "+dir+": no such directory") {
+		t.Errorf("status --data-dir %s: exit %d, want 1 and the directory named\n%s\n%s", dir, code, out, stderr)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("status made %s: %v", dir, err)
 	}
 }
