@@ -99,7 +99,13 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 
 func parseURI(uri string) (*connstring.ConnString, error) {
 	cs, err := connstring.ParseAndValidate(uri)
-	if err != nil {
+	var dns *net.DNSError
+	switch {
+	case errors.As(err, &dns):
+		// A mongodb+srv:// host is looked up as the string is parsed: a
+		// lookup that fails is no fault of the string's.
+		return nil, fmt.Errorf("mongostore: the MongoDB URI's SRV host does not resolve: %w", redact(err, uri))
+	case err != nil:
 		return nil, fmt.Errorf("mongostore: invalid MongoDB URI: %w", redact(err, uri))
 	}
 	// The driver takes whatever follows the hosts' slash as the database

@@ -407,3 +407,15 @@ func TestReplayed_records_the_cause_of_a_failure_again_as_the_park_did(t *testin
 		}
 	}
 }
+
+// A mongodb+srv:// host is looked up as the string is parsed: a host that
+// does not resolve is said so, not called an invalid URI.
+func TestConnect_an_SRV_host_that_does_not_resolve_is_no_invalid_URI(t *testing.T) {
+	_, err := mongostore.Connect(context.Background(), "mongodb+srv://user:s3cret@nowhere.invalid/", 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "SRV host does not resolve") || strings.Contains(err.Error(), "invalid MongoDB URI") {
+		t.Fatalf("err = %v, want it to say the SRV host does not resolve", err)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("the error shows the password: %v", err)
+	}
+}
