@@ -162,6 +162,11 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"status of a bad catalog", config(app.Projection{Definition: noHandlers, Reads: good.Reads}), nil, "has no handlers", "status"},
 		{"rebuild of an unknown projection", config(good), []string{"nope"}, `unknown projection "nope"`, "rebuild"},
 		{"replay-parked of an unknown projection", config(good), []string{"nope"}, `unknown projection "nope"`, "replay-parked"},
+		{"replay-parked with a negative lease", config(good), []string{"tickets", "--lease", "-1s"}, `--lease -1s: want 0 (do not look) or at least 1s`, "replay-parked"},
+		// Past what a process holds: before, it started and died out of memory.
+		{"100,000,000 workers", config(good), []string{"--workers", "100000000"}, `runner: workers must be at most 1024, got 100000000`, ""},
+		{"a batch of 10^11 events", config(good), []string{"--batch", "100000000000"}, `runner: a batch must be at most 100000 events`, ""},
+		{"segments in a group", config(good), []string{"--segments", "2", "--group", "g", "--lease", "15s"}, `--segments 2 does not go with --group`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
