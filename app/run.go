@@ -210,6 +210,24 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err != nil {
 		return startError(ctx, err)
 	}
+	warnCapabilities(logger, &c, caps)
+	for _, p := range c.selected {
+		if c.lease > 0 && c.group == "" && p.Definition.Strategy().String() == "none" {
+			logger.Warn("this projection keeps no record of the events its documents have (the None strategy), so its writes are not conditional: "+
+				"a process paused past its lease can write an older change over a newer one as it wakes; prefer a strategy that records them",
+				"projection", p.Definition.Name())
+		}
+	}
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole),
+		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites}
+	return s.project(ctx, listener)
+}
+
+// warnCapabilities says what the server's capabilities change for run c:
+// on a server without atomic conditional writes, a group is consumed by
+// one process at a time (or, with --lease 0, should be), and a segment's
+// lease can be held by two processes for a moment.
+func warnCapabilities(logger *slog.Logger, c *runConfig, caps mongostore.Capabilities) {
 	switch {
 	case caps.AtomicConditionalWrites:
 	case c.group != "" && c.lease > 0:
@@ -222,16 +240,6 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		logger.Warn("this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: run the processes of a segmented projection on MongoDB",
 			"server", caps.Server)
 	}
-	for _, p := range c.selected {
-		if c.lease > 0 && c.group == "" && p.Definition.Strategy().String() == "none" {
-			logger.Warn("this projection keeps no record of the events its documents have (the None strategy), so its writes are not conditional: "+
-				"a process paused past its lease can write an older change over a newer one as it wakes; prefer a strategy that records them",
-				"projection", p.Definition.Name())
-		}
-	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole),
-		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites}
-	return s.project(ctx, listener)
 }
 
 // errStoppedStarting: run was stopped (a signal) while it started; it

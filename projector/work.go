@@ -232,12 +232,7 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		}
 	}
 	if it.d.Settle != nil {
-		if serr := it.d.Settle(results); serr != nil && x.unsettled.Add(1) == 1 {
-			// Its subscription dropped, most likely: the server delivers
-			// it again, and the others it was handling with it; they are
-			// summed when the drop is noted (dropped), not logged each.
-			r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", serr)
-		}
+		x.settleDelivery(it, results)
 		err = nil // the source owns the failure
 	}
 	if err != nil {
@@ -246,6 +241,17 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 	}
 	if it.tracked {
 		x.completed(it.seq)
+	}
+}
+
+// settleDelivery settles a delivery its source settles (a persistent
+// group's) with its results. One that cannot be settled, its subscription
+// dropped most likely (the server delivers it again, and the others it was
+// handling with it), is logged the first time; the others are summed when
+// the drop is noted (noteUnsettled), not logged each.
+func (x *run) settleDelivery(it item, results []Result) {
+	if err := it.d.Settle(results); err != nil && x.unsettled.Add(1) == 1 {
+		x.r.logger.Warn("settling an event", "stream", it.d.Event.StreamID, "revision", it.d.Event.StreamRevision, "err", err)
 	}
 }
 
