@@ -166,6 +166,8 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		// Past what a process holds: before, it started and died out of memory.
 		{"100,000,000 workers", config(good), []string{"--workers", "100000000"}, `runner: workers must be at most 1024, got 100000000`, ""},
 		{"a batch of 10^11 events", config(good), []string{"--batch", "100000000000"}, `runner: a batch must be at most 100000 events`, ""},
+		{"a batch of 2^44 MiB", config(good), []string{"--batch-mib", "17592186045440"}, `--batch-mib 17592186045440: want at most 1024`, ""},
+		{"rebuild with a batch of 2^44 MiB", config(good), []string{"tickets", "--batch-mib", "17592186045440"}, `--batch-mib 17592186045440: want at most 1024`, "rebuild"},
 		{"segments in a group", config(good), []string{"--segments", "2", "--group", "g", "--lease", "15s"}, `--segments 2 does not go with --group`, ""},
 	}
 	for _, c := range cases {

@@ -34,7 +34,7 @@ func (s *servers) register(fs *flag.FlagSet, x *cli, esdbHelp string) {
 	}
 	if embedded {
 		fs.StringVar(&s.mongo, "mongo", "", "MongoDB URI; empty starts the embedded Mongo-wire server with its data under --data-dir")
-		fs.StringVar(&s.dataDir, "data-dir", "projector-data", "data of the embedded Mongo-wire server (kept across runs)")
+		fs.StringVar(&s.dataDir, "data-dir", defaultDataDir, "data of the embedded Mongo-wire server (kept across runs)")
 	} else {
 		fs.StringVar(&s.mongo, "mongo", "", "MongoDB URI, e.g. mongodb://localhost:27017/?directConnection=true (required)")
 	}
@@ -77,14 +77,18 @@ func (x *cli) openStore(ctx context.Context, s servers, logger *slog.Logger) (*S
 		Embedded: x.Embedded, Logger: logger})
 }
 
+// defaultDataDir is --data-dir's default.
+const defaultDataDir = "projector-data"
+
 // openStoreToRead opens the read models' database for a command that only
 // reads it (status): a data dir another process serves (a run on the
 // embedded server) is read through that process's server, which its lock
 // names, rather than refused.
 func (x *cli) openStoreToRead(ctx context.Context, s servers, stderr io.Writer) (*Store, error) {
-	if s.mongo == "" {
+	if s.mongo == "" && s.dataDir != defaultDataDir {
 		// Reading must not make one: a mistyped --data-dir would read as a
-		// projector that has not started.
+		// projector that has not started. (The default, before the first
+		// run, is made and read as not started, as a monitor expects.)
 		if _, err := os.Stat(s.dataDir); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("--data-dir %s: no such directory: nothing has run on the embedded server there (a typo? or give --mongo)", s.dataDir)
 		}

@@ -106,6 +106,10 @@ func usageError(w io.Writer, format string, args ...any) error {
 	return ErrUsage
 }
 
+// maxBatchMiB is the largest --batch-mib: the runner takes at most 1 GiB a
+// batch, and a larger count of MiB would overflow as bytes.
+const maxBatchMiB = 1024
+
 // batchFlags registers the batching of catch-up.
 func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration, mib *int) {
 	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time; documents, not events, for a projection fed by many streams); a projection's own Batch wins")

@@ -61,7 +61,7 @@ func TestLead_retries_while_MongoDB_does_not_answer_and_gives_up(t *testing.T) {
 				t.Fatalf("lead: %v, %v; want it to give up", r.held, r.err)
 			}
 			for _, down := range seen {
-				if !strings.HasPrefix(down, "retrying: taking the projection's lease") {
+				if !strings.HasPrefix(down, "retrying: taking its lease") {
 					t.Errorf("readiness said %q while MongoDB did not answer", down)
 				}
 			}
@@ -122,7 +122,7 @@ func TestWatchLost_says_a_lost_lease_at_once(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run was not stopped")
 	}
-	if sl.Leader() || !strings.HasPrefix(sl.Down(), "retrying: lost the projection's lease") {
+	if sl.Leader() || !strings.HasPrefix(sl.Down(), "retrying: lost its lease") {
 		t.Errorf("leader %v, down %q; want not leader, retrying", sl.Leader(), sl.Down())
 	}
 }

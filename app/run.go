@@ -96,6 +96,8 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 		return usageError(stderr, "--workers %d: want at least 1", c.workers)
 	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
 		return usageError(stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
+	case c.batchMiB > maxBatchMiB:
+		return usageError(stderr, "--batch-mib %d: want at most %d", c.batchMiB, maxBatchMiB)
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
 		return usageError(stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
@@ -437,10 +439,10 @@ func (s *session) build(sl *slot, held *heldLease) func(context.Context, string)
 	}
 }
 
-// takingLease starts why a projection is down while taking its lease
-// fails (MongoDB does not answer): it runs nowhere known, and its last
-// runner's figures are stale.
-const takingLease = "retrying: taking the projection's lease"
+// takingLease starts why a projection is down while taking its lease (or
+// its group's) fails (MongoDB does not answer): it runs nowhere known, and
+// its last runner's figures are stale.
+const takingLease = "retrying: taking its lease"
 
 // leadGiveUp is how long taking a projection's lease may fail in a row
 // (MongoDB does not answer) before the projection stops with the error, for
@@ -477,6 +479,16 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 			l = mongostore.Lease{Holder: "another process", Expires: time.Now().Add(s.c.lease)}
 		}
 		switch {
+		case err == nil && s.groupLeased && s.replayHolds(ctx, sl):
+			// A replay took the projection's lease while this process
+			// waited for the group's (the consumer it stood by for stood
+			// down for the replay): stand by for the replay too.
+			held.release()
+			s.waitForLeaseHolder(ctx, sl)
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			continue
 		case err == nil:
 			sl.leader.Store(true)
 			sl.setDown("")
@@ -499,10 +511,10 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 				failing = time.Now()
 			}
 			if time.Since(failing) >= leadGiveUp {
-				return nil, fmt.Errorf("taking the projection's lease failed for %v: %w", leadGiveUp, err)
+				return nil, fmt.Errorf("taking the %s lease failed for %v: %w", whose, leadGiveUp, err)
 			}
 			sl.setDown(takingLease + ": " + firstLine(err.Error(), "the log"))
-			s.logger.Warn("taking the projection's lease", "projection", sl.name, "err", err)
+			s.logger.Warn("taking the "+whose+" lease", "projection", sl.name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -548,11 +560,14 @@ func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
 func (s *session) watchLeaseHolder(runCtx context.Context, sl *slot, cancel context.CancelFunc) (stoodDown func() bool) {
 	var took atomic.Bool
 	go func() {
-		for {
+		// A look at once, then every groupLeasePoll: a replay that took
+		// the lease as the run began is found before its count of the
+		// group's consumers.
+		for wait := time.Duration(0); ; wait = groupLeasePoll {
 			select {
 			case <-runCtx.Done():
 				return
-			case <-time.After(groupLeasePoll):
+			case <-time.After(wait):
 			}
 			if l, held := s.otherHolder(runCtx, sl); held {
 				took.Store(true)
@@ -563,6 +578,13 @@ func (s *session) watchLeaseHolder(runCtx context.Context, sl *slot, cancel cont
 		}
 	}()
 	return took.Load
+}
+
+// replayHolds reports whether another process holds the lease of slot
+// sl's projection (replay-parked, for a --group consumer).
+func (s *session) replayHolds(ctx context.Context, sl *slot) bool {
+	_, held := s.otherHolder(ctx, sl)
+	return held
 }
 
 // otherHolder returns the lease of slot sl's projection when another
@@ -692,7 +714,7 @@ func watchLost(runCtx context.Context, sl *slot, held *heldLease, cancel context
 	select {
 	case <-held.lost:
 		sl.leader.Store(false)
-		sl.setDown("retrying: lost the projection's lease (not renewed in time: MongoDB does not answer, or another process took it)")
+		sl.setDown("retrying: lost its lease (not renewed in time: MongoDB does not answer, or another process took it)")
 		cancel() // stop writing: another process may run it now
 	case <-runCtx.Done():
 	}

@@ -153,7 +153,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		return e, err
 	}
 	byDoc := p.Documents(events)
-	if err := checkTiesStay(p, events, byDoc); err != nil {
+	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
 		return Report{}, err
 	}
 	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
@@ -188,21 +188,23 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 // checkTiesStay fails where a stream moves between documents under a tie
 // ([projector.Projection.TieStreams]): its router sends one of its events
 // to another document than the earlier ones, and an event it declines
-// after that goes, by the tie, to the document of the stream's first
-// routed event. A tie does not move: a meter moved to another substation
-// would have its later readings counted at the old one, and the engine
-// does the same (it says so in its log), so the folds agree and nothing
-// else would fail. events are decoded, in log order.
-func checkTiesStay(p projector.Definition, events []projector.Event, byDoc map[string][]projector.Event) error {
+// after that, of a type the projection handles, goes by the tie to the
+// document of the stream's first routed event rather than to the one the
+// stream last went to. A tie does not move: a meter moved to another
+// substation would have its later readings counted at the old one, and
+// the engine does the same (it says so in its log), so the folds agree and
+// nothing else would fail. events are decoded, in log order.
+func checkTiesStay(registry *projector.Registry, p projector.Definition, events []projector.Event, byDoc map[string][]projector.Event) error {
 	placed := map[string]string{} // event id -> the document Documents gives it
 	for id, evs := range byDoc {
 		for _, ev := range evs {
 			placed[ev.ID] = id
 		}
 	}
+	handled := projector.HandledTypes(registry, p)
 	type route struct {
-		first, moved string
-		at           uint64
+		first, last string
+		at          uint64 // where the stream last went to last
 	}
 	streams := map[string]*route{}
 	for _, ev := range events {
@@ -211,15 +213,15 @@ func checkTiesStay(p projector.Definition, events []projector.Event, byDoc map[s
 		switch {
 		case err != nil:
 		case ok && s == nil:
-			streams[ev.StreamID] = &route{first: id}
-		case ok && id != s.first && s.moved == "":
-			s.moved, s.at = id, ev.StreamRevision
-		case !ok && s != nil && s.moved != "" && placed[ev.ID] == s.first:
+			streams[ev.StreamID] = &route{first: id, last: id}
+		case ok && id != s.last:
+			s.last, s.at = id, ev.StreamRevision
+		case !ok && s != nil && placed[ev.ID] == s.first && s.last != s.first && slices.Contains(handled, ev.Type):
 			return fmt.Errorf("projection %s: stream %q moves from document %q to %q at revision %d (its router sends that event there), "+
 				"but its revision %d (%s), which the router declines, goes by the stream's tie (TieStreams) to %q, the document of its first routed event: "+
 				"a tie does not move; let each event of a stream that moves between documents name its document "+
 				"(the write side can put the current one in the metadata, and the router read it there: RoutesByEnvelope)",
-				p.Name(), ev.StreamID, s.first, s.moved, s.at, ev.StreamRevision, ev.Type, s.first)
+				p.Name(), ev.StreamID, s.first, s.last, s.at, ev.StreamRevision, ev.Type, s.first)
 		}
 	}
 	return nil
