@@ -131,6 +131,15 @@ func checkEventSpans(w io.Writer, n int) error {
 	return nil
 }
 
+// checkLease refuses a --lease that is neither 0 (zero says what 0 means)
+// nor at least 1s.
+func checkLease(w io.Writer, lease time.Duration, zero string) error {
+	if lease < 0 || (lease > 0 && lease < time.Second) {
+		return usageError(w, "--lease %v: want 0 (%s) or at least 1s", lease, zero)
+	}
+	return nil
+}
+
 // retryFlags registers every setting of a retry policy as flags with prefix.
 func retryFlags(fs *flag.FlagSet, p *retry.Policy, prefix, what string) {
 	fs.DurationVar(&p.InitialDelay, prefix+"initial-delay", p.InitialDelay, what+": first wait")

@@ -120,8 +120,9 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 		return usageError(inv.Stderr, "--segments %d: want 1 (the rebuild in one process) to %d", c.segments, maxSegments)
 	case c.segments > 1 && c.lease <= 0:
 		return usageError(inv.Stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
-	case c.lease < 0 || (c.lease > 0 && c.lease < time.Second):
-		return usageError(inv.Stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
+	}
+	if err := checkLease(inv.Stderr, c.lease, "no leases"); err != nil {
+		return err
 	}
 	var err error
 	if c.logger, err = newLogger(inv.Stderr, "text", c.logLevel); err != nil {

@@ -132,8 +132,8 @@ func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Project
 	if !ok {
 		return Projection{}, usageError(inv.Stderr, "%v", x.cat.unknown(name))
 	}
-	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
-		return Projection{}, usageError(inv.Stderr, "--lease %v: want 0 (do not look) or at least 1s", c.lease)
+	if err := checkLease(inv.Stderr, c.lease, "do not look"); err != nil {
+		return Projection{}, err
 	}
 	if c.esdb == "" && c.group == "" {
 		// The engine made without a store's I/O: only what it lacks counts.

@@ -109,8 +109,8 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	if err := c.checkHTTP(stderr); err != nil {
 		return err
 	}
-	if c.lease < 0 || (c.lease > 0 && c.lease < time.Second) {
-		return usageError(stderr, "--lease %v: want 0 (no leases) or at least 1s", c.lease)
+	if err := checkLease(stderr, c.lease, "no leases"); err != nil {
+		return err
 	}
 	return c.checkSegments(stderr)
 }

@@ -261,8 +261,7 @@ func (e *Engine) fillGapGuarded(ctx context.Context, k keeper, t target, ev Even
 	if found {
 		cur = state
 	}
-	apply := func(state any) (any, error) { return t.p.applyTo(state, ev) }
-	return e.fillFrom(ctx, t, ev, from, cur, apply, func(next any) error {
+	return e.fillFrom(ctx, t, ev, from, cur, e.applier(t.p, ev, nil), func(next any) error {
 		return e.putVersioned(ctx, k, t, read, ev, next)
 	})
 }

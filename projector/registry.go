@@ -90,12 +90,8 @@ func (r *Registry) Has(name string) bool {
 	if _, ok := r.forms[name]; ok {
 		return true
 	}
-	for form := range r.forms {
-		if base, ok := r.versionedAs(form); ok && base == name {
-			return true // its events with a version in their metadata
-		}
-	}
-	return false
+	_, versioned := r.newest[name] // its events with a version in their metadata
+	return versioned && r.versionField != ""
 }
 
 // nameOf returns the event type name Go type t is registered under.
