@@ -50,6 +50,9 @@ type Server struct {
 	done   chan struct{}
 	desc   string
 	lock   *flock.Flock // the data dir's, held while the server runs
+	// indexed waits for the indexing of new collections to stop (SQLite;
+	// idindex.go); nil when none runs.
+	indexed func()
 }
 
 // lockFile is the file in a data dir that the process serving it holds a
@@ -126,6 +129,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	fc := &ferretdb.Config{Listener: ferretdb.ListenerConfig{TCP: cfg.Addr}, Logger: cfg.Logger}
 	s := &Server{}
+	sqliteDir := "" // the SQLite backend's, if it is that
 	switch {
 	case cfg.PostgresURL != "":
 		fc.Handler, fc.PostgreSQLURL = "postgresql", cfg.PostgresURL
@@ -152,6 +156,8 @@ func Start(cfg Config) (*Server, error) {
 		// In-memory SQLite hangs FerretDB's updates; files work.
 		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/?_pragma=synchronous(normal)"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
+		sqliteDir = dir
+		indexDir(context.Background(), dir, cfg.Logger)
 	default:
 		return nil, errors.New("embedded: set a data dir or a PostgreSQL URL")
 	}
@@ -180,6 +186,14 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}()
 	s.uri = f.MongoDBURI() // waits for the listener
+	if sqliteDir != "" {
+		wait, err := startIndexing(ctx, sqliteDir, s.uri, cfg.Logger)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("embedded: index _id lookups: %w", err)
+		}
+		s.indexed = wait
+	}
 	if s.lock != nil {
 		// Another process that finds the dir in use can say where its
 		// server is, and a read-only command can use it. Written over
@@ -215,6 +229,9 @@ func (s *Server) String() string { return s.desc }
 // Close stops the server and waits for it, then lets go of its data dir.
 func (s *Server) Close() {
 	s.cancel()
+	if s.indexed != nil {
+		s.indexed()
+	}
 	<-s.done
 	s.unlock()
 }

@@ -1,0 +1,213 @@
+package embedded_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	_ "modernc.org/sqlite"
+
+	"github.com/revgate/projector/internal/embedded"
+)
+
+// lookupByID is how FerretDB 1.24's SQLite backend finds a document by
+// _id, in its finds, updates and deletes (metadata.IDColumn,
+// internal/backends/sqlite/collection.go: "WHERE %s = ?").
+const lookupByID = `SELECT _ferretdb_sjson FROM %q WHERE _ferretdb_sjson->'$._id' = ?`
+
+// plan returns SQLite's plan of FerretDB's lookup by _id in the table of
+// collection coll of database db, through a connection it closes before it
+// returns (the test drops databases).
+func plan(t *testing.T, dir, db, coll string) string {
+	t.Helper()
+	conn, err := sql.Open("sqlite", "file:"+filepath.Join(dir, db+".sqlite")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var table string
+	if err := conn.QueryRow(`SELECT table_name FROM _ferretdb_collections WHERE name = ?`, coll).Scan(&table); err != nil {
+		t.Fatalf("table of %s.%s: %v", db, coll, err)
+	}
+	rows, err := conn.Query("EXPLAIN QUERY PLAN "+fmt.Sprintf(lookupByID, table), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(steps, "; ")
+}
+
+// waitIndexed waits until FerretDB's lookup by _id in db.coll searches an
+// index, and fails the test if it does not within 30 s.
+func waitIndexed(t *testing.T, dir, db, coll string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p := plan(t, dir, db, coll)
+		if strings.Contains(p, "USING INDEX") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s.%s: FerretDB's lookup by _id still reads the whole table 30 s after its creation: %s", db, coll, p)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func connect(t *testing.T, s *embedded.Server) *mongo.Client {
+	t.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(s.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c
+}
+
+func insert(t *testing.T, coll *mongo.Collection, n int) {
+	t.Helper()
+	docs := make([]any, n)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: fmt.Sprintf("doc-%d", i)}, {Key: "n", Value: i}}
+	}
+	if _, err := coll.InsertMany(context.Background(), docs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStart_indexes_the_lookup_by_id_of_a_collection_created_while_it_runs(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := connect(t, s)
+	ctx := context.Background()
+	orders := c.Database("shop").Collection("orders")
+	insert(t, orders, 100)
+	if p := plan(t, dir, "shop", "orders"); strings.Contains(p, "USING INDEX") {
+		// FerretDB's own _id index is on another expression: were it
+		// used, the server would have nothing to add.
+		t.Logf("FerretDB's lookup searched an index at once: %s", p)
+	}
+	waitIndexed(t, dir, "shop", "orders")
+
+	// Reads and writes by _id find the same documents, and FerretDB lists
+	// its own indexes only.
+	r, err := orders.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}, bson.D{{Key: "n", Value: -42}})
+	if err != nil || r.MatchedCount != 1 {
+		t.Fatalf("replace by _id: %v, %+v", err, r)
+	}
+	var got struct{ N int }
+	if err := orders.FindOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}).Decode(&got); err != nil || got.N != -42 {
+		t.Fatalf("find by _id: %v, %+v", err, got)
+	}
+	if d, err := orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: "doc-7"}}); err != nil || d.DeletedCount != 1 {
+		t.Fatalf("delete by _id: %v, %+v", err, d)
+	}
+	if n, err := orders.CountDocuments(ctx, bson.D{}); err != nil || n != 99 {
+		t.Fatalf("count: %d, %v; want 99", n, err)
+	}
+	specs, err := orders.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 1 || specs[0].Name != "_id_" {
+		t.Fatalf("listIndexes: %+v, want FerretDB's _id_ alone", specs)
+	}
+
+	// A collection dropped and created again under its name is a new
+	// table, indexed in its turn.
+	if err := orders.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, orders, 10)
+	waitIndexed(t, dir, "shop", "orders")
+}
+
+func TestStart_indexes_the_collections_in_its_data_dir_before_it_serves(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(t, connect(t, s).Database("ledger").Collection("accounts"), 50)
+	waitIndexed(t, dir, "ledger", "accounts")
+	s.Close()
+
+	// A data dir written before the server indexed anything.
+	conn, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "ledger.sqlite")+"?mode=rw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table string
+	if err := conn.QueryRow(`SELECT table_name FROM _ferretdb_collections WHERE name = 'accounts'`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(fmt.Sprintf(`DROP INDEX %q`, table+"_projector_by_id")); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if p := plan(t, dir, "ledger", "accounts"); strings.Contains(p, "USING INDEX") {
+		t.Fatalf("the index is still there: %s", p)
+	}
+
+	s, err = embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if p := plan(t, dir, "ledger", "accounts"); !strings.Contains(p, "USING INDEX") {
+		t.Fatalf("as the server starts, FerretDB's lookup by _id reads the whole table: %s", p)
+	}
+	var got struct{ N int }
+	if err := connect(t, s).Database("ledger").Collection("accounts").FindOne(context.Background(), bson.D{{Key: "_id", Value: "doc-49"}}).Decode(&got); err != nil || got.N != 49 {
+		t.Fatalf("find by _id after the restart: %v, %+v", err, got)
+	}
+}
+
+// A database dropped and created again under its name, over and over, each
+// time after the server indexed it, keeps what is written to it: the
+// server's own connections to its file must not leave the dropped
+// database's log for the new one to read.
+func TestStart_a_database_dropped_and_made_again_keeps_its_documents(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := connect(t, s)
+	ctx := context.Background()
+	for round := range 8 {
+		db := c.Database("again")
+		insert(t, db.Collection("items"), 20+round)
+		waitIndexed(t, dir, "again", "items")
+		if n, err := db.Collection("items").CountDocuments(ctx, bson.D{}); err != nil || n != int64(20+round) {
+			t.Fatalf("round %d: %d documents, %v; want %d", round, n, err, 20+round)
+		}
+		if err := db.Drop(ctx); err != nil {
+			t.Fatalf("round %d: drop: %v", round, err)
+		}
+	}
+}
