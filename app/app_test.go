@@ -117,7 +117,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"negative workers", config(app.Projection{Definition: tickets("tickets"), Reads: good.Reads, Workers: -1}), nil, "Workers and Batch must be >= 0", ""},
 		{"global position with two workers", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.GlobalPosition()), Reads: good.Reads, Workers: 2}), nil,
 			"needs one worker", ""},
-		{"rebuild with a setting that cannot work", config(good), []string{"tickets", "--batch-window", "-1s"}, "--batch-window >= 0", "rebuild"},
+		{"rebuild with a setting that cannot work", config(good), []string{"tickets", "--batch-window", "-1s"}, "--batch-window -1s, --batch-mib 16: want a batch of at least 1 event and 1 MiB, and a window of at least 0", "rebuild"},
 		{"a nil definition of a type", config(app.Projection{Definition: (*projector.Projection[ticket])(nil), Reads: good.Reads}), nil, "has no Definition", ""},
 		{"an event type not in the registry", config(app.Projection{Definition: counter("notes", "ticket.noted"), Reads: app.EventTypes("ticket.noted", "ticket.nited")}), nil,
 			`reads event type "ticket.nited", which is not in the event registry`, ""},
@@ -143,7 +143,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"a batch of 0", config(good), []string{"--batch", "0"}, `--batch 0, --batch-window 20ms, --batch-mib 16: want a batch of at least 1 event and 1 MiB`, ""},
 		{"a batch of 0 MiB", config(good), []string{"--batch-mib", "0"}, `--batch-mib 0: want a batch of at least 1 event and 1 MiB`, ""},
 		{"negative --trace-event-spans", config(good), []string{"--trace-event-spans", "-1"}, `--trace-event-spans -1: want 0 or more`, ""},
-		{"rebuild with a batch of 0 MiB", config(good), []string{"tickets", "--batch-mib", "0"}, "--batch-mib >= 1", "rebuild"},
+		{"rebuild with a batch of 0 MiB", config(good), []string{"tickets", "--batch-mib", "0"}, "--batch-mib 0: want a batch of at least 1 event and 1 MiB", "rebuild"},
 		{"rebuild with negative --trace-event-spans", config(good), []string{"tickets", "--trace-event-spans", "-1"}, "--trace-event-spans -1: want 0 or more", "rebuild"},
 		{"hold under a strategy without revisions", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.HandledIDs(100)), Reads: good.Reads}),
 			[]string{"--on-failure", "hold"}, `projection "tickets": the hold policy needs the StreamRevision or RevisionMap strategy`, ""},
@@ -168,6 +168,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"a batch of 10^11 events", config(good), []string{"--batch", "100000000000"}, `runner: a batch must be at most 100000 events`, ""},
 		{"a batch of 2^44 MiB", config(good), []string{"--batch-mib", "17592186045440"}, `--batch-mib 17592186045440: want at most 1024`, ""},
 		{"rebuild with a batch of 2^44 MiB", config(good), []string{"tickets", "--batch-mib", "17592186045440"}, `--batch-mib 17592186045440: want at most 1024`, "rebuild"},
+		{"rebuild with no workers", config(good), []string{"tickets", "--workers", "0"}, `--workers 0: want at least 1`, "rebuild"},
 		{"segments in a group", config(good), []string{"--segments", "2", "--group", "g", "--lease", "15s"}, `--segments 2 does not go with --group`, ""},
 	}
 	for _, c := range cases {

@@ -110,6 +110,20 @@ func usageError(w io.Writer, format string, args ...any) error {
 // batch, and a larger count of MiB would overflow as bytes.
 const maxBatchMiB = 1024
 
+// checkBatch refuses catch-up settings the runner cannot take (run's and
+// rebuild's), in their flags' names.
+func checkBatch(w io.Writer, workers, size int, window time.Duration, mib int) error {
+	switch {
+	case workers < 1:
+		return usageError(w, "--workers %d: want at least 1", workers)
+	case size < 1 || window < 0 || mib < 1:
+		return usageError(w, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", size, window, mib)
+	case mib > maxBatchMiB:
+		return usageError(w, "--batch-mib %d: want at most %d", mib, maxBatchMiB)
+	}
+	return nil
+}
+
 // batchFlags registers the batching of catch-up.
 func batchFlags(fs *flag.FlagSet, size *int, window *time.Duration, mib *int) {
 	fs.IntVar(size, "batch", projector.DefaultBatch, "while catching up, events a worker folds and writes together, each document once (1: one event at a time; documents, not events, for a projection fed by many streams); a projection's own Batch wins")

@@ -106,11 +106,8 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
 		return err
 	}
-	if c.workers < 1 || c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1 {
-		return usageError(inv.Stderr, "want --workers, --batch and --batch-mib >= 1, --batch-window >= 0")
-	}
-	if c.batchMiB > maxBatchMiB {
-		return usageError(inv.Stderr, "--batch-mib %d: want at most %d", c.batchMiB, maxBatchMiB)
+	if err := checkBatch(inv.Stderr, c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
+		return err
 	}
 	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
 		return err

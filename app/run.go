@@ -91,13 +91,10 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 // (a projection's own settings are checked by checkProjection, in its
 // name).
 func (c *runConfig) checkFlags(stderr io.Writer) error {
+	if err := checkBatch(stderr, c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
+		return err
+	}
 	switch {
-	case c.workers < 1:
-		return usageError(stderr, "--workers %d: want at least 1", c.workers)
-	case c.batch < 1 || c.batchWindow < 0 || c.batchMiB < 1:
-		return usageError(stderr, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", c.batch, c.batchWindow, c.batchMiB)
-	case c.batchMiB > maxBatchMiB:
-		return usageError(stderr, "--batch-mib %d: want at most %d", c.batchMiB, maxBatchMiB)
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
 		return usageError(stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
