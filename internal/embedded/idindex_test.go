@@ -73,6 +73,17 @@ func waitIndexed(t *testing.T, dir, db, coll string) {
 	}
 }
 
+// start starts a server on dir, closed as the test ends.
+func start(t *testing.T, dir string) *embedded.Server {
+	t.Helper()
+	s, err := embedded.Start(embedded.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 func connect(t *testing.T, s *embedded.Server) *mongo.Client {
 	t.Helper()
 	c, err := mongo.Connect(options.Client().ApplyURI(s.URI()))
@@ -96,12 +107,7 @@ func insert(t *testing.T, coll *mongo.Collection, n int) {
 
 func TestStart_indexes_the_lookup_by_id_of_a_collection_created_while_it_runs(t *testing.T) {
 	dir := t.TempDir()
-	s, err := embedded.Start(embedded.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c := connect(t, s)
+	c := connect(t, start(t, dir))
 	ctx := context.Background()
 	orders := c.Database("shop").Collection("orders")
 	insert(t, orders, 100)
@@ -192,12 +198,7 @@ func TestStart_indexes_the_collections_in_its_data_dir_before_it_serves(t *testi
 // database's log for the new one to read.
 func TestStart_a_database_dropped_and_made_again_keeps_its_documents(t *testing.T) {
 	dir := t.TempDir()
-	s, err := embedded.Start(embedded.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	c := connect(t, s)
+	c := connect(t, start(t, dir))
 	ctx := context.Background()
 	for round := range 8 {
 		db := c.Database("again")
