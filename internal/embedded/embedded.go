@@ -135,24 +135,10 @@ func Start(cfg Config) (*Server, error) {
 		fc.Handler, fc.PostgreSQLURL = "postgresql", cfg.PostgresURL
 		s.desc = "FerretDB (embedded) on PostgreSQL"
 	case cfg.Dir != "":
-		dir, err := filepath.Abs(cfg.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("embedded: data dir %q: %w", cfg.Dir, err)
-		}
-		if strings.ContainsAny(dir, "#?%") {
-			// FerretDB names its SQLite files by a file: URI of the path
-			// as it is, where these would start a fragment or a query, or
-			// an escape.
-			return nil, fmt.Errorf("embedded: data dir %q: the SQLite backend cannot open a path with '#', '?' or '%%' in it; choose another", dir)
-		}
-		if err := writable(dir); err != nil {
-			return nil, err
-		}
-		lock, err := lockDir(dir)
+		dir, err := s.openDir(cfg.Dir)
 		if err != nil {
 			return nil, err
 		}
-		s.lock = lock
 		// In-memory SQLite hangs FerretDB's updates; files work.
 		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/?_pragma=synchronous(normal)"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
@@ -205,6 +191,28 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// openDir makes the data dir as the SQLite backend needs it and takes its
+// lock, and returns its absolute path.
+func (s *Server) openDir(given string) (string, error) {
+	dir, err := filepath.Abs(given)
+	if err != nil {
+		return "", fmt.Errorf("embedded: data dir %q: %w", given, err)
+	}
+	if strings.ContainsAny(dir, "#?%") {
+		// FerretDB names its SQLite files by a file: URI of the path as
+		// it is, where these would start a fragment or a query, or an
+		// escape.
+		return "", fmt.Errorf("embedded: data dir %q: the SQLite backend cannot open a path with '#', '?' or '%%' in it; choose another", dir)
+	}
+	if err := writable(dir); err != nil {
+		return "", err
+	}
+	if s.lock, err = lockDir(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // writable makes dir and checks that files can be created in it.
