@@ -45,6 +45,10 @@ func TestRun_the_exit_line_of_a_panicked_projection_is_one_line(t *testing.T) {
 	if code != 1 || !strings.Contains(last, "bug: the poison note") || strings.Contains(cmd.Stderr(), "\ngoroutine ") {
 		t.Fatalf("exit %d, last line %q, want the failure in one line and no stack outside the log's attribute\n%s", code, last, cmd.Stderr())
 	}
+	// And how to go on past it.
+	if !strings.Contains(last, "run stops at an event that fails for good under --on-failure block") || !strings.Contains(last, "--on-failure hold or park") {
+		t.Fatalf("last line %q, want how to go on past the event", last)
+	}
 }
 
 // status exits 0 while every projection runs, and 3 once one has stopped:

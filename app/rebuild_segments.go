@@ -97,7 +97,7 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	began := time.Now()
 	work := segmentWork{group: rebuildGroup(building), run: rb.run, done: rb.done}
 	if err := rb.s.shareSegments(ctx, rb.sl, work); err != nil {
-		return blockedHint(err, p, eng)
+		return blockedHint(err, p, blocks(eng, p), "rebuild", c.policy)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted after %s; run it again to resume", rb.did(began))

@@ -748,6 +748,7 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 		return false, err
 	case !failed.Retryable():
 		sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
+		err = blockedHint(err, sl.projection, sl.blocks.Load(), "run", s.c.policy)
 		s.logger.Error("projection stopped at an event that failed for good; the other projections go on",
 			errAttrs(err, "projection", sl.name)...)
 		return false, err
@@ -853,6 +854,7 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 		return nil, err
 	}
 	policy, _ := eng.FailurePolicy(def.Name())
+	sl.blocks.Store(policy == projector.Block)
 	src, err := source(client, c.group, p, policy, logger)
 	if err != nil {
 		return nil, err

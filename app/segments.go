@@ -458,6 +458,7 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 		}
 	case !failed.Retryable():
 		sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
+		err = blockedHint(err, sl.projection, sl.blocks.Load(), "run", g.s.c.policy)
 		g.logger.Error("projection stopped at an event that failed for good; the other projections go on", errAttrs(err, "projection", sl.name)...)
 		return true, err
 	}

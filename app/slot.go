@@ -42,6 +42,7 @@ type slot struct {
 	group       atomic.Pointer[groupSource]           // with --group
 	groupName   string                                // the group's name, with --group
 	groupBlocks atomic.Bool                           // under block: events parked in the group leave documents behind
+	blocks      atomic.Bool                           // its engine's failure policy is block
 	groupParked atomic.Int64                          // events parked in the group, as the server last said (-1: not known)
 	down        atomic.Pointer[string]                // why it is not running; nil while it runs
 	leader      atomic.Bool                           // this process holds the projection's lease

@@ -182,7 +182,7 @@ func TestRebuild_takes_on_failure_and_rebuilds_past_a_parked_event(t *testing.T)
 	checkCarts(t, store, cart.DetailsName, carts)
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
-	if code != 1 || !strings.Contains(errOut, "ghost") || !strings.Contains(errOut, "rebuild --on-failure hold, park or skip") || strings.Contains(out, "readers now use") {
+	if code != 1 || !strings.Contains(errOut, "ghost") || !strings.Contains(errOut, "rebuild stops at an event that fails for good under --on-failure block") || !strings.Contains(errOut, "--on-failure hold or park") || strings.Contains(out, "readers now use") {
 		t.Fatalf("rebuild under block: exit %d, want 1, the failure and what goes past it\n%s\n%s", code, out, errOut)
 	}
 	if got, _ := store.ActiveCollection(context.Background(), cart.DetailsName, cart.DetailsName); got != cart.DetailsName {

@@ -130,6 +130,7 @@ func Start(cfg Config) (*Server, error) {
 	fc := &ferretdb.Config{Listener: ferretdb.ListenerConfig{TCP: cfg.Addr}, Logger: cfg.Logger}
 	s := &Server{}
 	sqliteDir := "" // the SQLite backend's, if it is that
+	var indexed map[string]bool
 	switch {
 	case cfg.PostgresURL != "":
 		fc.Handler, fc.PostgreSQLURL = "postgresql", cfg.PostgresURL
@@ -143,7 +144,7 @@ func Start(cfg Config) (*Server, error) {
 		fc.Handler, fc.SQLiteURL = "sqlite", "file:"+dir+"/?_pragma=synchronous(normal)"
 		s.desc = "FerretDB (embedded) on SQLite in " + dir
 		sqliteDir = dir
-		indexDir(context.Background(), dir, cfg.Logger)
+		indexed = indexDir(context.Background(), dir, cfg.Logger)
 	default:
 		return nil, errors.New("embedded: set a data dir or a PostgreSQL URL")
 	}
@@ -173,7 +174,7 @@ func Start(cfg Config) (*Server, error) {
 	}()
 	s.uri = f.MongoDBURI() // waits for the listener
 	if sqliteDir != "" {
-		wait, err := startIndexing(ctx, sqliteDir, s.uri, cfg.Logger)
+		wait, err := startIndexing(ctx, sqliteDir, s.uri, indexed, cfg.Logger)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("embedded: index _id lookups: %w", err)

@@ -3,9 +3,11 @@ package embedded
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -27,87 +29,113 @@ import (
 // on byIDExpr).
 //
 // The server gives each collection's table an index on byIDExpr itself:
-// the tables in the data dir before FerretDB opens them, and a new
-// collection's within indexEvery of when it is listed. FerretDB does not
-// know the index (listIndexes does not show it); SQLite keeps it up to
-// date and drops it with its table.
+// every table in the data dir before FerretDB opens it, and, while it
+// runs, the table of each collection created since, once its database's
+// files hold indexFrom bytes (below that a pass costs little). FerretDB
+// does not know the index (listIndexes does not show it); SQLite keeps it
+// up to date and drops it with its table.
+//
+// The server opens a database's file for that with a connection of its
+// own, as rarely and as briefly as it can: once for each new collection,
+// and never for a small database (such as the tests' many). A database
+// FerretDB drops while another connection has its file open leaves that
+// connection's write-ahead log behind, for a new database of the same
+// name, made before that connection closes, to read.
 const (
 	byIDExpr    = `_ferretdb_sjson->'$._id'`
 	byIDSuffix  = "_projector_by_id"
 	sqliteExt   = ".sqlite"
+	indexFrom   = 1 << 20
 	indexEvery  = time.Second
 	indexWithin = 30 * time.Second // one round of looking, at most
 )
 
-// indexTables gives the tables of the collections of one SQLite file the
-// index on byIDExpr, those named in only (all with nil), and returns the
-// collections whose table has it. It opens the file only if it exists,
-// and holds its connection for as short as it can: a database FerretDB
-// drops while another connection has its file open leaves that
-// connection's write-ahead log behind, for a new database of the same
-// name to read.
-func indexTables(ctx context.Context, file string, only map[string]bool) ([]string, error) {
-	db, err := sql.Open("sqlite", "file:"+file+"?mode=rw&_pragma=busy_timeout(10000)")
+// collectionKey names a collection in the indexer's set: by the UUID
+// FerretDB gives each collection it creates (a collection dropped and
+// created again under its name is another), or by database and name.
+func collectionKey(db, name, uuid string) string {
+	if uuid != "" {
+		return uuid
+	}
+	return db + "\x00" + name
+}
+
+// indexTables gives the tables of the collections of database db (file
+// in dir) the index on byIDExpr, those named in only (all with nil), and
+// returns the keys of the collections whose table has it. It opens the
+// file only if it exists.
+func indexTables(ctx context.Context, dir, db string, only map[string]bool) ([]string, error) {
+	conn, err := sql.Open("sqlite", "file:"+filepath.Join(dir, db+sqliteExt)+"?mode=rw&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	rows, err := db.QueryContext(ctx, `SELECT name, table_name FROM _ferretdb_collections`)
+	defer conn.Close()
+	conn.SetMaxOpenConns(1)
+	rows, err := conn.QueryContext(ctx, `SELECT name, table_name, settings FROM _ferretdb_collections`)
 	if err != nil {
 		return nil, err
 	}
-	tables := map[string]string{}
+	type table struct{ name, key string }
+	tables := map[string]table{}
 	for rows.Next() {
-		var name, table string
-		if err := rows.Scan(&name, &table); err != nil {
+		var name, tbl, settings string
+		if err := rows.Scan(&name, &tbl, &settings); err != nil {
 			rows.Close()
 			return nil, err
 		}
+		var st struct {
+			UUID string `json:"uuid"`
+		}
+		_ = json.Unmarshal([]byte(settings), &st) // no UUID: keyed by name
 		if only == nil || only[name] {
-			tables[name] = table
+			tables[tbl] = table{name, collectionKey(db, name, st.UUID)}
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return nil, err
 	}
 	var done []string
-	for name, table := range tables {
-		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, table+byIDSuffix, table, byIDExpr)
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return done, fmt.Errorf("collection %s: %w", name, err)
+	for tbl, t := range tables {
+		q := fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %q ON %q (%s)`, tbl+byIDSuffix, tbl, byIDExpr)
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return done, fmt.Errorf("collection %s: %w", t.name, err)
 		}
-		done = append(done, name)
+		done = append(done, t.key)
 	}
 	return done, nil
 }
 
-// indexDir indexes the tables of every SQLite file in dir; FerretDB must
-// not have them open yet. It logs what it cannot index, and goes on.
-func indexDir(ctx context.Context, dir string, log *slog.Logger) {
+// indexDir indexes the tables of every database in dir, and returns the
+// keys of the collections whose table has the index. FerretDB must not
+// have the files open yet. It logs what it cannot index, and goes on.
+func indexDir(ctx context.Context, dir string, log *slog.Logger) map[string]bool {
+	seen := map[string]bool{}
 	files, err := filepath.Glob(filepath.Join(dir, "*"+sqliteExt))
 	if err != nil {
 		log.Warn("embedded: listing the data dir to index _id lookups", "err", err)
-		return
+		return seen
 	}
 	for _, f := range files {
-		if _, err := indexTables(ctx, f, nil); err != nil {
+		done, err := indexTables(ctx, dir, strings.TrimSuffix(filepath.Base(f), sqliteExt), nil)
+		if err != nil {
 			log.Warn("embedded: indexing _id lookups", "file", f, "err", err)
 		}
+		for _, k := range done {
+			seen[k] = true
+		}
 	}
+	return seen
 }
 
 // idIndexer indexes the tables of the collections created while the
 // server runs: it lists them through the server, and opens a database's
-// file only when one of its collections is new to it.
+// file only when one of its collections is new to it and the database is
+// large enough.
 type idIndexer struct {
 	dir    string
 	client *mongo.Client
 	log    *slog.Logger
-	// seen holds the collections whose table has the index, by the UUID
-	// FerretDB gives each collection it creates (a collection dropped and
-	// created again under its name is new), or by database and name.
-	seen map[string]bool
+	seen   map[string]bool // collectionKey of those whose table has the index
 }
 
 // run looks every indexEvery until ctx ends.
@@ -143,44 +171,59 @@ func (x *idIndexer) round(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// database indexes the collections of one database that it has not seen.
-func (x *idIndexer) database(ctx context.Context, name string) error {
-	specs, err := x.client.Database(name).ListCollectionSpecifications(ctx, bson.D{})
+// database indexes the collections of database db that it has not seen,
+// if db's files hold indexFrom bytes.
+func (x *idIndexer) database(ctx context.Context, db string) error {
+	specs, err := x.client.Database(db).ListCollectionSpecifications(ctx, bson.D{})
 	if err != nil {
 		return err
 	}
-	fresh := map[string]string{} // collection name -> key in seen
+	only := map[string]bool{}
 	for _, s := range specs {
-		key := name + "\x00" + s.Name
-		if s.UUID != nil {
-			key = fmt.Sprintf("%x", s.UUID.Data)
-		}
-		if !x.seen[key] && !strings.HasPrefix(s.Name, "system.") {
-			fresh[s.Name] = key
+		if !x.seen[collectionKey(db, s.Name, uuidOf(s.UUID))] {
+			only[s.Name] = true
 		}
 	}
-	if len(fresh) == 0 {
+	if len(only) == 0 || sizeOf(filepath.Join(x.dir, db+sqliteExt)) < indexFrom {
 		return nil
 	}
-	only := make(map[string]bool, len(fresh))
-	for c := range fresh {
-		only[c] = true
-	}
-	done, err := indexTables(ctx, filepath.Join(x.dir, name+sqliteExt), only)
-	for _, c := range done {
-		x.seen[fresh[c]] = true
+	done, err := indexTables(ctx, x.dir, db, only)
+	for _, k := range done {
+		x.seen[k] = true
 	}
 	return err
 }
 
+// uuidOf is the UUID FerretDB gives a collection, as its settings hold it
+// ("" if it has none).
+func uuidOf(b *bson.Binary) string {
+	if b == nil || len(b.Data) != 16 {
+		return ""
+	}
+	d := b.Data
+	return fmt.Sprintf("%x-%x-%x-%x-%x", d[0:4], d[4:6], d[6:8], d[8:10], d[10:16])
+}
+
+// sizeOf is the size of an SQLite database file and its write-ahead log.
+func sizeOf(file string) int64 {
+	var n int64
+	for _, f := range []string{file, file + "-wal"} {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
 // startIndexing indexes the tables of the collections created from now
-// on, until ctx ends; wait returns once it has stopped.
-func startIndexing(ctx context.Context, dir, uri string, log *slog.Logger) (wait func(), err error) {
+// on (those not in seen), until ctx ends; wait returns once it has
+// stopped.
+func startIndexing(ctx context.Context, dir, uri string, seen map[string]bool, log *slog.Logger) (wait func(), err error) {
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(indexWithin))
 	if err != nil {
 		return nil, err
 	}
-	x := &idIndexer{dir: dir, client: client, log: log, seen: map[string]bool{}}
+	x := &idIndexer{dir: dir, client: client, log: log, seen: seen}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
