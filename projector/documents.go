@@ -39,7 +39,7 @@ func (r *Runner) keepDocuments() error {
 	if len(r.engine.projections) != 1 {
 		return errors.New("a checkpoint store that covers some documents only needs an engine of one projection")
 	}
-	kept := keptSource{Source: r.source, engine: r.engine, keep: partial.NeedsEvent}
+	kept := keptSource{Source: r.source, engine: r.engine, keep: partial.NeedsEvent, passed: &r.counts.elsewhere}
 	if a, ok := r.source.(AnchoredSource); ok {
 		r.source = anchoredKeptSource{keptSource: kept, anchored: a}
 		return nil
@@ -54,6 +54,7 @@ type keptSource struct {
 	Source
 	engine *Engine
 	keep   func(id string, at Checkpoint) bool
+	passed *atomic.Uint64 // counts the events it passes over
 }
 
 func (s keptSource) Subscribe(ctx context.Context, from *Checkpoint) (Subscription, error) {
@@ -88,6 +89,7 @@ func (s keptSubscription) Next(ctx context.Context) (Delivery, error) {
 		return d, err
 	}
 	if s.source.passesOver(ctx, d.Event, d.Checkpoint) {
+		s.source.passed.Add(1)
 		return Delivery{Checkpoint: d.Checkpoint, CaughtUp: d.CaughtUp}, nil
 	}
 	return d, nil

@@ -1,13 +1,19 @@
 package projector_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
 
@@ -116,5 +122,93 @@ func TestRunner_checkpoints_that_need_events_past_a_position_pass_over_those_bef
 	}
 	for id, evs := range by {
 		assertDocument(t, s, id, evs)
+	}
+}
+
+// A runner whose checkpoint store keeps none of the documents the events go
+// to (a process whose segments hold none of them) passes them over, and
+// hands its engine only the events no document wants: it does not warn
+// that no event went to a document, which is no routing bug (it did, in
+// one process, before).
+func TestRunner_that_keeps_none_of_the_documents_does_not_warn_of_its_router(t *testing.T) {
+	s := newStore(t)
+	all, _ := cartEvents(t, 4)
+	stray := projectortest.NewLog(cart.Registry()).MustAppend(t, "ledger-1", cart.ShoppingCartOpened{ShoppingCartID: "x", ClientID: "y", OpenedAt: t0})
+	for i := range stray {
+		stray[i].Position = all[len(all)-1].Position + uint64(i) + 1
+	}
+	events := append(append([]projector.Event{}, all...), stray...)
+	for _, keep := range []bool{false, true} {
+		var mu sync.Mutex
+		var logs bytes.Buffer
+		e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+			projector.WithRetry(retry.Default()), projector.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cps projector.CheckpointStore = halfStore{s, func(string) bool { return false }}
+		if keep {
+			// The control: the same events, only the stray one delivered.
+			cps, events = s, stray
+		}
+		r, err := projector.NewRunner(fmt.Sprintf("none-%v", keep), e, &scripted{events: events}, cps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runUntil(t, r, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		warned := strings.Contains(logs.String(), "none of the events delivered went to a document")
+		mu.Unlock()
+		if warned != keep {
+			t.Errorf("keeps no document %v: warned %v, want %v\n%s", !keep, warned, keep, logs.String())
+		}
+	}
+}
+
+// A source may reach the head with an event (Delivery.CaughtUp on it): the
+// runner is caught up once that event is handled, not as it arrives (it
+// was, before, and then did not count it for the warning above either).
+func TestRunner_is_caught_up_once_the_event_that_reaches_the_head_is_handled(t *testing.T) {
+	s := newStore(t)
+	reg, _ := crates(1, projector.Block, false)
+	release := make(chan struct{})
+	var handled atomic.Int32
+	p := projector.New[crate]("slow_crates", projector.StreamSuffix("crate-"))
+	projector.On(p, func(c crate, e crateIn) (crate, error) {
+		handled.Add(1)
+		<-release
+		c.Yard = e.Yard
+		return c, nil
+	})
+	e, err := projector.NewEngine(s, reg, []projector.Definition{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(reg)
+	r, err := projector.NewRunner("slow", e, &scripted{events: log.MustAppend(t, "crate-1", crateIn{Yard: "A"})}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(time.Minute); handled.Load() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("the event never reached its handler")
+		}
+	}
+	caught := r.CaughtUp()
+	close(release)
+	if caught {
+		t.Fatal("caught up while the event that reaches the head was in its handler")
+	}
+	for deadline := time.Now().Add(time.Minute); !r.CaughtUp(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not caught up once every event was handled")
+		}
 	}
 }

@@ -204,11 +204,13 @@ const readAhead = 256
 // to the batch of those received together (handleApart), which goes once
 // none is received behind it (more is false) or it is full.
 func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
-	r := x.r
 	if d.Settle == nil || d.Event == nil {
 		x.handOver()
 	}
-	if d.CaughtUp && !r.caughtUp.Swap(true) {
+	ok := x.dispatchEvent(ctx, d, more)
+	// At the head once the delivery that reaches it is in flight: ready
+	// once that is handled too, not before.
+	if r := x.r; ok && d.CaughtUp && !r.caughtUp.Swap(true) {
 		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
 		for _, h := range x.heads {
 			select {
@@ -218,6 +220,12 @@ func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 		}
 		r.settled()
 	}
+	return ok
+}
+
+// dispatchEvent is dispatch's hand-over of d.
+func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
+	r := x.r
 	if d.Event == nil {
 		r.counts.checkpoints.Add(1)
 		if d.Checkpoint != nil {

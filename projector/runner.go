@@ -56,6 +56,9 @@ type Runner struct {
 		waits                                                                   atomic.Uint64
 		abandoned, saved, subscriptions, drops, batches, batched                atomic.Uint64
 		unrouted                                                                atomic.Uint64
+		// elsewhere: events passed over as other processes' documents' (a
+		// checkpoint store of some documents only).
+		elsewhere atomic.Uint64
 	}
 	unknown unknownTypes // events of types nobody registered, by type
 	saveMu  sync.Mutex   // one save at a time
@@ -344,7 +347,7 @@ func (r *Runner) settled() {
 	}
 	if r.caughtUp.Load() && r.inFlight.Load() == 0 && !r.ready.Swap(true) {
 		r.logger.Info("caught up")
-		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n {
+		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n && r.counts.elsewhere.Load() == 0 {
 			r.logger.Warn("none of the events delivered went to a document: does each projection's IDFunc want "+
 				"what its subscription reads?", "events", n)
 		}
