@@ -18,7 +18,7 @@ import (
 // or 1 by that timing); one that failed for good still ends it with its
 // error.
 func TestAfterRun_a_stop_during_a_retry_is_no_failure(t *testing.T) {
-	s := &session{logger: slog.New(slog.DiscardHandler)}
+	s := &session{logger: slog.New(slog.DiscardHandler), c: &runConfig{}}
 	stopped, stop := context.WithCancel(context.Background())
 	stop()
 	mayPass := fmt.Errorf("projector: runner stops: %w", &projector.Error{Projection: "p", Err: errors.New("connection closed unexpectedly")})

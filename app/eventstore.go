@@ -112,8 +112,7 @@ func (s store) group(name string, opts neutral.AllOptions, block bool, logger *s
 var errNoGroup = subscription.ErrNoGroup
 
 func (s store) groupInfo(ctx context.Context, group string) (neutral.GroupInfo, error) {
-	name, parked, consumers, err := s.Parked(ctx, group)
-	return neutral.GroupInfo{Name: name, Parked: parked, Consumers: consumers}, err
+	return s.Group(ctx, group)
 }
 
 func (s store) groups(ctx context.Context) ([]string, error) { return s.Groups(ctx) }

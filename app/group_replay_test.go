@@ -49,11 +49,11 @@ func TestRun_group_standbys_on_FerretDB_do_not_consume_while_replay_parked_holds
 		t.Fatal(err)
 	}
 	consumers := func() int {
-		_, _, n, err := cl.Parked(ctx, "g-tickets")
+		g, err := cl.Group(ctx, "g-tickets")
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return g.Consumers
 	}
 	time.Sleep(2 * time.Second) // replay-parked's wait
 	for consumers() != 0 {      // awaitConsumersGone: the replay starts here

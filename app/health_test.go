@@ -25,6 +25,7 @@ type view struct {
 func (v view) Name() string                 { return v.name }
 func (v view) Stats() projector.RunnerStats { return projector.RunnerStats{} }
 func (v view) CaughtUp() bool               { return v.caughtUp }
+func (v view) Current() bool                { return v.caughtUp }
 func (v view) Connected() bool              { return v.connected }
 func (v view) Down() string                 { return v.down }
 func (v view) Leader() bool                 { return true }
@@ -32,28 +33,29 @@ func (v view) Reads() Filter                { return StreamPrefix("t/") }
 
 // /readyz says, per projection, why it is not ready: down, not connected to
 // the event store (an outage is not "catching up"), or catching up; and
-// ready when every projection is caught up (for a group, connected).
+// ready when every projection is caught up (for a group, connected, with
+// the server feeding the group live).
 func TestReadyz_says_why_each_projection_is_not_ready(t *testing.T) {
 	cases := []struct {
 		name   string
 		views  []runnerView
-		group  bool
 		status int
 		lines  []string
 	}{
-		{"all caught up", []runnerView{view{name: "a", caughtUp: true, connected: true}}, false, 200, []string{"ready"}},
-		{"an outage", []runnerView{view{name: "a", caughtUp: true, connected: false}, view{name: "b", caughtUp: true, connected: true}}, false, 503,
+		{"all caught up", []runnerView{view{name: "a", caughtUp: true, connected: true}}, 200, []string{"ready"}},
+		{"an outage", []runnerView{view{name: "a", caughtUp: true, connected: false}, view{name: "b", caughtUp: true, connected: true}}, 503,
 			[]string{"not connected (the event store does not answer, or the subscription is opening): a"}},
-		{"one behind, one down, one not connected", []runnerView{view{name: "a", connected: true}, view{name: "b", down: "blocked: x"}, view{name: "c"}}, false, 503,
+		{"one behind, one down, one not connected", []runnerView{view{name: "a", connected: true}, view{name: "b", down: "blocked: x"}, view{name: "c"}}, 503,
 			[]string{"down: b blocked: x", "not connected (the event store does not answer, or the subscription is opening): c", "catching up: a"}},
-		{"a group's consumers, connected", []runnerView{view{name: "a", connected: true}}, true, 200, []string{"ready"}},
-		{"a group's consumer not connected", []runnerView{view{name: "a"}}, true, 503,
+		{"a group's consumers, connected, the group live", []runnerView{view{name: "a", connected: true, caughtUp: true}}, 200, []string{"ready"}},
+		{"a group's consumers, connected, the group behind", []runnerView{view{name: "a", connected: true}}, 503, []string{"catching up: a"}},
+		{"a group's consumer not connected", []runnerView{view{name: "a"}}, 503,
 			[]string{"not connected (the event store does not answer, or the subscription is opening): a"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			healthHandler(c.views, c.group).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			healthHandler(c.views).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 			got := strings.Split(strings.TrimSpace(rec.Body.String()), "\n")
 			if rec.Code != c.status || strings.Join(got, "|") != strings.Join(c.lines, "|") {
 				t.Fatalf("%d %q, want %d %q", rec.Code, got, c.status, c.lines)

@@ -435,10 +435,11 @@ func replayGroup(ctx context.Context, c servers, group string, stdout io.Writer)
 		return err
 	}
 	defer client.Close()
-	n, err := groupParked(ctx, client, group, c.timeout)
+	g, err := groupInfo(ctx, client, group, c.timeout)
 	if err != nil {
 		return fmt.Errorf("group %s: %w", group, err)
 	}
+	n := g.Parked
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	if err := client.replayParked(rctx, group); err != nil {

@@ -341,28 +341,31 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 // events each group has parked.
 const groupPoll = 2 * time.Second
 
-// watchGroups keeps each slot's count of the events parked in its group, as
-// the server says, until ctx is done: under the block policy they leave
-// documents behind, which readiness tells, also after a restart. It keeps
-// the projection's error record too (what status reads): why it is
-// blocked, or none.
+// watchGroups keeps what the server says of each slot's group, until ctx
+// is done: whether it feeds its consumers live (readiness: a group still
+// reading the log's history is behind), and, under the block policy, how
+// many events it parked, which leave documents behind, also after a
+// restart. It keeps the projection's error record too (what status reads):
+// why it is blocked, or none.
 func (s *session) watchGroups(ctx context.Context) {
 	recorded := map[*slot]string{} // the record each slot last wrote
 	for {
 		for _, sl := range s.slots {
+			g, err := groupInfo(ctx, s.client, sl.groupName, s.c.timeout)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.logger.Debug("asking the server about the group", "group", sl.groupName, "err", err)
+				}
+				continue
+			}
+			sl.groupLive.Store(g.Live)
 			if !sl.groupBlocks.Load() {
 				// Not blocked by what its group parks: a record an earlier
 				// run under block left is over.
 				s.recordGroupDown(ctx, sl, "", recorded)
 				continue
 			}
-			n, err := groupParked(ctx, s.client, sl.groupName, s.c.timeout)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.logger.Debug("asking the group how many events it parked", "group", sl.groupName, "err", err)
-				}
-				continue
-			}
+			n := g.Parked
 			sl.groupParked.Store(n)
 			down := ""
 			if n > 0 {
@@ -408,12 +411,12 @@ func (s *session) recordGroupDown(ctx context.Context, sl *slot, down string, re
 	recorded[sl] = down
 }
 
-// groupParked returns how many events group (on $all) has parked.
-func groupParked(ctx context.Context, client eventStore, group string, timeout time.Duration) (int64, error) {
+// groupInfo returns what the server says of group (on $all), asking it
+// for timeout at most.
+func groupInfo(ctx context.Context, client eventStore, group string, timeout time.Duration) (neutral.GroupInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	g, err := client.groupInfo(ctx, group)
-	return g.Parked, err
+	return client.groupInfo(ctx, group)
 }
 
 // build returns how slot sl makes its runner on a collection; its
@@ -597,7 +600,7 @@ func (s *session) otherHolder(ctx context.Context, sl *slot) (mongostore.Lease, 
 // progress finish (up to httpShutdown). A server that stops serving before
 // then says why at Error.
 func (s *session) serve(listener net.Listener, views []runnerView, head *headSampler) (stop func()) {
-	mux := healthHandler(views, s.c.group != "")
+	mux := healthHandler(views)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(newMetrics(s.latency, views, head, s.cli.Registry), promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan struct{})
@@ -937,7 +940,7 @@ func groupLease(group string) string { return "group " + group }
 // Not ready, it says why, per projection: down (and why), not connected to
 // the event store (it does not answer, or the subscription is opening), or
 // catching up.
-func healthHandler(runners []runnerView, group bool) *http.ServeMux {
+func healthHandler(runners []runnerView) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -948,7 +951,7 @@ func healthHandler(runners []runnerView, group bool) *http.ServeMux {
 				down = append(down, r.Name()+" "+r.Down())
 			case !r.Connected():
 				unconnected = append(unconnected, r.Name())
-			case !group && !r.CaughtUp():
+			case !r.Current():
 				behind = append(behind, r.Name())
 			}
 		}

@@ -18,6 +18,10 @@ type runnerView interface {
 	Name() string
 	Stats() projector.RunnerStats
 	CaughtUp() bool
+	// Current reports whether the projection reads at the log's head
+	// (readiness): its runner caught up, or, for a group's consumer, the
+	// server feeds the group live.
+	Current() bool
 	Connected() bool
 	// Down says why the projection is not running ("" while it runs): an
 	// event that failed for good, one that is tried again after a wait, or
@@ -44,6 +48,7 @@ type slot struct {
 	groupBlocks atomic.Bool                           // under block: events parked in the group leave documents behind
 	blocks      atomic.Bool                           // its engine's failure policy is block
 	groupParked atomic.Int64                          // events parked in the group, as the server last said (-1: not known)
+	groupLive   atomic.Bool                           // the server last said it feeds the group live (it read $all to its end)
 	down        atomic.Pointer[string]                // why it is not running; nil while it runs
 	leader      atomic.Bool                           // this process holds the projection's lease
 	segs        atomic.Pointer[segments]              // with run --segments: the segments this process holds
@@ -162,12 +167,21 @@ func (s *slot) Stats() projector.RunnerStats {
 func (s *slot) CaughtUp() bool {
 	r := s.cur.Load()
 	if s.group.Load() != nil {
-		// A group's consumer is never told it reached the head: it has,
-		// as far as it can tell, when every event delivered to it has its
-		// outcome (the server pushes what it has, up to the buffer).
-		return r != nil && r.Connected() && s.Down() == "" && inFlight(s.Stats()) == 0
+		// A group's consumer is never told it reached the head: it has
+		// when the server says it feeds the group live (it read $all to
+		// its end) and every event delivered to it has its outcome.
+		return r != nil && r.Connected() && s.Down() == "" && s.groupLive.Load() && inFlight(s.Stats()) == 0
 	}
 	return r != nil && r.CaughtUp() && s.Down() == ""
+}
+
+func (s *slot) Current() bool {
+	if s.group.Load() != nil {
+		// Not every delivered event done (CaughtUp): consumers of a live
+		// group have some in flight whenever events come.
+		return s.Connected() && s.groupLive.Load()
+	}
+	return s.CaughtUp()
 }
 
 // inFlight is how many events delivered to a runner of one projection have

@@ -106,6 +106,9 @@ type group struct {
 	rr         int
 	totalItems int64
 	stopped    bool
+	// caught: the group has read its source to the end, and not fallen
+	// more than its live buffer behind since (status).
+	caught bool
 
 	wake chan struct{} // capacity 1
 	stop chan struct{}
@@ -136,7 +139,7 @@ func (g *group) resolveStart(sp startPoint) int {
 
 // reset empties the group's queues and reads on from idx.
 func (g *group) reset(idx int) {
-	g.next = idx
+	g.next, g.caught = idx, false
 	g.live = make(map[int]*message)
 	g.fresh = nil
 	g.retry = nil
@@ -193,10 +196,12 @@ func (g *group) fill() <-chan struct{} {
 	} else {
 		batch, changed = g.s.log.streamFrom(g.key.stream, uint64(g.next))
 	}
+	read := 0
 	for _, r := range batch {
 		if len(g.fresh) >= readAhead {
 			break
 		}
+		read++
 		seq := g.next
 		g.next++
 		if r.scavenged.Load() || g.isAll() && hiddenFromAll(r.stream) || g.filter != nil && !g.filter.match(r) {
@@ -206,6 +211,12 @@ func (g *group) fill() <-chan struct{} {
 		m := &message{seq: seq, original: r, res: res, id: r.id}
 		g.live[seq] = m
 		g.fresh = append(g.fresh, m)
+	}
+	switch left := len(batch) - read; { // the source's events not read yet
+	case left == 0:
+		g.caught = true
+	case left > int(g.settings.liveBufferSize):
+		g.caught = false
 	}
 	return changed
 }

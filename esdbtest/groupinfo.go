@@ -27,7 +27,7 @@ func (g *group) info() *persistent.SubscriptionInfo {
 	info := &persistent.SubscriptionInfo{
 		EventSource:                 g.key.stream,
 		GroupName:                   g.key.group,
-		Status:                      "Live",
+		Status:                      g.status(),
 		Connections:                 conns,
 		TotalItems:                  g.totalItems,
 		ResolveLinkTos:              st.resolveLinks,
@@ -60,6 +60,24 @@ func (g *group) info() *persistent.SubscriptionInfo {
 		info.LastKnownEventPosition = g.pointString(n - 1)
 	}
 	return info
+}
+
+// status is the group's state as a node names it: "Behind" while it has
+// not read its source to the end, "Live" once it has. A node's group is
+// Behind from its start (OnCheckpointLoaded) and reads its source in pages
+// into a bounded buffer; it moves to Live once a read reaches the end of the
+// source (HandleReadCompleted, isEndOfStream, StreamBuffer.TryMoveToLive),
+// and falls Behind again when live events overflow its live buffer
+// (NotifyLiveSubscriptionMessage): KurrentDB's
+// src/KurrentDB.Core/Services/PersistentSubscription/PersistentSubscription.cs
+// and StreamBuffer.cs. Here the group reads into fresh up to readAhead:
+// it is Live once a read leaves nothing of its source unread, and Behind
+// again when more than its live buffer is left (fill).
+func (g *group) status() string {
+	if g.caught {
+		return "Live"
+	}
+	return "Behind"
 }
 
 // pointString writes a source index as SubscriptionInfo does: a revision, or

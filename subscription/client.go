@@ -234,15 +234,17 @@ func (c *Client) Head(ctx context.Context) (uint64, error) {
 // ErrNoGroup: the persistent subscription group does not exist.
 var ErrNoGroup = errors.New("no such group")
 
-// Parked returns the name of persistent subscription group on $all, as the
-// server gives it, how many events it has parked, and how many consumers
-// are connected to it; a group that does not exist is [ErrNoGroup].
-func (c *Client) Parked(ctx context.Context, group string) (name string, parked int64, consumers int, err error) {
+// Group returns what the server says of persistent subscription group on
+// $all: its name as the server gives it, how many events it has parked,
+// how many consumers are connected to it, and whether it feeds them live
+// (it has read $all to its end); a group that does not exist is
+// [ErrNoGroup].
+func (c *Client) Group(ctx context.Context, group string) (neutral.GroupInfo, error) {
 	got, err := call(ctx, c, func(s neutral.Session) (neutral.GroupInfo, error) { return s.GroupInfo(ctx, group) })
 	if c.is(err, neutral.ErrNotFound) {
-		return "", 0, 0, ErrNoGroup
+		return neutral.GroupInfo{}, ErrNoGroup
 	}
-	return got.Name, got.Parked, got.Consumers, err
+	return got, err
 }
 
 // Groups lists the persistent subscription groups on $all.

@@ -198,6 +198,9 @@ func (c *benchCommand) close() {
 		c.elog.Close()
 	}
 	if c.client != nil {
+		if c.server == nil {
+			dropBenchDBs(context.Background()) // on a server of the user's
+		}
 		c.client.Disconnect(context.Background())
 	}
 	if c.server != nil {
@@ -302,10 +305,7 @@ func (p benchPhase) rate() float64 { return float64(p.events) / p.took.Seconds()
 // measured in its process from its start to caught up); otherwise the call
 // is timed.
 func (c *benchCommand) measure(ctx context.Context, name string, fn func(db *mongo.Database) (time.Duration, error)) (benchPhase, *mongo.Database, error) {
-	db := c.client.Database("bench_" + strings.ToLower(name))
-	if err := db.Drop(ctx); err != nil {
-		return benchPhase{}, nil, err
-	}
+	db := benchDB(c.client, "bench_"+strings.ToLower(name))
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -328,15 +328,44 @@ func (c *benchCommand) measure(ctx context.Context, name string, fn func(db *mon
 	return benchPhase{name, took, extra, c.elog.total}, db, nil
 }
 
+// benchDatabases are the databases the bench made in this process, each
+// under a name of its own (benchDB): the embedded server indexes a new
+// collection through a connection of its own, and a database dropped and
+// made again under one name while it does may read the dropped one's log
+// (internal/embedded).
+var benchDatabases struct {
+	sync.Mutex
+	n    int
+	made []*mongo.Database
+}
+
+// benchDB returns a database for one way of the bench, named after base
+// and a number no other call in this process gives.
+func benchDB(client *mongo.Client, base string) *mongo.Database {
+	benchDatabases.Lock()
+	defer benchDatabases.Unlock()
+	benchDatabases.n++
+	db := client.Database(fmt.Sprintf("%s_%d", base, benchDatabases.n))
+	benchDatabases.made = append(benchDatabases.made, db)
+	return db
+}
+
+// dropBenchDBs drops the databases benchDB gave.
+func dropBenchDBs(ctx context.Context) {
+	benchDatabases.Lock()
+	defer benchDatabases.Unlock()
+	for _, db := range benchDatabases.made {
+		_ = db.Drop(ctx)
+	}
+	benchDatabases.made = nil
+}
+
 // warmUp runs A once, untimed, on a database of its own, with --warmup.
 func (c *benchCommand) warmUp(ctx context.Context) error {
 	if !c.warmup {
 		return nil
 	}
-	if err := c.client.Database("bench_warmup").Drop(ctx); err != nil {
-		return err
-	}
-	w, err := benchChild(ctx, c.elog.server.URI(), c.mongoURI, "bench_warmup", c.tune, "", "")
+	w, err := benchChild(ctx, c.elog.server.URI(), c.mongoURI, benchDB(c.client, "bench_warmup").Name(), c.tune, "", "")
 	if err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
@@ -598,7 +627,7 @@ func (c *benchCommand) runLive(ctx context.Context) error {
 	if c.liveEvents <= 0 {
 		return nil
 	}
-	p50, p99, err := benchLive(ctx, c.elog.server, c.client.Database("bench_live"), c.model.name, c.liveEvents, c.liveRate)
+	p50, p99, err := benchLive(ctx, c.elog.server, benchDB(c.client, "bench_live"), c.model.name, c.liveEvents, c.liveRate)
 	if err != nil {
 		return fmt.Errorf("live: %w", err)
 	}
@@ -617,10 +646,7 @@ func benchScaled(ctx context.Context, stdout, stderr io.Writer, mongoURI string,
 	}
 	defer elog.Close()
 	es, lives, total := elog.server, elog.lives, elog.total
-	db := client.Database("bench_scaled")
-	if err := db.Drop(ctx); err != nil {
-		return err
-	}
+	db := benchDB(client, "bench_scaled")
 	rep, err := benchChild(ctx, es.URI(), mongoURI, db.Name(), tune, "", "")
 	if err != nil {
 		return err

@@ -51,12 +51,9 @@ func (d *discardExporter) Shutdown(context.Context) error { return nil }
 func benchTraceOverhead(ctx context.Context, stdout, stderr io.Writer, esdbURI, mongoURI string, client *mongo.Client, tune catchUpSettings, rounds int) error {
 	times, cpu := map[bool][]time.Duration{}, map[bool][]time.Duration{}
 	var spans uint64
-	db := client.Database("bench_trace")
 	for i := range rounds {
 		for _, traced := range [2]bool{i%2 == 1, i%2 == 0} {
-			if err := db.Drop(ctx); err != nil {
-				return err
-			}
+			db := benchDB(client, "bench_trace")
 			t := tune
 			t.traced = traced
 			rep, err := benchChild(ctx, esdbURI, mongoURI, db.Name(), t, "", "")

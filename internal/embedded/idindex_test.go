@@ -212,3 +212,24 @@ func TestStart_a_database_dropped_and_made_again_keeps_its_documents(t *testing.
 		}
 	}
 }
+
+// The server's index has a name FerretDB gives none: a collection's own
+// index named like it, made before or after, is no conflict.
+func TestStart_indexes_beside_a_users_index_of_the_same_name(t *testing.T) {
+	dir := t.TempDir()
+	c := connect(t, start(t, dir))
+	ctx := context.Background()
+	named := mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}, Options: options.Index().SetName("projector_by_id")}
+	before := c.Database("yard").Collection("before")
+	if _, err := before.Indexes().CreateOne(ctx, named); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, before, big)
+	waitIndexed(t, dir, "yard", "before")
+	after := c.Database("yard").Collection("after")
+	insert(t, after, 10)
+	waitIndexed(t, dir, "yard", "after")
+	if _, err := after.Indexes().CreateOne(ctx, named); err != nil {
+		t.Fatalf("an index named projector_by_id after the server's: %v", err)
+	}
+}

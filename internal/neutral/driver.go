@@ -253,4 +253,8 @@ type GroupInfo struct {
 	Parked int64
 	// Consumers is how many consumers are connected to it.
 	Consumers int
+	// Live: the server has read the group's source to its end and feeds
+	// its consumers as events are written (its status says Live, not
+	// Behind), with at most its buffer of events still to deliver.
+	Live bool
 }

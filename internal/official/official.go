@@ -142,7 +142,7 @@ type shape struct {
 	notice      struct{ appeared, dropped, checkpoint, caughtUp, fellBehind int }
 	groupNotice struct{ appeared, dropped, event, retries int }
 	dropped     int // SubscriptionDropped.Error
-	info        struct{ name, stats, parked, conns int }
+	info        struct{ name, status, stats, parked, conns int }
 	written     int // WriteResult.CommitPosition
 }
 
@@ -226,6 +226,7 @@ func (s *shape) findSubscriptions(l *lookup) {
 	s.info.name, s.info.stats = l.field(info, "GroupName", reflect.TypeFor[string]()), l.field(info, "Stats", ptr)
 	s.info.parked = l.field(l.fieldType(info, "Stats"), "ParkedMessagesCount", reflect.Int64)
 	s.info.conns = l.field(info, "Connections", reflect.Slice)
+	s.info.status = l.field(info, "Status", reflect.TypeFor[string]())
 }
 
 // findWrites finds the types and fields of an append.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -413,11 +414,26 @@ func (s session) GroupInfo(ctx context.Context, group string) (neutral.GroupInfo
 		return neutral.GroupInfo{}, err
 	}
 	info := out[0].Elem()
-	g := neutral.GroupInfo{Name: info.Field(s.info.name).String(), Consumers: info.Field(s.info.conns).Len()}
+	g := neutral.GroupInfo{Name: info.Field(s.info.name).String(), Consumers: info.Field(s.info.conns).Len(),
+		Live: liveStatus(info.Field(s.info.status).String())}
 	if stats := info.Field(s.info.stats); !stats.IsNil() {
 		g.Parked = stats.Elem().Field(s.info.parked).Int()
 	}
 	return g, nil
+}
+
+// liveStatus reports whether a group's status says it is live: the node
+// writes its state flags (PersistentSubscriptionState) by name, "Behind"
+// while it reads its source's history, "Live" once it reached the end
+// (PersistentSubscription.SetLive), with "OutstandingPageRequest" or
+// "ReplayingParkedMessages" beside.
+func liveStatus(status string) bool {
+	for f := range strings.SplitSeq(status, ",") {
+		if strings.TrimSpace(f) == "Live" {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *shape) listGroups(ctx context.Context) request {

@@ -48,6 +48,9 @@ type Client interface {
 	// creates the group when it subscribes if it does not exist: RoundRobin,
 	// from the start of $all, filtered to group.StreamPrefixes.
 	Persistent(group Group) (PersistentSource, error)
+	// Group returns what the server says of group on $all (the source
+	// package's Client.Group).
+	Group(ctx context.Context, group string) (neutral.GroupInfo, error)
 	// Rebuilt says how many times the client replaced its official client
 	// (the source package's Client.Rebuilt).
 	Rebuilt() int

@@ -64,6 +64,7 @@ var cases = []struct {
 	{"a_checkpoint_from_another_log_is_refused", foreignCheckpoint},
 	{"the_global_position_strategy_and_the_hold_policy_are_refused_with_competing_consumers", orderedOnlyRefused},
 	{"two_persistent_consumers_of_one_group_reach_the_fold", twoConsumers},
+	{"a_group_is_behind_while_its_server_reads_the_log_and_live_once_it_has_read_it", groupLive},
 	{"an_undecodable_payload_skipped_in_a_group_is_told_skipped_not_parked", undecodableSkippedInGroup},
 	{"an_undecodable_payload_parked_in_a_group_is_acknowledged_its_record_the_parkers", undecodableParkedInGroup},
 	{"the_server_unreachable_for_a_while_then_back", unreachable},
@@ -606,6 +607,56 @@ func twoConsumers(t *testing.T, f *fixture) {
 		t.Fatalf("applied %d of %d events, %d failed, %d parked", a.Applied+b.Applied, f.carts.Total, a.Failed+b.Failed, a.Parked+b.Parked)
 	}
 	f.carts.Check(t, f.store)
+}
+
+// groupLive: the server says a group is behind while it reads the log's
+// history (here, a consumer takes nothing, so the server stops reading
+// once its buffers are full), and live once it has read the log to its
+// end; a --group projector's readiness is the server's word.
+func groupLive(t *testing.T, f *fixture) {
+	f.carts.Append(t, 11, 100, 20) // 2,000 events: more than the server's buffers
+	ctx := context.Background()
+	c := f.dial(t)
+	group := Group{Name: "cart-live", StreamPrefixes: []string{cart.StreamPrefix}, BufferSize: 10}
+	idle, err := c.Persistent(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := idle.Subscribe(ctx, nil) // creates the group; takes nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g neutral.GroupInfo
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if g, err = c.Group(ctx, "cart-live"); err == nil && g.Consumers == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group and its consumer: %+v, %v", g, err)
+		}
+	}
+	if g.Live {
+		t.Fatalf("the group says it is live with 2,000 events and nothing taken: %+v", g)
+	}
+	sub.Close()
+
+	src, err := c.Persistent(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := Start(t, NewRunner(t, "live", Engine(t, f.store), src, nil))
+	x.WaitFor(t, "every cart at the fold of its events", f.carts.AtFold(f.store))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if g, err = c.Group(ctx, "cart-live"); err == nil && g.Live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("every event applied, and the group does not say it is live: %+v, %v", g, err)
+		}
+	}
+	if err := x.Stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // undecodableSkippedInGroup and undecodableParkedInGroup: an event that
