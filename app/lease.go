@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/revgate/projector/mongostore"
@@ -27,6 +30,27 @@ func holderID(role string) string {
 	b := make([]byte, 3)
 	rand.Read(b)
 	return fmt.Sprintf("%s %s/%d/%s", role, host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// goneHolder reports whether a lease's holder (as holderID names it) is a
+// process of this host, not this one, that no longer runs. A process of
+// another host, or one that cannot be told, is not gone.
+func goneHolder(holder string) bool {
+	_, id, ok := strings.Cut(holder, " ")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(id, "/")
+	host, _ := os.Hostname()
+	if len(parts) != 3 || parts[0] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	return err == nil && errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // heldLease is a lease this process holds, renewed in the background every

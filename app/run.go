@@ -217,7 +217,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 				"projection", p.Definition.Name())
 		}
 	}
-	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole),
+	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole), ownsData: opened.Embedded != nil,
 		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites}
 	return s.project(ctx, listener)
 }
@@ -272,6 +272,9 @@ type session struct {
 	// consumers could each write a document over the other's change (see
 	// lead).
 	groupLeased bool
+	// ownsData: the store is the embedded server this process started, on
+	// a data dir whose lock it holds (goneHolder).
+	ownsData bool
 }
 
 // project runs the selected projections until ctx is done or one fails,
@@ -471,8 +474,10 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 	}
 	said := ""
 	var failing time.Time // since when taking it fails
+	var released mongostore.Lease
 	for {
 		held, l, err := holdLease(ctx, s.store, name, s.holder, s.c.lease, s.logger)
+
 		if err == nil && !held.confirm(ctx) {
 			held.release()
 			err = fmt.Errorf("%w: another process took it at the same moment", mongostore.ErrLeaseHeld)
@@ -498,12 +503,10 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 			return nil, nil
 		case errors.Is(err, mongostore.ErrLeaseHeld):
 			failing = time.Time{}
-			why := fmt.Sprintf("standby: %s holds its lease", l.Holder)
-			sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
-			if why != said {
-				s.logger.Info("standing by: another process runs the projection", "projection", sl.name, "lease", name, "holder", l.Holder, "until", l.Expires)
-				said = why
+			if s.releaseGone(ctx, sl, l, &released) {
+				continue
 			}
+			s.standBy(sl, name, l, &said)
 		default:
 			// MongoDB does not answer: no other process is known to run
 			// the projection, so it is not a standby.
@@ -521,6 +524,31 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 			return nil, nil
 		case <-time.After(standbyPoll(s.c.lease)):
 		}
+	}
+}
+
+// releaseGone lets go of lease l, held by another process, for it when
+// that process ran on the embedded server this process runs now, on the
+// same data dir, and is gone (killed, crashed): its lease is not waited
+// out. It reports whether it did; released is the lease it let go of
+// last, which it does not try again.
+func (s *session) releaseGone(ctx context.Context, sl *slot, l mongostore.Lease, released *mongostore.Lease) bool {
+	if !s.ownsData || l == *released || !goneHolder(l.Holder) || s.store.ReleaseLease(ctx, l) != nil {
+		return false
+	}
+	*released = l
+	s.logger.Info("took over the lease of a process that is gone", "projection", sl.name, "lease", l.Name, "holder", l.Holder)
+	return true
+}
+
+// standBy says that slot sl stands by while l's holder holds lease name;
+// said is what it said last, not said again.
+func (s *session) standBy(sl *slot, name string, l mongostore.Lease, said *string) {
+	why := fmt.Sprintf("standby: %s holds its lease", l.Holder)
+	sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
+	if why != *said {
+		s.logger.Info("standing by: another process runs the projection", "projection", sl.name, "lease", name, "holder", l.Holder, "until", l.Expires)
+		*said = why
 	}
 }
 

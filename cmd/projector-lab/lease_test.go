@@ -258,3 +258,26 @@ func TestRun_a_second_process_stands_by_and_replay_parked_refuses_while_the_firs
 		t.Fatalf("second: exit %d\n%s", code, second.stderrText())
 	}
 }
+
+// A run on the embedded server killed with SIGKILL leaves its lease held
+// for its whole time. The next run on the same data dir (whose lock proves
+// the first one's server gone, and whose holder's process no longer runs)
+// takes it over at once, rather than standing by until it expires.
+func TestRun_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_process_gone(t *testing.T) {
+	srv := esdbtest.New(t)
+	appendCarts(t, srv.Client(t), 0, 4, 4, map[string][]projector.Event{})
+	args := []string{"run", "--esdb", srv.URI(), "--data-dir", t.TempDir(), "--http", "", "--checkpoint-interval", "100ms",
+		"--lease", "10m", "--projections", cart.DetailsName}
+	first := startBinary(t, args...)
+	waitFor(t, first, regexp.MustCompile(`msg="(caught up)"`))
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	second := startBinary(t, args...)
+	waitFor(t, second, regexp.MustCompile(`msg="(caught up)"`))
+	if !strings.Contains(second.stderrText(), `msg="took over the lease of a process that is gone"`) || strings.Contains(second.stderrText(), "standing by") {
+		t.Fatalf("the second run did not take over the lease of the first, killed:\n%s", second.stderrText())
+	}
+	if code := second.terminate(t); code != 0 {
+		t.Fatalf("exit %d\n%s", code, second.stderrText())
+	}
+}
