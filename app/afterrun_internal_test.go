@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/revgate/projector/internal/pace"
@@ -35,9 +36,16 @@ func TestAfterRun_a_stop_during_a_retry_is_no_failure(t *testing.T) {
 		{"may pass, running", context.Background(), mayPass, true, false},
 		{"for good, running", context.Background(), forGood, false, true},
 	} {
-		again, err := s.afterRun(c.ctx, &slot{name: "p"}, c.err, pace.New(restarts))
+		sl := &slot{name: "p", projection: Projection{Definition: projector.New[struct{}]("p", projector.StreamSuffix("p-"))}}
+		sl.blocks.Store(true)
+		again, err := s.afterRun(c.ctx, sl, c.err, pace.New(restarts))
 		if again != c.again || (err != nil) != c.wantErr {
 			t.Errorf("%s: again %v, err %v; want again %v, an error %v", c.name, again, err, c.again, c.wantErr)
+		}
+		// A failure for good says how to go on past it, also when the
+		// stop came as it ended.
+		if hinted := err != nil && strings.Contains(err.Error(), "--on-failure block"); hinted != c.wantErr {
+			t.Errorf("%s: err %v; want how to go on past it: %v", c.name, err, c.wantErr)
 		}
 	}
 }

@@ -763,7 +763,10 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 		// not stopped for good (it would run again), whichever came first.
 		return false, nil
 	case ctx.Err() != nil:
-		return false, err
+		// Stopped as it ended (a signal while its failure drained): an
+		// event that failed for good says how to go on past it all the
+		// same.
+		return false, blockedHint(err, sl.projection, sl.blocks.Load(), "run", s.c.policy)
 	case errors.Is(err, projector.ErrForeignCheckpoint):
 		err = fmt.Errorf("%w (to rebuild it: %s rebuild %s)", err, s.cli.name(), sl.name)
 		sl.setDown("blocked: " + err.Error())
