@@ -329,7 +329,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
 			return out
 		}
-		ev, err := e.decodeParked(pe.Event)
+		ev, err := e.decodeParked(pe)
 		if err == nil {
 			err = routedElsewhere(p, ev, pe.Document)
 		}

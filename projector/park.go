@@ -255,7 +255,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 		return e.fail(t, ev, permanent(fmt.Errorf("%w: it may have been applied already, and a replay cannot tell, so it would apply it twice: "+
 			"a rebuild of the projection folds it exactly once", ErrOutsideWindow)))
 	}
-	decoded, err := e.decodeParked(ev)
+	decoded, err := e.decodeParked(pe)
 	if err != nil {
 		f := permanent(err)
 		f.attempts = 1
@@ -277,18 +277,31 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	return e.replayAt(ctx, t, decoded, pe)
 }
 
-// decodeParked decodes a parked event for a replay. An event of a type the
-// registry does not know fails, and stays parked: the build that replays
-// it lacks its type (an older binary, a rename without [Renamed] or
-// [Upcast] from the old name), so it can neither apply it nor tell that
-// the projection no longer wants it. A live event of such a type is passed
-// over instead: no build ever handled it.
-func (e *Engine) decodeParked(ev Event) (Event, error) {
+// decodeParked decodes parked event pe for a replay. An event of a type
+// the registry does not know fails, and stays parked: the build that
+// replays it lacks its type (an older binary, a rename without [Renamed]
+// or [Upcast] from the old name), so it can neither apply it nor tell
+// that the projection no longer wants it. Its error keeps the cause it was
+// parked for, which the record then holds. A live event of such a type is
+// passed over instead: no build ever handled it.
+func (e *Engine) decodeParked(pe ParkedEvent) (Event, error) {
+	ev := pe.Event
 	if _, _, known := e.registry.formOf(ev); !known && !strings.HasPrefix(ev.Type, "$") { // not the node's records (deletions)
-		return ev, fmt.Errorf("not replayed: this build's registry does not know event type %q: replay it with a build that registers the type (or names this old name of it with Renamed or Upcast)", ev.Type)
+		cause := pe.Error
+		if i := strings.LastIndex(cause, parkedFor); i >= 0 && strings.Contains(cause[:i], notKnown) {
+			cause = cause[i+len(parkedFor):] // refused by such a build before: the cause it was parked for
+		}
+		return ev, fmt.Errorf("%s%q: replay it with a build that registers the type (or names this old name of it with Renamed or Upcast)%s%s",
+			notKnown, ev.Type, parkedFor, cause)
 	}
 	return e.registry.Decode(ev)
 }
+
+// The words of decodeParked's error.
+const (
+	notKnown  = "not replayed: this build's registry does not know event type "
+	parkedFor = "; it was parked for: "
+)
 
 // replayAt applies parked event ev (record pe) to document t as it is now,
 // under the engine's retry policy (see [Engine.Replay]).

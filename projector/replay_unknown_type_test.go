@@ -81,6 +81,19 @@ func TestReplay_of_an_event_of_a_type_this_build_does_not_know_leaves_it_parked(
 			if res.Outcome != projector.Failed || res.Err == nil || !strings.Contains(res.Err.Error(), `does not know event type "crate.moved"`) {
 				t.Fatalf("replay by the old build: %v %v, want it refused, naming the type", res.Outcome, res.Err)
 			}
+			// What the record keeps says why it was parked, also after two
+			// such replays.
+			again := parked[0]
+			again.Error = res.Err.Error()
+			if policy == projector.Hold {
+				res = projector.Result{Err: e1.ReplayHeld(ctx, "crates", []projector.ParkedEvent{again}).Err}
+			} else {
+				res = e1.Replay(ctx, again)
+			}
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "it was parked for: ") || !strings.Contains(res.Err.Error(), "no such yard") ||
+				strings.Count(res.Err.Error(), "not replayed") != 1 {
+				t.Fatalf("the old build's replay again: %v, want the refusal once and the cause it was parked for", res.Err)
+			}
 
 			// The build that knows the type, fixed, applies it.
 			_, fixed := crates(2, policy, false)
