@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 )
 
 // A lease's holder is gone when it is a process of this host that no longer
@@ -30,5 +31,25 @@ func TestGoneHolder_is_a_process_of_this_host_that_no_longer_runs(t *testing.T) 
 		if got := goneHolder(c.holder); got != c.gone {
 			t.Errorf("goneHolder(%q) = %v, want %v", c.holder, got, c.gone)
 		}
+	}
+
+	// Killed and not reaped yet by its parent (a script that kills and
+	// starts again at once): gone too.
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		return // no /proc here
+	}
+	exited := exec.Command(os.Args[0], "-test.run=^$")
+	if err := exited.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer exited.Wait()
+	holder := fmt.Sprintf("run %s/%d/abcdef", host, exited.Process.Pid)
+	for deadline := time.Now().Add(time.Minute); !zombie(exited.Process.Pid); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not exit")
+		}
+	}
+	if !goneHolder(holder) {
+		t.Errorf("goneHolder(%q) of a process that exited, not reaped: false, want true", holder)
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,7 +51,15 @@ func goneHolder(holder string) bool {
 		return false
 	}
 	p, err := os.FindProcess(pid)
-	return err == nil && errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
+	return err == nil && errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone) || zombie(pid)
+}
+
+// zombie reports whether process pid has exited and waits for its parent
+// to reap it (Linux's /proc; false where there is none).
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	i := bytes.LastIndexByte(b, ')') // after the command's name, which may hold anything
+	return err == nil && i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // heldLease is a lease this process holds, renewed in the background every
