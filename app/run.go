@@ -362,7 +362,7 @@ func (s *session) watchGroups(ctx context.Context) {
 				continue
 			}
 			sl.groupLive.Store(g.Live)
-			if !sl.groupBlocks.Load() {
+			if !sl.groupBlocks() {
 				// Not blocked by what its group parks: a record an earlier
 				// run under block left is over.
 				s.recordGroupDown(ctx, sl, "", recorded)
@@ -895,7 +895,6 @@ func (x *cli) runner(ctx context.Context, c *runConfig, sl *slot, collection str
 	}
 	if g, ok := src.(groupSource); ok {
 		sl.group.Store(&g)
-		sl.groupBlocks.Store(policy == projector.Block)
 	}
 	return projector.NewRunner(collection, eng, src, cps, c.runnerOptions(p)...)
 }

@@ -45,7 +45,6 @@ type slot struct {
 	past        atomic.Pointer[projector.RunnerStats] // counters of the runners before cur
 	group       atomic.Pointer[groupSource]           // with --group
 	groupName   string                                // the group's name, with --group
-	groupBlocks atomic.Bool                           // under block: events parked in the group leave documents behind
 	blocks      atomic.Bool                           // its engine's failure policy is block
 	groupParked atomic.Int64                          // events parked in the group, as the server last said (-1: not known)
 	groupLive   atomic.Bool                           // the server last said it feeds the group live (it read $all to its end)
@@ -84,13 +83,17 @@ func (s *slot) Down() string {
 	return s.groupDown()
 }
 
+// groupBlocks reports whether events parked in the slot's persistent group
+// leave documents behind: it consumes a group under the block policy.
+func (s *slot) groupBlocks() bool { return s.group.Load() != nil && s.blocks.Load() }
+
 // groupDown says why the projection is blocked in its persistent group
 // under the block policy: events that kept failing were parked there, and
 // the documents they feed stay behind them until they are replayed. "" when
 // none are.
 func (s *slot) groupDown() string {
 	g := s.group.Load()
-	if g == nil || !s.groupBlocks.Load() {
+	if g == nil || !s.blocks.Load() {
 		return ""
 	}
 	docs, parked := (*g).Blocked(), s.groupParked.Load()

@@ -191,10 +191,7 @@ func TestRunner_is_caught_up_once_the_event_that_reaches_the_head_is_handled(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runInBackground(t, r)
 	for deadline := time.Now().Add(time.Minute); handled.Load() < 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			close(release)

@@ -1,7 +1,6 @@
 package projector_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -136,10 +135,7 @@ func TestGapFill_a_group_consumers_counts_are_exact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runInBackground(t, r)
 	settled := func() int { mu.Lock(); defer mu.Unlock(); return len(outcomes) }
 	src.ch <- deliver(evs[3])
 	waitFor(t, "revision 3 settled", func() bool { return settled() == 1 })

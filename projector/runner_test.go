@@ -96,6 +96,15 @@ func fastReconnect() retry.Policy {
 }
 
 // runUntil runs r until cond holds, then cancels it and returns Run's error.
+// runInBackground runs r until the test ends.
+func runInBackground(t *testing.T, r *projector.Runner) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func runUntil(t *testing.T, r *projector.Runner, cond func(projector.RunnerStats) bool) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -265,10 +274,7 @@ func TestRunner_an_event_stuck_longer_than_the_policy_can_wait_is_not_caught_up(
 	log := projectortest.NewLog(cart.Registry())
 	evs := log.MustAppend(t, cart.StreamID("s"), cart.ShoppingCartOpened{ShoppingCartID: "s", ClientID: "x", OpenedAt: t0},
 		cart.ShoppingCartConfirmed{ShoppingCartID: "s", ConfirmedAt: t0})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runInBackground(t, r)
 	src.ch <- projector.Delivery{Event: &evs[0], CaughtUp: true}
 	waitFor(t, "caught up", r.CaughtUp)
 	store.stall.Store(true)
@@ -524,10 +530,7 @@ func TestRunner_a_settled_event_waiting_for_its_predecessor_does_not_hold_it_bac
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runInBackground(t, r)
 	src.ch <- deliver(evs[1]) // before its predecessor: waits
 	waitFor(t, "the event waiting for its predecessor", func() bool { return waits.Load() > 0 })
 	src.ch <- deliver(evs[0])
