@@ -242,7 +242,7 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 		}
 		return true
 	}
-	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event)}
+	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event), queued: time.Now()}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
 	}

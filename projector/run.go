@@ -48,6 +48,7 @@ type item struct {
 	key     string // what the runner spreads it over workers by (Engine.partitionKey)
 	seq     uint64
 	tracked bool
+	queued  time.Time // when the reader queued it for its worker
 }
 
 // queue is how many events a worker's queue holds: the runner's buffer;

@@ -110,8 +110,11 @@ const holdWindows = 10
 // head, how long a worker whose batch is not full waits for its next event
 // before it writes what it has (default 20ms). A batch is never held longer
 // than 10 windows in all. Behind the head, events keep coming and batches are
-// large, so that each document is written once for many events; at the head
-// nothing queues, nothing waits, and events are handled as they arrive.
+// large, so that each document is written once for many events. At the head
+// events are handled as they arrive, one at a time; but a worker whose next
+// event waited in its queue longer than the window (a burst of appends
+// coming faster than it writes them one by one) batches again, waiting up
+// to the window for each next event and 10 windows in all.
 //
 // An engine of one projection whose documents are fed by many streams (a
 // strategy other than [StreamRevision]) gives each document's events to one
@@ -241,19 +244,34 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	if err := r.keepDocuments(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
-	for _, p := range engine.projections {
-		// A document fed by streams of several workers sees their events
-		// out of log order, by up to what the workers hold: past its window,
-		// an event counts as older than the window and is refused. (An
-		// engine that spreads its events by document gives each document's
-		// events to one worker.)
-		if h, ok := keeperOf(p).(handledIDs); ok && r.workers > 1 && !engine.byDocument() && h.window < r.workers*(r.batch+r.buffer) {
-			r.logger.Warn("a handled-ids window smaller than the events the workers hold: a document fed by many streams may refuse "+
-				"events as older than the window (ErrOutsideWindow); give the projection one worker, or a window above the events in flight",
-				"projection", p.Name(), "window", h.window, "workers", r.workers, "in_flight", r.workers*(r.batch+r.buffer))
-		}
+	if err := r.checkWindows(); err != nil {
+		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
 	return r, nil
+}
+
+// checkWindows refuses a runner that would hand a [HandledIDs] document
+// events out of log order by more than its window. An engine of several
+// projections spreads its events over the workers by stream, so a document
+// fed by streams of several workers sees their events out of log order, by
+// up to what the workers hold; past its window, an event is refused as
+// older than the window (ErrOutsideWindow) and the runner stops, typically
+// early in a catch-up. One worker, or an engine that spreads its events by
+// document (one projection), hands each document its events in log order.
+func (r *Runner) checkWindows() error {
+	if r.workers == 1 || r.engine.byDocument() {
+		return nil
+	}
+	inFlight := r.workers * (r.batch + r.buffer)
+	for _, p := range r.engine.projections {
+		if h, ok := keeperOf(p).(handledIDs); ok && h.window < inFlight {
+			return fmt.Errorf("projection %q keeps the last %d handled ids, fewer than the %d events its %d workers can hold "+
+				"(workers x (batch + buffer)): one of its documents fed by several streams would meet events out of log order by more than that, "+
+				"and refuse them (ErrOutsideWindow); give the projection an engine of its own (a document's events then meet in one worker), "+
+				"the runner one worker (WithWorkers(1)), or a window of at least %d", p.Name(), h.window, inFlight, r.workers, inFlight)
+		}
+	}
+	return nil
 }
 
 // newRunner returns a runner with the default settings and opts applied.
@@ -378,7 +396,8 @@ type RunnerStats struct {
 	// Latest is the creation time of the newest event handled: how far the
 	// runner has got, in the source's time.
 	Latest time.Time
-	// Batches handled together while catching up, and the events in them.
+	// Batches handled together (catching up, or in a burst at the head), and
+	// the events in them.
 	Batches, Batched uint64
 	// UnknownTypes counts the events delivered of types nobody registered,
 	// by type (redeliveries included; nil when none): the projections pass

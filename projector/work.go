@@ -10,7 +10,8 @@ import (
 
 // work handles the events of one partition in order, in batches of what has
 // queued up: large while the source is behind its head (catching up, a
-// rebuild), one event at a time at the head, where nothing queues.
+// rebuild), and at the head while the worker is behind the events (a burst
+// of appends); one event at a time otherwise.
 func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, busy *atomic.Int64) {
 	r := x.r
 	batching := r.batch > 1 && r.engine.batchable()
@@ -35,11 +36,21 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, 
 // bounds (see batchBounds) and its bytes.
 // While the source is behind its head it waits for more: up to the gap for
 // each next event, up to the hold in all, and no longer once the source
-// reaches its head.
+// reaches its head. At the head it waits only while the worker is behind:
+// when the batch's first event waited in the queue longer than the window
+// (a burst of appends coming faster than the worker writes them one by
+// one), it waits up to the window for each next event and 10 windows in
+// all, so that the burst is written in batches, as a catch-up is, rather
+// than a write per event; an event that waited less is written at once.
 func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item {
 	r := x.r
 	b := x.bounds
-	wait := r.window > 0 && !r.caughtUp.Load() // at the head, no waiting
+	wait := r.window > 0
+	if r.caughtUp.Load() {
+		wait = wait && time.Since(batch[0].queued) > r.window
+		b.gap, b.hold = r.window, holdWindows*r.window
+		head = nil // reached: it no longer ends a wait
+	}
 	var hold <-chan time.Time
 	var gap *time.Timer
 	if wait {
