@@ -77,3 +77,29 @@ func TestMetrics_a_standby_exports_no_position_and_no_lag(t *testing.T) {
 		}
 	}
 }
+
+// The events behind are counted every 5 s; once the checkpoint passes the
+// head that was sampled, the count is stale and the gauge says 0, so that
+// a runner that has just caught up does not show its whole catch-up
+// behind while /readyz says ready.
+func TestMetrics_lag_events_is_0_once_the_checkpoint_passes_the_sampled_head(t *testing.T) {
+	for _, tc := range []struct {
+		head uint64
+		want float64
+	}{{100, 30}, {10, 0}, {9, 0}} {
+		head := &headSampler{head: tc.head, lags: map[string]int{"tickets": 30}}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newRunnerCollector([]runnerView{exportingView{view{name: "tickets", caughtUp: true}}}, head, projector.NewRegistry()))
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == "projector_lag_events" })
+		if i < 0 {
+			t.Fatalf("head %d: no projector_lag_events", tc.head)
+		}
+		if got := families[i].GetMetric()[0].GetGauge().GetValue(); got != tc.want {
+			t.Errorf("checkpoint at 10, 30 events counted behind it at a head of %d: projector_lag_events %v, want %v", tc.head, got, tc.want)
+		}
+	}
+}

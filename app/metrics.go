@@ -61,7 +61,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		up:            d("up", "1 while the projection runs; 0 while it stands by (another process holds its lease) or is stopped at an event that failed (for good under the block policy, or until it is tried again), or, under --group and the block policy, while events that kept failing are parked in its group."),
 		leader:        d("lease_held", "1 while this process holds the projection's lease (--lease), or with --segments at least one of its segments; 0 while it stands by."),
 		lagSeconds:    d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
-		lagEvents:     d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s."),
+		lagEvents:     d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s (0 once the checkpoint passes the head counted to)."),
 		parked:        d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
 		state: d("state", "1 for the projection's state in this process, 0 for the others: running; standby (another process holds its lease); "+
 			"blocked (stopped at an event that failed for good, or events parked in its group under the block policy: replay-parked); "+
@@ -165,6 +165,12 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.lagSeconds, time.Since(st.Latest).Seconds(), name)
 		}
 		if sampled && !standby {
+			if st.Checkpoint != nil && st.Checkpoint.Position >= head {
+				// The checkpoint has passed the head sampled since: what
+				// was counted behind it then is done (a runner that just
+				// caught up would show its whole catch-up for 5 s).
+				behind = 0
+			}
 			gauge(c.lagEvents, float64(behind), name)
 		}
 		c.collectSegments(ch, r)
