@@ -165,13 +165,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.lagSeconds, time.Since(st.Latest).Seconds(), name)
 		}
 		if sampled && !standby {
-			if st.Checkpoint != nil && st.Checkpoint.Position >= head {
-				// The checkpoint has passed the head sampled since: what
-				// was counted behind it then is done (a runner that just
-				// caught up would show its whole catch-up for 5 s).
-				behind = 0
-			}
-			gauge(c.lagEvents, float64(behind), name)
+			gauge(c.lagEvents, float64(counted(behind, head, st.Checkpoint)), name)
 		}
 		c.collectSegments(ch, r)
 		if p, ok := r.(interface{ Parked() (uint64, bool) }); ok {
@@ -183,6 +177,17 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 	if head > 0 {
 		gauge(c.headPosition, float64(head))
 	}
+}
+
+// counted is how many events are behind checkpoint cp: those counted
+// behind it at the head sampled last, or none once cp has passed that head
+// (a runner that has just caught up would show its whole catch-up for up
+// to 5 s).
+func counted(behind int, head uint64, cp *projector.Checkpoint) int {
+	if cp != nil && cp.Position >= head {
+		return 0
+	}
+	return behind
 }
 
 // collectSegments exports, for a projection run in segments (run

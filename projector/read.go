@@ -84,6 +84,7 @@ func (x *run) dropped() {
 	r.connected.Store(false)
 	r.counts.drops.Add(1)
 	r.caughtUp.Store(false)
+	x.headAt.Store(0)
 	r.ready.Store(false)
 	x.staleHeads()
 }
@@ -210,7 +211,11 @@ func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 	ok := x.dispatchEvent(ctx, d, more)
 	// At the head once the delivery that reaches it is in flight: ready
 	// once that is handled too, not before.
-	if r := x.r; ok && d.CaughtUp && !r.caughtUp.Swap(true) {
+	if r := x.r; ok && d.CaughtUp && !r.caughtUp.Load() {
+		if d.Checkpoint != nil { // tracked: the last the tracker holds
+			x.headAt.Store(x.tr.next())
+		}
+		r.caughtUp.Store(true)
 		r.logger.Info("subscription reached the head", "queued", r.inFlight.Load())
 		for _, h := range x.heads {
 			select {
@@ -218,7 +223,7 @@ func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 			default:
 			}
 		}
-		r.settled()
+		x.settled()
 	}
 	return ok
 }
@@ -289,7 +294,7 @@ func (x *run) handleApart(batch []item) {
 			}
 		}
 		r.inFlight.Add(-int64(len(batch)))
-		r.settled()
+		x.settled()
 	})
 }
 

@@ -10,12 +10,16 @@ import (
 
 // run is the state of one Run.
 type run struct {
-	r        *Runner
-	tr       *tracker
-	bounds   batchBounds // of a worker's batch
-	parts    []chan item
-	heads    []chan struct{} // a worker's batch is written now: the source reached its head
-	halt     atomic.Bool     // stopping: queued events are left for the next run
+	r      *Runner
+	tr     *tracker
+	bounds batchBounds // of a worker's batch
+	parts  []chan item
+	heads  []chan struct{} // a worker's batch is written now: the source reached its head
+	// headAt is the tracker's next sequence number when the source reached
+	// its head (0: not reached, or untracked): readiness waits for the
+	// deliveries before it, not for events delivered since.
+	headAt   atomic.Uint64
+	halt     atomic.Bool // stopping: queued events are left for the next run
 	stopRead context.CancelFunc
 	// engine is the runner's engine as the workers handle events with it:
 	// its waits for predecessors end at stopWaits (the run stops).

@@ -111,10 +111,12 @@ const holdWindows = 10
 // before it writes what it has (default 20ms). A batch is never held longer
 // than 10 windows in all. Behind the head, events keep coming and batches are
 // large, so that each document is written once for many events. At the head
-// events are handled as they arrive, one at a time; but a worker whose next
-// event waited in its queue longer than the window (a burst of appends
-// coming faster than it writes them one by one) batches again, waiting up
-// to the window for each next event and 10 windows in all.
+// events are handled as they arrive, one at a time, or as many as queued
+// while a worker wrote; a worker whose next event waited in its queue
+// longer than the window (a burst of appends coming faster than it writes)
+// batches as while catching up, waiting up to the window for each next
+// event, and in all no longer than that event has waited (at most 10
+// windows): a late event is at most twice as late.
 //
 // An engine of one projection whose documents are fed by many streams (a
 // strategy other than [StreamRevision]) gives each document's events to one
@@ -251,25 +253,37 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 }
 
 // checkWindows refuses a runner that would hand a [HandledIDs] document
-// events out of log order by more than its window. An engine of several
-// projections spreads its events over the workers by stream, so a document
-// fed by streams of several workers sees their events out of log order, by
-// up to what the workers hold; past its window, an event is refused as
-// older than the window (ErrOutsideWindow) and the runner stops, typically
-// early in a catch-up. One worker, or an engine that spreads its events by
-// document (one projection), hands each document its events in log order.
+// events out of log order by more than its window. An engine that does not
+// spread its events by document (of several projections, or on a store
+// without guarded batch writes) spreads them over the workers by stream,
+// so a document fed by streams of several workers sees their events out
+// of log order, by up to what the workers hold; past its window, an event
+// is refused as older than the window (ErrOutsideWindow) and the runner
+// stops, typically early in a catch-up. One worker, or an engine that
+// spreads its events by document, hands each document its events in log
+// order.
 func (r *Runner) checkWindows() error {
-	if r.workers == 1 || r.engine.byDocument() {
+	e := r.engine
+	if r.workers == 1 || e.byDocument() {
 		return nil
 	}
-	inFlight := r.workers * (r.batch + r.buffer)
-	for _, p := range r.engine.projections {
-		if h, ok := keeperOf(p).(handledIDs); ok && h.window < inFlight {
-			return fmt.Errorf("projection %q keeps the last %d handled ids, fewer than the %d events its %d workers can hold "+
-				"(workers x (batch + buffer)): one of its documents fed by several streams would meet events out of log order by more than that, "+
-				"and refuse them (ErrOutsideWindow); give the projection an engine of its own (a document's events then meet in one worker), "+
-				"the runner one worker (WithWorkers(1)), or a window of at least %d", p.Name(), h.window, inFlight, r.workers, inFlight)
+	held := r.buffer + 1 // a worker's queue, and the event it handles
+	if r.batch > 1 && e.batchable() {
+		held = r.buffer + r.batch
+	}
+	inFlight := r.workers * held
+	for _, p := range e.projections {
+		h, ok := keeperOf(p).(handledIDs)
+		if !ok || h.window >= inFlight {
+			continue
 		}
+		fix := "give the projection an engine of its own (a document's events then meet in one worker), the runner one worker (WithWorkers(1))"
+		if !e.batchable() {
+			fix = "its store writes no guarded batches, so the engine cannot give a document's events to one worker: give the runner one worker (WithWorkers(1))"
+		}
+		return fmt.Errorf("projection %q keeps the last %d handled ids, fewer than the %d events its %d workers can hold: "+
+			"one of its documents fed by several streams would meet events out of log order by more than that, "+
+			"and refuse them (ErrOutsideWindow); %s, or a window of at least %d", p.Name(), h.window, inFlight, r.workers, fix, inFlight)
 	}
 	return nil
 }
@@ -327,8 +341,10 @@ func (r *Runner) Name() string { return r.name }
 
 // CaughtUp reports whether the runner has handled everything up to the head
 // of its source's log since it last subscribed: the source has said it
-// reached the head, and later nothing was left waiting or being handled.
-// Live events in flight afterwards do not make it false; a drop does.
+// reached the head, and every event delivered up to that one has been
+// handled (events delivered since, while live appends go on, are not
+// waited for). Live events in flight afterwards do not make it false; a
+// drop does.
 // An event (or batch) that has been handled for longer than the engine's
 // retry policy can wait, plus a second, is stuck: the runner is not caught
 // up while it is.
@@ -357,13 +373,20 @@ func (r *Runner) stuck() time.Duration {
 // readiness can mean.
 func (r *Runner) Connected() bool { return r.connected.Load() }
 
-// settled latches readiness once the source is at the head with nothing in
-// flight.
-func (r *Runner) settled() {
+// settled latches readiness once the source is at the head and every
+// delivery up to the one that reached it is handled (or nothing is in
+// flight): events delivered since, while live appends go on, do not hold
+// it back.
+func (x *run) settled() {
+	r := x.r
 	if r.halting.Load() {
 		return // events left alone are not handled: not caught up
 	}
-	if r.caughtUp.Load() && r.inFlight.Load() == 0 && !r.ready.Swap(true) {
+	if !r.caughtUp.Load() {
+		return
+	}
+	at := x.headAt.Load()
+	if (r.inFlight.Load() == 0 || at > 0 && x.tr.passed(at)) && !r.ready.Swap(true) {
 		r.logger.Info("caught up")
 		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n && r.counts.elsewhere.Load() == 0 {
 			r.logger.Warn("none of the events delivered went to a document: does each projection's IDFunc want "+

@@ -82,6 +82,20 @@ func (t *tracker) peek() (*Checkpoint, int) {
 	return &c, t.moved
 }
 
+// next returns the sequence number the next delivery added will get.
+func (t *tracker) next() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.low + uint64(len(t.entries))
+}
+
+// passed reports whether every delivery before sequence number n is done.
+func (t *tracker) passed(n uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.low >= n
+}
+
 // pending returns how many deliveries are not yet behind the mark.
 func (t *tracker) pending() int {
 	t.mu.Lock()

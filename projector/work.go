@@ -28,7 +28,7 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, 
 		}
 		busy.Store(0)
 		r.inFlight.Add(-int64(len(batch)))
-		r.settled()
+		x.settled()
 	}
 }
 
@@ -39,16 +39,20 @@ func (x *run) work(ctx context.Context, part <-chan item, head <-chan struct{}, 
 // reaches its head. At the head it waits only while the worker is behind:
 // when the batch's first event waited in the queue longer than the window
 // (a burst of appends coming faster than the worker writes them one by
-// one), it waits up to the window for each next event and 10 windows in
-// all, so that the burst is written in batches, as a catch-up is, rather
-// than a write per event; an event that waited less is written at once.
+// one), it waits up to the window for each next event, and no longer in
+// all than that event has waited (at most 10 windows), so that the burst is
+// written in batches, as a catch-up is, rather than a write per event, and
+// a worker that is behind at most doubles how late it is. The wait is what
+// that lateness already costs: once the worker keeps up, the events it
+// takes waited less than the window, and are written at once.
 func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item {
 	r := x.r
 	b := x.bounds
 	wait := r.window > 0
 	if r.caughtUp.Load() {
-		wait = wait && time.Since(batch[0].queued) > r.window
-		b.gap, b.hold = r.window, holdWindows*r.window
+		late := time.Since(batch[0].queued)
+		wait = wait && late > r.window
+		b.gap, b.hold = r.window, min(late, holdWindows*r.window)
 		head = nil // reached: it no longer ends a wait
 	}
 	var hold <-chan time.Time

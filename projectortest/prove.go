@@ -117,6 +117,12 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // [projector.RevisionMap], so the proof waits for none there; the other
 // strategies take events in any order.
 //
+// It fails before any delivery where the projection handles a type of
+// which the streams hold events and its router sends none of them to a
+// document: that handler would never be called, and the engine passes over
+// those events, under a strategy other than the revision gate with nothing
+// to say, so the documents would equal folds that route them the same way.
+//
 // A projection under [projector.GlobalPosition] takes its events in log
 // order from one consumer, as its runner does: prove it with Delivery{
 // Workers: 1} and without Shuffle (a late copy is then a duplicate, as it
@@ -154,6 +160,9 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	}
 	byDoc := p.Documents(events)
 	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
+		return Report{}, err
+	}
+	if err := checkHandledRouted(registry, p, events, byDoc); err != nil {
 		return Report{}, err
 	}
 	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
@@ -222,6 +231,40 @@ func checkTiesStay(registry *projector.Registry, p projector.Definition, events 
 				"a tie does not move; let each event of a stream that moves between documents name its document "+
 				"(the write side can put the current one in the metadata, and the router read it there: RoutesByEnvelope)",
 				p.Name(), ev.StreamID, s.first, s.last, s.at, ev.StreamRevision, ev.Type, s.first)
+		}
+	}
+	return nil
+}
+
+// checkHandledRouted fails where the projection handles a type of which
+// the streams hold events, none of which its router sends to a document:
+// its handler is never called, and the engine passes over those events
+// (under a strategy other than the revision gate, with nothing to say:
+// nothing waits for a revision), so the proof, whose fold routes them as
+// the engine does, would pass. Most often the events of that type do not
+// carry what the router reads (an order's payment names no conference):
+// the router can read it from the metadata, or, under RevisionMap, the
+// stream can be tied to the document of its first event (TieStreams).
+func checkHandledRouted(registry *projector.Registry, p projector.Definition, events []projector.Event, byDoc map[string][]projector.Event) error {
+	placed := map[string]bool{}
+	for _, evs := range byDoc {
+		for _, ev := range evs {
+			placed[ev.ID] = true
+		}
+	}
+	given, routed := map[string]int{}, map[string]int{}
+	for _, ev := range events {
+		given[ev.Type]++
+		if placed[ev.ID] {
+			routed[ev.Type]++
+		}
+	}
+	for _, t := range projector.HandledTypes(registry, p) {
+		if given[t] > 0 && routed[t] == 0 {
+			return fmt.Errorf("projection %s handles %s, but its router sends none of the %d %s events given to a document: "+
+				"its handler is never called, and the engine passes over them; let the router find their document "+
+				"(in the payload or the metadata: RoutesByEnvelope), or, under RevisionMap, tie each stream to the document of its first event (TieStreams)",
+				p.Name(), t, given[t], t)
 		}
 	}
 	return nil

@@ -1,0 +1,84 @@
+package projectortest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest"
+)
+
+// itemsByClient counts each client's carts and items.
+type itemsByClient struct {
+	Carts int `bson:"carts"`
+	Items int `bson:"items"`
+}
+
+// A summary under HandledIDs whose router reads the client from the
+// payload finds it in ShoppingCartOpened only: it declines every item
+// added, which the engine passes over without a word, and the fold Prove
+// compares with routes them the same way. Prove fails, naming the type
+// whose events reach no document; routed from the metadata, where every
+// event of the cart carries its client, the same projection passes.
+func TestProve_fails_a_handled_type_whose_events_its_router_sends_nowhere(t *testing.T) {
+	fromPayload := func(ev projector.Event) (string, bool) {
+		if o, ok := ev.Payload.(cart.ShoppingCartOpened); ok {
+			return o.ClientID, true
+		}
+		return "", false
+	}
+	build := func(name string, id projector.IDFunc) *projector.Projection[itemsByClient] {
+		p := projector.New[itemsByClient](name, id).Idempotency(projector.HandledIDs(1000))
+		projector.On(p, func(s itemsByClient, _ cart.ShoppingCartOpened) (itemsByClient, error) {
+			s.Carts++
+			return s, nil
+		})
+		projector.On(p, func(s itemsByClient, _ cart.ProductItemAddedToShoppingCart) (itemsByClient, error) {
+			s.Items++
+			return s, nil
+		})
+		return p
+	}
+	streams, meta := clientLives(12, 4, 3)
+	_, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), build("items_by_client", fromPayload), streams,
+		projectortest.Delivery{Shuffle: true, Seed: 3, Metadata: meta})
+	if err == nil {
+		t.Fatal("Prove passed a projection that handles items added and routes none of them")
+	}
+	for _, want := range []string{"handles ProductItemAddedToShoppingCart", "sends none of the", "RoutesByEnvelope"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), build("items_by_client_meta", cart.ClientOf), streams,
+		projectortest.Delivery{Shuffle: true, Seed: 3, Metadata: meta})
+	if err != nil {
+		t.Fatalf("routed by the metadata: %v (%v)", err, rep)
+	}
+}
+
+// clientLives returns n carts' lives of clients client0..client4, and each
+// stream's metadata as the write side writes it (the cart's client).
+func clientLives(n, size int, seed uint64) (map[string][]any, func(string) []byte) {
+	r := rand.New(rand.NewPCG(seed, seed))
+	out := map[string][]any{}
+	clients := map[string]string{}
+	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	for i := range n {
+		id, client := fmt.Sprintf("cart%03d", i), fmt.Sprintf("client%d", i%5)
+		out[cart.StreamID(id)] = cart.RandomLife(r, id, client, size, at)
+		clients[cart.StreamID(id)] = client
+	}
+	return out, func(stream string) []byte {
+		b, _ := json.Marshal(cart.Metadata{ClientID: clients[stream]})
+		return b
+	}
+}
