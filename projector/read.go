@@ -85,6 +85,7 @@ func (x *run) dropped() {
 	r.counts.drops.Add(1)
 	r.caughtUp.Store(false)
 	x.headAt.Store(0)
+	x.untracked = false
 	r.ready.Store(false)
 	x.staleHeads()
 }
@@ -212,7 +213,7 @@ func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 	// At the head once the delivery that reaches it is in flight: ready
 	// once that is handled too, not before.
 	if r := x.r; ok && d.CaughtUp && !r.caughtUp.Load() {
-		if d.Checkpoint != nil { // tracked: the last the tracker holds
+		if d.Checkpoint != nil && !x.untracked { // every delivery so far is in the tracker
 			x.headAt.Store(x.tr.next())
 		}
 		r.caughtUp.Store(true)
@@ -250,6 +251,8 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event), queued: time.Now()}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
+	} else {
+		x.untracked = true
 	}
 	part := x.parts[maphash.String(r.seed, it.key)%uint64(len(x.parts))]
 	r.inFlight.Add(1)

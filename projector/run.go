@@ -18,9 +18,12 @@ type run struct {
 	// headAt is the tracker's next sequence number when the source reached
 	// its head (0: not reached, or untracked): readiness waits for the
 	// deliveries before it, not for events delivered since.
-	headAt   atomic.Uint64
-	halt     atomic.Bool // stopping: queued events are left for the next run
-	stopRead context.CancelFunc
+	headAt atomic.Uint64
+	// untracked: an event of this subscription came without a checkpoint
+	// (the reader's alone): readiness waits for nothing in flight then.
+	untracked bool
+	halt      atomic.Bool // stopping: queued events are left for the next run
+	stopRead  context.CancelFunc
 	// engine is the runner's engine as the workers handle events with it:
 	// its waits for predecessors end at stopWaits (the run stops).
 	engine    *Engine

@@ -246,26 +246,25 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 	if err := r.keepDocuments(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
-	if err := r.checkWindows(); err != nil {
-		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
-	}
+	r.warnWindows()
 	return r, nil
 }
 
-// checkWindows refuses a runner that would hand a [HandledIDs] document
-// events out of log order by more than its window. An engine that does not
-// spread its events by document (of several projections, or on a store
-// without guarded batch writes) spreads them over the workers by stream,
-// so a document fed by streams of several workers sees their events out
-// of log order, by up to what the workers hold; past its window, an event
-// is refused as older than the window (ErrOutsideWindow) and the runner
-// stops, typically early in a catch-up. One worker, or an engine that
-// spreads its events by document, hands each document its events in log
-// order.
-func (r *Runner) checkWindows() error {
+// warnWindows warns of a [HandledIDs] window that the runner's workers can
+// overrun. An engine that does not spread its events by document (of
+// several projections, or on a store without guarded batch writes)
+// spreads them over the workers by stream, so a document fed by streams
+// of several workers sees their events out of log order, by up to about
+// what the workers hold; past its window, an event is refused as older
+// than the window (ErrOutsideWindow) and the runner stops, typically early
+// in a catch-up. A document fed by one stream meets its events in one
+// worker, in order, so this is a warning, not a refusal. One worker, or an
+// engine that spreads its events by document, hands each document its
+// events in log order.
+func (r *Runner) warnWindows() {
 	e := r.engine
 	if r.workers == 1 || e.byDocument() {
-		return nil
+		return
 	}
 	held := r.buffer + 1 // a worker's queue, and the event it handles
 	if r.batch > 1 && e.batchable() {
@@ -277,15 +276,14 @@ func (r *Runner) checkWindows() error {
 		if !ok || h.window >= inFlight {
 			continue
 		}
-		fix := "give the projection an engine of its own (a document's events then meet in one worker), the runner one worker (WithWorkers(1))"
+		fix := "give the projection an engine of its own (a document's events then meet in one worker), or the runner one worker (WithWorkers(1))"
 		if !e.batchable() {
 			fix = "its store writes no guarded batches, so the engine cannot give a document's events to one worker: give the runner one worker (WithWorkers(1))"
 		}
-		return fmt.Errorf("projection %q keeps the last %d handled ids, fewer than the %d events its %d workers can hold: "+
-			"one of its documents fed by several streams would meet events out of log order by more than that, "+
-			"and refuse them (ErrOutsideWindow); %s, or a window of at least %d", p.Name(), h.window, inFlight, r.workers, fix, inFlight)
+		r.logger.Warn("a handled-ids window smaller than the events the workers can hold: a document fed by several streams would meet events "+
+			"out of log order by more than its window, refuse them (ErrOutsideWindow) and stop the runner; "+fix+", or a larger window",
+			"projection", p.Name(), "window", h.window, "workers", r.workers, "in_flight", inFlight)
 	}
-	return nil
 }
 
 // newRunner returns a runner with the default settings and opts applied.
@@ -387,6 +385,10 @@ func (x *run) settled() {
 	}
 	at := x.headAt.Load()
 	if (r.inFlight.Load() == 0 || at > 0 && x.tr.passed(at)) && !r.ready.Swap(true) {
+		if !r.caughtUp.Load() {
+			r.ready.Store(false) // a drop came in between: behind again
+			return
+		}
 		r.logger.Info("caught up")
 		if n := r.counts.events.Load(); n > 0 && r.counts.unrouted.Load() == n && r.counts.elsewhere.Load() == 0 {
 			r.logger.Warn("none of the events delivered went to a document: does each projection's IDFunc want "+

@@ -252,11 +252,18 @@ func checkHandledRouted(registry *projector.Registry, p projector.Definition, ev
 			placed[ev.ID] = true
 		}
 	}
+	// By the type each event decodes to, as registered: an older form
+	// counts as its type, and an event its upcaster dropped (which no
+	// projection sees) counts as none.
 	given, routed := map[string]int{}, map[string]int{}
 	for _, ev := range events {
-		given[ev.Type]++
+		name, ok := registry.Name(ev.Payload)
+		if !ok {
+			continue
+		}
+		given[name]++
 		if placed[ev.ID] {
-			routed[ev.Type]++
+			routed[name]++
 		}
 	}
 	for _, t := range projector.HandledTypes(registry, p) {
