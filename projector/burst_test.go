@@ -13,45 +13,62 @@ import (
 	"github.com/revgate/projector/projectortest"
 )
 
-// paced is a source at its head after its first event, that then delivers
-// the rest as a burst of appends would come, one every 2 ms, once ready
-// says the runner is caught up.
-type paced struct {
-	events []projector.Event
-	ready  func() bool
-	sent   atomic.Int64
+// pacedSource is a source that delivers its first catchUp events (1 when 0) at
+// once, the last reaching the head, then the rest one every every, as
+// live appends come, once ready (when set) says the runner is caught up.
+// It records when each event went out, and how many have.
+type pacedSource struct {
+	events  []projector.Event
+	catchUp int
+	every   time.Duration
+	ready   func() bool
+	sent    atomic.Int64
+	mu      sync.Mutex
+	sentAt  map[string]time.Time
 }
 
-func (p *paced) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
-	return &pacedSub{p: p}, nil
+func (l *pacedSource) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
+	return &pacedSub{l: l}, nil
 }
 
-func (*paced) Ordered() bool { return true }
+func (*pacedSource) Ordered() bool { return true }
 
 type pacedSub struct {
-	p    *paced
+	l    *pacedSource
 	sent int
+	next time.Time
 }
 
 func (s *pacedSub) Next(ctx context.Context) (projector.Delivery, error) {
-	if s.sent == len(s.p.events) {
+	l, head := s.l, max(s.l.catchUp, 1)
+	if s.sent == len(l.events) {
 		<-ctx.Done()
 		return projector.Delivery{}, ctx.Err()
 	}
-	for s.sent == 1 && !s.p.ready() {
+	for s.sent == head && l.ready != nil && !l.ready() {
 		select {
 		case <-ctx.Done():
 			return projector.Delivery{}, ctx.Err()
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if s.sent > 1 {
-		time.Sleep(2 * time.Millisecond)
+	switch {
+	case s.sent == head:
+		s.next = time.Now()
+	case s.sent > head:
+		s.next = s.next.Add(l.every)
+		time.Sleep(time.Until(s.next))
 	}
-	ev := s.p.events[s.sent]
+	ev := l.events[s.sent]
 	s.sent++
-	s.p.sent.Store(int64(s.sent))
-	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: s.sent == 1}, nil
+	l.sent.Store(int64(s.sent))
+	l.mu.Lock()
+	if l.sentAt == nil {
+		l.sentAt = map[string]time.Time{}
+	}
+	l.sentAt[ev.ID] = time.Now()
+	l.mu.Unlock()
+	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: s.sent == head}, nil
 }
 
 func (*pacedSub) Close() error { return nil }
@@ -59,6 +76,27 @@ func (*pacedSub) Close() error { return nil }
 // burstCount counts a cart's events.
 type burstCount struct {
 	Events int `bson:"events"`
+}
+
+// burstCounts is a projection named name that counts each cart's events,
+// calling hook on each first.
+func burstCounts(name string, hook func(projector.Event)) *projector.Projection[burstCount] {
+	p := projector.New[burstCount](name, projector.StreamSuffix(cart.StreamPrefix))
+	count := func(c burstCount, ev projector.Event) (burstCount, error) {
+		hook(ev)
+		c.Events++
+		return c, nil
+	}
+	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartOpened, ev projector.Event) (burstCount, error) {
+		return count(c, ev)
+	})
+	projector.OnEvent(p, func(c burstCount, _ cart.ProductItemAddedToShoppingCart, ev projector.Event) (burstCount, error) {
+		return count(c, ev)
+	})
+	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartConfirmed, ev projector.Event) (burstCount, error) {
+		return count(c, ev)
+	})
+	return p
 }
 
 // At the head a worker handles events as they come. Once its next event
@@ -72,28 +110,16 @@ type burstCount struct {
 func TestRunner_batches_a_burst_at_the_head(t *testing.T) {
 	s := newStore(t)
 	all, by := cartEvents(t, 167)
-	src := &paced{events: all}
+	src := &pacedSource{events: all, every: 2 * time.Millisecond}
 	var slow sync.Once
 	var queued int64 // events delivered while the slow one was handled
-	p := projector.New[burstCount]("burst_counts", projector.StreamSuffix(cart.StreamPrefix))
-	count := func(c burstCount, _ any, ev projector.Event) (burstCount, error) {
+	p := burstCounts("burst_counts", func(ev projector.Event) {
 		if ev.ID == all[1].ID {
 			slow.Do(func() {
 				time.Sleep(300 * time.Millisecond)
 				queued = src.sent.Load() - 2
 			})
 		}
-		c.Events++
-		return c, nil
-	}
-	projector.OnEvent(p, func(c burstCount, e cart.ShoppingCartOpened, ev projector.Event) (burstCount, error) {
-		return count(c, e, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, e cart.ProductItemAddedToShoppingCart, ev projector.Event) (burstCount, error) {
-		return count(c, e, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, e cart.ShoppingCartConfirmed, ev projector.Event) (burstCount, error) {
-		return count(c, e, ev)
 	})
 	r, err := projector.NewRunner("burst", newEngine(t, s, patient(), p), src, s,
 		projector.WithWorkers(1), projector.WithBatch(1000, 100*time.Millisecond))
@@ -123,55 +149,6 @@ func TestRunner_batches_a_burst_at_the_head(t *testing.T) {
 // eventCost is each event's cost in its fold.
 var eventCost = 500 * time.Microsecond
 
-// steady is at its head after its first event, then delivers the
-// rest at a steady rate (one every every), recording when each went out.
-type steady struct {
-	events []projector.Event
-	every  time.Duration
-	ready  func() bool
-	mu     sync.Mutex
-	sentAt map[string]time.Time
-}
-
-func (p *steady) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
-	return &steadySub{p: p}, nil
-}
-func (*steady) Ordered() bool { return true }
-
-type steadySub struct {
-	p    *steady
-	sent int
-	next time.Time
-}
-
-func (s *steadySub) Next(ctx context.Context) (projector.Delivery, error) {
-	if s.sent == len(s.p.events) {
-		<-ctx.Done()
-		return projector.Delivery{}, ctx.Err()
-	}
-	for s.sent == 1 && !s.p.ready() {
-		select {
-		case <-ctx.Done():
-			return projector.Delivery{}, ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-	if s.sent == 1 {
-		s.next = time.Now()
-	}
-	if s.sent > 1 {
-		s.next = s.next.Add(s.p.every)
-		time.Sleep(time.Until(s.next))
-	}
-	ev := s.p.events[s.sent]
-	s.sent++
-	s.p.mu.Lock()
-	s.p.sentAt[ev.ID] = time.Now()
-	s.p.mu.Unlock()
-	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: s.sent == 1}, nil
-}
-func (*steadySub) Close() error { return nil }
-
 // Steady live traffic well within what one worker writes event by event
 // (one every 16 ms, 2 ms each and its write), with one slow event (a 500 ms
 // hiccup) early on, batch window 100 ms. The worker, late after the
@@ -184,12 +161,11 @@ func (*steadySub) Close() error { return nil }
 func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *testing.T) {
 	s := newStore(t)
 	all, _ := cartEvents(t, 104) // 312 events, one every 16 ms (5 s)
-	src := &steady{events: all, every: 16 * time.Millisecond, sentAt: map[string]time.Time{}}
+	src := &pacedSource{events: all, every: 16 * time.Millisecond}
 	var mu sync.Mutex
 	lat := map[string]time.Duration{}
 	var slow sync.Once
-	p := projector.New[burstCount]("hiccup_counts", projector.StreamSuffix(cart.StreamPrefix))
-	count := func(c burstCount, ev projector.Event) (burstCount, error) {
+	p := burstCounts("hiccup_counts", func(ev projector.Event) {
 		if ev.ID == all[5].ID {
 			slow.Do(func() { time.Sleep(500 * time.Millisecond) })
 		}
@@ -202,17 +178,6 @@ func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *t
 		}
 		mu.Unlock()
 		time.Sleep(2 * time.Millisecond) // what each event costs its write (a fold, a bulk write's share)
-		c.Events++
-		return c, nil
-	}
-	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartOpened, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, _ cart.ProductItemAddedToShoppingCart, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartConfirmed, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
 	})
 	r, err := projector.NewRunner("hiccup", newEngine(t, s, patient(), p), src, s, projector.WithWorkers(1), projector.WithBatch(1000, 100*time.Millisecond))
 	if err != nil {
@@ -235,60 +200,16 @@ func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *t
 	}
 }
 
-// liveAfter delivers its first catchUp events at once (the last one
-// reaching the head), then the rest at a steady rate: a runner that
-// catches up while live appends go on.
-type liveAfter struct {
-	events  []projector.Event
-	catchUp int
-	every   time.Duration
-}
-
-func (p *liveAfter) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
-	return &liveAfterSub{p: p}, nil
-}
-func (*liveAfter) Ordered() bool { return true }
-
-type liveAfterSub struct {
-	p    *liveAfter
-	sent int
-	next time.Time
-}
-
-func (s *liveAfterSub) Next(ctx context.Context) (projector.Delivery, error) {
-	if s.sent == len(s.p.events) {
-		<-ctx.Done()
-		return projector.Delivery{}, ctx.Err()
-	}
-	if s.sent == s.p.catchUp {
-		s.next = time.Now()
-	}
-	if s.sent > s.p.catchUp {
-		s.next = s.next.Add(s.p.every)
-		time.Sleep(time.Until(s.next))
-	}
-	ev := s.p.events[s.sent]
-	s.sent++
-	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}, CaughtUp: s.sent == s.p.catchUp}, nil
-}
-func (*liveAfterSub) Close() error { return nil }
-
 // A runner that reaches the head with a queue behind it, while appends
 // go on at a rate one worker writes event by event with room to spare,
 // should report CaughtUp soon (app: /ready, a rebuild's swap wait for it).
 func TestRunner_is_caught_up_soon_under_steady_live_traffic(t *testing.T) {
 	s := newStore(t)
 	all, _ := cartEvents(t, 500) // 1,500 events: 300 to catch up on, then one every 4 ms (4.8 s)
-	src := &liveAfter{events: all, catchUp: 300, every: 4 * time.Millisecond}
-	p := projector.New[burstCount]("ready_counts", projector.StreamSuffix(cart.StreamPrefix))
-	count := func(c burstCount) (burstCount, error) {
+	src := &pacedSource{events: all, catchUp: 300, every: 4 * time.Millisecond}
+	p := burstCounts("ready_counts", func(projector.Event) {
 		time.Sleep(eventCost)
-		c.Events++
-		return c, nil
-	}
-	projector.On(p, func(c burstCount, _ cart.ShoppingCartOpened) (burstCount, error) { return count(c) })
-	projector.On(p, func(c burstCount, _ cart.ProductItemAddedToShoppingCart) (burstCount, error) { return count(c) })
-	projector.On(p, func(c burstCount, _ cart.ShoppingCartConfirmed) (burstCount, error) { return count(c) })
+	})
 	r, err := projector.NewRunner("ready", newEngine(t, s, patient(), p), src, s, projector.WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -321,24 +242,12 @@ func TestRunner_is_caught_up_soon_under_steady_live_traffic(t *testing.T) {
 func TestRunner_stops_at_once_while_a_worker_waits_for_a_batch_at_the_head(t *testing.T) {
 	s := newStore(t)
 	all, _ := cartEvents(t, 200)
-	src := &steady{events: all, every: 50 * time.Millisecond, sentAt: map[string]time.Time{}}
+	src := &pacedSource{events: all, every: 50 * time.Millisecond}
 	var slow sync.Once
-	p := projector.New[burstCount]("stop_counts", projector.StreamSuffix(cart.StreamPrefix))
-	count := func(c burstCount, ev projector.Event) (burstCount, error) {
+	p := burstCounts("stop_counts", func(ev projector.Event) {
 		if ev.ID == all[1].ID {
 			slow.Do(func() { time.Sleep(1200 * time.Millisecond) })
 		}
-		c.Events++
-		return c, nil
-	}
-	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartOpened, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, _ cart.ProductItemAddedToShoppingCart, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
-	})
-	projector.OnEvent(p, func(c burstCount, _ cart.ShoppingCartConfirmed, ev projector.Event) (burstCount, error) {
-		return count(c, ev)
 	})
 	r, err := projector.NewRunner("stop", newEngine(t, s, patient(), p), src, s, projector.WithWorkers(1), projector.WithBatch(1000, time.Second))
 	if err != nil {
