@@ -105,7 +105,12 @@ func (h *heldLease) renew(ctx context.Context) {
 		case <-tick.C:
 		}
 		l := h.current()
-		rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
+		// Not cut short by stop: a renewal abandoned in flight can still
+		// reach the server after the release, and on a server whose
+		// conditional writes are not atomic (the embedded one) land after
+		// it, holding the lease again for a whole ttl. release waits for
+		// it instead (at most a third of the ttl).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.ttl/3)
 		next, err := h.store.RenewLease(rctx, l, h.ttl)
 		cancel()
 		switch {

@@ -51,7 +51,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 			"near is a registered type it is close to (case, a version): a rename or a new version without its upcaster, most likely.", "type", "near"),
 		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped or parked (failed permanently, document moved past it; parked ones are recorded), failed.", "outcome"),
 		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),
-		unrouted:      d("unrouted_total", "Events delivered that the projection's IDFunc left alone (all of them: the IDFunc does not match what the subscription reads)."),
+		unrouted:      d("unrouted_total", "Events delivered that the projection's IDFunc left alone (when they are all of the events delivered, the IDFunc does not match what the subscription reads)."),
 		checkpoints:   d("checkpoints_saved_total", "Checkpoints stored."),
 		waits:         d("gate_waits_total", "Times the revision gate waited, with backoff, for a document to reach an event's predecessor (its retries)."),
 		subscriptions: d("subscriptions_total", "Subscriptions opened."),

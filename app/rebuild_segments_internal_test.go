@@ -75,9 +75,7 @@ func TestSegmentsBehind_is_done_when_every_segment_of_the_collection_is_at_the_e
 func TestShareSegments_runs_done_segments_once_and_stops_once_done(t *testing.T) {
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
-	// A lease of 3 s: with 1 s (renewed every 333 ms), a loaded machine once
-	// left a segment's lease held at the end of this test.
-	s := &session{c: &runConfig{lease: 3 * time.Second, segments: 4}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
+	s := &session{c: &runConfig{lease: time.Second, segments: 4}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
 	var runs, looks atomic.Int32
 	var finished atomic.Bool
 	var ran atomic.Pointer[[]int]
