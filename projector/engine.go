@@ -466,9 +466,21 @@ func unroutableCause(routing, undecodable error) error {
 		return routing
 	}
 	// The payload is the cause: the router reads it, and without it names
-	// no document.
-	return fmt.Errorf("%w; without it, its router names no document (%w)", undecodable, routing)
+	// no document. What the router's answer would mean for a decoded event
+	// (its advice: tie the stream, route it) is beside the point, so it is
+	// wrapped, not said.
+	return undecodedRoute{undecodable, routing}
 }
+
+// undecodedRoute is an event that cannot be routed because its payload
+// does not decode: it says the payload, and wraps both errors.
+type undecodedRoute struct{ undecodable, routing error }
+
+func (e undecodedRoute) Error() string {
+	return e.undecodable.Error() + "; without it, its router names no document"
+}
+
+func (e undecodedRoute) Unwrap() []error { return []error{e.undecodable, e.routing} }
 
 // unroutable fails ev in projection u.p, which cannot route it, under the
 // projection's failure policy: [Failed] under [Block], [Skipped] under

@@ -412,3 +412,44 @@ func TestUndecodable_events_of_a_summary_under_park_are_passed_over_in_its_batch
 		t.Errorf("through a runner: %+v (%v), batched %+v", ran, err, c)
 	}
 }
+
+// Under RevisionMap, a later event of a stream whose payload does not
+// decode cannot be routed by a router that reads the payload, and the
+// stream's first event feeds a document: the error says the payload, and
+// not what a declined event would call for (tie the stream, or route it),
+// which would lead away from the cause.
+func TestUndecodable_an_event_a_payload_router_cannot_route_is_not_advised_a_tie(t *testing.T) {
+	s := newStore(t)
+	p := projector.NewRouted[itemCounter]("by_client_payload", func(ev projector.Event) (string, bool, error) {
+		switch e := ev.Payload.(type) {
+		case cart.ShoppingCartOpened:
+			return e.ClientID, e.ClientID != "", nil
+		case cart.ProductItemAddedToShoppingCart: // the cart's client, say, looked up by its id
+			return "c1", e.ShoppingCartID != "", nil
+		}
+		return "", false, nil
+	}).Idempotency(projector.RevisionMap()).OnFailure(projector.Skip)
+	projector.On(p, func(c itemCounter, _ cart.ShoppingCartOpened) (itemCounter, error) { return c, nil })
+	projector.On(p, func(c itemCounter, _ cart.ProductItemAddedToShoppingCart) (itemCounter, error) { return c, nil })
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("u7"), cart.ShoppingCartOpened{ShoppingCartID: "u7", ClientID: "c1", OpenedAt: t0},
+		projector.Event{Type: cart.TypeAdded, Data: []byte(`{"productItem": "twelve"`)})
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(patient()), projector.WithStreamReader(newStreams(evs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := e.Handle(context.Background(), evs[0]); err != nil || rs[0].Outcome != projector.Applied {
+		t.Fatalf("the cart's opening: %+v, %v", rs, err)
+	}
+	rs, err := e.Handle(context.Background(), evs[1])
+	if err != nil || len(rs) != 1 || rs[0].Err == nil {
+		t.Fatalf("results %+v, err %v: want the event failed", rs, err)
+	}
+	msg := rs[0].Err.Error()
+	if !errors.Is(rs[0].Err, projector.ErrUndecodable) || !strings.Contains(msg, "payload does not decode") {
+		t.Fatalf("error %q: want the payload, wrapping ErrUndecodable", msg)
+	}
+	if strings.Contains(msg, "TieStreams") {
+		t.Errorf("error %q advises a tie, for an event whose payload does not decode", msg)
+	}
+}
