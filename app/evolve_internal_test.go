@@ -103,3 +103,30 @@ func TestMetrics_lag_events_is_0_once_the_checkpoint_passes_the_sampled_head(t *
 		}
 	}
 }
+
+// projector_lag_seconds is the age of the newest event handled while events
+// remain after the checkpoint, 0 when none remain: also for a runner that
+// caught up and was then left behind by live appends (it said 0 for as long
+// as it was caught up once, while thousands of events waited).
+func TestMetrics_lag_seconds_of_a_runner_caught_up_and_left_behind(t *testing.T) {
+	for _, tc := range []struct {
+		head     uint64
+		min, max float64
+	}{{100, 55, 65}, {10, 0, 0}} {
+		head := &headSampler{head: tc.head, lags: map[string]int{"tickets": 3000}}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newRunnerCollector([]runnerView{exportingView{view{name: "tickets", caughtUp: true}}}, head, projector.NewRegistry()))
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(families, func(f *dto.MetricFamily) bool { return f.GetName() == "projector_lag_seconds" })
+		if i < 0 {
+			t.Fatalf("head %d: no projector_lag_seconds", tc.head)
+		}
+		// exportingView handled its newest event a minute ago, checkpoint at 10.
+		if got := families[i].GetMetric()[0].GetGauge().GetValue(); got < tc.min || got > tc.max {
+			t.Errorf("caught up, checkpoint 10, 3000 events counted behind it at a head of %d: projector_lag_seconds %v, want %v to %v", tc.head, got, tc.min, tc.max)
+		}
+	}
+}

@@ -157,15 +157,19 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.leader, held, name)
 		behind, sampled := lags[name]
+		behind = counted(behind, head, st.Checkpoint)
 		switch {
 		case standby:
-		case up == 1 || (sampled && behind == 0):
-			gauge(c.lagSeconds, 0, name) // nothing after the checkpoint
+		case sampled && behind == 0, !sampled && up == 1:
+			// Nothing after the checkpoint; or, the head unknown, caught
+			// up. A runner caught up and then left behind by live appends
+			// shows how far.
+			gauge(c.lagSeconds, 0, name)
 		case !st.Latest.IsZero():
 			gauge(c.lagSeconds, time.Since(st.Latest).Seconds(), name)
 		}
 		if sampled && !standby {
-			gauge(c.lagEvents, float64(counted(behind, head, st.Checkpoint)), name)
+			gauge(c.lagEvents, float64(behind), name)
 		}
 		c.collectSegments(ch, r)
 		if p, ok := r.(interface{ Parked() (uint64, bool) }); ok {
