@@ -23,7 +23,7 @@ func blockedHint(err error, p Projection, blocks bool, command string, flag proj
 	}
 	aside := "park"
 	if projector.Check(p.Definition, projector.Hold, true) == nil {
-		aside = "hold or park"
+		aside = "hold or park (hold: its document stops at it, its later events recorded behind it; park: the document moves past it)"
 	}
 	return withHint(err, fmt.Sprintf("%s stops at an event that fails for good under --on-failure block: fix the cause and start it again, and it resumes there; or start it with --on-failure %s to set such events aside, for replay-parked to apply once fixed, or skip to pass them over", command, aside))
 }
