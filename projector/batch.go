@@ -112,9 +112,8 @@ func (e *Engine) handleBatch(ctx context.Context, events []Event, routes []strin
 			}
 			if ok {
 				b.ids[k][i] = id
-			} else {
-				e.noteNotOurs(p, ev)
 			}
+			e.noteSeen(p, ev, !ok)
 		}
 	}
 	for k, p := range e.projections {

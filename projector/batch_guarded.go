@@ -406,40 +406,77 @@ func batchesWith(store driver.Store, keepers map[string]keeper) bool {
 }
 
 // firstOfStream reports whether ev, which waits for its stream's previous
-// event in a document of p whose revision map is revs, is the stream's
-// first for the document: the engine saw each of the stream's revisions
-// before ev's declined by p's router and of a type p has no handler for
-// (noteNotOurs), and the document has not seen the stream. The batch
-// (firstHere) and the per-event path ask it alike. The per-event path
-// would otherwise move past such a hole after reading the stream
-// (hole.notOurs); this needs no read.
+// event in a document of p whose revision map is revs, follows on from what
+// the document has of the stream: the engine saw each of the stream's
+// revisions between them (from the first, when the document has not seen
+// the stream) declined by p's router and of a type p has no handler for
+// (noteSeen), which the document moves past. The batch (firstHere) and the
+// per-event path ask it alike. The per-event path would otherwise move past
+// such a hole after reading the stream (hole.notOurs), one event at a time:
+// a summary whose streams interleave events it handles with events it does
+// not (an order's fills between its refill requests) was read and written
+// event by event, tens of times slower.
 func (e *Engine) firstOfStream(p Definition, ev Event, revs map[string]uint64) bool {
 	if _, ok := e.keeperOf(p).(revisionMap); !ok || ev.StreamRevision == 0 {
 		return false
 	}
-	if n, _ := e.notOursSeen.Peek(tieKey{p.Name(), ev.StreamID}); n != ev.StreamRevision {
+	kept, ok := e.follows.Peek(followKey{p.Name(), ev.StreamID, ev.StreamRevision})
+	if !ok {
 		return false
 	}
-	_, seen := revs[streamKey(ev.StreamID)]
-	return !seen
+	have, seen := revs[streamKey(ev.StreamID)]
+	if !seen {
+		return kept < 0
+	}
+	return kept <= int64(have)
 }
 
-// noteNotOurs notes ev, which p's router declined, when p is under
-// RevisionMap, has no handler for ev's type, and saw the stream's revisions
-// before ev's declined too: a document of p that has not seen the stream
-// then takes the stream's next event as its first (firstHere), as the
-// per-event path does once it has read the stream (a trip's request, which
-// names no driver, before its acceptance, which does: every trip's, in a
-// driver summary).
-func (e *Engine) noteNotOurs(p Definition, ev Event) {
+// streamSeen is how far the engine has seen a stream routed for a
+// projection: next, the revision after the last one seen in order, and
+// kept, the last of them not to be passed over (-1: none).
+type streamSeen struct {
+	next uint64
+	kept int64
+}
+
+// followKey names an event of a stream, for a projection.
+type followKey struct {
+	projection, stream string
+	revision           uint64
+}
+
+// noteSeen notes ev as p's router routed it (declined: it names no
+// document), when p is under RevisionMap, in the order of its stream's
+// revisions: an event declined and of a type p has no handler for (and
+// does not fail) can be passed over; any other, and any revision not seen
+// (the engine saw the stream from a later one, or out of order), cannot.
+// Of an event that cannot, it keeps the last revision before it that
+// cannot either: a document of p that has the stream up to that one (or
+// has not seen the stream, when there is none) then takes the event as
+// following on (firstOfStream), as the per-event path does once it has
+// read the stream (a trip's request, which names no driver, before its
+// acceptance, which does: every trip's, in a driver summary). Each event is
+// routed twice where a runner spreads events by document (by its reader,
+// then by the batch): the second time it is seen already.
+func (e *Engine) noteSeen(p Definition, ev Event, declined bool) {
 	if _, ok := e.keeperOf(p).(revisionMap); !ok {
 		return
 	}
-	k := tieKey{p.Name(), ev.StreamID}
-	// The count first: most declined events are not the next one (routed
-	// twice, by a spreading runner and by its batch), and failsUnhandled
-	// makes a state.
-	if n, _ := e.notOursSeen.Peek(k); n == ev.StreamRevision && !handlesType(p, ev.Payload) && !failsUnhandled(p, ev) {
-		e.notOursSeen.Add(k, n+1)
+	k, n := tieKey{p.Name(), ev.StreamID}, ev.StreamRevision
+	st, ok := e.streamsSeen.Peek(k)
+	if !ok {
+		st = streamSeen{kept: -1}
 	}
+	if n < st.next {
+		return // seen
+	}
+	if n > st.next {
+		st.kept = int64(n) - 1 // revisions not seen cannot be passed over
+	}
+	if !declined || handlesType(p, ev.Payload) || failsUnhandled(p, ev) {
+		e.follows.Add(followKey{p.Name(), ev.StreamID, n}, st.kept)
+		st.kept = int64(n)
+	}
+	st.next = n + 1
+	e.streamsSeen.Add(k, st)
 }

@@ -62,10 +62,12 @@ type core struct {
 	known       *known // the revisions stream folds wrote documents at
 	ties        *lru.Cache[tieKey, tie]
 	routedSeen  *lru.Cache[tieKey, tie] // see noteRouted
-	// notOursSeen is, of the streams of the projections under RevisionMap,
-	// how many of their first revisions the engine saw declined and of
-	// types the projection does not handle (noteNotOurs).
-	notOursSeen *lru.Cache[tieKey, uint64]
+	// streamsSeen is, of the streams of the projections under RevisionMap,
+	// how far the engine has seen them routed, and follows, of their events
+	// routed (or otherwise not to be passed over), the last such revision
+	// before each (noteSeen).
+	streamsSeen *lru.Cache[tieKey, streamSeen]
+	follows     *lru.Cache[followKey, int64]
 	folded      atomic.Uint64
 	locks       docLocks
 
@@ -130,7 +132,8 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.holds = newHolds()
 	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.routedSeen, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
-	e.notOursSeen, _ = lru.New[tieKey, uint64](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
+	e.streamsSeen, _ = lru.New[tieKey, streamSeen](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
+	e.follows, _ = lru.New[followKey, int64](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
@@ -375,8 +378,9 @@ func (e *Engine) targets(ctx context.Context, ev Event) (targets []target, unrou
 			unroutable = append(unroutable, unrouted{p, err})
 		case ok:
 			targets = append(targets, target{p, id})
+			e.noteSeen(p, ev, false)
 		default:
-			e.noteNotOurs(p, ev)
+			e.noteSeen(p, ev, true)
 		}
 	}
 	return targets, unroutable

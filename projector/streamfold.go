@@ -51,7 +51,10 @@ const defaultKnownDocuments = 1 << 16
 // the catch-up's later events of its stream read and decoded again, and
 // counted as duplicates. Under [RevisionMap] an entry is a document and
 // one of its streams, noted where an event came before its predecessors
-// (see [StreamHistory]).
+// (see [StreamHistory]); it also bounds, under RevisionMap, the streams and
+// routed events the engine remembers the declined revisions of, so that a
+// document passes over them without reading its stream (past the bound,
+// such a hole is read from the stream, as before).
 func WithKnownDocuments(n int) Option { return func(e *Engine) { e.knownSize = n } }
 
 // WithoutStreamFolds turns folding from a stream's history off: batches fold
