@@ -477,7 +477,6 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 	var released mongostore.Lease
 	for {
 		held, l, err := holdLease(ctx, s.store, name, s.holder, s.c.lease, s.logger)
-
 		if err == nil && !held.confirm(ctx) {
 			held.release()
 			err = fmt.Errorf("%w: another process took it at the same moment", mongostore.ErrLeaseHeld)

@@ -2,12 +2,8 @@ package projectortest_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
@@ -47,7 +43,7 @@ func TestProve_fails_a_handled_type_whose_events_its_router_sends_nowhere(t *tes
 		})
 		return p
 	}
-	streams, meta := clientLives(12, 4, 3)
+	streams, meta := cart.Shop(12, 4, 3)
 	_, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), build("items_by_client", fromPayload), streams,
 		projectortest.Delivery{Shuffle: true, Seed: 3, Metadata: meta})
 	if err == nil {
@@ -62,23 +58,5 @@ func TestProve_fails_a_handled_type_whose_events_its_router_sends_nowhere(t *tes
 		projectortest.Delivery{Shuffle: true, Seed: 3, Metadata: meta})
 	if err != nil {
 		t.Fatalf("routed by the metadata: %v (%v)", err, rep)
-	}
-}
-
-// clientLives returns n carts' lives of clients client0..client4, and each
-// stream's metadata as the write side writes it (the cart's client).
-func clientLives(n, size int, seed uint64) (map[string][]any, func(string) []byte) {
-	r := rand.New(rand.NewPCG(seed, seed))
-	out := map[string][]any{}
-	clients := map[string]string{}
-	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	for i := range n {
-		id, client := fmt.Sprintf("cart%03d", i), fmt.Sprintf("client%d", i%5)
-		out[cart.StreamID(id)] = cart.RandomLife(r, id, client, size, at)
-		clients[cart.StreamID(id)] = client
-	}
-	return out, func(stream string) []byte {
-		b, _ := json.Marshal(cart.Metadata{ClientID: clients[stream]})
-		return b
 	}
 }

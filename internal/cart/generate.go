@@ -1,6 +1,7 @@
 package cart
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -55,4 +56,24 @@ func CommandOf(requestID string, event any) (Command, error) {
 		return CancelCart{RequestID: requestID, CartID: e.ShoppingCartID}, nil
 	}
 	return nil, fmt.Errorf("cart: no command decides %T", event)
+}
+
+// Shop returns the lives of n carts of size events (RandomLife, from seed)
+// of clients client0..client4, by stream, and each stream's metadata as
+// the write side writes it (the cart's client): the summaries' tests feed
+// them to projectortest.Prove.
+func Shop(n, size int, seed uint64) (lives map[string][]any, metadata func(stream string) []byte) {
+	r := rand.New(rand.NewPCG(seed, seed))
+	lives = map[string][]any{}
+	clients := map[string]string{}
+	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	for i := range n {
+		id, client := fmt.Sprintf("cart%03d", i), fmt.Sprintf("client%d", i%5)
+		lives[StreamID(id)] = RandomLife(r, id, client, size, at)
+		clients[StreamID(id)] = client
+	}
+	return lives, func(stream string) []byte {
+		b, _ := json.Marshal(Metadata{ClientID: clients[stream]})
+		return b
+	}
 }

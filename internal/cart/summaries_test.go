@@ -2,15 +2,12 @@ package cart_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
@@ -22,27 +19,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(mongotest.Main(m)) }
 
-// shop returns n carts' lives of clients client0..client4, and each stream's
-// metadata as the write side writes it.
-func shop(n, size int, seed uint64) (map[string][]any, func(string) []byte) {
-	r := rand.New(rand.NewPCG(seed, seed))
-	lives := map[string][]any{}
-	clients := map[string]string{}
-	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	for i := range n {
-		id, client := fmt.Sprintf("cart%03d", i), fmt.Sprintf("client%d", i%5)
-		lives[cart.StreamID(id)] = cart.RandomLife(r, id, client, size, at)
-		clients[cart.StreamID(id)] = client
-	}
-	return lives, func(stream string) []byte {
-		b, _ := json.Marshal(cart.Metadata{ClientID: clients[stream]})
-		return b
-	}
-}
-
 func prove[S any](t *testing.T, p *projector.Projection[S], d projectortest.Delivery) projectortest.Report {
 	t.Helper()
-	lives, meta := shop(30, 6, d.Seed)
+	lives, meta := cart.Shop(30, 6, d.Seed)
 	d.Metadata = meta
 	rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), p, lives, d)
 	t.Log(rep)
@@ -108,7 +87,7 @@ func TestProve_catches_a_projection_that_counts_a_redelivered_event_twice(t *tes
 		s.Adds++
 		return s, nil
 	})
-	lives, meta := shop(30, 6, 5)
+	lives, meta := cart.Shop(30, 6, 5)
 	rep, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), p, lives,
 		projectortest.Delivery{MaxTimes: 3, Workers: 4, Seed: 5, Metadata: meta})
 	t.Log(rep, err)
