@@ -198,8 +198,12 @@ func (c *benchCommand) close() {
 		c.elog.Close()
 	}
 	if c.client != nil {
-		if c.server == nil {
-			dropBenchDBs(context.Background()) // on a server of the user's
+		if c.server == nil || c.postgres != "" {
+			// On a server of the user's, or on the PostgreSQL the embedded
+			// server stores in, which outlives this process: the next
+			// bench's databases have the same names, and a checkpoint
+			// left in one belongs to another log.
+			dropBenchDBs(context.Background())
 		}
 		c.client.Disconnect(context.Background())
 	}
