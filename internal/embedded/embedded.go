@@ -135,6 +135,9 @@ func Start(cfg Config) (*Server, error) {
 	case cfg.PostgresURL != "":
 		fc.Handler, fc.PostgreSQLURL = "postgresql", cfg.PostgresURL
 		s.desc = "FerretDB (embedded) on PostgreSQL"
+		if err := pgIndexByID(context.Background(), cfg.PostgresURL); err != nil {
+			cfg.Logger.Warn("embedded: FerretDB's lookups by _id read whole tables: indexing them failed", "err", err)
+		}
 	case cfg.Dir != "":
 		dir, err := s.openDir(cfg.Dir)
 		if err != nil {

@@ -158,7 +158,7 @@ func startFerretDB() (*server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	if pg := os.Getenv(EnvPostgres); pg != "" {
-		url, drop, err := postgresDatabase(pg)
+		url, drop, err := PostgresDatabase(pg)
 		if err != nil {
 			return fail(fmt.Errorf("%s: %w", EnvPostgres, err))
 		}
@@ -186,11 +186,11 @@ func startFerretDB() (*server, error) {
 	return s, nil
 }
 
-// postgresDatabase creates a database of its own for this process on the
+// PostgresDatabase creates a database of its own for this process on the
 // PostgreSQL server at url and returns a URL to it for FerretDB, with a pool
 // large enough for FerretDB's bulk writes (each statement of one command holds
 // a connection until the command ends), and a func that drops it.
-func postgresDatabase(url string) (string, func(), error) {
+func PostgresDatabase(url string) (string, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, url)
