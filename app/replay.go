@@ -54,7 +54,11 @@ the segments' leases, not the projection's); a segmented run that starts
 during a replay stands by until it ends.
 
 With --esdb, the engine reads the events' streams as run's does: a
-projection that ties streams (TieStreams) needs it.
+projection that ties streams (TieStreams) needs it. Under the revision gate
+(a document per stream), a document that events after the parked one have
+changed since is then folded anew from its stream, the replayed event in
+its place, exact whatever the read model; without --esdb the event applies
+to the document as it is, after them, exact for steps that commute.
 
 With --group, the events are those the persistent subscription group parked
 (under run --group: after they kept failing); EventStoreDB delivers them
@@ -233,11 +237,27 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	}
 	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll)
 	if r.applied > 0 {
-		fmt.Fprintf(stdout, "note: a parked event applies to its document as it is now, after the events that came since it: exact for steps that commute "+
-			"(counts, sums, sets); a read model that depends on their order (a status, a last value) is made exact by %s rebuild %s "+
-			"(and --on-failure hold keeps a document's events in order)\n", x.name(), name)
+		fmt.Fprintln(stdout, replayNote(p, streams != nil, x.name()))
 	}
 	return stillFailing(r.failed)
+}
+
+// replayNote says how exact the documents of p are once parked events were
+// replayed into them, reading streams or not.
+func replayNote(p Projection, streams bool, binary string) string {
+	name := p.Definition.Name()
+	switch {
+	case p.Definition.Strategy() == projector.StreamRevision() && streams:
+		return "note: each document was folded anew from its stream, the replayed events in their places: exact for any read model " +
+			"(an event of it that still fails is left out and stays parked)"
+	case p.Definition.Strategy() == projector.StreamRevision():
+		return fmt.Sprintf("note: a parked event applied to its document as it is now, after the events that came since it: exact for steps that commute "+
+			"(counts, sums, sets); with --esdb, each document is folded anew from its stream instead, the event in its place, exact for any read model "+
+			"(a status, a last value); or %s rebuild %s", binary, name)
+	}
+	return fmt.Sprintf("note: a parked event applies to its document as it is now, after the events that came since it: exact for steps that commute "+
+		"(counts, sums, sets); a read model that depends on their order (a status, a last value) is made exact by %s rebuild %s "+
+		"(and --on-failure hold keeps a document's events in order)", binary, name)
 }
 
 // replayEngine is the engine of a replay of p's parked events into

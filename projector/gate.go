@@ -60,16 +60,9 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 	if settled, done, err := replaySettled(t, ev, pe, head, found, *wrote); settled {
 		return done, err
 	}
-	var from any = state
-	switch {
-	case t.p.creates(ev) && ev.StreamRevision == head.Revision:
-		from = nil
-	case t.p.startsDocument(ev) && !holdsNothing(t.p, state):
-		return false, retry.Permanent(recreatedSince(t))
-	}
-	next, err := t.p.applyTo(from, ev)
+	next, err := e.replayedState(ctx, t, ev, head, state)
 	if err != nil {
-		return false, retry.Permanent(err)
+		return false, err
 	}
 	head.Stream = ev.StreamID
 	claimed, err := e.claimReplay(ctx, pe, &head, wrote)
@@ -91,6 +84,36 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 		return false, errMoved
 	}
 	return false, nil
+}
+
+// replayedState is the state of gated document t (read at head, with
+// state) once parked event ev is replayed into it: folded anew from its
+// stream when events after ev were applied since it was parked
+// ([Engine.refold]); else ev applied to it as it is, which is exact when ev
+// is the last event the document has.
+func (e *Engine) replayedState(ctx context.Context, t target, ev Event, head driver.Head, state any) (any, error) {
+	if e.refolds(t, ev, head) {
+		next, err := e.refold(ctx, t, ev.StreamID, head.Revision, ev)
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, ErrStreamDeleted):
+		case !errors.Is(err, errNoRefold):
+			return nil, err
+		}
+	}
+	var from any = state
+	switch {
+	case t.p.creates(ev) && ev.StreamRevision == head.Revision:
+		from = nil
+	case t.p.startsDocument(ev) && !holdsNothing(t.p, state):
+		return nil, retry.Permanent(recreatedSince(t))
+	}
+	next, err := t.p.applyTo(from, ev)
+	if err != nil {
+		return nil, retry.Permanent(err)
+	}
+	return next, nil
 }
 
 // holdsNothing reports whether state, a document of p as read, is the zero

@@ -223,7 +223,13 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // the projection's step on the current state. That is exact for
 // projections whose steps commute (counters, sets, merged quantities); an
 // order-sensitive read model gets the event's effect out of its order, and is
-// made exact by a rebuild instead. The result is Applied, Duplicate when the
+// made exact by a rebuild instead. Except under the revision gate in an
+// engine that reads streams ([StreamHistory]): a document that events after
+// the parked one changed since is folded anew from its stream, up to its
+// revision, the event in its place, exact for any read model; an event of
+// the stream that still fails is left out, as it was when it came, and
+// parked (a stream that no longer starts at revision 0 is not folded anew).
+// The result is Applied, Duplicate when the
 // document has the replay's effect already (an earlier replay wrote it and
 // was not marked done, see [ReplayClaimer]; or the event was parked in an
 // earlier build, and the current one, a rebuild, folded it; or the event,
