@@ -57,14 +57,33 @@ func (s *Store) CollectionsOf(ctx context.Context, projection string) (Collectio
 }
 
 // ActiveCollection returns the collection readers of projection use: the one
-// its last rebuild switched to, else def (the projection's own).
+// its last rebuild switched to, else def (the projection's own). With
+// projection empty, it is that of the projection whose own collection is
+// def, found by def (recorded by the rebuilds that switched since this
+// version; def for one switched before): for a reader that knows only the
+// collection, such as [projector.WaitForRevision].
 func (s *Store) ActiveCollection(ctx context.Context, projection, def string) (string, error) {
-	c, err := s.CollectionsOf(ctx, projection)
+	var c Collections
+	var err error
+	if projection == "" {
+		err = s.db.Collection(collectionsCollection).FindOne(ctx, bson.D{{Key: fieldDef, Value: def}}).Decode(&c)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			err = nil
+		} else if err != nil {
+			err = fmt.Errorf("mongostore: collections of %q: %w", def, err)
+		}
+	} else {
+		c, err = s.CollectionsOf(ctx, projection)
+	}
 	if err != nil || c.Active == "" {
 		return def, err
 	}
 	return c.Active, nil
 }
+
+// fieldDef, in a projection's record, is its own collection, which the
+// record's Active replaces for readers.
+const fieldDef = "def"
 
 // StartRebuild records that a rebuild of projection fills collection, unless
 // one is recorded already: it returns the collection of the rebuild in
@@ -101,7 +120,11 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 	}
 	next := Collections{Active: c.Building, Previous: prev, Switched: time.Now().UTC()}
 	filter := bson.D{{Key: fieldID, Value: projection}, {Key: "building", Value: c.Building}}
-	res, err := s.db.Collection(collectionsCollection).ReplaceOne(ctx, filter, next)
+	rec := struct {
+		Collections `bson:",inline"`
+		Def         string `bson:"def"`
+	}{next, def}
+	res, err := s.db.Collection(collectionsCollection).ReplaceOne(ctx, filter, rec)
 	if err != nil {
 		return Collections{}, fmt.Errorf("mongostore: switch %q to %s: %w", projection, c.Building, err)
 	}

@@ -29,6 +29,9 @@ type Projection[S any] struct {
 	// byEnvelope: the router reads the envelope only (RoutesByEnvelope),
 	// until it is found to read the payload; shared by the copies.
 	byEnvelope *envelopeRouting
+	// isCopy: made by Copy, in a collection of its own, which readers read
+	// as it is (ReadDocument).
+	isCopy bool
 }
 
 type handler[S any] struct {
@@ -212,6 +215,7 @@ type Definition interface {
 	handledTypes() []reflect.Type
 	routes() bool
 	copyTo(collection string) Definition
+	copied() bool
 	newState() any
 	applyTo(state any, e Event) (any, error)
 	failurePolicy() (FailurePolicy, bool)
@@ -340,11 +344,14 @@ func (p *Projection[S]) routes() bool { return p.route != nil }
 // handlers are shared: they are not changed once the engine starts.
 func (p *Projection[S]) copyTo(collection string) Definition {
 	c := *p
-	c.collection = collection
+	c.collection, c.isCopy = collection, true
 	c.indexes = slices.Clone(p.indexes)
 	c.ties = slices.Clone(p.ties)
 	return &c
 }
+
+// copied reports whether p is a copy in a collection of its own ([Copy]).
+func (p *Projection[S]) copied() bool { return p.isCopy }
 
 // Copy returns a copy of projection p that keeps its documents in collection
 // instead: the same name, handlers, strategy and failure policy. A rebuild

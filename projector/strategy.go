@@ -173,8 +173,35 @@ var ErrNoTransactions = errors.New("the server has no multi-document transaction
 // p's strategy keeps it. revision is the stream revision of the last event
 // applied to a document under the revision gate, and -1 under the other
 // strategies, whose documents have none.
+// After a rebuild has switched readers to a new collection, it reads that
+// one, on a store that records the switch (mongostore): p's own
+// collection is the old one. A copy of p in a collection of its own
+// ([Copy]) reads that collection.
 func ReadDocument(ctx context.Context, store driver.Store, p Definition, id string, state any) (found bool, revision int64, err error) {
-	return keeperOf(p).read(ctx, store, p.Collection(), id, state)
+	collection := p.Collection()
+	if !p.copied() {
+		if collection, err = activeCollection(ctx, store, p.Name(), collection); err != nil {
+			return false, -1, err
+		}
+	}
+	return keeperOf(p).read(ctx, store, collection, id, state)
+}
+
+// activeCollections is a store that records which collection readers of a
+// projection use once a rebuild has switched them (mongostore's).
+type activeCollections interface {
+	ActiveCollection(ctx context.Context, projection, def string) (string, error)
+}
+
+// activeCollection is the collection readers of projection use, def its
+// own, on store (any value: a store that does not record rebuilds keeps
+// def). projection may be empty: the projection whose own collection is def.
+func activeCollection(ctx context.Context, store any, projection, def string) (string, error) {
+	a, ok := store.(activeCollections)
+	if !ok {
+		return def, nil
+	}
+	return a.ActiveCollection(ctx, projection, def)
 }
 
 // docLocks serializes the read-apply-write of a versioned document within

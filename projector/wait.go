@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/revgate/projector/projector/driver"
 
 	"github.com/revgate/projector/retry"
 )
+
+// segmentSeparator begins the part of a checkpoint's name that names a
+// segment of its collection (run --segments: <collection>/segment-<k>-of-<N>).
+const segmentSeparator = "/segment-"
 
 // ErrNotYet: a read-your-writes wait ran out before the read model caught up.
 var ErrNotYet = errors.New("read model has not caught up")
@@ -27,10 +33,19 @@ var ErrNotYet = errors.New("read model has not caught up")
 // a projector that is slow. policy bounds the reads (a Policy's MaxRetries
 // of 0 reads once): for an API, a short one, such as 5 ms doubling up to
 // 100 ms, for up to a second.
+//
+// collection is the projection's own. Once a rebuild has switched readers
+// to a new collection, the wait reads that one, on a store that records the
+// switch by the projection's own collection (mongostore, for the rebuilds
+// that switched since this version).
 func WaitForRevision(ctx context.Context, store driver.Store, collection, id string, revision uint64, policy retry.Policy) error {
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
-		head, found, err := store.Load(ctx, collection, id, 0, nil)
+		active, err := activeCollection(ctx, store, "", collection)
+		if err != nil {
+			return err
+		}
+		head, found, err := store.Load(ctx, active, id, 0, nil)
 		switch {
 		case err != nil:
 			return err
@@ -61,7 +76,9 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 // is applied), under policy and bounded by ctx. The error wraps [ErrNotYet].
 //
 // name is the runner's: under the projector command line, the collection the
-// projection writes, which a rebuild changes (mongostore's
+// projection writes, which a rebuild changes: given the projection's own
+// collection, the wait reads the checkpoint of the one a rebuild switched
+// readers to, on a store that records the switch (mongostore's
 // Store.ActiveCollection tells it); a name without a checkpoint waits until
 // the policy or ctx runs out, and the error says it saw none. The checkpoint
 // is stored every checkpoint interval (run --checkpoint-interval, 1 s by
@@ -75,7 +92,15 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	var seen *Checkpoint
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
-		c, err := checkpoints.LoadCheckpoint(ctx, name)
+		collection, segment, _ := strings.Cut(name, segmentSeparator)
+		active, err := activeCollection(ctx, checkpoints, "", collection)
+		if err != nil {
+			return err
+		}
+		if segment != "" {
+			active += segmentSeparator + segment
+		}
+		c, err := checkpoints.LoadCheckpoint(ctx, active)
 		if err != nil {
 			return err
 		}
