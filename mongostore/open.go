@@ -53,7 +53,14 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := client.Ping(pctx, nil); err != nil {
-		_ = client.Disconnect(context.Background())
+		// In the background: a connection the driver is still opening to a
+		// server that does not answer holds Disconnect for up to another
+		// timeout, which the caller would wait out after this one.
+		go func() {
+			dctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_ = client.Disconnect(dctx)
+		}()
 		if ctx.Err() != nil {
 			// Stopped (the caller's context ended), not timed out.
 			return nil, fmt.Errorf("mongostore: stopped while connecting to %s: %w", strings.Join(cs.Hosts, ","), ctx.Err())
