@@ -432,6 +432,17 @@ func rebuildSegmentCount(ctx context.Context, store *mongostore.Store, projectio
 	var stored int
 	var err error
 	if n > 1 {
+		// A rebuild begun in one process has a checkpoint of its own (its
+		// segments would start over beside it, and run then finds the
+		// collection segmented where it ran in one process).
+		var cp *projector.Checkpoint
+		if cp, err = store.LoadCheckpoint(ctx, building); err != nil {
+			return err
+		}
+		if cp != nil {
+			return fmt.Errorf("%w: the rebuild of %s into %s was begun in one process (its checkpoint is at %s), not in %d segments: "+
+				"run %s rebuild %s without --segments to resume it", errSegmentCount, projection, building, cp, n, bin, projection)
+		}
 		stored, err = segment.Record(ctx, store.Database(), projection, building, n)
 	} else {
 		stored, err = segment.Count(ctx, store.Database(), building)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest/e2e"
-	"github.com/revgate/projector/retry"
 )
 
 // thread is a ticket's last note: a read model that depends on the order
@@ -70,46 +68,5 @@ func TestReplayParked_with_the_event_store_folds_a_gated_document_anew_from_its_
 		case !esdb && (got != thread{Last: "bad", Notes: 3} || !strings.Contains(out, "with --esdb, each document is folded anew")):
 			t.Errorf("without --esdb: %+v, want the replayed note applied last, and the note saying what --esdb does\n%s", got, out)
 		}
-	}
-}
-
-// After a rebuild has switched readers to a new collection, the library's
-// read helpers given the projection (ReadDocument) or its own collection
-// (WaitForRevision, WaitForPosition) read the new one: the old one no
-// longer moves.
-func TestReadHelpers_follow_a_rebuilds_switch(t *testing.T) {
-	ctx := context.Background()
-	servers := e2e.StartServers(t, e2e.Options{})
-	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
-	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
-	db := servers.Database(t)
-	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
-	first := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
-	first.WaitCheckpoint(t, db, "threads", servers.Head())
-	if code := first.Stop(t); code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, first.Stderr())
-	}
-	if code, out, stderr := run(c, nil, append([]string{"rebuild", "threads", "--esdb", servers.ESDBURI()}, common...)...); code != 0 {
-		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
-	}
-	servers.Append(t, registry(), "ticket/1", noted{Text: "b"})
-	cmd := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
-	defer cmd.Stop(t)
-	store := mongostore.New(db)
-	wait := retry.Policy{InitialDelay: 10 * time.Millisecond, Multiplier: 2, MaxDelay: 200 * time.Millisecond, MaxElapsed: 30 * time.Second, MaxRetries: 1000}
-	if err := projector.WaitForPosition(ctx, store, "threads", servers.Head(), wait); err != nil {
-		t.Fatalf("WaitForPosition on the projection's own collection: %v", err)
-	}
-	if err := projector.WaitForRevision(ctx, store, "threads", "1", 2, wait); err != nil {
-		t.Fatalf("WaitForRevision on the projection's own collection: %v", err)
-	}
-	var got thread
-	if found, rev, err := projector.ReadDocument(ctx, store, threads(true), "1", &got); err != nil || !found || rev != 2 || (got != thread{Last: "b", Notes: 2}) {
-		t.Fatalf("ReadDocument: found %v at revision %d, %+v (%v); want the note b of 2, at revision 2", found, rev, got, err)
-	}
-	// A copy in a collection of its own reads that one: the old.
-	var old thread
-	if _, rev, err := projector.ReadDocument(ctx, store, projector.Copy(threads(true), "threads"), "1", &old); err != nil || rev != 1 {
-		t.Fatalf("ReadDocument of a copy in the old collection: revision %d (%v), want 1", rev, err)
 	}
 }

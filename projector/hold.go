@@ -268,7 +268,9 @@ func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, erro
 		}
 		read = stored{found: found, rev: head.Revision, stream: head.Stream}
 	default:
-		meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, t.p.newState())
+		// The meta alone: a summary's state can be large, and a held one
+		// is read for every event held behind it.
+		meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
 		if err != nil {
 			return false, err
 		}

@@ -1,0 +1,85 @@
+package app_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/mongostore"
+	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projectortest/e2e"
+	"github.com/revgate/projector/retry"
+)
+
+// After a rebuild has switched readers to a new collection, the library's
+// read helpers given the projection (ReadDocument) or its own collection
+// (WaitForRevision, WaitForPosition) read the new one: the old one no
+// longer moves.
+func TestReadHelpers_follow_a_rebuilds_switch(t *testing.T) {
+	ctx := context.Background()
+	servers := e2e.StartServers(t, e2e.Options{})
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
+	db := servers.Database(t)
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	first := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+	first.WaitCheckpoint(t, db, "threads", servers.Head())
+	if code := first.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, first.Stderr())
+	}
+	if code, out, stderr := run(c, nil, append([]string{"rebuild", "threads", "--esdb", servers.ESDBURI()}, common...)...); code != 0 {
+		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
+	}
+	servers.Append(t, registry(), "ticket/1", noted{Text: "b"})
+	cmd := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+	defer cmd.Stop(t)
+	store := mongostore.New(db)
+	wait := retry.Policy{InitialDelay: 10 * time.Millisecond, Multiplier: 2, MaxDelay: 200 * time.Millisecond, MaxElapsed: 30 * time.Second, MaxRetries: 1000}
+	if err := projector.WaitForPosition(ctx, store, "threads", servers.Head(), wait); err != nil {
+		t.Fatalf("WaitForPosition on the projection's own collection: %v", err)
+	}
+	if err := projector.WaitForRevision(ctx, store, "threads", "1", 2, wait); err != nil {
+		t.Fatalf("WaitForRevision on the projection's own collection: %v", err)
+	}
+	var got thread
+	if found, rev, err := projector.ReadDocument(ctx, store, threads(true), "1", &got); err != nil || !found || rev != 2 || (got != thread{Last: "b", Notes: 2}) {
+		t.Fatalf("ReadDocument: found %v at revision %d, %+v (%v); want the note b of 2, at revision 2", found, rev, got, err)
+	}
+	// A copy in a collection of its own reads that one: the old.
+	var old thread
+	if _, rev, err := projector.ReadDocument(ctx, store, projector.Copy(threads(true), "threads"), "1", &old); err != nil || rev != 1 {
+		t.Fatalf("ReadDocument of a copy in the old collection: revision %d (%v), want 1", rev, err)
+	}
+}
+
+// A rebuild begun in one process and interrupted is resumed in one
+// process: given --segments, it is refused, saying how to resume it
+// (segments would start it over beside its checkpoint, and the collection
+// they switch to would run in segments where run runs it in one process).
+func TestRebuild_begun_in_one_process_is_not_resumed_in_segments(t *testing.T) {
+	ctx := context.Background()
+	servers := e2e.StartServers(t, e2e.Options{})
+	evs := servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "b"})
+	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
+	db := servers.Database(t)
+	store := mongostore.New(db)
+	// Where an interrupted rebuild leaves its record and checkpoint.
+	building, err := store.StartRebuild(ctx, "threads", "threads_r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.SaveCheckpoint(ctx, building, projector.Checkpoint{Position: evs[0].Position, EventID: evs[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name(), "--esdb", servers.ESDBURI()}
+	code, out, stderr := run(c, nil, append([]string{"rebuild", "threads", "--segments", "4", "--lease", "2s"}, common...)...)
+	if code == 0 || !strings.Contains(stderr, "begun in one process") || !strings.Contains(stderr, "rebuild threads without --segments") {
+		t.Fatalf("rebuild --segments 4 of a rebuild begun in one process: exit %d, want it refused saying how to resume\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"rebuild", "threads"}, common...)...)
+	if code != 0 || !strings.Contains(out, "resuming the rebuild of threads into threads_r1") {
+		t.Fatalf("rebuild in one process: exit %d\n%s\n%s", code, out, stderr)
+	}
+}
