@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,12 @@ func TestRebuild_begun_in_one_process_is_not_resumed_in_segments(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name(), "--esdb", servers.ESDBURI()}
-	code, out, stderr := run(c, nil, append([]string{"rebuild", "threads", "--segments", "4", "--lease", "2s"}, common...)...)
+	// status tells it from a rebuild that runs.
+	code, out, stderr := run(c, nil, append([]string{"status"}, common...)...)
+	if !strings.Contains(out, "threads_r1 at "+strconv.FormatUint(evs[0].Position, 10)+", interrupted: no process runs it") {
+		t.Errorf("status of an interrupted rebuild: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"rebuild", "threads", "--segments", "4", "--lease", "2s"}, common...)...)
 	if code == 0 || !strings.Contains(stderr, "begun in one process") || !strings.Contains(stderr, "rebuild threads without --segments") {
 		t.Fatalf("rebuild --segments 4 of a rebuild begun in one process: exit %d, want it refused saying how to resume\n%s\n%s", code, out, stderr)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/internal/neutral"
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 )
@@ -47,6 +48,10 @@ type projectionStatus struct {
 	Rebuilding        string  `json:"rebuilding,omitempty"`
 	RebuildCheckpoint *uint64 `json:"rebuildCheckpoint,omitempty"`
 	RebuildError      string  `json:"rebuildError,omitempty"`
+	// RebuildBy is the processes that run the rebuild (its lease, or its
+	// segments'); none: it was interrupted or stopped, and rebuild NAME
+	// resumes it.
+	RebuildBy []string `json:"rebuildBy,omitempty"`
 	// Group and Parked describe a persistent subscription group (--group);
 	// NoGroup names the group the projection would run with when the
 	// server has none of that name (run --group creates it).
@@ -281,6 +286,9 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 		}
 		if l := leases[st.Projection]; l.Held(time.Now()) {
 			st.LeaseHolder, st.LeaseUntil = l.Holder, l.Expires
+		}
+		if st.Rebuilding != "" {
+			st.RebuildBy = rebuildHolders(leases, st.Projection, st.Rebuilding, time.Now())
 		}
 		cp, err := c.segmentsOf(ctx, store, client, end, leases, stored, p, &st)
 		if err != nil {
@@ -670,6 +678,23 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
+// rebuildHolders returns the processes that hold, at now, the lease of the
+// rebuild of projection into building in one process, or those of its
+// segments.
+func rebuildHolders(leases map[string]mongostore.Lease, projection, building string, now time.Time) []string {
+	var holders []string
+	for name, l := range leases {
+		if !l.Held(now) || slices.Contains(holders, l.Holder) {
+			continue
+		}
+		if name == "rebuild "+projection || segment.IsLease(rebuildGroup(building), name) {
+			holders = append(holders, l.Holder)
+		}
+	}
+	slices.Sort(holders)
+	return holders
+}
+
 // printStatus prints the lines as a table.
 func printStatus(w io.Writer, lines []projectionStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -678,8 +703,13 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		rebuilding := "-"
 		if s.Rebuilding != "" {
 			rebuilding = fmt.Sprintf("%s at %s", s.Rebuilding, optU(s.RebuildCheckpoint, "start"))
-			if s.RebuildError != "" {
+			switch {
+			case len(s.RebuildBy) > 0:
+				rebuilding += ", run by " + strings.Join(s.RebuildBy, ", ")
+			case s.RebuildError != "":
 				rebuilding += ", stopped (below)"
+			default:
+				rebuilding += ", interrupted: no process runs it (rebuild resumes it)"
 			}
 		}
 		group := "-"
