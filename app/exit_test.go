@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -214,5 +215,26 @@ func TestStatus_of_a_data_dir_that_does_not_exist_fails_and_makes_none(t *testin
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("status made %s: %v", dir, err)
+	}
+}
+
+// With the event store down, status shows what the store knows (the
+// checkpoints, parked events, errors), without the head, then exits 1:
+// during an outage is when it matters.
+func TestStatus_with_the_event_store_down_shows_the_store_and_exits_1(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "")
+	cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	code, out, stderr := run(c, nil, "status", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", servers.MongoURI(), "--database", db.Name())
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if code != 1 || !strings.Contains(out, "tickets") || !strings.Contains(out, strconv.FormatUint(servers.Head(), 10)) ||
+		!strings.Contains(stderr, "the event store did not answer") || !strings.Contains(lines[len(lines)-1], "127.0.0.1:1") {
+		t.Fatalf("status with the event store down: exit %d, want 1 after the table with the checkpoint, and the error last\n%s\n%s", code, out, stderr)
 	}
 }

@@ -84,6 +84,9 @@ type statusConfig struct {
 	servers
 	projections, group string
 	asJSON, showParked bool
+	// unreached is why the event store given with --esdb did not answer:
+	// the store's side is shown all the same, without the head.
+	unreached error
 }
 
 func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
@@ -109,10 +112,18 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	}
 	var client eventStore
 	if c.esdb != "" {
-		if client, err = dial(ctx, c.servers, nil); err != nil {
+		client, err = dial(ctx, c.servers, nil)
+		switch {
+		case err != nil && c.group != "":
 			return err
+		case err != nil:
+			// What the store says matters most while the event store is
+			// down: it is shown, and status exits 1 after it.
+			c.unreached, client = err, nil
+			fmt.Fprintln(inv.Stderr, "(the event store did not answer, as said last: the head and the events behind are not known: ?)")
+		default:
+			defer client.Close()
 		}
-		defer client.Close()
 	}
 	store, err := x.openStoreToRead(ctx, c.servers, inv.Stderr)
 	if err != nil {
@@ -120,9 +131,11 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	}
 	defer store.Close()
 	if c.showParked {
-		return c.printParked(ctx, inv, store.Store, client, selected)
+		err = c.printParked(ctx, inv, store.Store, client, selected)
+	} else {
+		err = c.print(ctx, inv, store.Store, client, selected)
 	}
-	return c.print(ctx, inv, store.Store, client, selected)
+	return cmp.Or(err, c.unreached)
 }
 
 // printParked prints the parked events of the projections (--parked): the
@@ -166,7 +179,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		}
 		return cmp.Or(c.noGroups(groupsMissing(lines)), notRunning(lines))
 	}
-	if client == nil {
+	if client == nil && c.unreached == nil {
 		fmt.Fprintf(inv.Stderr, "(without --esdb the head and the events behind are not known: ?)\n")
 	}
 	for _, s := range lines {
