@@ -350,6 +350,9 @@ func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testin
 	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked, 0 held; 0 streams folded from their history); readers now use picky_r") {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
 	}
+	if !strings.Contains(stderr, "picky: 1 events parked in picky_r") || !strings.Contains(stderr, "replay-parked picky applies them") {
+		t.Errorf("the rebuild's switch does not say what readers now see without:\n%s", stderr)
+	}
 }
 
 // desks is a read model of one document per desk, fed by ticket streams: a

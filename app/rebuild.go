@@ -302,7 +302,38 @@ func switchReaders(ctx context.Context, store *mongostore.Store, p Projection, b
 	if err := store.ClearError(ctx, building); err != nil {
 		fmt.Fprintf(stderr, "clearing the error an earlier attempt recorded: %v\n", err)
 	}
-	return store.FinishRebuild(ctx, p.Definition.Name(), building, p.Definition.Collection())
+	switched, err := store.FinishRebuild(ctx, p.Definition.Name(), building, p.Definition.Collection())
+	if err == nil {
+		noteParkedIn(ctx, store, p.Definition.Name(), building, stderr)
+	}
+	return switched, err
+}
+
+// noteParkedIn says on stderr how many events the build into collection
+// parked or held, this process's or an interrupted attempt's before it, or
+// another process's segments': readers now see their documents without
+// them (a replay into the collection readers used before does not carry
+// over), until replay-parked applies them.
+func noteParkedIn(ctx context.Context, store *mongostore.Store, name, collection string, stderr io.Writer) {
+	parked, err := store.Parked(ctx, name)
+	if err != nil {
+		fmt.Fprintf(stderr, "counting the events the rebuild parked: %v\n", err)
+		return
+	}
+	n, held := 0, 0
+	for _, pe := range parked {
+		if pe.Collection != collection {
+			continue
+		}
+		n++
+		if pe.Held {
+			held++
+		}
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "%s: %d events parked in %s (%d of them held), now what readers see without them: replay-parked %s applies them once fixed (status --parked lists them)\n",
+			name, n, collection, held, name)
+	}
 }
 
 // previousText says what became of the collection readers used before a
