@@ -621,7 +621,11 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 			tw.Flush()
 			return err
 		}
+		behind := heldBehind{w: tw}
 		for _, p := range parked {
+			if behind.add(p) {
+				continue
+			}
 			held := ""
 			switch {
 			case p.Held:
@@ -642,12 +646,51 @@ func printParked(ctx context.Context, w, stderr io.Writer, store *mongostore.Sto
 			n++
 			fmt.Fprintf(tw, "%s\t%s@%d\t%s\t%s\t%s\t%s%s\n", p.Projection, p.StreamID, p.StreamRevision, p.Type, optT(p.ParkedAt), plural(p.Attempts, "attempt"), held, strings.ReplaceAll(firstLine(p.Error, "its record in "+mongostore.ParkedCollection), "\t", " "))
 		}
+		behind.flush()
 	}
 	if n == 0 {
 		// Said on stderr: stdout, the rows, stays empty for a script.
 		fmt.Fprintln(stderr, "no parked or held events")
 	}
 	return tw.Flush()
+}
+
+// heldBehind counts, for the listing of parked events, the events held
+// behind the one that holds a document (which is listed), and lists them
+// as one row: a summary held for long holds thousands (--json lists each).
+type heldBehind struct {
+	w               io.Writer
+	doc, collection string
+	projection      string
+	n               int
+	from, to        time.Time
+}
+
+// add counts p, the next record in order, when it is held behind the
+// event listed before it in its document, and reports whether it did;
+// another document's record first lists the count of the one before.
+func (h *heldBehind) add(p projector.ParkedEvent) bool {
+	if p.Held && h.doc != "" && p.Document == h.doc && p.Collection == h.collection && p.Error == projector.ErrHeld.Error() {
+		if h.n == 0 {
+			h.from = p.ParkedAt
+		}
+		h.n, h.to = h.n+1, p.ParkedAt
+		return true
+	}
+	h.flush()
+	if p.Held {
+		h.doc, h.collection, h.projection = p.Document, p.Collection, p.Projection
+	}
+	return false
+}
+
+// flush lists the count of the held events counted since the last.
+func (h *heldBehind) flush() {
+	if h.n > 0 {
+		fmt.Fprintf(h.w, "%s\t%s\t-\t%s to %s\t-\theld %s: held behind the event above, in order (status --parked --json lists each)\n",
+			h.projection, plural(h.n, "more event"), optT(h.from), optT(h.to), h.doc)
+	}
+	h.doc, h.n = "", 0
 }
 
 // parkedInOrder is projection p's parked events as status lists them: the
