@@ -193,7 +193,10 @@ type replay struct {
 	store  *mongostore.Store
 	eng    *projector.Engine
 	stdout io.Writer
-	failed int
+	// failed counts the events not applied: those that still fail (one a
+	// held document, and the parked ones), and, of them, behind the events
+	// still held behind one that fails.
+	failed, behind int
 	// applied counts the parked (not held) events applied, out of their
 	// order.
 	applied int
@@ -239,7 +242,7 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if r.applied > 0 {
 		fmt.Fprintln(stdout, replayNote(p, streams != nil, x.name()))
 	}
-	return stillFailing(r.failed)
+	return stillFailing(r.failed, r.behind)
 }
 
 // replayNote says how exact the documents of p are once parked events were
@@ -336,8 +339,9 @@ func (r *replay) document(ctx context.Context, doc string, events []projector.Pa
 		return nil
 	}
 	r.failed += len(rep.Left)
+	r.behind += len(rep.Left) - 1
 	first := rep.Left[0]
-	fmt.Fprintf(r.stdout, "  still held: document %s at %s@%d (%s), %d events held: %v\n", doc, first.StreamID, first.StreamRevision, first.Type, len(rep.Left), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
+	fmt.Fprintf(r.stdout, "  still held: document %s at %s@%d (%s), %s held: %v\n", doc, first.StreamID, first.StreamRevision, first.Type, plural(len(rep.Left), "event"), firstLine(fmt.Sprint(rep.Err), "its record in "+mongostore.ParkedCollection))
 	return r.store.Replayed(ctx, first, rep.Err)
 }
 
@@ -361,10 +365,16 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 
 // stillFailing is the error of a replay after which failed events still
 // fail, and stay parked; nil when none does.
-func stillFailing(failed int) error {
+func stillFailing(failed, behind int) error {
 	switch {
 	case failed == 0:
 		return nil
+	case behind > 0:
+		verb := "fail"
+		if failed-behind == 1 {
+			verb = "fails"
+		}
+		return fmt.Errorf("%s still %s, and %s held behind: they stay parked", plural(failed-behind, "event"), verb, plural(behind, "more event"))
 	case failed == 1:
 		return errors.New("1 event still fails; it stays parked")
 	}
