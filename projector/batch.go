@@ -621,6 +621,9 @@ func (b *batchRun) handleEach(ctx context.Context) {
 // gate, or its strategy's read-decide-write), in order, until an event fails.
 func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 	t := target{p, d.id}
+	if !b.failed && d.behind == nil && b.holdsAll(ctx, t, d) {
+		return
+	}
 	for k, i := range d.idx {
 		res := Result{Projection: p.Name(), Document: d.id, Outcome: Failed, Err: ErrNotHandled}
 		switch {
@@ -639,6 +642,25 @@ func (b *batchRun) slowDoc(ctx context.Context, p Definition, d *docEvents) {
 		}
 		b.out[i] = append(b.out[i], res)
 	}
+}
+
+// holdsAll holds every event of d behind the event that holds its
+// document, a summary's, at once ([Engine.holdAllBehind]), and reports
+// whether it did.
+func (b *batchRun) holdsAll(ctx context.Context, t target, d *docEvents) bool {
+	evs := make([]Event, len(d.idx))
+	for k, i := range d.idx {
+		evs[k], _ = b.decode(i)
+	}
+	results, ok := b.holdAllBehind(ctx, t, evs)
+	if !ok {
+		return false
+	}
+	for k, i := range d.idx {
+		b.out[i] = append(b.out[i], results[k])
+		b.note(results[k])
+	}
+	return true
 }
 
 func (b *batchRun) note(results ...Result) {

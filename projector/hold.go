@@ -255,6 +255,50 @@ func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
 	return e.report(t, ev, permanent(ErrHeld), Held)
 }
 
+// holdAllBehind is holdBehind for evs, events of document t in order, when
+// t is held and fed by many streams (a [RevisionMap] summary, whose held
+// document meets every later event of all its streams): one look at the
+// holds and one read of the document for all of them, which nothing
+// changes while it is held, instead of both for each. ok is false when t
+// is not held, or kept otherwise (the gate holds in its queue), and nothing
+// was done. A failure to record one fails it, and leaves the rest alone.
+func (e *Engine) holdAllBehind(ctx context.Context, t target, evs []Event) (results []Result, ok bool) {
+	k := e.keeperOf(t.p)
+	if _, guarded := k.(revisionMap); !guarded || e.policyOf(t.p) != Hold {
+		return nil, false
+	}
+	if held, err := e.isHeld(ctx, t); err != nil || !held {
+		return nil, false // a failed look: each event looks again, and fails
+	}
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	if err != nil {
+		return nil, false
+	}
+	read := stored{found: found, meta: meta}
+	for i, ev := range evs {
+		if v, _ := k.check(read, ev, t.p.creates(ev)); v == duplicate {
+			results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate})
+			continue
+		}
+		rec := parkedOf(t, ev, ErrHeld, 0)
+		rec.Held = true
+		recorded, err := e.parker.Park(ctx, rec)
+		switch {
+		case err != nil:
+			results = append(results, e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1}))
+			for range evs[i+1:] {
+				results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Failed, Err: ErrNotHandled})
+			}
+			return results, true
+		case !recorded:
+			results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}) // delivered again: held once
+		default:
+			results = append(results, e.report(t, ev, permanent(ErrHeld), Held))
+		}
+	}
+	return results, true
+}
+
 // hasApplied reports whether document t has ev's effect, by its strategy's
 // check.
 func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, error) {
