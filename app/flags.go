@@ -41,8 +41,8 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 }
 
 // parseArgs parses args into fs, quietly: a bad flag is one line and a
-// pointer to --help, not the whole usage. With named, a NAME may come before
-// or after the flags; it is returned ("" when none).
+// pointer to --help, not the whole usage. With named, a NAME may come before,
+// between or after the flags; it is returned ("" when none).
 func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 	name := ""
 	if named && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -53,6 +53,11 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 	fs.SetOutput(&discard)
 	fs.Usage = func() {}
 	err := fs.Parse(args)
+	if err == nil && named && name == "" && fs.NArg() > 1 && !strings.HasPrefix(fs.Arg(0), "-") {
+		// The NAME between flags: the flag package stops at it.
+		name = fs.Arg(0)
+		err = fs.Parse(fs.Args()[1:])
+	}
 	fs.SetOutput(out)
 	fs.Usage = usage
 	switch {

@@ -89,3 +89,13 @@ func TestRebuild_begun_in_one_process_is_not_resumed_in_segments(t *testing.T) {
 		t.Fatalf("rebuild in one process: exit %d\n%s\n%s", code, out, stderr)
 	}
 }
+
+// A command's NAME may come between its flags: the flags after it are read
+// too, and a wrong one is named.
+func TestRebuild_NAME_between_flags(t *testing.T) {
+	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
+	code, _, stderr := run(c, nil, "rebuild", "--esdb", "esdb://127.0.0.1:1?tls=false", "threads", "--on-failure", "xx", "--mongo", "mongodb://127.0.0.1:1")
+	if code != 2 || strings.Contains(stderr, "unexpected arguments") || !strings.Contains(stderr, "xx") {
+		t.Fatalf("rebuild with NAME between flags and a wrong --on-failure: exit %d, want 2 naming the wrong value\n%s", code, stderr)
+	}
+}
