@@ -252,7 +252,8 @@ func replayNote(p Projection, streams bool, binary string) string {
 	switch {
 	case p.Definition.Strategy() == projector.StreamRevision() && streams:
 		return "note: each document was folded anew from its stream, the replayed events in their places: exact for any read model " +
-			"(an event of it that still fails is left out and stays parked)"
+			"(an event of it that still fails is left out and stays parked); where its stream no longer starts at revision 0 " +
+			"(truncated, or deleted and written again) or the document is marked deleted, an event applied to it as it was, after the events since"
 	case p.Definition.Strategy() == projector.StreamRevision():
 		return fmt.Sprintf("note: a parked event applied to its document as it is now, after the events that came since it: exact for steps that commute "+
 			"(counts, sums, sets); with --esdb, each document is folded anew from its stream instead, the event in its place, exact for any read model "+

@@ -88,11 +88,11 @@ func (gated) replayOnce(ctx context.Context, e *Engine, t target, ev Event, pe P
 
 // replayedState is the state of gated document t (read at head, with
 // state) once parked event ev is replayed into it: folded anew from its
-// stream when events after ev were applied since it was parked
-// ([Engine.refold]); else ev applied to it as it is, which is exact when ev
-// is the last event the document has.
+// stream ([Engine.refold]) where the engine can; else ev applied to it as
+// it is, which is exact when ev is the last event the document has, or its
+// steps commute.
 func (e *Engine) replayedState(ctx context.Context, t target, ev Event, head driver.Head, state any) (any, error) {
-	if e.refolds(t, ev, head) {
+	if e.refolds(t, head) {
 		next, err := e.refold(ctx, t, ev.StreamID, head.Revision, ev)
 		switch {
 		case err == nil:
