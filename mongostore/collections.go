@@ -66,7 +66,10 @@ func (s *Store) ActiveCollection(ctx context.Context, projection, def string) (s
 	var c Collections
 	var err error
 	if projection == "" {
-		err = s.db.Collection(collectionsCollection).FindOne(ctx, bson.D{{Key: fieldDef, Value: def}}).Decode(&c)
+		// The latest switch: a projection renamed that kept its collection
+		// left its old name's record, with the same def.
+		latest := options.FindOne().SetSort(bson.D{{Key: "switchedAt", Value: -1}})
+		err = s.db.Collection(collectionsCollection).FindOne(ctx, bson.D{{Key: fieldDef, Value: def}}, latest).Decode(&c)
 		if errors.Is(err, mongo.ErrNoDocuments) {
 			err = nil
 		} else if err != nil {
@@ -118,7 +121,7 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 	if prev == "" {
 		prev = def
 	}
-	next := Collections{Active: c.Building, Previous: prev, Switched: time.Now().UTC()}
+	next := Collections{Active: c.Building, Previous: prev, Switched: time.Now().UTC(), Groups: c.Groups}
 	filter := bson.D{{Key: fieldID, Value: projection}, {Key: "building", Value: c.Building}}
 	rec := struct {
 		Collections `bson:",inline"`

@@ -25,8 +25,10 @@ import (
 // FerretDB creates one, through an event trigger on CREATE TABLE that it
 // installs in the database once; FerretDB does not know the index
 // (listIndexes leaves it out), and PostgreSQL drops it with its table.
-// Tables made before the trigger existed are indexed when the server
-// starts. An event trigger needs a superuser: without one, the server
+// The trigger takes only FerretDB's tables (a jsonb column _jsonb, in a
+// schema with FerretDB's metadata table), and a failure to index one is a
+// warning, never a failed CREATE TABLE. Tables made before the trigger
+// existed are indexed when a server starts. An event trigger needs a superuser: without one, the server
 // logs that lookups by _id read whole tables, and runs all the same.
 const (
 	pgTrigger = "projector_index_by_id"
@@ -40,10 +42,14 @@ BEGIN
 END $f$;
 CREATE OR REPLACE FUNCTION projector_index_table(t oid) RETURNS void LANGUAGE plpgsql AS $f$
 BEGIN
-  IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = '_jsonb' AND NOT attisdropped)
+  IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = t AND attname = '_jsonb' AND atttypid = 'jsonb'::regtype AND NOT attisdropped)
+     AND EXISTS (SELECT 1 FROM pg_class c JOIN pg_class m ON m.relnamespace = c.relnamespace
+                 WHERE c.oid = t AND m.relname = '_ferretdb_database_metadata')
      AND NOT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = t AND pg_get_indexdef(indexrelid) LIKE '%jsonb_path_ops%') THEN
     EXECUTE format('CREATE INDEX ON %s USING gin ((_jsonb -> ''_id'') jsonb_path_ops)', t::regclass);
   END IF;
+EXCEPTION WHEN OTHERS THEN
+  RAISE WARNING 'projector: no index of the lookups by _id on %: %', t::regclass, SQLERRM;
 END $f$;`
 	pgEventTrigger = `CREATE EVENT TRIGGER projector_index_by_id ON ddl_command_end WHEN TAG IN ('CREATE TABLE')
   EXECUTE FUNCTION projector_index_by_id()`
@@ -55,7 +61,7 @@ END $f$;`
 // pgIndexByID installs, in the database of url, the event trigger that
 // gives every table FerretDB creates the index of its lookups by _id, and
 // gives it to the tables already there. It is idempotent, and several
-// servers may install it at once.
+// servers may run it at once.
 func pgIndexByID(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -70,30 +76,28 @@ func pgIndexByID(ctx context.Context, url string) error {
 		return err
 	}
 	defer conn.Release()
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = $1)`, pgTrigger).Scan(&exists); err != nil {
-		return err
-	}
-	if exists {
-		return nil
-	}
-	// One server at a time installs it: the others wait, then find it.
+	// One server at a time: the functions are replaced (this version's),
+	// the trigger made if missing, and the tables there indexed (those made
+	// while an earlier pass failed, or before the trigger).
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, pgTrigger); err != nil {
 		return err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtext($1))`, pgTrigger)
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = $1)`, pgTrigger).Scan(&exists); err != nil || exists {
-		return err
-	}
 	if _, err := conn.Exec(ctx, pgInstall); err != nil {
 		return fmt.Errorf("installing the indexing functions: %w", err)
 	}
-	if _, err := conn.Exec(ctx, pgEventTrigger); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "42501" {
-			return fmt.Errorf("an event trigger needs a superuser: %w", err)
-		}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname = $1)`, pgTrigger).Scan(&exists); err != nil {
 		return err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, pgEventTrigger); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "42501" {
+				return fmt.Errorf("an event trigger needs a superuser: %w", err)
+			}
+			return err
+		}
 	}
 	_, err = conn.Exec(ctx, pgIndexExisting)
 	return err
