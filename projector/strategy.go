@@ -176,7 +176,9 @@ var ErrNoTransactions = errors.New("the server has no multi-document transaction
 // After a rebuild has switched readers to a new collection, it reads that
 // one, on a store that records the switch (mongostore): p's own
 // collection is the old one. A copy of p in a collection of its own
-// ([Copy]) reads that collection.
+// ([Copy]) reads that collection. A document whose stream was deleted,
+// kept under [MarkDeleted], is found, with its state as it was: the store
+// marks it (mongostore's field _deleted), for readers that query it.
 func ReadDocument(ctx context.Context, store driver.Store, p Definition, id string, state any) (found bool, revision int64, err error) {
 	collection := p.Collection()
 	if !p.copied() {
