@@ -98,12 +98,13 @@ func rvHandle(t *testing.T, e *projector.Engine, evs []projector.Event) {
 	}
 }
 
-// rvReplayAll replays the parked events of "rv" in the order they were
-// parked, as replay-parked does, marking the applied ones replayed.
-func rvReplayAll(t *testing.T, e *projector.Engine, s *mongostore.Store) map[uint64]projector.Result {
+// rvReplayAll replays the parked events of projection name in the order
+// they were parked, as replay-parked does, marking the applied ones
+// replayed, and returns their results by stream revision.
+func rvReplayAll(t *testing.T, e *projector.Engine, s *mongostore.Store, name string) map[uint64]projector.Result {
 	t.Helper()
 	ctx := context.Background()
-	parked, err := s.Parked(ctx, "rv")
+	parked, err := s.Parked(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestReplay_of_two_parked_events_applies_the_last_one_once(t *testing.T) {
 	e := rvEngine(t, s, s, evs, p)
 	rvHandle(t, e, evs)
 	f.broken.Store(false)
-	rs := rvReplayAll(t, e, s)
+	rs := rvReplayAll(t, e, s, "rv")
 	for rev, r := range rs {
 		if r.Outcome != projector.Applied && r.Outcome != projector.Duplicate {
 			t.Errorf("replay of revision %d: %v %v", rev, r.Outcome, r.Err)
@@ -183,7 +184,7 @@ func TestReplay_folding_anew_applies_a_creation_after_an_event_passed_over(t *te
 		t.Fatalf("live: %+v, want it opened", got)
 	}
 	f.broken.Store(false)
-	rs := rvReplayAll(t, e, s)
+	rs := rvReplayAll(t, e, s, "rv")
 	if r := rs[2]; r.Outcome != projector.Applied {
 		t.Fatalf("replay: %v %v", r.Outcome, r.Err)
 	}
@@ -302,7 +303,7 @@ func TestReplay_folding_anew_fails_when_an_event_replayed_before_fails_now(t *te
 	// Build A: revision 1 fixed, revision 2 still fails.
 	f.broken.Store(false)
 	f.fail2.Store(true)
-	rs := rvReplayAll(t, e, s)
+	rs := rvReplayAll(t, e, s, "rv")
 	if rs[1].Outcome != projector.Applied || rs[2].Outcome != projector.Failed {
 		t.Fatalf("build A: %+v", rs)
 	}
@@ -312,7 +313,7 @@ func TestReplay_folding_anew_fails_when_an_event_replayed_before_fails_now(t *te
 	// Build B: revision 2 fixed, but revision 1 fails again.
 	f.fail2.Store(false)
 	f.strict.Store(true)
-	rs = rvReplayAll(t, e, s)
+	rs = rvReplayAll(t, e, s, "rv")
 	got := rvRead(t, s, p, "5")
 	left, _ := s.Parked(ctx, "rv")
 	hasRecord := false
@@ -346,7 +347,7 @@ func TestReplay_without_stream_folds_keeps_the_positions(t *testing.T) {
 	rvHandle(t, e, evs)
 	before := rvRead(t, s, p, "6").Positions
 	f.broken.Store(false)
-	if r := rvReplayAll(t, e, s)[2]; r.Outcome != projector.Applied {
+	if r := rvReplayAll(t, e, s, "rv")[2]; r.Outcome != projector.Applied {
 		t.Fatalf("replay: %v %v", r.Outcome, r.Err)
 	}
 	if got := rvRead(t, s, p, "6"); !reflect.DeepEqual(got.Positions, before) {

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
@@ -70,28 +69,6 @@ func tickets(broken *atomic.Bool) *projector.Projection[ticket] {
 	return p
 }
 
-// replayAll replays every parked event of tickets, in the order they were
-// parked, and returns their outcomes by stream revision.
-func replayAll(t *testing.T, e *projector.Engine, s *mongostore.Store) map[uint64]projector.Result {
-	t.Helper()
-	ctx := context.Background()
-	parked, err := s.Parked(ctx, "tickets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[uint64]projector.Result{}
-	for _, pe := range parked {
-		r := e.Replay(ctx, pe)
-		out[pe.StreamRevision] = r
-		if r.Outcome == projector.Applied {
-			if err := s.Replayed(ctx, pe, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return out
-}
-
 // A parked event replayed into a document that later events have moved on
 // gets its effect in its place, not last: the document is folded anew from
 // its stream. Applied last, the assignment to agent-7 would win over the
@@ -120,7 +97,7 @@ func TestReplay_under_the_revision_gate_folds_the_document_anew_from_its_stream(
 		}
 	}
 	broken.Store(false)
-	rs := replayAll(t, e, s)
+	rs := rvReplayAll(t, e, s, "tickets")
 	if r := rs[1]; r.Outcome != projector.Applied {
 		t.Fatalf("replay of the assignment: %v %v", r.Outcome, r.Err)
 	}
@@ -165,7 +142,7 @@ func TestReplay_folding_anew_leaves_out_what_still_fails(t *testing.T) {
 		}
 	}
 	broken.Store(false)
-	rs := replayAll(t, e, s)
+	rs := rvReplayAll(t, e, s, "tickets")
 	if r := rs[1]; r.Outcome != projector.Failed || !errors.Is(r.Err, projector.ErrPanic) {
 		t.Errorf("replay of the comment that still panics: %v %v", r.Outcome, r.Err)
 	}
@@ -229,7 +206,7 @@ func TestReplay_of_a_truncated_stream_applies_the_event_to_the_document_as_it_is
 		}
 	}
 	broken.Store(false)
-	if r := replayAll(t, e, s)[1]; r.Outcome != projector.Applied {
+	if r := rvReplayAll(t, e, s, "tickets")[1]; r.Outcome != projector.Applied {
 		t.Fatalf("replay: %v %v", r.Outcome, r.Err)
 	}
 	if got, want := readTicket(t, s, p, "1"), (ticket{Title: "printer", Agent: "agent-7", Handovers: 1, Comments: nil}); !reflect.DeepEqual(got, want) {

@@ -124,29 +124,7 @@ func TestStart_indexes_the_lookup_by_id_of_a_collection_created_while_it_runs(t 
 	}
 	waitIndexed(t, dir, "shop", "orders")
 
-	// Reads and writes by _id find the same documents, and FerretDB lists
-	// its own indexes only.
-	r, err := orders.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}, bson.D{{Key: "n", Value: -42}})
-	if err != nil || r.MatchedCount != 1 {
-		t.Fatalf("replace by _id: %v, %+v", err, r)
-	}
-	var got struct{ N int }
-	if err := orders.FindOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}).Decode(&got); err != nil || got.N != -42 {
-		t.Fatalf("find by _id: %v, %+v", err, got)
-	}
-	if d, err := orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: "doc-7"}}); err != nil || d.DeletedCount != 1 {
-		t.Fatalf("delete by _id: %v, %+v", err, d)
-	}
-	if n, err := orders.CountDocuments(ctx, bson.D{}); err != nil || n != big-1 {
-		t.Fatalf("count: %d, %v; want %d", n, err, big-1)
-	}
-	specs, err := orders.Indexes().ListSpecifications(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(specs) != 1 || specs[0].Name != "_id_" {
-		t.Fatalf("listIndexes: %+v, want FerretDB's _id_ alone", specs)
-	}
+	byIDStillRight(t, orders)
 
 	// A collection dropped and created again under its name is a new
 	// table, indexed in its turn.
@@ -231,5 +209,34 @@ func TestStart_indexes_beside_a_users_index_of_the_same_name(t *testing.T) {
 	waitIndexed(t, dir, "yard", "after")
 	if _, err := after.Indexes().CreateOne(ctx, named); err != nil {
 		t.Fatalf("an index named projector_by_id after the server's: %v", err)
+	}
+}
+
+// byIDStillRight checks, on coll of big documents (insert), that reads and
+// writes by _id find the same documents with the server's index, and that
+// FerretDB lists its own indexes only.
+func byIDStillRight(t *testing.T, orders *mongo.Collection) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := orders.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}, bson.D{{Key: "n", Value: -42}})
+	if err != nil || r.MatchedCount != 1 {
+		t.Fatalf("replace by _id: %v, %+v", err, r)
+	}
+	var got struct{ N int }
+	if err := orders.FindOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}).Decode(&got); err != nil || got.N != -42 {
+		t.Fatalf("find by _id: %v, %+v", err, got)
+	}
+	if d, err := orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: "doc-7"}}); err != nil || d.DeletedCount != 1 {
+		t.Fatalf("delete by _id: %v, %+v", err, d)
+	}
+	if n, err := orders.CountDocuments(ctx, bson.D{}); err != nil || n != big-1 {
+		t.Fatalf("count: %d, %v; want %d", n, err, big-1)
+	}
+	specs, err := orders.Indexes().ListSpecifications(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 1 || specs[0].Name != "_id_" {
+		t.Fatalf("listIndexes: %+v, want FerretDB's _id_ alone", specs)
 	}
 }

@@ -102,29 +102,7 @@ func TestStart_on_PostgreSQL_indexes_the_lookup_by_id_of_every_collection(t *tes
 		t.Fatalf("FerretDB's lookup by _id reads the whole table: %s", p)
 	}
 
-	// Reads and writes by _id find the same documents, and FerretDB lists
-	// its own indexes only.
-	r, err := orders.ReplaceOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}, bson.D{{Key: "n", Value: -42}})
-	if err != nil || r.MatchedCount != 1 {
-		t.Fatalf("replace by _id: %v, %+v", err, r)
-	}
-	var got struct{ N int }
-	if err := orders.FindOne(ctx, bson.D{{Key: "_id", Value: "doc-42"}}).Decode(&got); err != nil || got.N != -42 {
-		t.Fatalf("find by _id: %v, %+v", err, got)
-	}
-	if d, err := orders.DeleteOne(ctx, bson.D{{Key: "_id", Value: "doc-7"}}); err != nil || d.DeletedCount != 1 {
-		t.Fatalf("delete by _id: %v, %+v", err, d)
-	}
-	if n, err := orders.CountDocuments(ctx, bson.D{}); err != nil || n != big-1 {
-		t.Fatalf("count: %d, %v; want %d", n, err, big-1)
-	}
-	specs, err := orders.Indexes().ListSpecifications(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(specs) != 1 || specs[0].Name != "_id_" {
-		t.Fatalf("listIndexes: %+v, want FerretDB's _id_ alone", specs)
-	}
+	byIDStillRight(t, orders)
 
 	// A collection dropped and created again is a new table, indexed too;
 	// an index of the user's on it is no conflict.
