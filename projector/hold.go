@@ -235,24 +235,11 @@ func (e *Engine) markHeld(t target) {
 // holdBehind records ev behind the event that holds document t, unless the
 // document has ev's effect already (a duplicate).
 func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
-	applied, err := e.hasApplied(ctx, t, ev)
+	read, err := e.readApplied(ctx, t)
 	if err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
 	}
-	if applied {
-		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
-	}
-	rec := parkedOf(t, ev, ErrHeld, 0)
-	rec.Held = true
-	recorded, err := e.parker.Park(ctx, rec)
-	switch {
-	case err != nil:
-		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1})
-	case !recorded:
-		// Delivered again: held once.
-		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
-	}
-	return e.report(t, ev, permanent(ErrHeld), Held)
+	return e.holdUnlessApplied(ctx, t, ev, read)
 }
 
 // holdAllBehind is holdBehind for evs, events of document t in order, when
@@ -263,65 +250,59 @@ func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
 // is not held, or kept otherwise (the gate holds in its queue), and nothing
 // was done. A failure to record one fails it, and leaves the rest alone.
 func (e *Engine) holdAllBehind(ctx context.Context, t target, evs []Event) (results []Result, ok bool) {
-	k := e.keeperOf(t.p)
-	if _, guarded := k.(revisionMap); !guarded || e.policyOf(t.p) != Hold {
+	if _, guarded := e.keeperOf(t.p).(revisionMap); !guarded || e.policyOf(t.p) != Hold {
 		return nil, false
 	}
 	if held, err := e.isHeld(ctx, t); err != nil || !held {
 		return nil, false // a failed look: each event looks again, and fails
 	}
-	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	read, err := e.readApplied(ctx, t)
 	if err != nil {
 		return nil, false
 	}
-	read := stored{found: found, meta: meta}
 	for i, ev := range evs {
-		if v, _ := k.check(read, ev, t.p.creates(ev)); v == duplicate {
-			results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate})
-			continue
-		}
-		rec := parkedOf(t, ev, ErrHeld, 0)
-		rec.Held = true
-		recorded, err := e.parker.Park(ctx, rec)
-		switch {
-		case err != nil:
-			results = append(results, e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1}))
+		r := e.holdUnlessApplied(ctx, t, ev, read)
+		results = append(results, r)
+		if r.Outcome == Failed {
 			for range evs[i+1:] {
 				results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Failed, Err: ErrNotHandled})
 			}
-			return results, true
-		case !recorded:
-			results = append(results, Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}) // delivered again: held once
-		default:
-			results = append(results, e.report(t, ev, permanent(ErrHeld), Held))
+			break
 		}
 	}
 	return results, true
 }
 
-// hasApplied reports whether document t has ev's effect, by its strategy's
-// check.
-func (e *Engine) hasApplied(ctx context.Context, t target, ev Event) (bool, error) {
-	k := e.keeperOf(t.p)
-	var read stored
-	switch k.(type) {
-	case streamRevision:
-		head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
-		if err != nil {
-			return false, err
-		}
-		read = stored{found: found, rev: head.Revision, stream: head.Stream}
-	default:
-		// The meta alone: a summary's state can be large, and a held one
-		// is read for every event held behind it.
-		meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
-		if err != nil {
-			return false, err
-		}
-		read = stored{found: found, meta: meta}
+// holdUnlessApplied records ev behind the event that holds document t, as
+// read, unless the document has ev's effect already, by its strategy's
+// check (a duplicate), or ev is recorded already (delivered again: held
+// once, a duplicate too).
+func (e *Engine) holdUnlessApplied(ctx context.Context, t target, ev Event, read stored) Result {
+	if v, _ := e.keeperOf(t.p).check(read, ev, t.p.creates(ev)); v == duplicate {
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	v, _ := k.check(read, ev, t.p.creates(ev))
-	return v == duplicate, nil
+	rec := parkedOf(t, ev, ErrHeld, 0)
+	rec.Held = true
+	recorded, err := e.parker.Park(ctx, rec)
+	switch {
+	case err != nil:
+		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1})
+	case !recorded:
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
+	return e.report(t, ev, permanent(ErrHeld), Held)
+}
+
+// readApplied reads what document t says of the events it has applied, as
+// its strategy keeps it: the meta alone (a summary's state can be large,
+// and a held one is read for the events held behind it).
+func (e *Engine) readApplied(ctx context.Context, t target) (stored, error) {
+	if _, gated := e.keeperOf(t.p).(streamRevision); gated {
+		head, found, err := e.docs().Load(ctx, t.p.Collection(), t.id, 0, nil)
+		return stored{found: found, rev: head.Revision, stream: head.Stream}, err
+	}
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	return stored{found: found, meta: meta}, err
 }
 
 // parkedOf is the record of ev failing in document t.
