@@ -1,35 +1,16 @@
 package projector_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 )
-
-// syncBuffer is a log that the runner's goroutines may write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // unbatched is a store with guarded writes and no guarded batch writes
 // (no driver.GuardedBatchStore), as a user's own driver may be.
@@ -42,7 +23,7 @@ type unbatched struct {
 // what it logged.
 func newRunnerLogged(t *testing.T, store driver.Store, opts []projector.RunnerOption, defs ...projector.Definition) string {
 	t.Helper()
-	var log syncBuffer
+	var log lockedbuf.Buffer
 	e, err := projector.NewEngine(store, cart.Registry(), defs, projector.WithRetry(patient()),
 		projector.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 )
@@ -235,7 +236,7 @@ func TestBench_a_summary_is_compared_with_the_details_on_the_same_events(t *test
 }
 
 func TestDemo_hold_prints_connection_strings_that_run_and_status_accept(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr lockedbuf.Buffer
 	dataDir := t.TempDir()
 	demo := exec.Command(binary(t), "demo", "--carts", "5", "--events", "4", "--consumers", "1", "--drops", "0",
 		"--duplicates", "0", "--seed", "2", "--data-dir", dataDir, "--hold")
@@ -326,7 +327,7 @@ func TestDemo_does_not_print_the_password_of_its_MongoDB(t *testing.T) {
 
 // SIGINT stops the demo in the middle of its traffic, and it says so.
 func TestDemo_stops_on_SIGINT_in_the_middle_of_its_traffic(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr lockedbuf.Buffer
 	demo := exec.Command(binary(t), "demo", "--carts", "200", "--events", "20", "--rate", "200", "--data-dir", t.TempDir())
 	demo.Stdout, demo.Stderr = &stdout, &stderr
 	if err := demo.Start(); err != nil {

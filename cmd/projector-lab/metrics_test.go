@@ -1,39 +1,20 @@
 package main_test
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/revgate/projector/esdbtest"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/projector"
 )
-
-// syncBuffer is a buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
@@ -70,7 +51,7 @@ func TestRun_metrics_move_during_a_run_and_readyz_turns_ready_when_caught_up(t *
 		total += len(evs)
 	}
 
-	var stderr syncBuffer
+	var stderr lockedbuf.Buffer
 	cmd := exec.Command(binary(t), "run", "--esdb", srv.URI(), "--mongo", mongotest.URI(t), "--database", db.Name(), "--projections", "cart_details",
 		"--http", "127.0.0.1:0", "--checkpoint-interval", "100ms",
 		// Small batches: a batch folds its carts' streams to their ends, and

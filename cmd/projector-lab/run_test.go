@@ -24,6 +24,7 @@ import (
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -58,8 +59,8 @@ func appendCarts(t *testing.T, c *kurrentdb.Client, first, n, size int, into map
 // process is the projector binary running in the background.
 type process struct {
 	cmd    *exec.Cmd
-	stderr syncBuffer
-	stdout syncBuffer
+	stderr lockedbuf.Buffer
+	stdout lockedbuf.Buffer
 	done   chan struct{} // closed when the process has ended
 	base   string        // where it serves /metrics, when a test asked
 }

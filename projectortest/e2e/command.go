@@ -1,16 +1,15 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -23,7 +22,7 @@ type Running struct {
 	cancel         context.CancelFunc
 	done           chan struct{}
 	code           int
-	stdout, stderr lockedBuffer
+	stdout, stderr lockedbuf.Buffer
 }
 
 // StartCommand runs c's command line args ("run", "--esdb", ...) in the
@@ -207,21 +206,3 @@ func describe(st mongostore.CheckpointStatus) string {
 // checkpoint (stored every second or so while it moves) and clears the
 // error once it has caught up.
 const stoppedGrace = 10 * time.Second
-
-// lockedBuffer is a buffer written by the command while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
