@@ -145,7 +145,7 @@ func (r *Registry) Decode(e Event) (Event, error) {
 	if !ok {
 		return e, nil
 	}
-	v, err := f.decode(e.Data)
+	v, err := f.decode(e)
 	if err != nil {
 		err = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
 			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)

@@ -40,6 +40,12 @@ func Renamed(old ...string) RegisterOption {
 // [Register] panics when two upcasters of Go types do not chain (New is not
 // the next one's Old, or the last one's is not the registered type).
 //
+// Old may also be [Event]: fn then gets the event as stored (its type,
+// stream, revision, metadata, time), with Data the payload as the
+// upcasters before it left it, so that it can decide by the metadata:
+// drop the events a test tenant wrote, fill a field from who wrote it.
+// New is a payload's shape, never an Event.
+//
 // fn returns [DropEvent] to turn the event into none: no projection sees
 // it, and a document gated by stream revision moves past it as past any
 // event of a type its projection does not handle. Any other error, or a
@@ -54,18 +60,24 @@ func Renamed(old ...string) RegisterOption {
 // with version 1 in its metadata).
 //
 // The name from may also be the name the type has now: every event stored
-// under it then decodes through fn, which must be the last upcaster
-// ([Register] panics otherwise: the events it mends would go through the
-// older forms' upcasters too). That repairs payloads stored in a shape
-// that does not decode (a producer's bug), so that their parked events
-// replay: fn, from [json.RawMessage], mends the bad ones and passes the
-// others on as they are.
+// under it (or under a name it was [Renamed] from) then decodes through
+// fn, which must be the last upcaster, so that the events of the older
+// forms go through it too, after their own upcasters ([Register] panics
+// otherwise: the events it mends would go through the older forms'
+// upcasters too). That repairs payloads stored in a shape that does not
+// decode (a producer's bug), so that their parked events replay: fn, from
+// [json.RawMessage], mends the bad ones and passes the others on as they
+// are. From an [Event], it sees every event of the type, whatever its
+// form, with its metadata.
 func Upcast[Old, New any](from string, fn func(Old) (New, error)) RegisterOption {
 	in, out := reflect.TypeFor[Old](), reflect.TypeFor[New]()
 	for _, t := range []reflect.Type{in, out} {
 		if t == reflect.TypeFor[[]byte]() {
 			panic(fmt.Sprintf("projector: upcaster from %q: use json.RawMessage for the raw JSON, not []byte", from))
 		}
+	}
+	if out == whole || out == reflect.PointerTo(whole) || in == reflect.PointerTo(whole) {
+		panic(fmt.Sprintf("projector: upcaster from %q: an upcaster takes an Event (not a pointer to one) and gives the payload's next shape, not an Event", from))
 	}
 	s := upcaster{from: from, in: in, out: out, code: reflect.ValueOf(fn).Pointer(), fn: func(v any) (any, error) { return fn(v.(Old)) }}
 	return func(en *entry) { en.steps = append(en.steps, s) }
@@ -100,8 +112,12 @@ func (r *Registry) VersionField(field string) *Registry {
 	return r
 }
 
-// raw is the type of an upcaster's raw JSON.
-var raw = reflect.TypeFor[json.RawMessage]()
+// raw is the type of an upcaster's raw JSON; whole, of an upcaster that
+// takes the whole event.
+var (
+	raw   = reflect.TypeFor[json.RawMessage]()
+	whole = reflect.TypeFor[Event]()
+)
 
 // entry is one registration: the type, its name now, and its older forms.
 type entry struct {
@@ -148,7 +164,7 @@ func (en entry) forms() map[string]form {
 		if i+1 < len(en.steps) {
 			next = en.steps[i+1].in
 		}
-		if s.out != next && s.out != raw && next != raw {
+		if s.out != next && s.out != raw && next != raw && next != whole {
 			panic(fmt.Sprintf("projector: upcaster from %q of %q gives %v, but the next step takes %v", s.from, en.name, s.out, next))
 		}
 		if _, dup := out[s.from]; dup && (s.from != en.name || repairs) {
@@ -164,19 +180,26 @@ func (en entry) forms() map[string]form {
 		repairs = repairs || s.from == en.name
 		out[s.from] = form{t: en.t, name: en.name, steps: en.steps[i:], first: i, all: len(en.steps)}
 	}
+	if repairs {
+		// The names the type was renamed from hold the shape it has now:
+		// their events go through the upcaster from the name now too.
+		last := len(en.steps) - 1
+		for _, old := range en.renamed {
+			out[old] = form{t: en.t, name: en.name, steps: en.steps[last:], first: last, all: len(en.steps)}
+		}
+	}
 	return out
 }
 
-// decode turns data, the payload of an event stored in form f, into the
-// registered type, through f's upcasters; nil with no error when one
-// dropped it.
-func (f form) decode(data []byte) (any, error) {
+// decode turns e's payload, stored in form f, into the registered type,
+// through f's upcasters; nil with no error when one dropped it.
+func (f form) decode(e Event) (any, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	v := any(json.RawMessage(data))
+	v := any(json.RawMessage(e.Data))
 	for i, s := range f.steps {
-		out, err := s.run(v)
+		out, err := s.run(v, e)
 		if errors.Is(err, DropEvent) {
 			return noEvent{}, nil
 		}
@@ -188,9 +211,15 @@ func (f form) decode(data []byte) (any, error) {
 	return as(v, f.t)
 }
 
-// run runs the upcaster on v, taken as its input type.
-func (s upcaster) run(v any) (out any, err error) {
-	in, err := as(v, s.in)
+// run runs the upcaster on v, taken as its input type: for one that takes
+// the whole event, e with v as its data.
+func (s upcaster) run(v any, e Event) (out any, err error) {
+	var in any
+	if s.in == whole {
+		in, err = withData(e, v)
+	} else {
+		in, err = as(v, s.in)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +229,20 @@ func (s upcaster) run(v any) (out any, err error) {
 		}
 	}()
 	return s.fn(in)
+}
+
+// withData returns e as stored, with v's JSON as its data and nothing
+// decoded.
+func withData(e Event, v any) (Event, error) {
+	data, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return Event{}, fmt.Errorf("encode %T: %w", v, err)
+		}
+	}
+	e.Data, e.Payload, e.undecodable = data, nil, nil
+	return e, nil
 }
 
 // as returns v as a value of type t: itself when it is one, else through
