@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // FailUnknownTypes makes an event of a type that nobody registered fail in
@@ -48,11 +51,18 @@ const maxUnknownTypes = 1000
 
 const otherUnknownTypes = "(other types)"
 
+// unknownCounted is how many of the events it counted a runner remembers,
+// so that it counts each once: a redelivery, or the events read again
+// after a restart from an earlier checkpoint (a segment taken over), are
+// not counted again.
+const unknownCounted = 1 << 14
+
 // unknownTypes counts the events of types nobody registered that a runner
-// was delivered, by type.
+// was delivered, by type, each once.
 type unknownTypes struct {
-	mu     sync.Mutex
-	counts map[string]uint64
+	mu      sync.Mutex
+	counts  map[string]uint64
+	counted *lru.Cache[string, struct{}]
 }
 
 // note counts ev when nobody registered its type, and says so in the log
@@ -69,6 +79,15 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 	u.mu.Lock()
 	if u.counts == nil {
 		u.counts = map[string]uint64{}
+		u.counted, _ = lru.New[string, struct{}](unknownCounted)
+	}
+	key := ev.ID
+	if key == "" {
+		key = ev.StreamID + "@" + strconv.FormatUint(ev.StreamRevision, 10)
+	}
+	if again, _ := u.counted.ContainsOrAdd(key, struct{}{}); again {
+		u.mu.Unlock()
+		return
 	}
 	name := ev.Type
 	if _, ok := u.counts[name]; !ok && len(u.counts) >= maxUnknownTypes {
