@@ -493,11 +493,12 @@ func (e undecodedRoute) Unwrap() []error { return []error{e.undecodable, e.routi
 // Nothing is written to any document.
 func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
 	cause := unroutableCause(u.err, undecodable)
+	fed := "" // the document the stream feeds, by its earlier events
 	if k := e.keeperOf(u.p); k.everyRevision() {
 		feeds := ""
 		if e.history != nil {
-			// The document the stream feeds, by its earlier events.
 			if t, err := e.readTie(ctx, u.p, ev.StreamID, 0, ev.StreamRevision); err == nil && t.doc != "" {
+				fed = t.doc
 				feeds = fmt.Sprintf(" (stream %q feeds document %q)", ev.StreamID, t.doc)
 			}
 		}
@@ -509,10 +510,12 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 		// The event store did not answer: not the event's fault.
 		return e.fail(t, ev, failure{err: u.err, wanted: -1, seen: -1, attempts: 1})
 	}
-	switch e.policyOf(u.p) {
-	case Skip:
+	switch pol := e.policyOf(u.p); {
+	case pol == Skip:
 		return e.report(t, ev, permanent(cause), Skipped)
-	case Park, Hold: // no document to hold
+	case pol == Hold && fed != "":
+		return e.holdUnroutable(ctx, target{p: u.p, id: fed}, ev, cause)
+	case pol == Park, pol == Hold: // no document to hold
 		recorded, err := e.parker.Park(ctx, parkedOf(t, ev, cause, 1))
 		switch {
 		case err != nil:

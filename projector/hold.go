@@ -225,6 +225,27 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 	return true, retry.Permanent(fmt.Errorf("%w: revision %d of stream %q, which could not be routed: %w", ErrHeld, a.ev.StreamRevision, a.ev.StreamID, a.err))
 }
 
+// holdUnroutable holds document t, under [Hold], at ev, which cannot be
+// routed (cause) while the earlier events of its stream feed t: the
+// stream's next event would hold t at it ([Engine.holdAtHole]), but there
+// may be none, and t's events of other streams must wait behind it now.
+func (e *Engine) holdUnroutable(ctx context.Context, t target, ev Event, cause error) Result {
+	rec := parkedOf(t, ev, cause, 1)
+	rec.Held = true
+	recorded, err := e.parker.Park(ctx, rec)
+	if err != nil {
+		return e.fail(t, ev, failure{err: fmt.Errorf("holding the document: %w", err), wanted: -1, seen: -1, attempts: 1})
+	}
+	e.markHeld(t)
+	if !recorded {
+		// Delivered again: held once, and counted once.
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
+	e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
+		"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "revision", ev.StreamRevision)
+	return e.report(t, ev, permanent(cause), Held)
+}
+
 // markHeld notes that document t is held.
 func (e *Engine) markHeld(t target) {
 	e.holds.mu.Lock()

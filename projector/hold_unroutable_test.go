@@ -51,3 +51,59 @@ func TestHold_at_a_hole_of_two_unroutable_events_holds_both_in_order(t *testing.
 		}
 	}
 }
+
+// Hold, with the last event of z's stream failing to decode, so that it
+// cannot be routed and no later event of the stream comes to hold z at it:
+// the stream's earlier events feed z, so z is held at once, not the event
+// parked with no document while z's other events go on. Under a revision
+// map, an event of another stream of z then waits behind it.
+func TestHold_an_unroutable_last_event_of_a_stream_holds_its_document_at_once(t *testing.T) {
+	for _, revmap := range []bool{false, true} {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("revisionMap=%v/batched=%v", revmap, batched), func(t *testing.T) {
+				ctx := context.Background()
+				var broken atomic.Bool
+				broken.Store(true)
+				r := poisonRegistry(&broken)
+				raw := rawLog(t, r, func(add func(string, ...any)) {
+					add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"})
+					add(cardStreams+"y", CardAdded{CardID: "y", Title: "y"})
+					add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+					if revmap {
+						add("notes-z", CardRenamed{CardID: "z", Title: "z2"})
+					}
+					add(cardStreams+"y", CardMoved{CardID: "y", Column: "doing"})
+				})
+				p := cardsByPayload()
+				if revmap {
+					p = p.Idempotency(projector.RevisionMap())
+				}
+				s := newStore(t)
+				e := faultEngine(t, s, r, projector.Hold, raw, p)
+				results := deliver(e, raw, batched)
+				for i, rs := range results {
+					t.Logf("event %d %s@%d %s: %+v", i, raw[i].StreamID, raw[i].StreamRevision, raw[i].Type, rs)
+				}
+				if rs := results[2]; len(rs) != 1 || rs[0].Outcome != projector.Held || rs[0].Document != "z" {
+					t.Fatalf("the poison: %+v, want z held at it", rs)
+				}
+				if rs := results[3]; revmap && (len(rs) != 1 || rs[0].Outcome != projector.Held) {
+					t.Errorf("z's event of another stream: %+v, want it held behind the poison", rs)
+				}
+				_, held, plain := parkedRecords(t, s, p.Name())
+				if want := map[bool]int{false: 1, true: 2}[revmap]; len(held) != want || len(plain) != 0 || held[0].Document != "z" {
+					t.Fatalf("%d held, %d parked with no document; want %d held behind z, none parked", len(held), len(plain), want)
+				}
+				broken.Store(false)
+				docs := p.Documents(decodeAll(t, r, raw))
+				if err := projectortest.CheckDocument(ctx, s, p, "y", docs["y"]); err != nil {
+					t.Errorf("y, which the poison is not of: %v", err)
+				}
+				replayHeld(t, e, s, p.Name(), held)
+				if err := projectortest.CheckDocument(ctx, s, p, "z", docs["z"]); err != nil {
+					t.Errorf("z after the replay: %v", err)
+				}
+			})
+		}
+	}
+}
