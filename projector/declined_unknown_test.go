@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/revgate/projector/projector"
@@ -35,5 +36,15 @@ func TestRevisionMap_a_declined_unknown_type_fails_a_projection_that_fails_unkno
 	}
 	if len(errs) == 0 {
 		t.Fatal("the unknown CardRetitled was passed over without a word under FailUnknownTypes + Block")
+	}
+	// The error says why the event went to no document, and the fix:
+	// not a router's, the registry's.
+	for _, want := range []string{"revision 1 (CardRetitled", "is of a type nobody registered", "register the type"} {
+		if !strings.Contains(errs[0].Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, errs[0])
+		}
+	}
+	if strings.Contains(errs[0].Error(), "route them to") {
+		t.Errorf("the error advises routing the unknown event: %v", errs[0])
 	}
 }

@@ -123,6 +123,28 @@ func (a routedAway) String() string {
 	return fmt.Sprintf("%s is routed to document %q", what, a.to)
 }
 
+// in is a.String() as p sees it: an event its router declined because the
+// registry does not know its type, in a projection that fails unknown
+// types, says so, since routing it is not the fix.
+func (a routedAway) in(p Definition) string {
+	if a.to != "" || a.err != nil || a.ev.Payload != nil || handlesType(p, a.ev.Payload) || !failsUnhandled(p, a.ev) {
+		return a.String()
+	}
+	return fmt.Sprintf("revision %d (%s, id %s) is of a type nobody registered, which the projection fails (FailUnknownTypes)",
+		a.ev.StreamRevision, a.ev.Type, a.ev.ID)
+}
+
+// unregisteredAway reports whether away holds an event a.in says is of a type
+// nobody registered.
+func unregisteredAway(p Definition, away []routedAway) bool {
+	for _, a := range away {
+		if a.in(p) != a.String() {
+			return true
+		}
+	}
+	return false
+}
+
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
@@ -133,10 +155,13 @@ func (h hole) err(t target, stream string, rev uint64) error {
 				"or choose a strategy that needs no order, such as HandledIDs)%s",
 				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), declined)
 		}
+		fix := fmt.Sprintf("route them to %q, or choose a strategy that needs no order, such as HandledIDs", t.id)
+		if unregisteredAway(t.p, h.away) {
+			fix = "register the type, or an upcaster that drops its events (DropEvent): without a payload its router names no document"
+		}
 		return fmt.Errorf("%w: in projection %s, %s of stream %q, and revision %d feeds document %q: "+
-			"a document fed by a stream needs every event of it routed to it, so they cannot come "+
-			"(route them to %q, or choose a strategy that needs no order, such as HandledIDs)%s",
-			ErrRoutedAway, t.p.Name(), strings.Join(parts, "; "), stream, rev, t.id, t.id, declined)
+			"a document fed by a stream needs every event of it routed to it, so they cannot come (%s)%s",
+			ErrRoutedAway, t.p.Name(), strings.Join(parts, "; "), stream, rev, t.id, fix, declined)
 	}
 	why := "truncated by the stream's $maxCount, $maxAge or $tb, or deleted"
 	if h.deleted {
@@ -206,7 +231,7 @@ func awayParts(p Definition, away []routedAway) (parts []string, declined string
 	for i, a := range matter {
 		switch {
 		case i < 3 || i >= len(matter)-2:
-			parts = append(parts, a.String())
+			parts = append(parts, a.in(p))
 		case i == 3:
 			parts = append(parts, fmt.Sprintf("%d more", len(matter)-5))
 		}
