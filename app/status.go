@@ -58,6 +58,10 @@ type projectionStatus struct {
 	Group   string `json:"group,omitempty"`
 	Parked  *int64 `json:"parked,omitempty"`
 	NoGroup string `json:"noGroup,omitempty"`
+	// FedByGroups are the persistent subscription groups that fed the
+	// projection in this database (run --group records them): without
+	// --group, status has no position of theirs to show.
+	FedByGroups []string `json:"fedByGroups,omitempty"`
 	// ParkedHere counts the events parked in projector_parked (--on-failure
 	// park) for the collection readers use and not replayed yet (held ones
 	// are in Held).
@@ -171,6 +175,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		}
 		fmt.Fprintf(inv.Stderr, "(%s a checkpoint in database %q: not started yet, or the projector runs with another --database)\n", which, c.database)
 	}
+	c.noteGroups(inv.Stderr, lines)
 	if c.asJSON {
 		enc := json.NewEncoder(inv.Stdout)
 		enc.SetIndent("", "  ")
@@ -263,11 +268,28 @@ func notRunning(lines []projectionStatus) error {
 // noneStarted reports whether no projection of lines has a checkpoint.
 func noneStarted(lines []projectionStatus) bool {
 	for _, s := range lines {
-		if s.Checkpoint != nil {
+		if s.Checkpoint != nil || len(s.FedByGroups) > 0 {
 			return false
 		}
 	}
 	return len(lines) > 0
+}
+
+// noteGroups says, without --group, which projections persistent
+// subscription groups feed: they have no checkpoint, and what the groups
+// have delivered is the server's to say.
+func (c *statusConfig) noteGroups(stderr io.Writer, lines []projectionStatus) {
+	if c.group != "" {
+		return
+	}
+	for _, s := range lines {
+		if s.Checkpoint != nil || len(s.FedByGroups) == 0 {
+			continue
+		}
+		g := s.FedByGroups[len(s.FedByGroups)-1]
+		fmt.Fprintf(stderr, "(projection %s ran with --group: persistent subscription group %s feeds it, whose position is the server's, not a checkpoint; "+
+			"status --group %s shows it)\n", s.Projection, strings.Join(s.FedByGroups, ", "), strings.TrimSuffix(g, "-"+s.Projection))
+	}
 }
 
 // statuses is where each projection stands: in the store, and against the
@@ -325,7 +347,7 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 	if err != nil {
 		return st, err
 	}
-	st.Collection = colls.Active
+	st.Collection, st.FedByGroups = colls.Active, colls.Groups
 	if st.Collection == "" {
 		st.Collection = p.Definition.Collection()
 	}
@@ -377,6 +399,9 @@ func (c *statusConfig) againstHead(ctx context.Context, client eventStore, end u
 		// The group's position is the server's, not a checkpoint: what it
 		// has not delivered yet is not counted here.
 		return c.againstGroup(ctx, client, st)
+	}
+	if cp.Checkpoint == nil && len(st.FedByGroups) > 0 {
+		return nil // fed by a group: not behind from the start of $all
 	}
 	behind, more := 0, false
 	var err error
