@@ -116,7 +116,11 @@ func (p *Projection[S]) Collection() string { return p.collection }
 func (p *Projection[S]) Indexes() []Index { return p.indexes }
 
 // DocumentID returns the document the event feeds, if the projection wants it
-// and can route it ([Projection.Route] says why not).
+// and can route it ([Projection.Route] says why not), by its router alone:
+// an event of a tied stream ([Projection.TieStreams]) that the router
+// declines goes to the document the tie names, which only the stream's
+// earlier events tell ([Projection.Documents] routes a log as the engine
+// does, ties included).
 func (p *Projection[S]) DocumentID(e Event) (string, bool) {
 	id, ok, err := p.Route(e)
 	return id, ok && err == nil
