@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -146,6 +147,10 @@ func (r *Registry) Decode(e Event) (Event, error) {
 		return e, nil
 	}
 	v, err := f.decode(e)
+	if err != nil && f.none != "" {
+		err = fmt.Errorf("%w (its metadata names version %s, and no form is registered as %s: read as %s)",
+			err, strings.TrimPrefix(f.none, e.Type+".v"), f.none, name)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
 			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)

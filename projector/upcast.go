@@ -139,7 +139,8 @@ type upcaster struct {
 // form is how the events stored under one name decode: into type t, through
 // the upcasters steps (none for the name now and the renamed ones).
 type form struct {
-	err   error // why events of the form cannot decode (a version that is none)
+	err   error  // why events of the form cannot decode (a version that is none)
+	none  string // the form the event's metadata names, which is not registered
 	t     reflect.Type
 	name  string // the type's name now
 	steps []upcaster
@@ -301,6 +302,7 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		if f, ok := r.forms[key]; ok {
 			return f, key, true
 		}
+		f.none = key
 	case held != "" && ok:
 		// A version that is none: the event's shape cannot be told, and
 		// it does not decode (rather than as the type's current shape).

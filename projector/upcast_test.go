@@ -248,6 +248,12 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 			t.Errorf("metadata %q: %#v, %v", meta, ev.Payload, err)
 		}
 	}
+	// A version newer than the registry knows is read as the type now;
+	// when its payload does not fit, the error says which version it was.
+	_, err := r.Decode(projector.Event{Type: "CardMoved", Metadata: []byte(`{"schemaVersion": 4}`), Data: []byte(`{"column": "Done"}`)})
+	if want := "(its metadata names version 4, and no form is registered as CardMoved.v4: read as CardMoved)"; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("version 4, not registered: %v; want it undecodable, saying %q", err, want)
+	}
 	// A field that holds no version: the shape cannot be told, and the
 	// event does not decode (it did as the current shape).
 	for _, meta := range []string{`{"schemaVersion": "one"}`, `{"schemaVersion": {"major": 1}}`, `{"schemaVersion": -1}`, `{"schemaVersion": "1.0.0"}`, `{"schemaVersion": 1.5}`} {
