@@ -156,8 +156,10 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 func (e *exitError) ExitCode() int { return e.code }
 
-// ErrUsage is returned by a command for a bad command line; the command has
-// printed why. The exit status is 2.
+// ErrUsage is returned by a command for a bad command line, once it has
+// printed why (the commands of the package return an error that wraps it
+// and says why, printed after the command's name as any error). The exit
+// status is 2.
 var ErrUsage = errors.New("usage")
 
 // Main runs the command line of c with the process's arguments, environment
@@ -228,6 +230,10 @@ func (c Config) run(ctx context.Context, args []string, env func(string) (string
 		case err == nil || errors.Is(err, flag.ErrHelp):
 			return 0
 		case errors.Is(err, ErrUsage):
+			var u usage
+			if errors.As(err, &u) {
+				fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, u)
+			}
 			return 2
 		case ctx.Err() != nil && errors.Is(err, errStoppedStarting):
 			// Stopped as asked (a signal) before it could finish

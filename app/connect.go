@@ -46,26 +46,26 @@ func (s *servers) register(fs *flag.FlagSet, x *cli, esdbHelp string) {
 func (s *servers) check(inv Invocation, needESDB, embedded bool) error {
 	switch {
 	case s.timeout <= 0:
-		return usageError(inv.Stderr, "--connect-timeout must be > 0, got %v", s.timeout)
+		return usageError("--connect-timeout must be > 0, got %v", s.timeout)
 	case needESDB && s.esdb == "":
-		return usageError(inv.Stderr, "--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false or kurrentdb://localhost:2113?tls=false", inv.EnvPrefix)
+		return usageError("--esdb (or %sESDB) is required: the event store to read, e.g. esdb://localhost:2113?tls=false or kurrentdb://localhost:2113?tls=false", inv.EnvPrefix)
 	case s.mongo == "" && !embedded:
-		return usageError(inv.Stderr, "--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
+		return usageError("--mongo (or %sMONGO) is required: this binary has no embedded Mongo-wire server", inv.EnvPrefix)
 	case s.database == "" || len(s.database) >= 64 || strings.ContainsAny(s.database, "/\\. \"$\x00"):
-		return usageError(inv.Stderr, "--database %q: MongoDB takes a database name of 1 to 63 bytes without / \\ . \" $ or a space", s.database)
+		return usageError("--database %q: MongoDB takes a database name of 1 to 63 bytes without / \\ . \" $ or a space", s.database)
 	}
 	// The connection strings are parsed now, without connecting: one that
 	// cannot be is a usage error.
 	if s.esdb != "" {
 		c, err := openEventStore(s.dial, s.esdb, nil)
 		if err != nil {
-			return usageError(inv.Stderr, "--esdb: %v", err)
+			return usageError("--esdb: %v", err)
 		}
 		c.Close()
 	}
 	if s.mongo != "" {
 		if err := mongostore.CheckURI(s.mongo); err != nil {
-			return usageError(inv.Stderr, "--mongo: %v", err)
+			return usageError("--mongo: %v", err)
 		}
 	}
 	return nil

@@ -105,11 +105,19 @@ func fromEnv(fs *flag.FlagSet, prefix string, lookup func(string) (string, bool)
 	return err
 }
 
-// usageError prints msg and returns ErrUsage.
-func usageError(w io.Writer, format string, args ...any) error {
-	fmt.Fprintf(w, format+"\n", args...)
-	return ErrUsage
+// usageError is a bad command line, said by format and args: an error
+// wrapping ErrUsage.
+func usageError(format string, args ...any) error {
+	return usage(fmt.Sprintf(format, args...))
 }
+
+// usage is a bad command line, said in one line: the command prints it
+// after its name, as any error, and exits with status 2.
+type usage string
+
+func (u usage) Error() string { return string(u) }
+
+func (u usage) Unwrap() error { return ErrUsage }
 
 // maxBatchMiB is the largest --batch-mib: the runner takes at most 1 GiB a
 // batch, and a larger count of MiB would overflow as bytes.
@@ -120,11 +128,11 @@ const maxBatchMiB = 1024
 func checkBatch(w io.Writer, workers, size int, window time.Duration, mib int) error {
 	switch {
 	case workers < 1:
-		return usageError(w, "--workers %d: want at least 1", workers)
+		return usageError("--workers %d: want at least 1", workers)
 	case size < 1 || window < 0 || mib < 1:
-		return usageError(w, "--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", size, window, mib)
+		return usageError("--batch %d, --batch-window %v, --batch-mib %d: want a batch of at least 1 event and 1 MiB, and a window of at least 0", size, window, mib)
 	case mib > maxBatchMiB:
-		return usageError(w, "--batch-mib %d: want at most %d", mib, maxBatchMiB)
+		return usageError("--batch-mib %d: want at most %d", mib, maxBatchMiB)
 	}
 	return nil
 }
@@ -145,7 +153,7 @@ func eventSpansFlag(fs *flag.FlagSet, n *int) {
 // checkEventSpans refuses a negative --trace-event-spans.
 func checkEventSpans(w io.Writer, n int) error {
 	if n < 0 {
-		return usageError(w, "--trace-event-spans %d: want 0 or more", n)
+		return usageError("--trace-event-spans %d: want 0 or more", n)
 	}
 	return nil
 }
@@ -154,7 +162,7 @@ func checkEventSpans(w io.Writer, n int) error {
 // nor at least 1s.
 func checkLease(w io.Writer, lease time.Duration, zero string) error {
 	if lease < 0 || (lease > 0 && lease < time.Second) {
-		return usageError(w, "--lease %v: want 0 (%s) or at least 1s", lease, zero)
+		return usageError("--lease %v: want 0 (%s) or at least 1s", lease, zero)
 	}
 	return nil
 }

@@ -64,11 +64,11 @@ with run --segments N.
 		return err
 	}
 	if name == "" {
-		return usageError(inv.Stderr, "rebuild needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
+		return usageError("rebuild needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
 	}
 	p, ok := x.cat.get(name)
 	if !ok {
-		return usageError(inv.Stderr, "%v", x.cat.unknown(name))
+		return usageError("%v", x.cat.unknown(name))
 	}
 	if err := c.check(inv, x, p); err != nil {
 		return err
@@ -114,22 +114,22 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 	}
 	switch {
 	case c.segments < 1 || c.segments > maxSegments:
-		return usageError(inv.Stderr, "--segments %d: want 1 (the rebuild in one process) to %d", c.segments, maxSegments)
+		return usageError("--segments %d: want 1 (the rebuild in one process) to %d", c.segments, maxSegments)
 	case c.segments > 1 && c.lease <= 0:
-		return usageError(inv.Stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
+		return usageError("--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
 	}
 	if err := checkLease(inv.Stderr, c.lease, "no leases"); err != nil {
 		return err
 	}
 	var err error
 	if c.logger, err = newLogger(inv.Stderr, "text", c.logLevel); err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if err := projector.Check(p.Definition, c.policy, true, c.runnerOptions(p)...); err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	}
 	var flagMissing needsESDB
 	if err := refuseBesideGroups(ctx, opened.Store, client, name, c.timeout, leave); errors.As(err, &flagMissing) {
-		return usageError(inv.Stderr, "%v", err) // as for a projection that ties streams
+		return usageError("%v", err) // as for a projection that ties streams
 	} else if err != nil {
 		return err
 	}
@@ -130,11 +130,11 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 // command line, before any I/O.
 func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Projection, error) {
 	if name == "" {
-		return Projection{}, usageError(inv.Stderr, "replay-parked needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
+		return Projection{}, usageError("replay-parked needs the NAME of a projection; known: %s", strings.Join(x.cat.names(), ", "))
 	}
 	p, ok := x.cat.get(name)
 	if !ok {
-		return Projection{}, usageError(inv.Stderr, "%v", x.cat.unknown(name))
+		return Projection{}, usageError("%v", x.cat.unknown(name))
 	}
 	if err := checkLease(inv.Stderr, c.lease, "do not look"); err != nil {
 		return Projection{}, err
@@ -142,7 +142,7 @@ func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Project
 	if c.esdb == "" && c.group == "" {
 		// The engine made without a store's I/O: only what it lacks counts.
 		if _, err := x.replayEngine(p, p.Definition.Collection(), mongostore.New(nil), nil); err != nil {
-			return Projection{}, usageError(inv.Stderr, "%v", err)
+			return Projection{}, usageError("%v", err)
 		}
 	}
 	return p, c.servers.check(inv, c.group != "", x.Embedded != nil)

@@ -68,13 +68,13 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	var err error
 	if c.selected, err = x.cat.selected(c.projections); err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if c.policy, err = parsePolicy(c.onFailure); err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if err := c.retry.Validate(); err != nil {
-		return usageError(inv.Stderr, "--retry-*: %v", err)
+		return usageError("--retry-*: %v", err)
 	}
 	if err := c.checkFlags(inv.Stderr); err != nil {
 		return err
@@ -96,9 +96,9 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	}
 	switch {
 	case c.checkpointEvery < 1 || c.checkpointInterval <= 0:
-		return usageError(stderr, "--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
+		return usageError("--checkpoint-every %d, --checkpoint-interval %v: want at least 1 event and a duration above 0", c.checkpointEvery, c.checkpointInterval)
 	case c.drainTimeout <= 0:
-		return usageError(stderr, "--drain-timeout %v: want a duration above 0", c.drainTimeout)
+		return usageError("--drain-timeout %v: want a duration above 0", c.drainTimeout)
 	}
 	if err := checkEventSpans(stderr, c.eventSpans); err != nil {
 		return err
@@ -120,10 +120,10 @@ func (c *runConfig) checkHTTP(stderr io.Writer) error {
 	}
 	_, port, err := net.SplitHostPort(c.httpAddr)
 	if err != nil {
-		return usageError(stderr, "--http %q: want host:port or :port (%v)", c.httpAddr, err)
+		return usageError("--http %q: want host:port or :port (%v)", c.httpAddr, err)
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return usageError(stderr, "--http %q: %v", c.httpAddr, err)
+		return usageError("--http %q: %v", c.httpAddr, err)
 	}
 	return nil
 }
@@ -134,13 +134,13 @@ func (c *runConfig) checkProjection(p Projection, stderr io.Writer) error {
 	opts := c.runnerOptions(p)
 	if err := projector.Check(p.Definition, c.policy, true, opts...); err != nil {
 		if c.policy == projector.Hold && len(c.selected) > 1 && projector.Check(p.Definition, projector.Block, true, opts...) == nil {
-			return usageError(stderr, "%v (--on-failure is every projection's: name the others with --projections, "+
+			return usageError("%v (--on-failure is every projection's: name the others with --projections, "+
 				"or give the projections that can hold it as their own, with OnFailure(projector.Hold))", err)
 		}
-		return usageError(stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if err := projector.Check(p.Definition, c.policy, c.group == "", opts...); err != nil {
-		return usageError(stderr, "--group %s: %v", c.group, err)
+		return usageError("--group %s: %v", c.group, err)
 	}
 	return nil
 }
@@ -175,7 +175,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	}
 	logger, err := newLogger(inv.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if err := x.checkRun(&c, inv); err != nil {
 		return err

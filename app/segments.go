@@ -28,11 +28,11 @@ const maxSegments = 1024
 func (c *runConfig) checkSegments(stderr io.Writer) error {
 	switch {
 	case c.segments < 1 || c.segments > maxSegments:
-		return usageError(stderr, "--segments %d: want 1 (each projection in one process at a time) to %d", c.segments, maxSegments)
+		return usageError("--segments %d: want 1 (each projection in one process at a time) to %d", c.segments, maxSegments)
 	case c.segments > 1 && c.group != "":
-		return usageError(stderr, "--segments %d does not go with --group: a persistent subscription group shares its events among its consumers itself", c.segments)
+		return usageError("--segments %d does not go with --group: a persistent subscription group shares its events among its consumers itself", c.segments)
 	case c.segments > 1 && c.lease == 0:
-		return usageError(stderr, "--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
+		return usageError("--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
 	}
 	return nil
 }

@@ -106,13 +106,13 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	}
 	selected, err := x.cat.selected(c.projections)
 	if err != nil {
-		return usageError(inv.Stderr, "%v", err)
+		return usageError("%v", err)
 	}
 	if err := c.servers.check(inv, false, x.Embedded != nil); err != nil {
 		return err
 	}
 	if c.showParked && c.group != "" && c.esdb == "" {
-		return usageError(inv.Stderr, "--parked with --group needs --esdb: it reads how many events each group parked on the server")
+		return usageError("--parked with --group needs --esdb: it reads how many events each group parked on the server")
 	}
 	var client eventStore
 	if c.esdb != "" {
