@@ -121,7 +121,7 @@ func (c *benchCommand) register(fs *flag.FlagSet) {
 // bad flag is one line on stderr, and ErrUsage.
 func (c *benchCommand) check() error {
 	if c.outOfRange() {
-		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers and --batch >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds, --group-consumers and --batch-window >= 0")
+		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers, --batch and --batch-mib >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds, --group-consumers and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if c.interleave != "shuffled" && c.interleave != "clustered" {
@@ -146,7 +146,7 @@ func (c *benchCommand) check() error {
 // outOfRange reports whether a number flag is out of its range.
 func (c *benchCommand) outOfRange() bool {
 	t := c.tune
-	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.window < 0 ||
+	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.batchMiB < 1 || t.window < 0 ||
 		c.memoryScale < 0 || c.documentsScale < 0 || c.bSample < 0 || c.traceRounds < 0 || c.rounds < 1 || c.groupConsumers < 0
 }
 
@@ -798,29 +798,35 @@ func clientsOf(carts int) int { return max(1, carts/10) }
 type catchUpSettings struct {
 	projection     string // a key of benchModels
 	workers, batch int
+	batchMiB       int
 	window         time.Duration
 	noFolds        bool // batches fold only their own events (projector.WithoutStreamFolds)
 	traced         bool // A traces every event (benchTracer)
 }
 
 // defaultCatchUp is the runner's defaults.
-var defaultCatchUp = catchUpSettings{projection: "details", workers: projector.DefaultWorkers, batch: projector.DefaultBatch, window: projector.DefaultBatchWindow}
+var defaultCatchUp = catchUpSettings{projection: "details", workers: projector.DefaultWorkers, batch: projector.DefaultBatch,
+	batchMiB: projector.DefaultBatchBytes >> 20, window: projector.DefaultBatchWindow}
 
 // register makes the settings flags of fs; args gives them back.
 func (c *catchUpSettings) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.projection, "projection", c.projection, "the read model A builds: details (a document per cart), client (a document per client, fed by its carts, RevisionMap) or shop (one document fed by every cart, HandledIDs)")
 	fs.IntVar(&c.workers, "workers", c.workers, "A's workers")
 	fs.IntVar(&c.batch, "batch", c.batch, "A's largest batch")
+	fs.IntVar(&c.batchMiB, "batch-mib", c.batchMiB, "A's largest batch in MiB of event data and metadata (run's --batch-mib)")
 	fs.DurationVar(&c.window, "batch-window", c.window, "A's batch window while behind the head")
 	fs.BoolVar(&c.noFolds, "no-stream-folds", c.noFolds, "A's batches fold only their own events, not a document's whole stream")
 }
 
 func (c catchUpSettings) options() []projector.RunnerOption {
-	return []projector.RunnerOption{projector.WithWorkers(c.workers), projector.WithBatch(c.batch, c.window)}
+	return []projector.RunnerOption{projector.WithWorkers(c.workers), projector.WithBatch(c.batch, c.window), projector.WithBatchBytes(c.batchMiB << 20)}
 }
 
 func (c catchUpSettings) String() string {
 	s := fmt.Sprintf("workers %d, batch %d, window %v", c.workers, c.batch, c.window)
+	if c.batchMiB != defaultCatchUp.batchMiB {
+		s += fmt.Sprintf(", %d MiB", c.batchMiB)
+	}
 	if c.projection != defaultCatchUp.projection {
 		s = c.projection + ", " + s
 	}
@@ -831,7 +837,7 @@ func (c catchUpSettings) String() string {
 }
 
 func (c catchUpSettings) args() []string {
-	return []string{"--projection", c.projection, "--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-window", c.window.String(),
+	return []string{"--projection", c.projection, "--workers", fmt.Sprint(c.workers), "--batch", fmt.Sprint(c.batch), "--batch-mib", fmt.Sprint(c.batchMiB), "--batch-window", c.window.String(),
 		fmt.Sprintf("--no-stream-folds=%v", c.noFolds), fmt.Sprintf("--traced=%v", c.traced)}
 }
 
