@@ -123,26 +123,20 @@ func (a routedAway) String() string {
 	return fmt.Sprintf("%s is routed to document %q", what, a.to)
 }
 
-// in is a.String() as p sees it: an event its router declined because the
-// registry does not know its type, in a projection that fails unknown
-// types, says so, since routing it is not the fix.
+// unregistered reports whether a's router declined it because the registry
+// does not know its type (it has no payload to route by), in p, which
+// fails unknown types: routing it is not the fix.
+func (a routedAway) unregistered(p Definition) bool {
+	return a.to == "" && a.err == nil && a.ev.Payload == nil && failsUnhandled(p, a.ev)
+}
+
+// in is a.String() as p sees it: one of a type nobody registered says so.
 func (a routedAway) in(p Definition) string {
-	if a.to != "" || a.err != nil || a.ev.Payload != nil || handlesType(p, a.ev.Payload) || !failsUnhandled(p, a.ev) {
+	if !a.unregistered(p) {
 		return a.String()
 	}
 	return fmt.Sprintf("revision %d (%s, id %s) is of a type nobody registered, which the projection fails (FailUnknownTypes)",
 		a.ev.StreamRevision, a.ev.Type, a.ev.ID)
-}
-
-// unregisteredAway reports whether away holds an event a.in says is of a type
-// nobody registered.
-func unregisteredAway(p Definition, away []routedAway) bool {
-	for _, a := range away {
-		if a.in(p) != a.String() {
-			return true
-		}
-	}
-	return false
 }
 
 // err is the hole as the error of the event that found it, in document t.
@@ -156,7 +150,7 @@ func (h hole) err(t target, stream string, rev uint64) error {
 				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), declined)
 		}
 		fix := fmt.Sprintf("route them to %q, or choose a strategy that needs no order, such as HandledIDs", t.id)
-		if unregisteredAway(t.p, h.away) {
+		if slices.ContainsFunc(h.away, func(a routedAway) bool { return a.unregistered(t.p) }) {
 			fix = "register the type, or an upcaster that drops its events (DropEvent): without a payload its router names no document"
 		}
 		return fmt.Errorf("%w: in projection %s, %s of stream %q, and revision %d feeds document %q: "+
