@@ -112,6 +112,8 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"a category with its dash", config(app.Projection{Definition: tickets("tickets"), Reads: app.Category("ticket-")}), nil,
 			`reads category "ticket-": a category is the stream name before its "-", without it: Category("ticket") reads ticket-1`, ""},
 		{"an invalid regex", config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamRegex("^ticket/(")}), nil, "invalid stream regex", ""},
+		{"a tied prefix it does not read", config(app.Projection{Definition: tickets("tickets").Idempotency(projector.RevisionMap()).TieStreams("note/"), Reads: app.StreamPrefix("ticket/")}), nil,
+			`projection "tickets" ties streams "note/"* (TieStreams), but reads streams ["ticket/"]*: their events would never reach its documents`, ""},
 		{"event types under the revision gate", config(app.Projection{Definition: tickets("tickets"), Reads: app.EventTypes("ticket.noted")}), nil,
 			"leaves holes in its streams' revisions", ""},
 		{"negative workers", config(app.Projection{Definition: tickets("tickets"), Reads: good.Reads, Workers: -1}), nil, "Workers and Batch must be >= 0", ""},

@@ -53,6 +53,9 @@ func newCatalog(c Config) (*catalog, error) {
 		if err := p.Reads.covers(c.Registry, p.Definition); err != nil {
 			return nil, fmt.Errorf("projection %q %w", name, err)
 		}
+		if err := p.Reads.readsTies(p.Definition); err != nil {
+			return nil, fmt.Errorf("projection %q %w", name, err)
+		}
 		if p.Workers < 0 || p.Batch < 0 {
 			return nil, fmt.Errorf("projection %q: Workers and Batch must be >= 0 (0: the flags' values), got %d and %d", name, p.Workers, p.Batch)
 		}

@@ -116,6 +116,30 @@ func (f Filter) check() error {
 	return nil
 }
 
+// readsTies reports a stream prefix p ties ([projector.Projection.TieStreams])
+// whose streams the filter does not read: their events would never reach
+// the documents they feed, and the projection would look healthy.
+func (f Filter) readsTies(p projector.Definition) error {
+	tied, ok := p.(interface{ TiedStreams() []string })
+	if !ok || f.kind == byTypes { // by type, from every stream
+		return nil
+	}
+	for _, t := range tied.TiedStreams() {
+		var reads bool
+		switch f.kind {
+		case byPrefix:
+			reads = slices.ContainsFunc(f.prefixes, func(r string) bool { return strings.HasPrefix(t, r) })
+		case byRegex:
+			// A stream of the prefix, as the server would match it.
+			reads = regexp.MustCompile(f.regex).MatchString(t + "1")
+		}
+		if !reads {
+			return fmt.Errorf("ties streams %q* (TieStreams), but reads %s: their events would never reach its documents; read them too", t, f)
+		}
+	}
+	return nil
+}
+
 // covers reports, for a filter by event type, a type it names that the
 // registry does not know (a typo reads nothing, and the projection would
 // look caught up for ever) and a type p handles that it leaves out (that

@@ -89,16 +89,35 @@ with run --segments N.
 	if c.segments > 1 {
 		return x.rebuildSegments(ctx, &c, p, client, opened.Store, inv)
 	}
-	// One rebuild of a projection at a time.
-	held, l, err := holdLease(ctx, opened.Store, "rebuild "+name, holderID("rebuild"), 15*time.Second, slog.New(slog.DiscardHandler))
-	if errors.Is(err, mongostore.ErrLeaseHeld) {
-		return fmt.Errorf("a rebuild of %s is running in %s (its lease runs until %s)", name, l.Holder, l.Expires.Format(time.RFC3339))
-	}
+	held, err := holdRebuild(ctx, opened, name, inv.Stderr)
 	if err != nil {
 		return err
 	}
 	defer held.release()
 	return x.rebuild(ctx, &c, p, client, opened.Store, inv)
+}
+
+// holdRebuild takes the lease of the rebuild of projection name: one
+// rebuild of a projection at a time. The lease of a rebuild killed on the
+// embedded server this process now runs on the same data dir is taken
+// over at once, as run does.
+func holdRebuild(ctx context.Context, opened *Store, name string, stderr io.Writer) (*heldLease, error) {
+	hold := func() (*heldLease, mongostore.Lease, error) {
+		return holdLease(ctx, opened.Store, "rebuild "+name, holderID("rebuild"), 15*time.Second, slog.New(slog.DiscardHandler))
+	}
+	held, l, err := hold()
+	if errors.Is(err, mongostore.ErrLeaseHeld) && opened.Embedded != nil && goneHolder(l.Holder) && opened.Store.ReleaseLease(ctx, l) == nil {
+		fmt.Fprintf(stderr, "took over the lease of the rebuild of %s from %s, a process that is gone\n", name, l.Holder)
+		held, l, err = hold()
+	}
+	switch {
+	case errors.Is(err, mongostore.ErrLeaseHeld) && goneHolder(l.Holder):
+		return nil, fmt.Errorf("a rebuild of %s ran in %s, a process of this host that no longer runs (killed?): its lease runs until %s; "+
+			"run this again then, and it resumes", name, l.Holder, l.Expires.Format(time.RFC3339))
+	case errors.Is(err, mongostore.ErrLeaseHeld):
+		return nil, fmt.Errorf("a rebuild of %s is running in %s (its lease runs until %s)", name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
+	return held, err
 }
 
 // check checks the flags of a rebuild of p, without I/O.

@@ -294,6 +294,11 @@ func (p *Projection[S]) Idempotency(s Strategy) *Projection[S] {
 	return p
 }
 
+// TiedStreams returns the stream-name prefixes the projection ties
+// ([Projection.TieStreams]), so that a command line can check that it
+// reads their streams.
+func (p *Projection[S]) TiedStreams() []string { return slices.Clone(p.ties) }
+
 // Strategy returns the projection's idempotency strategy.
 func (p *Projection[S]) Strategy() Strategy {
 	if p.strat.k == nil {

@@ -281,3 +281,20 @@ func TestRun_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_pro
 		t.Fatalf("exit %d\n%s", code, second.stderrText())
 	}
 }
+
+// A rebuild on the embedded server killed with SIGKILL leaves its lease
+// held. The next rebuild on the same data dir takes it over at once, as run
+// does, and resumes, rather than refusing, saying a dead process runs it.
+func TestRebuild_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_process_gone(t *testing.T) {
+	srv := esdbtest.New(t)
+	appendCarts(t, srv.Client(t), 0, 100, 20, map[string][]projector.Event{})
+	args := []string{"rebuild", cart.DetailsName, "--esdb", srv.URI(), "--data-dir", t.TempDir(), "--workers", "1", "--batch", "1"}
+	first := startBinary(t, args...)
+	waitFor(t, first, regexp.MustCompile(`(\d+) events \(`)) // its progress: it holds the lease
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	out, errOut, code := runBinary(t, 5*time.Minute, args...)
+	if code != 0 || !strings.Contains(errOut, "took over the lease of the rebuild of "+cart.DetailsName) || !strings.Contains(out, "rebuilt "+cart.DetailsName) {
+		t.Fatalf("the second rebuild: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
