@@ -737,7 +737,9 @@ func unreachable(t *testing.T, f *fixture) {
 func longOutage(t *testing.T, f *fixture) {
 	f.carts.Append(t, 12, 40, 10)
 	// Three discovery attempts 100 ms apart: the official client gives up,
-	// and closes itself for good, well within the outage.
+	// and closes itself for good, well within the outage (of 6 s: on a
+	// loaded machine an attempt can take seconds, and one that outlives a
+	// shorter outage reconnects without closing the client).
 	uri := strings.Replace(f.server.URI(), "maxDiscoverAttempts=100", "maxDiscoverAttempts=3", 1)
 	if uri == f.server.URI() {
 		t.Fatalf("URI %s has no maxDiscoverAttempts to lower", uri)
@@ -746,8 +748,8 @@ func longOutage(t *testing.T, f *fixture) {
 	r := NewRunner(t, "carts", Engine(t, f.store), cartsOnAll(t, c), f.store)
 	x := Start(t, r)
 	x.WaitFor(t, "some events", func(st projector.RunnerStats) bool { return st.Applied >= 50 })
-	f.server.Refuse(3 * time.Second)
-	time.Sleep(3500 * time.Millisecond) // the outage, and then some
+	f.server.Refuse(6 * time.Second)
+	time.Sleep(6500 * time.Millisecond) // the outage, and then some
 	f.carts.Prefix = "after-"           // more carts, which only a new subscription can deliver
 	f.carts.Append(t, 13, 10, 5)
 	x.WaitFor(t, "the checkpoint past the last cart event", f.carts.Reached())
