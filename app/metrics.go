@@ -47,7 +47,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		runners:  runners,
 		head:     head,
 		registry: registry,
-		unknown: d("unknown_events_total", "Events delivered of a type nobody registered, by type, each once in this process (passed over, or failed in a projection that fails unknown types); "+
+		unknown: d("unknown_events_total", "Events delivered of a type nobody registered, by type (an event delivered again counts once in a run of the projection; passed over, or failed in a projection that fails unknown types); "+
 			"near is a registered type it is close to (case, a version): a rename or a new version without its upcaster, most likely.", "type", "near"),
 		outcomes:      d("events_total", "Events handled, by outcome: applied, duplicate (skipped by the gate), skipped or parked (failed permanently, document moved past it; parked ones are recorded), failed.", "outcome"),
 		delivered:     d("deliveries_total", "Events delivered by the subscription, redeliveries included."),

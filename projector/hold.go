@@ -230,6 +230,16 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 // stream's next event would hold t at it ([Engine.holdAtHole]), but there
 // may be none, and t's events of other streams must wait behind it now.
 func (e *Engine) holdUnroutable(ctx context.Context, t target, ev Event, cause error) Result {
+	// Delivered again to a document already past it (parked or skipped
+	// under another policy before a restart): nothing to hold, and its
+	// record, if any, is replayed as it is.
+	read, err := e.readApplied(ctx, t)
+	if err != nil {
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
+	}
+	if v, _ := e.keeperOf(t.p).check(read, ev, false); v == duplicate {
+		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	}
 	rec := parkedOf(t, ev, cause, 1)
 	rec.Held = true
 	recorded, err := e.parker.Park(ctx, rec)

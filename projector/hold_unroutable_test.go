@@ -107,3 +107,53 @@ func TestHold_an_unroutable_last_event_of_a_stream_holds_its_document_at_once(t 
 		}
 	}
 }
+
+// An event that cannot be routed, parked under another policy while its
+// document went past it, and delivered again under hold (a restart from a
+// checkpoint before it): the document is not held at it, and the replay of
+// its record after the fix applies it.
+func TestHold_an_unroutable_event_delivered_again_to_a_document_past_it_is_not_held(t *testing.T) {
+	for _, revmap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("revisionMap=%v", revmap), func(t *testing.T) {
+			ctx := context.Background()
+			var broken atomic.Bool
+			broken.Store(true)
+			r := poisonRegistry(&broken)
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"})
+				add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+				add(cardStreams+"z", CardMoved{CardID: "z", Column: "doing"}, CardRenamed{CardID: "z", Title: "z2"})
+			})
+			p := cardsByPayload()
+			if revmap {
+				p = p.Idempotency(projector.RevisionMap())
+			}
+			s := newStore(t)
+			parking := faultEngine(t, s, r, projector.Park, raw, p)
+			deliver(parking, raw[:3], false) // z@1 parked, z past it
+			holding := faultEngine(t, s, r, projector.Hold, raw, p)
+			results := deliver(holding, raw[1:], false) // from a checkpoint before z@1
+			for i, rs := range results {
+				t.Logf("event %d: %+v", i+1, rs)
+			}
+			if rs := results[0]; len(rs) != 1 || rs[0].Outcome == projector.Held {
+				t.Fatalf("z@1 again: %+v; want it not held, z is past it", rs)
+			}
+			if rs := results[2]; len(rs) != 1 || rs[0].Outcome != projector.Applied {
+				t.Fatalf("z@3: %+v; want it applied, z is not held", rs)
+			}
+			broken.Store(false)
+			_, held, plain := parkedRecords(t, s, p.Name())
+			if len(held) != 0 || len(plain) != 1 {
+				t.Fatalf("%d held, %d parked; want z@1 parked alone", len(held), len(plain))
+			}
+			if res := holding.Replay(ctx, plain[0]); res.Outcome != projector.Applied {
+				t.Fatalf("the replay of z@1: %+v", res)
+			}
+			docs := p.Documents(decodeAll(t, r, raw))
+			if err := projectortest.CheckDocument(ctx, s, p, "z", docs["z"]); err != nil {
+				t.Errorf("z after the replay: %v", err)
+			}
+		})
+	}
+}

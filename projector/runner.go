@@ -425,9 +425,9 @@ type RunnerStats struct {
 	// the events in them.
 	Batches, Batched uint64
 	// UnknownTypes counts the events delivered of types nobody registered,
-	// by type, each once (by its id, among the last 16,384 counted: not a
-	// redelivery, nor an event read again from an earlier checkpoint; nil
-	// when none): the projections pass
+	// by type, each once in this runner (by its id, among the last 16,384
+	// counted: not a redelivery; a runner started again counts again the
+	// events it reads again; nil when none): the projections pass
 	// over them, or fail them ([Projection.FailUnknownTypes]). A type close
 	// to a registered one ([Registry.Near]) is said in the log.
 	UnknownTypes map[string]uint64

@@ -150,8 +150,11 @@ func (h hole) err(t target, stream string, rev uint64) error {
 				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), declined)
 		}
 		fix := fmt.Sprintf("route them to %q, or choose a strategy that needs no order, such as HandledIDs", t.id)
-		if slices.ContainsFunc(h.away, func(a routedAway) bool { return a.unregistered(t.p) }) {
+		if unknown := slices.ContainsFunc(h.away, func(a routedAway) bool { return a.unregistered(t.p) }); unknown &&
+			!slices.ContainsFunc(h.away, func(a routedAway) bool { return a.matters(t.p) && !a.unregistered(t.p) }) {
 			fix = "register the type, or an upcaster that drops its events (DropEvent): without a payload its router names no document"
+		} else if unknown {
+			fix = "register the types nobody registered, or an upcaster that drops their events (DropEvent); " + fix + " for the others"
 		}
 		return fmt.Errorf("%w: in projection %s, %s of stream %q, and revision %d feeds document %q: "+
 			"a document fed by a stream needs every event of it routed to it, so they cannot come (%s)%s",

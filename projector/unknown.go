@@ -52,9 +52,9 @@ const maxUnknownTypes = 1000
 const otherUnknownTypes = "(other types)"
 
 // unknownCounted is how many of the events it counted a runner remembers,
-// so that it counts each once: a redelivery, or the events read again
-// after a restart from an earlier checkpoint (a segment taken over), are
-// not counted again.
+// so that it counts each once: a redelivery is not counted again (a new
+// runner, which a process starts after an error or when the segments it
+// holds change, counts afresh).
 const unknownCounted = 1 << 14
 
 // unknownTypes counts the events of types nobody registered that a runner

@@ -215,6 +215,13 @@ func (f form) decode(e Event) (any, error) {
 // run runs the upcaster on v, taken as its input type: for one that takes
 // the whole event, e with v as its data.
 func (s upcaster) run(v any, e Event) (out any, err error) {
+	defer func() {
+		// The upcaster's panic, or its input's JSON methods' (as recovers
+		// its own): one event's, never the process's.
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panicked: %v", r)
+		}
+	}()
 	var in any
 	if s.in == whole {
 		in, err = withData(e, v)
@@ -224,11 +231,6 @@ func (s upcaster) run(v any, e Event) (out any, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("panicked: %v", r)
-		}
-	}()
 	return s.fn(in)
 }
 

@@ -3,8 +3,10 @@ package projector_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/revgate/projector/projector"
@@ -193,4 +195,22 @@ func ExampleUpcast_byMetadata() {
 	// InspectionPassed {"permit": "p-1"} true <nil>
 	// InspectionOk {"permit": "p-2"} false <nil>
 	// InspectionOk {"permit": "p-3"} true <nil>
+}
+
+// panicky is a shape whose JSON encoding panics.
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("a broken MarshalJSON") }
+
+// An upcaster of the whole event after one that gives a value whose JSON
+// encoding panics: the event is undecodable, the process goes on.
+func TestUpcast_a_whole_event_upcaster_after_a_panicking_encoding_fails_the_event_only(t *testing.T) {
+	r := projector.NewRegistry()
+	projector.Register[Moved](r, "CardMovedV3",
+		projector.Upcast("CardMoved", func(cardMovedV1) (panicky, error) { return panicky{}, nil }),
+		projector.Upcast("CardMoved.v2", func(projector.Event) (Moved, error) { return Moved{}, nil }))
+	_, err := decode(t, r, "CardMoved", `{"to": "Done"}`)
+	if !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("%v, want the event undecodable, saying it panicked", err)
+	}
 }

@@ -121,7 +121,7 @@ func (c *benchCommand) register(fs *flag.FlagSet) {
 // bad flag is one line on stderr, and ErrUsage.
 func (c *benchCommand) check() error {
 	if c.outOfRange() {
-		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers, --batch and --batch-mib >= 1, --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds, --group-consumers and --batch-window >= 0")
+		fmt.Fprintln(c.stderr, "--carts, --events, --rounds and --live-rate must be > 0, --workers, --batch and --batch-mib >= 1 (--batch-mib <= 1024), --live-events, --memory-scale, --documents-scale, --b-sample, --trace-rounds, --group-consumers and --batch-window >= 0")
 		return app.ErrUsage
 	}
 	if c.interleave != "shuffled" && c.interleave != "clustered" {
@@ -146,7 +146,7 @@ func (c *benchCommand) check() error {
 // outOfRange reports whether a number flag is out of its range.
 func (c *benchCommand) outOfRange() bool {
 	t := c.tune
-	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.batchMiB < 1 || t.window < 0 ||
+	return c.carts < 1 || c.events < 1 || c.liveEvents < 0 || !(c.liveRate > 0) || t.workers < 1 || t.batch < 1 || t.batchMiB < 1 || t.batchMiB > 1024 || t.window < 0 ||
 		c.memoryScale < 0 || c.documentsScale < 0 || c.bSample < 0 || c.traceRounds < 0 || c.rounds < 1 || c.groupConsumers < 0
 }
 

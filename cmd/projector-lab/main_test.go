@@ -135,6 +135,7 @@ func TestCLI_bad_input_gives_a_clear_error_and_exit_code(t *testing.T) {
 		{"bench without rounds", []string{"bench", "--rounds", "0"}, 2, "--carts, --events, --rounds and --live-rate must be > 0"},
 		{"bench without workers", []string{"bench", "--workers", "0"}, 2, "--workers, --batch and --batch-mib >= 1"},
 		{"bench with a batch of 0 MiB", []string{"bench", "--batch-mib", "0"}, 2, "--workers, --batch and --batch-mib >= 1"},
+		{"bench with a batch over 1 GiB", []string{"bench", "--batch-mib", "2048"}, 2, "(--batch-mib <= 1024)"},
 		{"bench of an unknown read model", []string{"bench", "--projection", "nope"}, 2, `--projection: want details, client or shop, got "nope"`},
 		{"bench with fewer than no group consumers", []string{"bench", "--group-consumers", "-1"}, 2, "--group-consumers and --batch-window >= 0"},
 		{"rebuild with a zero batch", []string{"rebuild", "cart_details", "--esdb", "esdb://127.0.0.1:1?tls=false", "--batch", "0"}, 2, "--batch 0, --batch-window 20ms, --batch-mib 16: want a batch of at least 1 event and 1 MiB"},
