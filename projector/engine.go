@@ -494,13 +494,16 @@ func (e undecodedRoute) Unwrap() []error { return []error{e.undecodable, e.routi
 func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodable error) Result {
 	cause := unroutableCause(u.err, undecodable)
 	fed := "" // the document the stream feeds, by its earlier events
+	var readErr error
 	if k := e.keeperOf(u.p); k.everyRevision() {
 		feeds := ""
 		if e.history != nil {
-			if t, err := e.readTie(ctx, u.p, ev.StreamID, 0, ev.StreamRevision); err == nil && t.doc != "" {
+			t, err := e.readTie(ctx, u.p, ev.StreamID, 0, ev.StreamRevision)
+			if err == nil && t.doc != "" {
 				fed = t.doc
 				feeds = fmt.Sprintf(" (stream %q feeds document %q)", ev.StreamID, t.doc)
 			}
+			readErr = err
 		}
 		cause = fmt.Errorf("%w; under the %s a document fed by a stream needs every event of it routed to it%s: "+
 			"the stream's later events find this one missing", cause, k, feeds)
@@ -515,6 +518,11 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 		return e.report(t, ev, permanent(cause), Skipped)
 	case pol == Hold && fed != "":
 		return e.holdUnroutable(ctx, target{p: u.p, id: fed}, ev, cause)
+	case pol == Hold && readErr != nil && !errors.Is(readErr, ErrStreamDeleted):
+		// Which document to hold is the stream's to say: not the event's
+		// fault, tried again (as a store error is), never parked without it.
+		return e.fail(t, ev, failure{err: fmt.Errorf("reading the stream of an event that cannot be routed, for the document to hold: %w", readErr),
+			wanted: -1, seen: -1, attempts: 1})
 	case pol == Park, pol == Hold: // no document to hold
 		recorded, err := e.parker.Park(ctx, parkedOf(t, ev, cause, 1))
 		switch {

@@ -2,9 +2,11 @@ package projector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -155,5 +157,46 @@ func TestHold_an_unroutable_event_delivered_again_to_a_document_past_it_is_not_h
 				t.Errorf("z after the replay: %v", err)
 			}
 		})
+	}
+}
+
+// Under hold, an event that cannot be routed whose stream cannot be read
+// (the event store does not answer) fails as a store error does, to be
+// tried again: it is not parked with no document, which would let its
+// document go on without it. Once the stream reads, it holds its document.
+func TestHold_an_unroutable_event_whose_stream_cannot_be_read_is_tried_again(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	r := poisonRegistry(&broken)
+	raw := rawLog(t, r, func(add func(string, ...any)) {
+		add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"})
+		add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+	})
+	p := cardsByPayload()
+	s := newStore(t)
+	h := &failingHistory{streams: newStreams(raw...)}
+	soon := patient()
+	soon.MaxElapsed = 200 * time.Millisecond
+	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon),
+		projector.WithFailurePolicy(projector.Hold), projector.WithParker(s), projector.WithStreamReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deliver(e, raw[:1], false)
+	h.failing.Store(true)
+	rs, _ := e.Handle(context.Background(), raw[1])
+	var fe *projector.Error
+	if len(rs) != 1 || rs[0].Outcome != projector.Failed || !errors.As(rs[0].Err, &fe) || !fe.Retryable() {
+		t.Fatalf("with the stream unreadable: %+v; want a retryable failure", rs)
+	}
+	if all, _, _ := parkedRecords(t, s, p.Name()); len(all) != 0 {
+		t.Fatalf("%d records; want none while the stream cannot be read", len(all))
+	}
+	h.failing.Store(false)
+	if rs, _ := e.Handle(context.Background(), raw[1]); len(rs) != 1 || rs[0].Outcome != projector.Held || rs[0].Document != "z" {
+		t.Fatalf("once the stream reads: %+v; want z held at it", rs)
 	}
 }
