@@ -125,7 +125,7 @@ const maxBatchMiB = 1024
 
 // checkBatch refuses catch-up settings the runner cannot take (run's and
 // rebuild's), in their flags' names.
-func checkBatch(w io.Writer, workers, size int, window time.Duration, mib int) error {
+func checkBatch(workers, size int, window time.Duration, mib int) error {
 	switch {
 	case workers < 1:
 		return usageError("--workers %d: want at least 1", workers)
@@ -151,7 +151,7 @@ func eventSpansFlag(fs *flag.FlagSet, n *int) {
 }
 
 // checkEventSpans refuses a negative --trace-event-spans.
-func checkEventSpans(w io.Writer, n int) error {
+func checkEventSpans(n int) error {
 	if n < 0 {
 		return usageError("--trace-event-spans %d: want 0 or more", n)
 	}
@@ -160,7 +160,7 @@ func checkEventSpans(w io.Writer, n int) error {
 
 // checkLease refuses a --lease that is neither 0 (zero says what 0 means)
 // nor at least 1s.
-func checkLease(w io.Writer, lease time.Duration, zero string) error {
+func checkLease(lease time.Duration, zero string) error {
 	if lease < 0 || (lease > 0 && lease < time.Second) {
 		return usageError("--lease %v: want 0 (%s) or at least 1s", lease, zero)
 	}

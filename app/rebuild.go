@@ -125,10 +125,10 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 	if err := c.servers.check(inv, true, x.Embedded != nil); err != nil {
 		return err
 	}
-	if err := checkBatch(inv.Stderr, c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
+	if err := checkBatch(c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
 		return err
 	}
-	if err := checkEventSpans(inv.Stderr, c.eventSpans); err != nil {
+	if err := checkEventSpans(c.eventSpans); err != nil {
 		return err
 	}
 	switch {
@@ -137,7 +137,7 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 	case c.segments > 1 && c.lease <= 0:
 		return usageError("--segments %d needs leases: each process holds the leases of its segments (give --lease, e.g. 15s)", c.segments)
 	}
-	if err := checkLease(inv.Stderr, c.lease, "no leases"); err != nil {
+	if err := checkLease(c.lease, "no leases"); err != nil {
 		return err
 	}
 	var err error

@@ -136,7 +136,7 @@ func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Project
 	if !ok {
 		return Projection{}, usageError("%v", x.cat.unknown(name))
 	}
-	if err := checkLease(inv.Stderr, c.lease, "do not look"); err != nil {
+	if err := checkLease(c.lease, "do not look"); err != nil {
 		return Projection{}, err
 	}
 	if c.esdb == "" && c.group == "" {

@@ -91,7 +91,7 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 // (a projection's own settings are checked by checkProjection, in its
 // name).
 func (c *runConfig) checkFlags(stderr io.Writer) error {
-	if err := checkBatch(stderr, c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
+	if err := checkBatch(c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
 		return err
 	}
 	switch {
@@ -100,13 +100,13 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	case c.drainTimeout <= 0:
 		return usageError("--drain-timeout %v: want a duration above 0", c.drainTimeout)
 	}
-	if err := checkEventSpans(stderr, c.eventSpans); err != nil {
+	if err := checkEventSpans(c.eventSpans); err != nil {
 		return err
 	}
 	if err := c.checkHTTP(stderr); err != nil {
 		return err
 	}
-	if err := checkLease(stderr, c.lease, "no leases"); err != nil {
+	if err := checkLease(c.lease, "no leases"); err != nil {
 		return err
 	}
 	return c.checkSegments(stderr)
