@@ -124,6 +124,10 @@ func (f Filter) readsTies(p projector.Definition) error {
 	if !ok || f.kind == byTypes { // by type, from every stream
 		return nil
 	}
+	var re *regexp.Regexp
+	if f.kind == byRegex {
+		re = regexp.MustCompile(f.regex) // check has compiled it
+	}
 	for _, t := range tied.TiedStreams() {
 		var reads bool
 		switch f.kind {
@@ -131,7 +135,7 @@ func (f Filter) readsTies(p projector.Definition) error {
 			reads = slices.ContainsFunc(f.prefixes, func(r string) bool { return strings.HasPrefix(t, r) })
 		case byRegex:
 			// A stream of the prefix, as the server would match it.
-			reads = regexp.MustCompile(f.regex).MatchString(t + "1")
+			reads = re.MatchString(t + "1")
 		}
 		if !reads {
 			return fmt.Errorf("ties streams %q* (TieStreams), but reads %s: their events would never reach its documents; read them too", t, f)

@@ -33,6 +33,15 @@ func holderID(role string) string {
 	return fmt.Sprintf("%s %s/%d/%s", role, host, os.Getpid(), hex.EncodeToString(b))
 }
 
+// takeOverGone lets go of lease l, held by another process, for this one,
+// when this process runs the embedded server on the data dir that process
+// ran it on (ownsData: the dir's lock proves that server gone) and the
+// holder no longer runs (killed, crashed): its lease is not waited out. It
+// reports whether it did.
+func takeOverGone(ctx context.Context, store *mongostore.Store, ownsData bool, l mongostore.Lease) bool {
+	return ownsData && goneHolder(l.Holder) && store.ReleaseLease(ctx, l) == nil
+}
+
 // goneHolder reports whether a lease's holder (as holderID names it) is a
 // process of this host, not this one, that no longer runs. A process of
 // another host, or one that cannot be told, is not gone.

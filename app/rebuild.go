@@ -106,7 +106,7 @@ func holdRebuild(ctx context.Context, opened *Store, name string, stderr io.Writ
 		return holdLease(ctx, opened.Store, "rebuild "+name, holderID("rebuild"), 15*time.Second, slog.New(slog.DiscardHandler))
 	}
 	held, l, err := hold()
-	if errors.Is(err, mongostore.ErrLeaseHeld) && opened.Embedded != nil && goneHolder(l.Holder) && opened.Store.ReleaseLease(ctx, l) == nil {
+	if errors.Is(err, mongostore.ErrLeaseHeld) && takeOverGone(ctx, opened.Store, opened.Embedded != nil, l) {
 		fmt.Fprintf(stderr, "took over the lease of the rebuild of %s from %s, a process that is gone\n", name, l.Holder)
 		held, l, err = hold()
 	}

@@ -76,11 +76,11 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 	if err := c.retry.Validate(); err != nil {
 		return usageError("--retry-*: %v", err)
 	}
-	if err := c.checkFlags(inv.Stderr); err != nil {
+	if err := c.checkFlags(); err != nil {
 		return err
 	}
 	for _, p := range c.selected {
-		if err := c.checkProjection(p, inv.Stderr); err != nil {
+		if err := c.checkProjection(p); err != nil {
 			return err
 		}
 	}
@@ -90,7 +90,7 @@ func (x *cli) checkRun(c *runConfig, inv Invocation) error {
 // checkFlags reports the flags' own values that cannot work, in their names
 // (a projection's own settings are checked by checkProjection, in its
 // name).
-func (c *runConfig) checkFlags(stderr io.Writer) error {
+func (c *runConfig) checkFlags() error {
 	if err := checkBatch(c.workers, c.batch, c.batchWindow, c.batchMiB); err != nil {
 		return err
 	}
@@ -103,18 +103,18 @@ func (c *runConfig) checkFlags(stderr io.Writer) error {
 	if err := checkEventSpans(c.eventSpans); err != nil {
 		return err
 	}
-	if err := c.checkHTTP(stderr); err != nil {
+	if err := c.checkHTTP(); err != nil {
 		return err
 	}
 	if err := checkLease(c.lease, "no leases"); err != nil {
 		return err
 	}
-	return c.checkSegments(stderr)
+	return c.checkSegments()
 }
 
 // checkHTTP refuses an --http that is not an address to listen on (empty:
 // no HTTP server).
-func (c *runConfig) checkHTTP(stderr io.Writer) error {
+func (c *runConfig) checkHTTP() error {
 	if c.httpAddr == "" {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (c *runConfig) checkHTTP(stderr io.Writer) error {
 
 // checkProjection reports the settings of projection p that cannot work:
 // its runner's, the failure policy, and its subscription's.
-func (c *runConfig) checkProjection(p Projection, stderr io.Writer) error {
+func (c *runConfig) checkProjection(p Projection) error {
 	opts := c.runnerOptions(p)
 	if err := projector.Check(p.Definition, c.policy, true, opts...); err != nil {
 		if c.policy == projector.Hold && len(c.selected) > 1 && projector.Check(p.Definition, projector.Block, true, opts...) == nil {
@@ -532,7 +532,7 @@ func (s *session) lead(ctx context.Context, sl *slot) (*heldLease, error) {
 // out. It reports whether it did; released is the lease it let go of
 // last, which it does not try again.
 func (s *session) releaseGone(ctx context.Context, sl *slot, l mongostore.Lease, released *mongostore.Lease) bool {
-	if !s.ownsData || l == *released || !goneHolder(l.Holder) || s.store.ReleaseLease(ctx, l) != nil {
+	if l == *released || !takeOverGone(ctx, s.store, s.ownsData, l) {
 		return false
 	}
 	*released = l

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
@@ -25,7 +24,7 @@ const maxSegments = 1024
 
 // checkSegments refuses a --segments that cannot work: out of range,
 // without leases, or with --group.
-func (c *runConfig) checkSegments(stderr io.Writer) error {
+func (c *runConfig) checkSegments() error {
 	switch {
 	case c.segments < 1 || c.segments > maxSegments:
 		return usageError("--segments %d: want 1 (each projection in one process at a time) to %d", c.segments, maxSegments)

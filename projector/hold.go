@@ -229,31 +229,21 @@ func (e *Engine) holdAtHole(ctx context.Context, t target, ev Event, h hole) (he
 // routed (cause) while the earlier events of its stream feed t: the
 // stream's next event would hold t at it ([Engine.holdAtHole]), but there
 // may be none, and t's events of other streams must wait behind it now.
+// Delivered again to a document already past it (parked or skipped under
+// another policy before a restart), it holds nothing: its record, if any,
+// is replayed as it is.
 func (e *Engine) holdUnroutable(ctx context.Context, t target, ev Event, cause error) Result {
-	// Delivered again to a document already past it (parked or skipped
-	// under another policy before a restart): nothing to hold, and its
-	// record, if any, is replayed as it is.
 	read, err := e.readApplied(ctx, t)
 	if err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1})
 	}
-	if v, _ := e.keeperOf(t.p).check(read, ev, false); v == duplicate {
-		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
+	r := e.recordHeld(ctx, t, ev, read, cause, 1)
+	if r.Outcome == Held {
+		e.markHeld(t)
+		e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
+			"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "revision", ev.StreamRevision)
 	}
-	rec := parkedOf(t, ev, cause, 1)
-	rec.Held = true
-	recorded, err := e.parker.Park(ctx, rec)
-	if err != nil {
-		return e.fail(t, ev, failure{err: fmt.Errorf("holding the document: %w", err), wanted: -1, seen: -1, attempts: 1})
-	}
-	e.markHeld(t)
-	if !recorded {
-		// Delivered again: held once, and counted once.
-		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
-	}
-	e.logger.Warn("document held at an event of its stream that could not be routed: its later events are recorded behind it until replay-parked applies them",
-		"projection", t.p.Name(), "document", t.id, "stream", ev.StreamID, "revision", ev.StreamRevision)
-	return e.report(t, ev, permanent(cause), Held)
+	return r
 }
 
 // markHeld notes that document t is held.
@@ -309,19 +299,26 @@ func (e *Engine) holdAllBehind(ctx context.Context, t target, evs []Event) (resu
 // check (a duplicate), or ev is recorded already (delivered again: held
 // once, a duplicate too).
 func (e *Engine) holdUnlessApplied(ctx context.Context, t target, ev Event, read stored) Result {
+	return e.recordHeld(ctx, t, ev, read, ErrHeld, 0)
+}
+
+// recordHeld records ev as held in document t, as read, for cause, unless
+// the document has ev's effect already (a duplicate) or ev is recorded
+// already (delivered again: held once, a duplicate too).
+func (e *Engine) recordHeld(ctx context.Context, t target, ev Event, read stored, cause error, attempts int) Result {
 	if v, _ := e.keeperOf(t.p).check(read, ev, t.p.creates(ev)); v == duplicate {
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	rec := parkedOf(t, ev, ErrHeld, 0)
+	rec := parkedOf(t, ev, cause, attempts)
 	rec.Held = true
 	recorded, err := e.parker.Park(ctx, rec)
 	switch {
 	case err != nil:
-		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1})
+		return e.fail(t, ev, failure{err: fmt.Errorf("holding the event: %w", err), wanted: -1, seen: -1, attempts: attempts})
 	case !recorded:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Duplicate}
 	}
-	return e.report(t, ev, permanent(ErrHeld), Held)
+	return e.report(t, ev, permanent(cause), Held)
 }
 
 // readApplied reads what document t says of the events it has applied, as
