@@ -149,25 +149,30 @@ func (h *heldLease) confirm(ctx context.Context) bool {
 		return false
 	case <-time.After(min(standbyPoll(h.ttl), 250*time.Millisecond)):
 	}
-	return h.stillHeld(ctx)
+	held, _ := h.stillHeld(ctx) // not known to be held: let it go, and take one again
+	return held
 }
 
 // stillHeld renews the lease now, and reports whether it is still held:
-// false once another process took it, or it expired.
-func (h *heldLease) stillHeld(ctx context.Context) bool {
+// false once another process took it, or it expired; an error, with false,
+// when the store did not answer in time, so that nothing tells.
+func (h *heldLease) stillHeld(ctx context.Context) (bool, error) {
 	if h.isLost() {
-		return false
+		return false, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, h.ttl/3)
 	defer cancel()
 	next, err := h.store.RenewLease(rctx, h.current(), h.ttl)
-	if err != nil {
-		return false
+	switch {
+	case errors.Is(err, mongostore.ErrLeaseLost):
+		return false, nil
+	case err != nil:
+		return false, err
 	}
 	h.mu.Lock()
 	h.lease = next
 	h.mu.Unlock()
-	return true
+	return true, nil
 }
 
 // token is the fencing token of the holding.

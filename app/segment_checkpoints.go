@@ -129,7 +129,10 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 // process still holds the segment's lease is another lease's: a rebuild's,
 // written before its switch and not let go (the rebuild stopped between
 // its switch and the release of its leases). The checkpoint is stored once
-// that lease expires; meanwhile it is not, and the segment is kept.
+// that lease expires; meanwhile it is not, and the segment is kept. A
+// refusal when the renewal that tells which does not answer in time is an
+// error, as the store's own are: the segment is kept, and the next save
+// looks again.
 func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp projector.Checkpoint) error {
 	h := c.held[k]
 	if h.isLost() {
@@ -139,23 +142,31 @@ func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp pr
 	}
 	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current())
 	switch {
-	case errors.Is(err, mongostore.ErrFenced) && h.stillHeld(ctx):
+	case err == nil:
+		c.g.noteSaved(k, cp.Position)
+		return nil
+	case !errors.Is(err, mongostore.ErrFenced):
+		return err
+	}
+	held, herr := h.stillHeld(ctx)
+	switch {
+	case herr != nil:
+		// A renewal that did not answer in time (a loaded store) tells
+		// nothing: the save fails, as a store error does, and the next one
+		// looks again; the segment is kept.
+		return fmt.Errorf("segment %d: its checkpoint was refused, and whether this process still holds the segment is not known: %w", k, herr)
+	case held:
 		c.g.logger.Info("a segment's checkpoint is still under another lease: it is stored once that one expires",
 			"projection", c.g.sl.name, "segment", k, "err", err)
 		return nil
-	case errors.Is(err, mongostore.ErrFenced):
-		c.g.logger.Warn("a checkpoint save was refused (fenced): another process holds the segment now; this process drops it",
-			"projection", c.g.sl.name, "segment", k, "token", h.token(), "err", err)
-		h.markLost(err)
-		select {
-		case c.g.changed <- struct{}{}:
-		default:
-		}
-		return nil
-	case err != nil:
-		return err
 	}
-	c.g.noteSaved(k, cp.Position)
+	c.g.logger.Warn("a checkpoint save was refused (fenced): another process holds the segment now; this process drops it",
+		"projection", c.g.sl.name, "segment", k, "token", h.token(), "err", err)
+	h.markLost(err)
+	select {
+	case c.g.changed <- struct{}{}:
+	default:
+	}
 	return nil
 }
 
