@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/revgate/projector/projector"
@@ -186,7 +187,9 @@ func Main(c Config) {
 // (nil: none), and the OTEL_* variables that turn tracing on (off unless
 // they do; see the package documentation); Run never exits, and reads no
 // environment itself but, once tracing is on, the OpenTelemetry SDK's
-// settings. Cancelling ctx stops a running command gracefully.
+// settings. Cancelling ctx stops a running command gracefully. Its writes
+// to stdout and stderr are made one at a time, so that these need not be
+// safe for concurrent use (a bytes.Buffer read once Run returns).
 func (c Config) Run(ctx context.Context, args []string, env func(string) (string, bool), stdout, stderr io.Writer) int {
 	return c.run(ctx, args, env, nil, stdout, stderr)
 }
@@ -195,6 +198,7 @@ func (c Config) Run(ctx context.Context, args []string, env func(string) (string
 // Main) so that a variable of the prefix that no flag reads but one is
 // named like (a misspelling) can be pointed out.
 func (c Config) run(ctx context.Context, args []string, env func(string) (string, bool), environ []string, stdout, stderr io.Writer) int {
+	stdout, stderr = serialized(stdout, stderr)
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
@@ -336,4 +340,24 @@ func (c Config) usage(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for the flags of a command; every flag can also be set as %s<FLAG>.\n", c.name(), c.envPrefix())
+}
+
+// serialized returns stdout and stderr writing under one lock: a command
+// writes from more than one goroutine (a rebuild's progress beside the
+// engine's log lines), and the writers a caller of Run hands in (a
+// bytes.Buffer, one writer for both) need not be safe for that.
+func serialized(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	return lockedWriter{mu, stdout}, lockedWriter{mu, stderr}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

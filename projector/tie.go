@@ -304,7 +304,7 @@ func (e *Engine) deleted(ctx context.Context, stream string) bool {
 // zero one. undecoded: the engine fails the event, and a fix of it may name
 // the stream's document: its router fails on it (an empty id, a field it
 // lacks), or it does not decode, p handles its type, and the router's
-// answers differ.
+// answers differ, or it declines both and may read the payload.
 func (e *Engine) routeInStream(p Definition, ev Event) (id string, ok, undecoded bool) {
 	decoded, err := e.registry.Decode(ev)
 	if err == nil {
@@ -317,5 +317,8 @@ func (e *Engine) routeInStream(p Definition, ev Event) (id string, ok, undecoded
 	zero := ev
 	zero.Payload, _ = e.registry.zero(ev)
 	id, ok, trusted, _ := routeUndecoded(p.Route, ev, zero)
-	return id, ok && trusted, !trusted && handlesType(p, zero.Payload)
+	// "Not mine" of an event it cannot read is no answer from a router
+	// that may read the payload, as on delivery (targetUndecoded).
+	answered := trusted && (ok || byEnvelope(p))
+	return id, ok && trusted, !answered && handlesType(p, zero.Payload)
 }

@@ -80,12 +80,24 @@ func boards() *projector.Projection[board] { return boardsTying(cardStreams) }
 
 // boardsTying is the board summary tying the streams of prefixes.
 func boardsTying(prefixes ...string) *projector.Projection[board] {
+	return boardsRouted(func(id string) bool { return true }, prefixes...)
+}
+
+// boardsDecliningEmpty is boards with a router that declines an event that
+// names no board, as a router that checks its field does.
+func boardsDecliningEmpty() *projector.Projection[board] {
+	return boardsRouted(func(id string) bool { return id != "" }, cardStreams)
+}
+
+// boardsRouted is the board summary tying the streams of prefixes, whose
+// router sends an event to the board it names when named says so of it.
+func boardsRouted(named func(id string) bool, prefixes ...string) *projector.Projection[board] {
 	p := projector.New[board]("kanban_boards", func(ev projector.Event) (string, bool) {
 		switch pl := ev.Payload.(type) {
 		case BoardOpened:
-			return pl.BoardID, true
+			return pl.BoardID, named(pl.BoardID)
 		case CardAdded:
-			return pl.BoardID, true
+			return pl.BoardID, named(pl.BoardID)
 		}
 		return "", false
 	}).Idempotency(projector.RevisionMap()).TieStreams(prefixes...)

@@ -62,8 +62,16 @@ func kanbanRegistryUpcasting(up func(cardAddedV1) (CardAdded, error)) *projector
 // and its router reads the payload, so the stream's document is unknown. A
 // later event the router declines must not be left alone as an event of a
 // stream that is not the projection's: it fails too, and a replay in log
-// order after the fix brings the document both.
+// order after the fix brings the document both. So too with a router that
+// declines an event naming no board (as it declines the zero payload): its
+// "not mine" of an event it cannot read is no answer.
 func TestTieStreams_a_declined_event_after_an_undecodable_first_event_waits_for_it(t *testing.T) {
+	for name, boards := range map[string]func() *projector.Projection[board]{"routes the empty id": boards, "declines the empty id": boardsDecliningEmpty} {
+		t.Run(name, func(t *testing.T) { declinedAfterUndecodable(t, boards) })
+	}
+}
+
+func declinedAfterUndecodable(t *testing.T, boards func() *projector.Projection[board]) {
 	broken := func(cardAddedV1) (CardAdded, error) { return CardAdded{}, errors.New("the upcaster is wrong") }
 	fixed := func(v cardAddedV1) (CardAdded, error) {
 		return CardAdded{CardID: v.CardID, BoardID: v.Board, Title: v.Title}, nil
