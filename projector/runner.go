@@ -408,7 +408,9 @@ type RunnerStats struct {
 	// Unrouted: events delivered that no projection of the engine wanted
 	// (its IDFunc left them alone).
 	Unrouted uint64
-	// Results of the events, summed over projections.
+	// Results of the events, summed over projections. Parked also counts
+	// the events of a stream that a document moved past when a later one
+	// came (declined by the router when delivered, they are parked then).
 	Applied, Duplicates, Skipped, Parked, Held, Failed uint64
 	// Waits of the gate, summed over events.
 	Waits uint64
