@@ -124,9 +124,20 @@ type segments struct {
 	// cut: this process cannot read the event store, and handed its
 	// segments over (cutOff), counted out of the processes that share
 	// them until it reads it again. unreadSince is since when its run has
-	// not been connected to it (zero: it is, or no run).
+	// not read it (zero: it does, or no run); the look that tells (reads)
+	// is kept in read.
 	cut         atomic.Bool
 	unreadSince time.Time
+	read        readLook
+}
+
+// readLook is the last look at whether a connected run reads the event
+// store: when, how many events its runner had been delivered then, and
+// what it found.
+type readLook struct {
+	at     time.Time
+	events uint64
+	reads  bool
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -278,8 +289,8 @@ func (g *segments) tend(ctx context.Context, run *segmentRun, st *sharing) *segm
 }
 
 // cutOff hands the segments this process holds over to the processes that
-// can read the event store, where its run has not been connected to it for
-// two lease periods (a process cut off from the event store, not from
+// can read the event store, where its run has not read it for two lease
+// periods (reads: a process cut off from the event store, not from
 // MongoDB, keeps renewing its leases, and its segments would wait for it
 // while the others stand idle): it stops the run, lets every lease go and
 // counts itself out of the processes (its heartbeat stops), until the
@@ -295,7 +306,7 @@ func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bo
 		return run, false
 	}
 	r := g.sl.cur.Load()
-	if run == nil || r == nil || r.Connected() || time.Since(run.began) < g.s.c.lease {
+	if run == nil || r == nil || time.Since(run.began) < g.s.c.lease || g.reads(ctx, r) {
 		g.unreadSince = time.Time{}
 		return run, false
 	}
@@ -318,6 +329,23 @@ func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bo
 	g.sl.leader.Store(false)
 	g.leave()
 	return nil, true
+}
+
+// reads reports whether runner r reads the event store: it is connected
+// to it, and, looked at once a lease period, it was delivered events since
+// the last look or the event store answers this process. A subscription
+// whose connection hangs (a network that drops its packets without closing
+// it) can stay connected while nothing comes.
+func (g *segments) reads(ctx context.Context, r *projector.Runner) bool {
+	if !r.Connected() {
+		return false
+	}
+	if time.Since(g.read.at) < g.s.c.lease {
+		return g.read.reads
+	}
+	events := r.Stats().Events
+	g.read = readLook{at: time.Now(), events: events, reads: events != g.read.events || g.readsEventStore(ctx)}
+	return g.read.reads
 }
 
 // readsEventStore reports whether the event store answers this process

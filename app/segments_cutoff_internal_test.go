@@ -39,6 +39,30 @@ func (h *headOnly) Head(ctx context.Context) (uint64, error) {
 // it is retrying. Once the event store answers it again, it takes its
 // share again.
 func TestSegments_a_process_cut_off_from_the_event_store_hands_its_segments_over(t *testing.T) {
+	for name, src := range map[string]projector.Source{"its runner never connected": noSource{}, "its runner connected, nothing delivered": silentSource{}} {
+		t.Run(name, func(t *testing.T) { cutOffHandsOver(t, src) })
+	}
+}
+
+// silentSource subscribes at once, and delivers nothing: a subscription
+// whose connection hangs (the network drops its packets without closing
+// it) stays connected.
+type silentSource struct{ projector.Source }
+
+func (silentSource) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
+	return silent{}, nil
+}
+
+type silent struct{}
+
+func (silent) Next(ctx context.Context) (projector.Delivery, error) {
+	<-ctx.Done()
+	return projector.Delivery{}, ctx.Err()
+}
+
+func (silent) Close() error { return nil }
+
+func cutOffHandsOver(t *testing.T, src projector.Source) {
 	const lease = time.Second
 	store := mongostore.New(mongotest.Database(t))
 	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
@@ -51,13 +75,16 @@ func TestSegments_a_process_cut_off_from_the_event_store_hands_its_segments_over
 	sl := &slot{name: "p"}
 	var runs atomic.Int32
 	work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
-		r, err := projector.NewRunner("p", eng, noSource{}, nil) // never subscribed: never connected
+		r, err := projector.NewRunner("p", eng, src, nil)
 		if err != nil {
 			return err
 		}
 		sl.cur.Store(r)
 		runs.Add(1)
-		<-ctx.Done()
+		if _, ok := src.(silentSource); ok {
+			return r.Run(ctx)
+		}
+		<-ctx.Done() // never subscribed: never connected
 		return nil
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
