@@ -154,11 +154,25 @@ var eventCost = 500 * time.Microsecond
 // hiccup) early on, batch window 100 ms. The worker, late after the
 // hiccup, batches once, no longer than it was late; then, keeping up, it
 // writes events as they come again: measured, the time from delivery to an
-// event's fold, for the events delivered from 2 s after the hiccup on. (A
-// batch held 10 windows whatever the lateness took longer than the window
-// to write, so each made the next late again: events waited about half a
-// second for good.)
+// event's fold, for the events delivered from 2 s after the hiccup on,
+// against the same traffic without the hiccup in the same test (on a
+// loaded machine, where the worker does not keep up with either, both
+// wait alike). (A batch held 10 windows whatever the lateness took longer
+// than the window to write, so each made the next late again: events
+// waited about half a second for good.)
 func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *testing.T) {
+	base, _ := lateAfter(t, false)
+	p50, p90 := lateAfter(t, true)
+	if p50 > base+100*time.Millisecond {
+		t.Errorf("2 s after a single 500 ms hiccup, steady events at the head wait p50 %v (p90 %v) before they are handled, "+
+			"want at most the 100 ms window more than without the hiccup (%v)", p50, p90, base)
+	}
+}
+
+// lateAfter runs the traffic of the test above, with its hiccup or not, and
+// returns how long its events delivered from 2 s after the hiccup waited
+// before their fold: the median and the 90th percentile.
+func lateAfter(t *testing.T, hiccup bool) (p50, p90 time.Duration) {
 	s := newStore(t)
 	all, _ := cartEvents(t, 104) // 312 events, one every 16 ms (5 s)
 	src := &pacedSource{events: all, every: 16 * time.Millisecond}
@@ -166,7 +180,7 @@ func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *t
 	lat := map[string]time.Duration{}
 	var slow sync.Once
 	p := burstCounts("hiccup_counts", func(ev projector.Event) {
-		if ev.ID == all[5].ID {
+		if hiccup && ev.ID == all[5].ID {
 			slow.Do(func() { time.Sleep(500 * time.Millisecond) })
 		}
 		src.mu.Lock()
@@ -193,11 +207,9 @@ func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *t
 	}
 	slices.Sort(late)
 	st := r.Stats()
-	p50, p90 := late[len(late)/2], late[len(late)*9/10]
-	t.Logf("batches %d of %d events, alone %d; late events: p50 %v p90 %v max %v", st.Batches, st.Batched, st.Applied-st.Batched, p50, p90, late[len(late)-1])
-	if p50 > 100*time.Millisecond {
-		t.Errorf("2 s after a single 500 ms hiccup, steady events at the head wait p50 %v (p90 %v) before they are handled, want at most the 100 ms window", p50, p90)
-	}
+	p50, p90 = late[len(late)/2], late[len(late)*9/10]
+	t.Logf("hiccup %v: batches %d of %d events, alone %d; late events: p50 %v p90 %v max %v", hiccup, st.Batches, st.Batched, st.Applied-st.Batched, p50, p90, late[len(late)-1])
+	return p50, p90
 }
 
 // A runner that reaches the head with a queue behind it, while appends
