@@ -175,3 +175,66 @@ func TestDeclined_an_event_of_a_stream_deleted_since_is_left_alone(t *testing.T)
 		t.Fatalf("the declined event of a deleted stream: %+v, %v; want it left alone", rs, err)
 	}
 }
+
+// A card stream soft-deleted and written again (it goes on from its old
+// revision) before the engine meets it: a catch-up or a rebuild delivers
+// both lives from $all. The declined event of the first life cannot be
+// found in the stream any more, but the engine saw the routed event before
+// it: that is the stream's first routed event, as in the log, and the
+// declined one goes there. The board is the fold of both lives, as live.
+func TestTieStreams_a_stream_deleted_and_written_again_goes_to_its_first_routed_events_document(t *testing.T) {
+	server := esdbtest.New(t)
+	client := dialESDB(t, server)
+	ctx := context.Background()
+	reg := kanbanRegistry()
+	put := func(payload any) {
+		name, data, err := reg.Encode(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (appender{client}).Append(ctx, "card-c1", sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(CardAdded{CardID: "c1", BoardID: "b1", Title: "first"})
+	put(CardMoved{CardID: "c1", Column: "doing"})
+	var evs []projector.Event
+	if err := client.ReadStream(ctx, "card-c1", 0, func(ev projector.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Client(t).DeleteStream(ctx, "card-c1", kurrentdb.DeleteStreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	put(CardAdded{CardID: "c1", BoardID: "b1", Title: "again"})
+	put(CardMoved{CardID: "c1", Column: "done"})
+	if err := client.ReadStream(ctx, "card-c1", 2, func(ev projector.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 4 || evs[2].StreamRevision != 2 {
+		t.Fatalf("read back %d events (%+v), want the two lives' 4, the second from revision 2", len(evs), evs)
+	}
+	for _, pol := range []projector.FailurePolicy{projector.Block, projector.Park} {
+		store := newStore(t)
+		e, err := projector.NewEngine(store, reg, []projector.Definition{boardsTying(cardStreams)}, projector.WithRetry(patient()),
+			projector.WithFailurePolicy(pol), projector.WithParker(store), projector.WithStreamReader(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hctx, cancel := context.WithTimeout(ctx, time.Minute)
+		for _, ev := range evs {
+			if rs, err := e.Handle(hctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
+				t.Errorf("%v: %s@%d: %+v, %v; want it applied to b1", pol, ev.Type, ev.StreamRevision, rs, err)
+			}
+		}
+		cancel()
+		decoded := make([]projector.Event, len(evs))
+		for i, ev := range evs {
+			if decoded[i], err = reg.Decode(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := projectortest.CheckDocument(ctx, store, boardsTying(cardStreams), "b1", decoded); err != nil {
+			t.Errorf("%v: %v", pol, err)
+		}
+	}
+}

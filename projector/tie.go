@@ -245,8 +245,11 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 		if err != nil {
 			return tie{}, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
 		}
-		if seen, ok := e.routedSeen.Peek(k); ok && found.gone && seen.at < ev.StreamRevision {
-			found.doc, found.at = seen.doc, seen.at
+		if seen, ok := e.routedSeen.Peek(k); ok && seen.at < ev.StreamRevision && (found.doc == "" && !found.undecoded || found.at > seen.at) {
+			// The routed event seen is gone from the stream (deleted, and
+			// written again or not; truncated): the read could not find
+			// it, and it is the stream's first routed event, as in the log.
+			found.doc, found.at, found.undecoded = seen.doc, seen.at, false
 		}
 		known = found
 		e.ties.Add(k, known)
