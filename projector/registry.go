@@ -152,8 +152,12 @@ func (r *Registry) Decode(e Event) (Event, error) {
 			err, strings.TrimPrefix(f.none, e.Type+".v"), f.none, name)
 	}
 	if err != nil {
+		stored := e.Type // as the event store has it; the form it is read as, where another
+		if name != e.Type && f.none == "" {
+			stored += " (read as " + name + ")"
+		}
 		err = fmt.Errorf("%w: %s event %s (stream %q, revision %d): %w",
-			ErrUndecodable, name, e.ID, e.StreamID, e.StreamRevision, err)
+			ErrUndecodable, stored, e.ID, e.StreamID, e.StreamRevision, err)
 		e.undecodable = &decodeFailure{err: err, t: f.t}
 		return e, err
 	}

@@ -75,8 +75,9 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 		}
 	}
 	_, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":"one"}`), Data: []byte(`{"points":4}`)})
-	if !errors.Is(err, projector.ErrUndecodable) {
-		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable`, err)
+	// Named as stored, and as the form it is read as.
+	if want := `: Score (read as Score.v3) event e `; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
+		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable saying %q`, err, want)
 	}
 }
 
