@@ -767,7 +767,7 @@ func (g *segments) start(ctx context.Context) *segmentRun {
 // not standing by.
 func (g *segments) show() {
 	n := g.count()
-	g.sl.leader.Store(n > 0)
+	g.sl.leader.Store(n > 0 && !g.lostAll()) // as projector_segment_owned, which counts no lost lease
 	down := g.sl.down.Load()
 	switch {
 	case n == 0 && g.unanswered != nil:
