@@ -214,47 +214,10 @@ func (e *Engine) gateHolding(ctx context.Context, t target, ev Event, undecodabl
 // gateTurn is the gate once ev's turn in its document's queue has come.
 func (e *Engine) gateTurn(ctx context.Context, tk *ticket, t target, ev Event, undecodable error) Result {
 	apply := e.applier(t.p, ev, undecodable)
-	if !t.p.creates(ev) {
-		return e.advance(ctx, tk, t, ev, apply)
+	if t.p.creates(ev) {
+		return e.create(ctx, tk, t, ev, apply)
 	}
-	switch after, err := e.createsAfter(ctx, ev); {
-	case err != nil:
-		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
-	case after:
-		// Its stream holds events before it: it waits for them, as any
-		// event does, and meets the document they made (as in the log's
-		// order, whatever order it comes in).
-		return e.advance(ctx, tk, t, ev, createdBefore(t.p, apply, ev.StreamRevision-1))
-	}
-	return e.create(ctx, tk, t, ev, apply)
-}
-
-// createsAfter reports whether creation event ev comes after earlier
-// events of its stream that the event store still holds (read where the
-// engine reads streams; with no reader, it cannot tell, and the creation
-// inserts at once).
-func (e *Engine) createsAfter(ctx context.Context, ev Event) (bool, error) {
-	if ev.StreamRevision == 0 || e.streams == nil {
-		return false, nil
-	}
-	// The document of events up to the one before it would start over
-	// (they are gone): none of them is there.
-	gone, err := e.startsOver(ctx, ev.StreamID, ev.StreamRevision-1)
-	return !gone && err == nil, err
-}
-
-// createdBefore is apply for a creation that meets its document made by
-// earlier events, at revision rev: it applies where only events the
-// projection passed over (dropped, of a type it does not handle) made it,
-// at the zero state, as in the fold; otherwise it fails with
-// [ErrAlreadyCreated].
-func createdBefore(p Definition, apply applyStep, rev uint64) applyStep {
-	return func(state any) (any, error) {
-		if holdsNothing(p, state) {
-			return apply(state)
-		}
-		return nil, fmt.Errorf("%w by the events of its stream up to revision %d, before this creation event", ErrAlreadyCreated, rev)
-	}
+	return e.advance(ctx, tk, t, ev, apply)
 }
 
 // create inserts the document at the event's revision without reading it
@@ -289,7 +252,15 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 		case over:
 			return e.restart(ctx, t, ev, again.rev, state, skipped, waits)
 		}
-		return e.advance(ctx, tk, t, ev, createdBefore(t.p, apply, again.rev))
+		return e.advance(ctx, tk, t, ev, func(state any) (any, error) {
+			if holdsNothing(t.p, state) {
+				// Only events the projection passed over (dropped, of a
+				// type it does not handle) made the document: the creation
+				// applies, as in the fold.
+				return apply(state)
+			}
+			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
+		})
 	}
 	if refusal := e.refusedStep(t, err); refusal != nil {
 		return e.onceRefused().create(ctx, tk, t, ev, failing(refusal))
