@@ -408,9 +408,7 @@ type RunnerStats struct {
 	// Unrouted: events delivered that no projection of the engine wanted
 	// (its IDFunc left them alone).
 	Unrouted uint64
-	// Results of the events, summed over projections. Parked also counts
-	// the events of a stream that a document moved past when a later one
-	// came (declined by the router when delivered, they are parked then).
+	// Results of the events, summed over projections.
 	Applied, Duplicates, Skipped, Parked, Held, Failed uint64
 	// Waits of the gate, summed over events.
 	Waits uint64
