@@ -59,8 +59,9 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		position:      d("checkpoint_position", "Stored checkpoint: commit position in $all (a revision for a stream subscription)."),
 		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled; under --group, when every event delivered to this consumer has its outcome (between two deliveries of a backlog it may read 1 for a moment)."),
 		up:            d("up", "1 while the projection runs; 0 while it stands by (another process holds its lease) or is stopped at an event that failed (for good under the block policy, or until it is tried again), or, under --group and the block policy, while events that kept failing are parked in its group."),
-		connected: d("connected", "1 while the projection's subscription is open on the event store (under --group, its consumer's); "+
-			"0 while it is not: the event store does not answer, the subscription is opening, or the process stands by. /readyz says not ready meanwhile."),
+		connected: d("connected", "1 while the projection runs with its subscription open on the event store (under --group, its consumer's); "+
+			"0 while it is not open (the event store does not answer, the subscription is opening) or the projection is down here "+
+			"(standing by, blocked, retrying: see projector_up). /readyz says not ready meanwhile."),
 		leader:     d("lease_held", "1 while this process holds the projection's lease (--lease), or with --segments at least one of its segments; 0 while it stands by."),
 		lagSeconds: d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
 		lagEvents:  d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s (0 once the checkpoint passes the head counted to)."),

@@ -332,8 +332,9 @@ func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bo
 }
 
 // reads reports whether runner r reads the event store: it is connected
-// to it, and, looked at once a lease period, it was delivered events since
-// the last look or the event store answers this process. A subscription
+// to it, and, looked at once a lease period, it was delivered events (or
+// checkpoints) since the last look, or the event store answers this
+// process within the lease. A subscription
 // whose connection hangs (a network that drops its packets without closing
 // it) can stay connected while nothing comes.
 func (g *segments) reads(ctx context.Context, r *projector.Runner) bool {
@@ -343,15 +344,23 @@ func (g *segments) reads(ctx context.Context, r *projector.Runner) bool {
 	if time.Since(g.read.at) < g.s.c.lease {
 		return g.read.reads
 	}
-	events := r.Stats().Events
-	g.read = readLook{at: time.Now(), events: events, reads: events != g.read.events || g.readsEventStore(ctx)}
+	st := r.Stats()
+	events := st.Events + st.Checkpoints // a filtered subscription's checkpoints say it is alive too
+	g.read = readLook{at: time.Now(), events: events, reads: events != g.read.events || g.answers(ctx, g.s.c.lease)}
 	return g.read.reads
 }
 
 // readsEventStore reports whether the event store answers this process
 // (it reads the head of $all) within a third of the lease.
 func (g *segments) readsEventStore(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, g.s.c.lease/3)
+	return g.answers(ctx, g.s.c.lease/3)
+}
+
+// answers reports whether the event store answers a read of the head of
+// $all within wait. A connected run's look waits a whole lease: a slow
+// event store is not a lost one.
+func (g *segments) answers(ctx context.Context, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	_, err := g.s.client.Head(ctx)
 	return err == nil

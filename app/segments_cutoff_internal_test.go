@@ -127,3 +127,76 @@ func cutOffHandsOver(t *testing.T, src projector.Source) {
 		t.Errorf("A does not say it reads the event store again:\n%s", log.String())
 	}
 }
+
+// slowHead answers the head after delay.
+type slowHead struct {
+	eventStore
+	delay time.Duration
+}
+
+func (h *slowHead) Head(ctx context.Context) (uint64, error) {
+	select {
+	case <-time.After(h.delay):
+		return 1, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// A healthy, quiet process (connected, nothing to deliver) keeps its
+// segments, also while the event store is slow to give the head of $all
+// (half a lease): slow is not cut off.
+func TestSegments_a_quiet_connected_process_keeps_its_segments(t *testing.T) {
+	for _, delay := range []time.Duration{0, 500 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			const lease = time.Second
+			store := mongostore.New(mongotest.Database(t))
+			eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log lockedBuf
+			s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: &slowHead{delay: delay}, logger: slog.New(slog.NewTextHandler(&log, nil))}
+			sl := &slot{name: "p"}
+			var runs atomic.Int32
+			work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
+				r, err := projector.NewRunner("p", eng, silentSource{}, nil)
+				if err != nil {
+					return err
+				}
+				sl.cur.Store(r)
+				runs.Add(1)
+				return r.Run(ctx)
+			}}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			wg.Go(func() { _ = s.shareSegments(ctx, sl, work) })
+			held := func() int {
+				leases, err := store.Leases(context.Background(), "p")
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for k := range 2 {
+					if l := leases[segment.LeaseName("p", k, 2)]; l.Held(time.Now()) && l.Holder == "A" {
+						n++
+					}
+				}
+				return n
+			}
+			waitUntil(t, "A runs both segments", func() bool { return runs.Load() > 0 && held() == 2 })
+			deadline := time.Now().Add(6 * lease)
+			for time.Now().Before(deadline) {
+				if held() != 2 {
+					t.Errorf("head delay %v: A let its segments go while connected and quiet; down %q", delay, sl.Down())
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if t.Failed() {
+				t.Logf("runs %d; log:\n%s", runs.Load(), log.String())
+			}
+		})
+	}
+}
