@@ -119,7 +119,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.outcomes, st.Applied, name, "applied")
 		counter(c.outcomes, st.Duplicates, name, "duplicate")
 		counter(c.outcomes, st.Skipped, name, "skipped")
-		counter(c.outcomes, st.Parked, name, "parked")
+		counter(c.outcomes, st.Parked+st.ParkedLater, name, "parked")
 		counter(c.outcomes, st.Held, name, "held")
 		counter(c.outcomes, st.Failed, name, "failed")
 		counter(c.delivered, st.Events, name)

@@ -262,7 +262,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	st := r.Stats()
 	took := time.Since(began)
 	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history); readers now use %s (%s)\n",
-		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held,
+		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked+st.ParkedLater, st.Held,
 		eng.StreamsFolded(), switched.Active, previousText(ctx, store, switched.Previous))
 	return nil
 }

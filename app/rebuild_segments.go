@@ -139,6 +139,7 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	rb.stats.Duplicates += st.Duplicates
 	rb.stats.Skipped += st.Skipped
 	rb.stats.Parked += st.Parked
+	rb.stats.ParkedLater += st.ParkedLater
 	rb.stats.Held += st.Held
 	rb.stats.UnknownTypes = addCounts(rb.stats.UnknownTypes, st.UnknownTypes)
 	rb.folded += eng.StreamsFolded()
@@ -280,7 +281,7 @@ func (rb *segmentedRebuild) did(began time.Time) string {
 		ran = "segments " + intsString(slices.Sorted(maps.Keys(rb.ran)))
 	}
 	return fmt.Sprintf("this process ran %s: %d events in %v (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history)",
-		ran, handled(st), time.Since(began).Round(time.Millisecond), st.Applied, st.Duplicates, st.Skipped, st.Parked, st.Held, rb.folded)
+		ran, handled(st), time.Since(began).Round(time.Millisecond), st.Applied, st.Duplicates, st.Skipped, st.Parked+st.ParkedLater, st.Held, rb.folded)
 }
 
 // unknownTypes is how many events of types nobody registered the

@@ -334,7 +334,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	for _, sl := range s.slots {
 		st := sl.Stats()
 		s.logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
-			"skipped", st.Skipped, "parked", st.Parked, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint),
+			"skipped", st.Skipped, "parked", st.Parked+st.ParkedLater, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint),
 			"unknown_types", countsString(st.UnknownTypes))
 	}
 	return errors.Join(errs...)

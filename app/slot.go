@@ -154,6 +154,7 @@ func (s *slot) Stats() projector.RunnerStats {
 		st.Duplicates += p.Duplicates
 		st.Skipped += p.Skipped
 		st.Parked += p.Parked
+		st.ParkedLater += p.ParkedLater
 		st.Held += p.Held
 		st.Failed += p.Failed
 		st.Waits += p.Waits

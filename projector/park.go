@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/revgate/projector/retry"
@@ -194,8 +195,14 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 			one := hole{gone: true, from: a.ev.StreamRevision, to: a.ev.StreamRevision, away: []routedAway{a}}
 			cause = one.err(t, ev.StreamID, ev.StreamRevision)
 		}
-		if err := e.park(ctx, t, a.ev, cause, 1); err != nil {
+		recorded, err := e.parker.Park(ctx, parkedOf(t, a.ev, cause, 1))
+		if err != nil {
 			return fmt.Errorf("parking an event routed away: %w", err)
+		}
+		if recorded && a.err == nil {
+			// Declined when it came (no result then): one the router could
+			// not route (a.err) was parked, and counted, when it came.
+			countParkedBeside(ctx)
 		}
 	}
 	if len(h.away) > 0 {
@@ -211,6 +218,24 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		return fmt.Errorf("recording the hole: %w", err)
 	}
 	return nil
+}
+
+// parkedBesideKey is the context key of the count, a runner's, of the
+// events parkHole parks beside the one handled, which their delivery
+// passed over (RunnerStats.ParkedLater): they have no result of their
+// own, and are parked events all the same.
+type parkedBesideKey struct{}
+
+// countingParkedBeside returns ctx with n as the count of the events
+// parked beside the ones handled under it.
+func countingParkedBeside(ctx context.Context, n *atomic.Uint64) context.Context {
+	return context.WithValue(ctx, parkedBesideKey{}, n)
+}
+
+func countParkedBeside(ctx context.Context) {
+	if n, ok := ctx.Value(parkedBesideKey{}).(*atomic.Uint64); ok {
+		n.Add(1)
+	}
 }
 
 // ErrNotParked: replaying an event of a projection the engine does not run.

@@ -130,7 +130,7 @@ func (x *run) startWorkers(workCtx context.Context) *sync.WaitGroup {
 	for i := range x.parts {
 		x.parts[i] = make(chan item, x.queue())
 		x.heads[i] = make(chan struct{}, 1)
-		workers.Go(func() { x.work(workCtx, x.parts[i], x.heads[i], &busy[i]) })
+		workers.Go(func() { x.work(countingParkedBeside(workCtx, &r.counts.parkedLater), x.parts[i], x.heads[i], &busy[i]) })
 	}
 	return &workers
 }
