@@ -3,7 +3,6 @@ package projector_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/revgate/projector/esdbtest"
 	"github.com/revgate/projector/internal/sourcetest"
-	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 )
@@ -237,79 +235,6 @@ func TestTieStreams_a_stream_deleted_and_written_again_goes_to_its_first_routed_
 		}
 		if err := projectortest.CheckDocument(ctx, store, boardsTying(cardStreams), "b1", decoded); err != nil {
 			t.Errorf("%v: %v", pol, err)
-		}
-	}
-}
-
-// A tied card stream truncated past its first events ($maxCount) after
-// the board took them, and a new process (it never saw the routed event):
-// the stream's later events, which the router declines, cannot be told
-// where they go. They are not passed over without a word as events of a
-// stream that is not the projection's: they fail, under park parked, and
-// say why. The process that saw the routed event still ties them.
-func TestTieStreams_the_declined_events_of_a_stream_cut_before_its_routed_event_fail_saying_why(t *testing.T) {
-	server := esdbtest.New(t)
-	client := dialESDB(t, server)
-	ctx := context.Background()
-	reg := kanbanRegistry()
-	var evs []projector.Event
-	put := func(payload any) {
-		name, data, err := reg.Encode(payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := (appender{client}).Append(ctx, "card-t", sourcetest.AnyRevision, sourcetest.Event{ID: uuid.New(), Type: name, Data: data}); err != nil {
-			t.Fatal(err)
-		}
-		evs = evs[:0]
-		if err := client.ReadStream(ctx, "card-t", 0, func(ev projector.Event) error { evs = append(evs, ev); return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	put(CardAdded{CardID: "t", BoardID: "b1", Title: "t"})
-	put(CardMoved{CardID: "t", Column: "doing"})
-	all := append([]projector.Event(nil), evs...)
-	put(CardMoved{CardID: "t", Column: "done"})
-	all = append(all, evs[2])
-	put(CardMoved{CardID: "t", Column: "todo"})
-	all = append(all, evs[3])
-	var m kurrentdb.StreamMetadata
-	m.SetTruncateBefore(2)
-	m.SetMaxCount(2)
-	if _, err := server.Client(t).SetStreamMetadata(ctx, "card-t", kurrentdb.AppendToStreamOptions{}, m); err != nil {
-		t.Fatal(err)
-	}
-	engine := func(store *mongostore.Store, pol projector.FailurePolicy) *projector.Engine {
-		e, err := projector.NewEngine(store, reg, []projector.Definition{boardsTying(cardStreams)}, projector.WithRetry(patient()),
-			projector.WithFailurePolicy(pol), projector.WithParker(store), projector.WithStreamReader(client))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	for _, pol := range []projector.FailurePolicy{projector.Block, projector.Park} {
-		store := newStore(t)
-		first := engine(store, pol)
-		for _, ev := range all[:2] {
-			if rs, err := first.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
-				t.Fatalf("%v: %s@%d: %+v, %v", pol, ev.Type, ev.StreamRevision, rs, err)
-			}
-		}
-		again := engine(store, pol) // a new process
-		for _, ev := range all[2:] {
-			rs, _ := again.Handle(ctx, ev)
-			want := map[projector.FailurePolicy]projector.Outcome{projector.Block: projector.Failed, projector.Park: projector.Parked}[pol]
-			if len(rs) != 1 || rs[0].Outcome != want || !strings.Contains(fmt.Sprint(rs[0].Err), "no longer holds its first events") {
-				t.Errorf("%v: %s@%d: %+v; want it %v, saying the stream's first events are gone", pol, ev.Type, ev.StreamRevision, rs, want)
-			}
-		}
-	}
-	// The process that saw the routed event ties them.
-	store := newStore(t)
-	e := engine(store, projector.Block)
-	for _, ev := range all {
-		if rs, err := e.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
-			t.Errorf("one process: %s@%d: %+v, %v; want it applied", ev.Type, ev.StreamRevision, rs, err)
 		}
 	}
 }

@@ -24,11 +24,6 @@ type tie struct {
 	undecoded   bool
 	// gone: the stream could not be read, deleted since (see noteRouted).
 	gone bool
-	// cut: the stream's read began past the revision asked for (its start
-	// truncated, or deleted and written again), and none of the events
-	// left before the one asked about routes: its first events, gone, may
-	// have named its document (see cutError).
-	cut bool
 	// moved: a later event of the stream was routed to another document
 	// (said once: see noteRouted).
 	moved bool
@@ -146,23 +141,10 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 		// of the next one would wait for their revision for ever.
 		return "", true, known.pendingError()
 	}
-	if known.doc == "" && known.cut && handlesType(p, ev.Payload) {
-		return "", true, cutError(ev.StreamID)
-	}
 	if known.doc == "" || known.at > ev.StreamRevision {
 		return "", false, nil
 	}
 	return known.doc, true, nil
-}
-
-// cutError is the error of an event its router declined in a tied stream
-// whose first events are gone (cut), none of those left before it routing:
-// the document they fed cannot be told, and left alone the event would be
-// lost without a word.
-func cutError(stream string) error {
-	return fmt.Errorf("%w: its router declined it, and stream %q, which the projection ties, no longer holds its first events "+
-		"(truncated by $maxCount, $maxAge or $tb, or deleted and written again), none of those left before it routing: "+
-		"the document they fed cannot be told (a rebuild folds it there while $all still holds them)", ErrUnroutable, stream)
 }
 
 // declined says why an event p's router declined cannot be left alone:
@@ -263,14 +245,11 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 		if err != nil {
 			return tie{}, fmt.Errorf("%w %q: %w", errTieRead, ev.StreamID, err)
 		}
-		// A cut stream stays cut for the reads of its later events, which
-		// begin where this one ended.
-		found.cut = found.cut || known.cut && found.doc == "" && !found.undecoded
 		if seen, ok := e.routedSeen.Peek(k); ok && seen.at < ev.StreamRevision && (found.doc == "" && !found.undecoded || found.at > seen.at) {
 			// The routed event seen is gone from the stream (deleted, and
 			// written again or not; truncated): the read could not find
 			// it, and it is the stream's first routed event, as in the log.
-			found.doc, found.at, found.undecoded, found.cut = seen.doc, seen.at, false, false
+			found.doc, found.at, found.undecoded = seen.doc, seen.at, false
 		}
 		known = found
 		e.ties.Add(k, known)
@@ -285,11 +264,7 @@ func (e *Engine) streamDocument(ctx context.Context, p Definition, ev Event) (ti
 // undecoded).
 func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from, before uint64) (tie, error) {
 	found := tie{scanned: from}
-	first := true
 	err := e.readStream(ctx, stream, from, func(ev Event) error {
-		if first {
-			first, found.cut = false, ev.StreamRevision > from
-		}
 		if ev.StreamRevision >= before {
 			return ErrStopRead
 		}
