@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -343,17 +342,14 @@ func (c Config) usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for the flags of a command; every flag can also be set as %s<FLAG>.\n", c.name(), c.envPrefix())
 }
 
-// serialized returns stdout and stderr each writing under a lock (one for
-// both when they are the same writer): a command writes from more than one
-// goroutine (a rebuild's progress beside the engine's log lines), and the
-// writers a caller of Run hands in (a bytes.Buffer) need not be safe for
-// that.
+// serialized returns stdout and stderr writing under one lock: a command
+// writes from more than one goroutine (a rebuild's progress beside the
+// engine's log lines), and the writers a caller of Run hands in (a
+// bytes.Buffer, the same one for both, or two that write to one) need not
+// be safe for that.
 func serialized(stdout, stderr io.Writer) (io.Writer, io.Writer) {
-	out, errMu := new(sync.Mutex), new(sync.Mutex)
-	if t := reflect.TypeOf(stdout); t != nil && t == reflect.TypeOf(stderr) && t.Comparable() && stdout == stderr {
-		errMu = out
-	}
-	return lockedWriter{out, stdout}, lockedWriter{errMu, stderr}
+	mu := new(sync.Mutex)
+	return lockedWriter{mu, stdout}, lockedWriter{mu, stderr}
 }
 
 type lockedWriter struct {

@@ -406,7 +406,7 @@ func (x *cli) startRebuild(ctx context.Context, store *mongostore.Store, p Proje
 // handled is how many events a runner has handled, whatever their outcome
 // (failed ones aside).
 func handled(st projector.RunnerStats) uint64 {
-	return st.Applied + st.Duplicates + st.Skipped + st.Parked + st.Held
+	return st.Applied + st.Duplicates + st.Skipped + st.Parked + st.ParkedLater + st.Held
 }
 
 // progress is how far a rebuild that started at position start, took, and
