@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/subscription"
 )
@@ -349,16 +350,5 @@ func (c Config) usage(w io.Writer) {
 // be safe for that.
 func serialized(stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	mu := new(sync.Mutex)
-	return lockedWriter{mu, stdout}, lockedWriter{mu, stderr}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return lockedbuf.Writer{Mu: mu, W: stdout}, lockedbuf.Writer{Mu: mu, W: stderr}
 }

@@ -64,46 +64,9 @@ func (silent) Close() error { return nil }
 
 func cutOffHandsOver(t *testing.T, src projector.Source) {
 	const lease = time.Second
-	store := mongostore.New(mongotest.Database(t))
-	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log lockedBuf
 	es := &headOnly{}
-	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: es, logger: slog.New(slog.NewTextHandler(&log, nil))}
-	sl := &slot{name: "p"}
-	var runs atomic.Int32
-	work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
-		r, err := projector.NewRunner("p", eng, src, nil)
-		if err != nil {
-			return err
-		}
-		sl.cur.Store(r)
-		runs.Add(1)
-		if _, ok := src.(silentSource); ok {
-			return r.Run(ctx)
-		}
-		<-ctx.Done() // never subscribed: never connected
-		return nil
-	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { _ = s.shareSegments(ctx, sl, work) })
-	held := func() int {
-		leases, err := store.Leases(context.Background(), "p")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for k := range 2 {
-			if l := leases[segment.LeaseName("p", k, 2)]; l.Held(time.Now()) && l.Holder == "A" {
-				n++
-			}
-		}
-		return n
-	}
+	store := mongostore.New(mongotest.Database(t))
+	sl, runs, held, log := sharedBy(t, store, es, src, lease)
 	waitUntil(t, "A runs both segments", func() bool { return runs.Load() > 0 && held() == 2 })
 	began := time.Now()
 	waitUntil(t, "A lets the segments go", func() bool { return held() == 0 })
@@ -151,41 +114,7 @@ func TestSegments_a_quiet_connected_process_keeps_its_segments(t *testing.T) {
 	for _, delay := range []time.Duration{0, time.Second} {
 		t.Run(delay.String(), func(t *testing.T) {
 			const lease = 2 * time.Second
-			store := mongostore.New(mongotest.Database(t))
-			eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var log lockedBuf
-			s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: &slowHead{delay: delay}, logger: slog.New(slog.NewTextHandler(&log, nil))}
-			sl := &slot{name: "p"}
-			var runs atomic.Int32
-			work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
-				r, err := projector.NewRunner("p", eng, silentSource{}, nil)
-				if err != nil {
-					return err
-				}
-				sl.cur.Store(r)
-				runs.Add(1)
-				return r.Run(ctx)
-			}}
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer func() { cancel(); wg.Wait() }()
-			wg.Go(func() { _ = s.shareSegments(ctx, sl, work) })
-			held := func() int {
-				leases, err := store.Leases(context.Background(), "p")
-				if err != nil {
-					t.Fatal(err)
-				}
-				n := 0
-				for k := range 2 {
-					if l := leases[segment.LeaseName("p", k, 2)]; l.Held(time.Now()) && l.Holder == "A" {
-						n++
-					}
-				}
-				return n
-			}
+			sl, runs, held, log := sharedBy(t, mongostore.New(mongotest.Database(t)), &slowHead{delay: delay}, silentSource{}, lease)
 			waitUntil(t, "A runs both segments", func() bool { return runs.Load() > 0 && held() == 2 })
 			deadline := time.Now().Add(6 * lease)
 			for time.Now().Before(deadline) {
@@ -200,4 +129,50 @@ func TestSegments_a_quiet_connected_process_keeps_its_segments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sharedBy starts process A sharing the 2 segments of projection p in
+// store with leases of lease, reading the event store through client, its
+// runs over a runner on src; it returns A's slot, how many runs it began,
+// how many segments' leases it holds now, and its log. A stops with the
+// test.
+func sharedBy(t *testing.T, store *mongostore.Store, client eventStore, src projector.Source, lease time.Duration) (sl *slot, runs *atomic.Int32, held func() int, log *lockedBuf) {
+	eng, err := projector.NewEngine(store, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = &lockedBuf{}
+	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: client, logger: slog.New(slog.NewTextHandler(log, nil))}
+	sl, runs = &slot{name: "p"}, &atomic.Int32{}
+	work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
+		r, err := projector.NewRunner("p", eng, src, nil)
+		if err != nil {
+			return err
+		}
+		sl.cur.Store(r)
+		runs.Add(1)
+		if _, ok := src.(silentSource); ok {
+			return r.Run(ctx)
+		}
+		<-ctx.Done() // never subscribed: never connected
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { _ = s.shareSegments(ctx, sl, work) })
+	held = func() int {
+		leases, err := store.Leases(context.Background(), "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k := range 2 {
+			if l := leases[segment.LeaseName("p", k, 2)]; l.Held(time.Now()) && l.Holder == "A" {
+				n++
+			}
+		}
+		return n
+	}
+	return sl, runs, held, log
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
@@ -142,7 +143,7 @@ func TestRunner_that_keeps_none_of_the_documents_does_not_warn_of_its_router(t *
 		var mu sync.Mutex
 		var logs bytes.Buffer
 		e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
-			projector.WithRetry(retry.Default()), projector.WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))))
+			projector.WithRetry(retry.Default()), projector.WithLogger(slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))))
 		if err != nil {
 			t.Fatal(err)
 		}

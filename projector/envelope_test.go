@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
@@ -130,7 +131,7 @@ func TestRoutesByEnvelope_a_router_that_reads_the_payload_is_found_out_and_decod
 	}
 	var logs strings.Builder
 	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	logger := slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))
 	def := meterProjection(reads)
 	e, err := projector.NewEngine(s, r, []projector.Definition{def}, projector.WithRetry(retry.Default()), projector.WithLogger(logger))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 )
@@ -45,7 +46,7 @@ func TestRunner_logs_the_first_delivery_it_cannot_settle_and_sums_the_others(t *
 	r := boardRegistry()
 	var logs strings.Builder
 	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	logger := slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))
 	e, err := projector.NewEngine(newStore(t), r, []projector.Definition{laneProjection(r)}, projector.WithRetry(patient()), projector.WithLogger(logger))
 	if err != nil {
 		t.Fatal(err)

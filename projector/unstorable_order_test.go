@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
@@ -190,7 +191,7 @@ func TestEngine_an_unstorable_state_under_Skip_is_logged_once_at_warn(t *testing
 			var logged bytes.Buffer
 			e, err := projector.NewEngine(s, ledgerRegistry(), []projector.Definition{accounts()}, projector.WithRetry(patient()),
 				projector.WithFailurePolicy(pol), projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)),
-				projector.WithLogger(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logged}, nil))))
+				projector.WithLogger(slog.New(slog.NewJSONHandler(lockedbuf.Writer{Mu: &mu, W: &logged}, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -212,7 +212,7 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 	p := laneProjection(r)
 	var logs strings.Builder
 	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	logger := slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))
 	s := newStore(t)
 	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()), projector.WithLogger(logger))
 	if err != nil {
@@ -256,15 +256,4 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 			t.Errorf("the log does not say, once:\n%s\nit says:\n%s", want, text)
 		}
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
