@@ -133,11 +133,14 @@ type segments struct {
 
 // readLook is the last look at whether a connected run reads the event
 // store: when, how many events its runner had been delivered then, and
-// what it found.
+// what it found. answer, while not nil, brings whether the event store
+// answered the look's read of the head, made on the side: the loop that
+// balances the segments does not wait a lease for it.
 type readLook struct {
 	at     time.Time
 	events uint64
 	reads  bool
+	answer chan bool
 }
 
 // segmentRun is one run of the runner over a set of segments.
@@ -334,19 +337,34 @@ func (g *segments) cutOff(ctx context.Context, run *segmentRun) (*segmentRun, bo
 // reads reports whether runner r reads the event store: it is connected
 // to it, and, looked at once a lease period, it was delivered events (or
 // checkpoints) since the last look, or the event store answers this
-// process within the lease. A subscription
-// whose connection hangs (a network that drops its packets without closing
-// it) can stay connected while nothing comes.
+// process within the lease. A subscription whose connection hangs (a
+// network that drops its packets without closing it) can stay connected
+// while nothing comes. The read of the head runs on the side: until it
+// answers, or a lease has passed, the last look stands.
 func (g *segments) reads(ctx context.Context, r *projector.Runner) bool {
 	if !r.Connected() {
 		return false
+	}
+	if g.read.answer != nil {
+		select {
+		case ok := <-g.read.answer:
+			g.read.reads, g.read.answer = ok, nil
+		default:
+		}
+		return g.read.reads
 	}
 	if time.Since(g.read.at) < g.s.c.lease {
 		return g.read.reads
 	}
 	st := r.Stats()
 	events := st.Events + st.Checkpoints // a filtered subscription's checkpoints say it is alive too
-	g.read = readLook{at: time.Now(), events: events, reads: events != g.read.events || g.answers(ctx, g.s.c.lease)}
+	if events != g.read.events {
+		g.read = readLook{at: time.Now(), events: events, reads: true}
+		return true
+	}
+	answer := make(chan bool, 1)
+	go func() { answer <- g.answers(ctx, g.s.c.lease) }()
+	g.read = readLook{at: time.Now(), events: events, reads: g.read.reads, answer: answer}
 	return g.read.reads
 }
 
