@@ -57,8 +57,9 @@ func recordID(p projector.ParkedEvent) string {
 
 // Park implements [projector.Parker]. Parking an event again in the same
 // build keeps the first record (recorded is false), unless it now fails
-// with another document or held where it was not, which replaces it. Another build (a rebuild's collection) that
-// parks it has a record of its own: each build replays its own.
+// with another document or held where it was not, which replaces it
+// (recorded is true). Another build (a rebuild's collection) that parks it
+// has a record of its own: each build replays its own.
 func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error) {
 	position := p.Position
 	if position == math.MaxUint64 {

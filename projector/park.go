@@ -77,7 +77,10 @@ func (e *Engine) claimer() ReplayClaimer { c, _ := e.parker.(ReplayClaimer); ret
 // Parker records parked events: mongostore keeps them in a collection.
 type Parker interface {
 	// Park records p. Recording the same event of the same projection again
-	// is not an error: it records nothing, and recorded is false.
+	// is not an error: it records nothing, and recorded is false, unless
+	// p says more than the record (a document where it named none or
+	// another, or held where it was parked): p replaces it then, and
+	// recorded is true.
 	Park(ctx context.Context, p ParkedEvent) (recorded bool, err error)
 }
 
