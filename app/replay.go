@@ -198,8 +198,9 @@ type replay struct {
 	// still held behind one that fails.
 	failed, behind int
 	// applied counts the parked (not held) events applied, out of their
-	// order.
-	applied int
+	// order; already, those the document had already, or the projection
+	// no longer takes: marked replayed, with nothing applied.
+	applied, already int
 }
 
 // replayParked replays the events parked for p into the collection readers
@@ -238,7 +239,7 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if sets.others > 0 {
 		fmt.Fprintf(stdout, "  left: %d events parked in another build of %s (a rebuild's collection, or the one it replaced)\n", sets.others, name)
 	}
-	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll)
+	fmt.Fprintf(stdout, "replayed %d of %d parked events of %s into %s%s\n", len(parked)-sets.others-r.failed, len(parked)-sets.others, name, coll, r.alreadyText())
 	if r.applied > 0 {
 		fmt.Fprintln(stdout, replayNote(p, streams != nil, x.name()))
 	}
@@ -355,6 +356,7 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 	case projector.Applied:
 		r.applied++
 	case projector.Duplicate:
+		r.already++
 		fmt.Fprintf(r.stdout, "  already applied, or nothing to apply: %s@%d (%s): an earlier replay wrote it, a rebuild folded it, or the projection no longer takes it\n", pe.StreamID, pe.StreamRevision, pe.Type)
 	default:
 		why = res.Err
@@ -362,6 +364,15 @@ func (r *replay) event(ctx context.Context, pe projector.ParkedEvent) error {
 		fmt.Fprintf(r.stdout, "  still failing: %s@%d (%s): %v\n", pe.StreamID, pe.StreamRevision, pe.Type, firstLine(fmt.Sprint(res.Err), "its record in "+mongostore.ParkedCollection))
 	}
 	return r.store.Replayed(ctx, pe, why)
+}
+
+// alreadyText says, after the count of the events replayed, how many of
+// them had nothing to apply ("" when none).
+func (r *replay) alreadyText() string {
+	if r.already == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of them with nothing to apply: applied already, or no longer taken)", r.already)
 }
 
 // stillFailing is the error of a replay after which failed events still
