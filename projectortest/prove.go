@@ -162,7 +162,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
 		return Report{}, err
 	}
-	if err := checkHandledRouted(registry, p, events, byDoc); err != nil {
+	if err := checkHandledRouted(registry, p, p.TiedStreams(), events, byDoc); err != nil {
 		return Report{}, err
 	}
 	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
@@ -244,8 +244,10 @@ func checkTiesStay(registry *projector.Registry, p projector.Definition, events 
 // the engine does, would pass. Most often the events of that type do not
 // carry what the router reads (an order's payment names no conference):
 // the router can read it from the metadata, or, under RevisionMap, the
-// stream can be tied to the document of its first event (TieStreams).
-func checkHandledRouted(registry *projector.Registry, p projector.Definition, events []projector.Event, byDoc map[string][]projector.Event) error {
+// stream can be tied to the document of its first event (TieStreams). A
+// projection that ties streams (tied, its prefixes) is told instead that
+// such events come before their stream's first routed event.
+func checkHandledRouted(registry *projector.Registry, p projector.Definition, tied []string, events []projector.Event, byDoc map[string][]projector.Event) error {
 	placed := map[string]bool{}
 	for _, evs := range byDoc {
 		for _, ev := range evs {
@@ -267,12 +269,20 @@ func checkHandledRouted(registry *projector.Registry, p projector.Definition, ev
 		}
 	}
 	for _, t := range projector.HandledTypes(registry, p) {
-		if given[t] > 0 && routed[t] == 0 {
-			return fmt.Errorf("projection %s handles %s, but its router sends none of the %d %s events given to a document: "+
-				"its handler is never called, and the engine passes over them; let the router find their document "+
-				"(in the payload or the metadata: RoutesByEnvelope), or, under RevisionMap, tie each stream to the document of its first event (TieStreams)",
+		if given[t] == 0 || routed[t] > 0 {
+			continue
+		}
+		if len(tied) > 0 {
+			return fmt.Errorf("projection %s handles %s, but none of the %d %s events given reaches a document: its handler is never called; "+
+				"it ties streams (TieStreams), which sends an event its router declines to the document of its stream's first routed event, "+
+				"so these come before that event or in streams it does not tie: let the router route each tied stream's first event, "+
+				"or find their document (in the payload or the metadata: RoutesByEnvelope)",
 				p.Name(), t, given[t], t)
 		}
+		return fmt.Errorf("projection %s handles %s, but its router sends none of the %d %s events given to a document: "+
+			"its handler is never called, and the engine passes over them; let the router find their document "+
+			"(in the payload or the metadata: RoutesByEnvelope), or, under RevisionMap, tie each stream to the document of its first event (TieStreams)",
+			p.Name(), t, given[t], t)
 	}
 	return nil
 }

@@ -60,3 +60,39 @@ func TestProve_fails_a_handled_type_whose_events_its_router_sends_nowhere(t *tes
 		t.Fatalf("routed by the metadata: %v (%v)", err, rep)
 	}
 }
+
+// A projection that ties streams, whose router declines a type that only
+// ever comes first in its stream (a discount before the cart is opened,
+// here), is not told to tie its streams: it is told why the tie does not
+// reach those events.
+func TestProve_tells_a_projection_that_ties_streams_why_the_tie_misses_a_type(t *testing.T) {
+	p := projector.New[itemsByClient]("early_discounts", func(ev projector.Event) (string, bool) {
+		if o, ok := ev.Payload.(cart.ShoppingCartOpened); ok {
+			return o.ClientID, true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap()).TieStreams("cart-")
+	projector.On(p, func(s itemsByClient, _ cart.ShoppingCartOpened) (itemsByClient, error) { s.Carts++; return s, nil })
+	projector.On(p, func(s itemsByClient, _ cart.ProductItemAddedToShoppingCart) (itemsByClient, error) { s.Items++; return s, nil })
+	// Each stream's add comes before its opening.
+	streams := map[string][]any{}
+	for i, c := range []string{"a", "b"} {
+		streams["cart-"+c] = []any{
+			cart.ProductItemAddedToShoppingCart{ShoppingCartID: c, ProductItem: cart.ProductItem{ProductID: "p", Quantity: 1}},
+			cart.ShoppingCartOpened{ShoppingCartID: c, ClientID: []string{"c1", "c2"}[i]},
+		}
+	}
+	_, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), p, streams,
+		projectortest.Delivery{Shuffle: true, Seed: 3})
+	if err == nil {
+		t.Fatal("Prove passed a projection whose handler of items added is never called")
+	}
+	for _, want := range []string{"handles ProductItemAddedToShoppingCart", "ties streams", "first routed event", "route each tied stream's first event"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "tie each stream") {
+		t.Errorf("the error tells a projection that ties streams to tie them: %v", err)
+	}
+}
