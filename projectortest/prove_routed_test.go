@@ -73,7 +73,10 @@ func TestProve_tells_a_projection_that_ties_streams_why_the_tie_misses_a_type(t 
 		return "", false
 	}).Idempotency(projector.RevisionMap()).TieStreams("cart-")
 	projector.On(p, func(s itemsByClient, _ cart.ShoppingCartOpened) (itemsByClient, error) { s.Carts++; return s, nil })
-	projector.On(p, func(s itemsByClient, _ cart.ProductItemAddedToShoppingCart) (itemsByClient, error) { s.Items++; return s, nil })
+	projector.On(p, func(s itemsByClient, _ cart.ProductItemAddedToShoppingCart) (itemsByClient, error) {
+		s.Items++
+		return s, nil
+	})
 	// Each stream's add comes before its opening.
 	streams := map[string][]any{}
 	for i, c := range []string{"a", "b"} {
