@@ -50,7 +50,7 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 		case err != nil:
 			return err
 		case !found:
-			return ErrNotYet
+			return notGated(ctx, store, active, id)
 		}
 		seen = int64(head.Revision)
 		if head.Revision < revision {
@@ -65,11 +65,32 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 	if seen >= 0 {
 		where = fmt.Sprintf("revision %d", seen)
 	}
-	if errors.Is(err, ErrNotYet) || ctx.Err() != nil {
+	switch {
+	case errors.Is(err, ErrNotYet) || ctx.Err() != nil:
 		return fmt.Errorf("projector: %s/%s wanted at revision %d, saw %s: %w", collection, id, revision, where, ErrNotYet)
+	case errors.Is(err, errNotGated):
+		return fmt.Errorf("projector: %s/%s: %w", collection, id, err)
 	}
 	return fmt.Errorf("projector: waiting for %s/%s: %w", collection, id, err)
 }
+
+// notGated is ErrNotYet where document id of collection is not there,
+// and a permanent error where it is there but kept under another strategy
+// than the revision gate (a meta, no revision): waiting on its revision
+// would run out however caught up it is.
+func notGated(ctx context.Context, store driver.Store, collection, id string) error {
+	g, ok := store.(driver.GuardedStore)
+	if !ok {
+		return ErrNotYet
+	}
+	if _, found, err := g.LoadGuarded(ctx, collection, id, nil); err != nil || !found {
+		return ErrNotYet
+	}
+	return retry.Permanent(errNotGated)
+}
+
+var errNotGated = errors.New("a document kept under a strategy other than the revision gate (RevisionMap, HandledIDs, " +
+	"GlobalPosition or Inbox) has no revision to wait for: wait for the event's position with WaitForPosition")
 
 // WaitForPosition is read-your-writes by global position: it waits until the
 // checkpoint of subscription name has reached position (every event up to it

@@ -80,3 +80,31 @@ func TestWaitForPosition_follows_the_checkpoint(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A document kept under another strategy than the revision gate has no
+// revision: waiting on one fails at once, saying to wait on the position,
+// rather than run out saying it saw no document.
+func TestWaitForRevision_on_a_document_with_no_revision_says_to_wait_on_the_position(t *testing.T) {
+	s := newStore(t)
+	p := projector.New[struct{ Carts int }]("carts_by_client", func(ev projector.Event) (string, bool) {
+		if o, ok := ev.Payload.(cart.ShoppingCartOpened); ok {
+			return o.ClientID, true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap())
+	projector.On(p, func(s struct{ Carts int }, _ cart.ShoppingCartOpened) (struct{ Carts int }, error) { s.Carts++; return s, nil })
+	e := newEngine(t, s, retry.Default(), p)
+	log := projectortest.NewLog(cart.Registry())
+	evs := log.MustAppend(t, cart.StreamID("w3"), cart.ShoppingCartOpened{ShoppingCartID: "w3", ClientID: "c3", OpenedAt: t0})
+	handle(t, e, evs[0])
+	policy := shortWait()
+	policy.MaxElapsed = time.Minute
+	start := time.Now()
+	err := projector.WaitForRevision(context.Background(), s, "carts_by_client", "c3", 0, policy)
+	if err == nil || errors.Is(err, projector.ErrNotYet) || !strings.Contains(err.Error(), "WaitForPosition") || !strings.Contains(err.Error(), "carts_by_client/c3") {
+		t.Fatalf("err %v; want one that says to wait on the position", err)
+	}
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Fatalf("waited %v: the wait on a document with no revision ran out its policy", waited)
+	}
+}
