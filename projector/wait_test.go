@@ -92,7 +92,10 @@ func TestWaitForRevision_on_a_document_with_no_revision_says_to_wait_on_the_posi
 		}
 		return "", false
 	}).Idempotency(projector.RevisionMap())
-	projector.On(p, func(s struct{ Carts int }, _ cart.ShoppingCartOpened) (struct{ Carts int }, error) { s.Carts++; return s, nil })
+	projector.On(p, func(s struct{ Carts int }, _ cart.ShoppingCartOpened) (struct{ Carts int }, error) {
+		s.Carts++
+		return s, nil
+	})
 	e := newEngine(t, s, retry.Default(), p)
 	log := projectortest.NewLog(cart.Registry())
 	evs := log.MustAppend(t, cart.StreamID("w3"), cart.ShoppingCartOpened{ShoppingCartID: "w3", ClientID: "c3", OpenedAt: t0})
