@@ -2,12 +2,16 @@ package projector_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 )
@@ -198,5 +202,60 @@ func TestHold_an_unroutable_event_whose_stream_cannot_be_read_is_tried_again(t *
 	h.failing.Store(false)
 	if rs, _ := e.Handle(context.Background(), raw[1]); len(rs) != 1 || rs[0].Outcome != projector.Held || rs[0].Document != "z" {
 		t.Fatalf("once the stream reads: %+v; want z held at it", rs)
+	}
+}
+
+// Held at an event that could not be routed, a document's later events are
+// logged as held, at Warn, as behind any event that failed: none of them
+// is logged as a failure of its own ("event failed", at Error), which
+// would page for every event held behind.
+func TestHold_events_held_behind_an_unroutable_one_are_logged_as_held_not_failed(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			var broken atomic.Bool
+			broken.Store(true)
+			r := poisonRegistry(&broken)
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				// The stream's first event: parked with no document when
+				// it comes, it holds z once the next names z.
+				add(cardStreams+"z", projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+				add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"}, CardRenamed{CardID: "z", Title: "z2"}, CardMoved{CardID: "z", Column: "done"})
+			})
+			var logged lockedbuf.Buffer
+			s := newStore(t)
+			p := cardsByPayload()
+			soon := patient()
+			soon.MaxElapsed = 2 * time.Second
+			e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(soon), projector.WithFailurePolicy(projector.Hold),
+				projector.WithParker(s), projector.WithStreamReader(newStreams(raw...)),
+				projector.WithLogger(slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Prepare(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			deliver(e, raw, batched)
+			_, held, _ := parkedRecords(t, s, p.Name())
+			if len(held) != 4 {
+				t.Fatalf("%d events held, want 4 (the unroutable one and the 3 behind it)", len(held))
+			}
+			heldLines := 0
+			for _, line := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+				var rec struct{ Level, Msg string }
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("%v: %s", err, line)
+				}
+				switch {
+				case rec.Msg == "event failed":
+					t.Errorf("logged as a failure: %s", line)
+				case rec.Msg == "event held":
+					heldLines++
+				}
+			}
+			if heldLines == 0 {
+				t.Errorf("no event logged as held:\n%s", logged.String())
+			}
+		})
 	}
 }

@@ -189,6 +189,10 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 		switch {
 		case outcome == Failed && errors.Is(f.err, ErrPredecessorFailed):
 			level = slog.LevelWarn // the earlier event's failure is the one logged at Error
+		case outcome == Failed && errors.Is(f.err, ErrHeld):
+			// Held behind the event that holds its document, where it is
+			// recorded and logged as held: no failure of its own.
+			level = slog.LevelDebug
 		case outcome == Failed && err.Retryable():
 			// It is tried again (a group delivers it again, a runner
 			// resumes from its checkpoint, which logs it stopped): not
