@@ -51,12 +51,10 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 		// Written with the event's change: by an earlier replay, or by
 		// this one's earlier attempt, whose answer was lost.
 		return *wrote == "", nil
-	case t.p.startsDocument(ev) && !holdsNothing(t.p, state):
-		return false, retry.Permanent(recreatedSince(t))
 	}
-	next, err := t.p.applyTo(state, ev)
+	next, err := e.replayedGuardedState(ctx, t, ev, meta, state)
 	if err != nil {
-		return false, retry.Permanent(err)
+		return false, err
 	}
 	expected := meta.Version
 	meta.Version++
@@ -70,6 +68,32 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 		return false, errMoved
 	}
 	return false, nil
+}
+
+// replayedGuardedState is the state of versioned document t (read with
+// meta and state) once parked event ev is replayed into it: under
+// [RevisionMap], folded anew from its streams where later events of ev's
+// stream came before it ([Engine.refoldMap]); else ev applied to it as it
+// is, which is exact when its steps commute, or, under a revision map,
+// when nothing of ev's stream came after it.
+func (e *Engine) replayedGuardedState(ctx context.Context, t target, ev Event, meta driver.Meta, state any) (any, error) {
+	if _, ok := e.keeperOf(t.p).(revisionMap); ok && e.refoldsMap(meta, ev) {
+		next, err := e.refoldMap(ctx, t, meta, ev)
+		switch {
+		case err == nil:
+			return next, nil
+		case !errors.Is(err, ErrStreamDeleted) && !errors.Is(err, errNoRefold):
+			return nil, err
+		}
+	}
+	if t.p.startsDocument(ev) && !holdsNothing(t.p, state) {
+		return nil, retry.Permanent(recreatedSince(t))
+	}
+	next, err := t.p.applyTo(state, ev)
+	if err != nil {
+		return nil, retry.Permanent(err)
+	}
+	return next, nil
 }
 
 // needGuarded reports a store that cannot keep versioned documents.

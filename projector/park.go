@@ -257,6 +257,17 @@ var ErrNotParked = errors.New("no such projection in this engine")
 // revision, the event in its place, exact for any read model; an event of
 // the stream that still fails is left out, as it was when it came, and
 // parked (a stream that no longer starts at revision 0 is not folded anew).
+// So too under [RevisionMap] in such an engine, where the document has
+// later events of the parked one's stream: it is folded anew from every
+// stream its revision map holds, each up to its revision, the event in its
+// stream's order (the streams merged by when their events were written),
+// exact for any read model the revision map keeps; the events parked
+// against it and not replayed yet are left out, each applied in its own
+// replay. It is not folded anew, and the event applies to it as it is,
+// where one of its streams no longer starts at revision 0, where an
+// event's document cannot be told (its payload does not decode, its
+// router fails, or a tied stream's event comes before any is routed), or
+// where it is fed by more than 1,000 streams (a summary of the whole log).
 // The result is Applied, Duplicate when the
 // document has the replay's effect already (an earlier replay wrote it and
 // was not marked done, see [ReplayClaimer]; or the event was parked in an

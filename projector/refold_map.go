@@ -1,0 +1,201 @@
+package projector
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
+)
+
+// maxRefoldStreams is how many streams a document under [RevisionMap] may
+// have for a replay to fold it anew from them ([Engine.refoldMap]); one
+// fed by more (a summary of the whole log) gets the replayed event applied
+// to it as it is, as without streams to read.
+const maxRefoldStreams = 1000
+
+// refoldsMap reports whether a replay of parked event ev into document t
+// under [RevisionMap], whose meta is meta, folds the document anew from its
+// streams rather than applying ev to it as it is: where the engine reads
+// streams and folds from them, the document has later events of ev's
+// stream than ev (applied as it is, ev would come after them: out of its
+// stream's order, the one order a revision map keeps), and it is fed by
+// at most maxRefoldStreams streams. With nothing of its stream after it,
+// ev applied as it is keeps every stream's order.
+func (e *Engine) refoldsMap(meta driver.Meta, ev Event) bool {
+	have, seen := meta.Revisions[streamKey(ev.StreamID)]
+	return e.history != nil && !e.noFolds && seen && have > ev.StreamRevision && len(meta.Revisions) <= maxRefoldStreams
+}
+
+// refoldMap folds document t anew, as the projection is built now, from
+// the events of the streams its revision map has (meta), each up to the
+// revision the map holds, with ev, the parked event replayed, in its place.
+// The streams' events are merged in the order they were written (by their
+// creation time, each stream's in its order), which is an order the
+// strategy lets the engine apply them in. Of the events read, those the
+// router sends to another document, or declines (in a stream the
+// projection does not tie to t), are passed over, as when they came; so
+// are the events parked against t and not replayed yet: each is t's to
+// replay in its turn (replayed, it is folded in its place, as ev is now).
+// One that fails is left out, parked ([Engine.leaveOut]), and the fold is
+// done again without it. errNoRefold where the fold cannot tell which
+// events t has: a stream that no longer starts at revision 0, or an event
+// whose document cannot be told (its payload does not decode, its router
+// fails, or it is declined in a tied stream before any of its events is
+// routed); the replay then applies ev to t as it is.
+func (e *Engine) refoldMap(ctx context.Context, t target, meta driver.Meta, ev Event) (any, error) {
+	streams, err := e.mapStreams(ctx, t, meta, ev)
+	if err != nil {
+		return nil, err
+	}
+	parked, err := e.parkedAgainst(ctx, t, ev)
+	if err != nil {
+		return nil, err
+	}
+	merged := mergeByCreation(streams)
+	left := map[string]bool{}
+	for {
+		var state any
+		var failed *Event
+		var cause error
+		for _, m := range merged {
+			raw := m.ev
+			if left[raw.ID] || parked[raw.ID] || !m.ours {
+				continue
+			}
+			next, applied, err := e.refoldStep(t, raw, state, raw.ID == ev.ID)
+			if err != nil {
+				failed, cause = &raw, err
+				break
+			}
+			if applied {
+				state = next
+			}
+		}
+		switch {
+		case failed == nil && state == nil:
+			return t.p.newState(), nil
+		case failed == nil:
+			return state, nil
+		case failed.ID == ev.ID:
+			return nil, retry.Permanent(cause)
+		}
+		if err := e.leaveOut(ctx, t, *failed, cause); err != nil {
+			return nil, err
+		}
+		left[failed.ID] = true
+	}
+}
+
+// mapEvent is an event of a stream of a document under a revision map, as
+// refoldMap reads it: ours is false for one routed to another document.
+type mapEvent struct {
+	ev   Event
+	ours bool
+}
+
+// mapStreams reads the streams of t's revision map, each up to its
+// revision, with ev in its place, and tells which events go to t (see
+// refoldMap): errNoRefold where that cannot be told.
+func (e *Engine) mapStreams(ctx context.Context, t target, meta driver.Meta, ev Event) ([][]mapEvent, error) {
+	var streams [][]mapEvent
+	for _, key := range slices.Sorted(maps.Keys(meta.Revisions)) {
+		upTo, stream := meta.Revisions[key], streamName(key)
+		var evs []mapEvent
+		first := ""     // the document of the stream's first routed event
+		opaque := false // an event whose document cannot be told
+		err := e.readStream(ctx, stream, 0, func(raw Event) error {
+			switch {
+			case len(evs) == 0 && raw.StreamRevision != 0:
+				opaque = true // truncated, or deleted and written again
+				return ErrStopRead
+			case raw.StreamRevision > upTo:
+				return ErrStopRead
+			case raw.StreamRevision == ev.StreamRevision && stream == ev.StreamID:
+				evs = append(evs, mapEvent{ev: ev, ours: true})
+				return nil
+			}
+			dec, undecoded := e.registry.Decode(raw)
+			if undecoded != nil {
+				opaque = opaque || handlesType(t.p, dec.Payload) // its zero value stands in
+				evs = append(evs, mapEvent{ev: raw})
+				return nil
+			}
+			id, ok, err := t.p.Route(dec)
+			switch {
+			case err != nil:
+				opaque = true
+			case ok && first == "":
+				first = id
+			case !ok && ties(t.p, stream) && first == "" && handlesType(t.p, dec.Payload):
+				opaque = true // declined before the tie names a document
+			}
+			evs = append(evs, mapEvent{ev: raw, ours: ok && id == t.id || !ok && ties(t.p, stream) && first == t.id})
+			return nil
+		})
+		switch {
+		case err != nil:
+			return nil, err
+		case opaque || len(evs) == 0:
+			return nil, errNoRefold
+		}
+		streams = append(streams, evs)
+	}
+	return streams, nil
+}
+
+// parkedAgainst returns the ids of the events parked against document t,
+// in its build, and not replayed yet, but ev.
+func (e *Engine) parkedAgainst(ctx context.Context, t target, ev Event) (map[string]bool, error) {
+	l, ok := e.parker.(parkedLister)
+	if !ok {
+		return nil, nil
+	}
+	parked, err := l.Parked(ctx, t.p.Name())
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, pe := range parked {
+		if pe.Document == t.id && pe.ID != ev.ID && (pe.Collection == t.p.Collection() || pe.Collection == "") {
+			ids[pe.ID] = true
+		}
+	}
+	return ids, nil
+}
+
+// mergeByCreation merges the streams' events into one list, each stream's
+// in its order, taking next the stream whose next event was written
+// first (the first stream on a tie).
+func mergeByCreation(streams [][]mapEvent) []mapEvent {
+	var merged []mapEvent
+	next := make([]int, len(streams))
+	for {
+		pick := -1
+		for i, evs := range streams {
+			if next[i] == len(evs) {
+				continue
+			}
+			if pick < 0 || evs[next[i]].ev.Created.Before(streams[pick][next[pick]].ev.Created) {
+				pick = i
+			}
+		}
+		if pick < 0 {
+			return merged
+		}
+		merged = append(merged, streams[pick][next[pick]])
+		next[pick]++
+	}
+}
+
+// streamName is the stream of a revision map's key (see streamKey).
+func streamName(key string) string {
+	if !strings.Contains(key, "%") {
+		return key
+	}
+	return streamNames.Replace(key)
+}
+
+var streamNames = strings.NewReplacer("%25", "%", "%2E", ".", "%24", "$")
