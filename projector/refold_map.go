@@ -102,48 +102,68 @@ type mapEvent struct {
 func (e *Engine) mapStreams(ctx context.Context, t target, meta driver.Meta, ev Event) ([][]mapEvent, error) {
 	var streams [][]mapEvent
 	for _, key := range slices.Sorted(maps.Keys(meta.Revisions)) {
-		upTo, stream := meta.Revisions[key], streamName(key)
-		var evs []mapEvent
-		first := ""     // the document of the stream's first routed event
-		opaque := false // an event whose document cannot be told
-		err := e.readStream(ctx, stream, 0, func(raw Event) error {
-			switch {
-			case len(evs) == 0 && raw.StreamRevision != 0:
-				opaque = true // truncated, or deleted and written again
-				return ErrStopRead
-			case raw.StreamRevision > upTo:
-				return ErrStopRead
-			case raw.StreamRevision == ev.StreamRevision && stream == ev.StreamID:
-				evs = append(evs, mapEvent{ev: ev, ours: true})
-				return nil
-			}
-			dec, undecoded := e.registry.Decode(raw)
-			if undecoded != nil {
-				opaque = opaque || handlesType(t.p, dec.Payload) // its zero value stands in
-				evs = append(evs, mapEvent{ev: raw})
-				return nil
-			}
-			id, ok, err := t.p.Route(dec)
-			switch {
-			case err != nil:
-				opaque = true
-			case ok && first == "":
-				first = id
-			case !ok && ties(t.p, stream) && first == "" && handlesType(t.p, dec.Payload):
-				opaque = true // declined before the tie names a document
-			}
-			evs = append(evs, mapEvent{ev: raw, ours: ok && id == t.id || !ok && ties(t.p, stream) && first == t.id})
-			return nil
-		})
-		switch {
-		case err != nil:
+		evs, err := e.mapStream(ctx, t, streamName(key), meta.Revisions[key], ev)
+		if err != nil {
 			return nil, err
-		case opaque || len(evs) == 0:
-			return nil, errNoRefold
 		}
 		streams = append(streams, evs)
 	}
 	return streams, nil
+}
+
+// mapStream reads stream, one of t's revision map, up to revision upTo,
+// with ev in its place if it is of it, and tells which of its events go
+// to t: those its router sends there, and, in a stream the projection
+// ties, those it declines after an event routed there.
+func (e *Engine) mapStream(ctx context.Context, t target, stream string, upTo uint64, ev Event) ([]mapEvent, error) {
+	var evs []mapEvent
+	first := ""     // the document of the stream's first routed event
+	opaque := false // an event whose document cannot be told
+	tied := ties(t.p, stream)
+	err := e.readStream(ctx, stream, 0, func(raw Event) error {
+		switch {
+		case len(evs) == 0 && raw.StreamRevision != 0:
+			opaque = true // truncated, or deleted and written again
+			return ErrStopRead
+		case raw.StreamRevision > upTo:
+			return ErrStopRead
+		case raw.StreamRevision == ev.StreamRevision && stream == ev.StreamID:
+			evs = append(evs, mapEvent{ev: ev, ours: true})
+			return nil
+		}
+		ours, unknown := e.mapOwner(t, raw, tied, &first)
+		opaque = opaque || unknown
+		evs = append(evs, mapEvent{ev: raw, ours: ours})
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case opaque || len(evs) == 0:
+		return nil, errNoRefold
+	}
+	return evs, nil
+}
+
+// mapOwner tells whether raw, an event of a stream of t's revision map,
+// goes to t (ours), or whether that cannot be told (unknown). first is the
+// document of the stream's first routed event, set by the first such
+// event; tied: the projection ties the stream.
+func (e *Engine) mapOwner(t target, raw Event, tied bool, first *string) (ours, unknown bool) {
+	dec, undecoded := e.registry.Decode(raw)
+	if undecoded != nil {
+		return false, handlesType(t.p, dec.Payload) // its zero value stands in
+	}
+	id, ok, err := t.p.Route(dec)
+	switch {
+	case err != nil:
+		return false, true
+	case ok && *first == "":
+		*first = id
+	case !ok && tied && *first == "" && handlesType(t.p, dec.Payload):
+		return false, true // declined before the tie names a document
+	}
+	return ok && id == t.id || !ok && tied && *first == t.id, false
 }
 
 // parkedAgainst returns the ids of the events parked against document t,
