@@ -3,6 +3,9 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +31,9 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 		return config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/"), Version: v})
 	}
 	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
-	refused := func(c app.Config, built, this int) *e2e.Running {
+	refused := func(c app.Config, built, this int, http string) *e2e.Running {
 		t.Helper()
-		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", ""}, common...)...)
+		cmd := e2e.StartCommand(t, c, append([]string{"run", "--http", http}, common...)...)
 		want := "was built by version " + itoa(built) + ", and this binary's is version " + itoa(this) + "; rebuild it to version " + itoa(this) + " (tickets rebuild tickets"
 		if built > this {
 			// Superseded: the way out is to stop it, not to rebuild.
@@ -49,7 +52,7 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 	if code := cmd.Stop(t); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
 	}
-	next := refused(version(1), 0, 1)
+	next := refused(version(1), 0, 1, "")
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		code, _, stderr := run(version(1), nil, append([]string{"status"}, common...)...)
 		if code == 3 && strings.Contains(stderr, "built by version 0") {
@@ -75,7 +78,23 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 	if code, _, stderr := run(version(1), nil, append([]string{"status"}, common...)...); code != 0 {
 		t.Fatalf("status once the new version runs: exit %d\n%s", code, stderr)
 	}
-	old := refused(version(0), 1, 0)
+	addr := freeAddr(t)
+	old := refused(version(0), 1, 0, addr)
+	// It stands by: the other version runs the projection, so its last
+	// position and lag are not the projection's, and nothing here is
+	// blocked for an operator to fix.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		metrics := scrape(t, "http://"+addr+"/metrics")
+		standby := strings.Contains(metrics, `projector_state{projection="tickets",state="standby"} 1`)
+		if standby && !strings.Contains(metrics, `projector_lag_seconds{projection="tickets"}`) &&
+			!strings.Contains(metrics, `projector_lag_events{projection="tickets"}`) &&
+			!strings.Contains(metrics, `projector_checkpoint_position{projection="tickets"}`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the superseded binary's /metrics: want it standing by, with no lag or position of the projection:\n%s", metrics)
+		}
+	}
 	if code := old.Stop(t); code != 1 {
 		t.Fatalf("the old version, refused, stopped: exit %d, want 1\n%s", code, old.Stderr())
 	}
@@ -161,4 +180,30 @@ func TestRebuild_of_a_projection_that_never_ran_says_it_had_no_collection(t *tes
 	if want := "there was no collection tickets before: a new projection, or a renamed one"; code != 0 || !strings.Contains(out, want) || strings.Contains(out, "is kept") {
 		t.Fatalf("rebuild: exit %d, want it to say %q\n%s\n%s", code, want, out, stderr)
 	}
+}
+
+// freeAddr is a local address no one listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// scrape is the body of a GET of url ("" when it does not answer).
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }

@@ -66,7 +66,8 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		lagSeconds: d("lag_seconds", "Age of the newest event handled while events remain after the checkpoint; 0 when none remain; absent before the first event."),
 		lagEvents:  d("lag_events", "Events after the stored checkpoint that the projection's filter reads, among the first 10000 of $all after it, counted every 5s (0 once the checkpoint passes the head counted to)."),
 		parked:     d("parked_total", "Events this process parked in its persistent subscription group (--group), with their reason."),
-		state: d("state", "1 for the projection's state in this process, 0 for the others: running; standby (another process holds its lease); "+
+		state: d("state", "1 for the projection's state in this process, 0 for the others: running; standby (another process holds its lease, "+
+			"or another version of the projection built its collection: this process waits for a rebuild's switch to one its version builds); "+
 			"blocked (stopped at an event that failed for good, or events parked in its group under the block policy: replay-parked); "+
 			"retrying (stopped at an error, tried again with backoff).", "state"),
 		batches:      d("batches_total", "Batches of events handled together (catch-up, rebuild)."),

@@ -804,7 +804,10 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 // may run again, else why it may not (a --group projector does not follow
 // a rebuild's switch).
 func (s *session) followVersion(ctx context.Context, sl *slot, why error, away func(bool)) error {
-	sl.setDown("blocked: " + why.Error())
+	// Standing by: another version's binary runs the projection (or is to,
+	// once its rebuild switches readers); nothing here is to fix, and this
+	// process's last position and lag are not the projection's.
+	sl.setDown("standby: " + why.Error())
 	s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
 		"projection", sl.name, "err", why)
 	if s.c.group != "" {
