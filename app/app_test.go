@@ -709,3 +709,50 @@ func TestReplayParked_counts_the_events_with_nothing_to_apply_apart(t *testing.T
 		t.Fatalf("ticket 1: found %v, %d notes (%v); want 2", found, d.Notes, err)
 	}
 }
+
+// An event skipped when it came (--on-failure skip) that still fails with
+// the fixed build, met as a replay folds its document anew from its
+// stream, is left out of the fold and parked: the replay says so, names
+// it, and exits 1, rather than report every event replayed.
+func TestReplayParked_says_which_events_folding_anew_left_out_and_parked(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	build := func(fixed bool) app.Config {
+		p := projector.New[ticket]("strict", projector.StreamSuffix("ticket/"))
+		projector.Create(p, func(opened) (ticket, error) { return ticket{}, nil })
+		projector.On(p, func(t ticket, n noted) (ticket, error) {
+			switch {
+			case n.Text == "rude":
+				return t, errors.New("no rude notes") // fails with every build
+			case n.Text == "bad" && !fixed:
+				return t, errors.New("no bad notes")
+			}
+			t.Notes++
+			return t, nil
+		})
+		return config(app.Projection{Definition: p, Reads: app.StreamPrefix("ticket/")})
+	}
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	runUntilHead := func(policy string) {
+		t.Helper()
+		cmd := e2e.StartCommand(t, build(false), append([]string{"run", "--esdb", servers.ESDBURI(), "--http", "", "--on-failure", policy}, common...)...)
+		cmd.WaitCheckpoint(t, db, "strict", servers.Head())
+		if code := cmd.Stop(t); code != 0 {
+			t.Fatalf("run --on-failure %s: exit %d\n%s", policy, code, cmd.Stderr())
+		}
+	}
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "rude"}, noted{Text: "a"})
+	runUntilHead("skip")
+	servers.Append(t, registry(), "ticket/1", noted{Text: "bad"}, noted{Text: "c"})
+	runUntilHead("park")
+	code, out, stderr := run(build(true), nil, append([]string{"replay-parked", "strict", "--esdb", servers.ESDBURI()}, common...)...)
+	if code != 1 || !strings.Contains(out, "replayed 1 of 1 parked events of strict") ||
+		!strings.Contains(out, "left out, now parked: ticket/1@1") || !strings.Contains(out, "no rude notes") ||
+		!strings.Contains(stderr, "1 event of the documents folded anew fails with this build") {
+		t.Fatalf("replay-parked: exit %d, want 1, naming the skipped event it parked\n%s\n%s", code, out, stderr)
+	}
+	var d ticket
+	if found, _, err := projector.ReadDocument(context.Background(), mongostore.New(db), build(true).Projections[0].Definition.(*projector.Projection[ticket]), "1", &d); err != nil || !found || d.Notes != 3 {
+		t.Fatalf("ticket 1: found %v, %d notes (%v); want 3 (a, bad, c)", found, d.Notes, err)
+	}
+}

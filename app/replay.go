@@ -243,7 +243,47 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if r.applied > 0 {
 		fmt.Fprintln(stdout, replayNote(p, streams != nil, x.name()))
 	}
-	return stillFailing(r.failed, r.behind)
+	err = stillFailing(r.failed, r.behind)
+	if left := r.parkedSince(ctx, parked, coll); left != nil {
+		if err == nil {
+			return left
+		}
+		return fmt.Errorf("%w; and %w", err, left) // one line
+	}
+	return err
+}
+
+// parkedSince prints the events parked while the replay folded documents
+// anew from their streams (ones that fail with this build and were not
+// parked: skipped when they came, or applied by an older build), which it
+// left out, and returns an error that counts them (nil: none). before is
+// the records the replay began with.
+func (r *replay) parkedSince(ctx context.Context, before []projector.ParkedEvent, coll string) error {
+	after, err := r.store.Parked(ctx, r.name)
+	if err != nil {
+		return err
+	}
+	had := map[string]bool{}
+	for _, pe := range before {
+		had[pe.Record] = true
+	}
+	n := 0
+	for _, pe := range after {
+		if had[pe.Record] || pe.Collection != coll && pe.Collection != "" {
+			continue
+		}
+		n++
+		fmt.Fprintf(r.stdout, "  left out, now parked: %s@%d (%s): document %s, folded anew from its streams, has this event, which fails with this build "+
+			"(it was skipped, or applied by another build, when it came): %v\n", pe.StreamID, pe.StreamRevision, pe.Type, pe.Document,
+			firstLine(pe.Error, "its record in "+mongostore.ParkedCollection))
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n == 1:
+		return errors.New("1 event of the documents folded anew fails with this build: it was left out, and is parked now")
+	}
+	return fmt.Errorf("%d events of the documents folded anew fail with this build: they were left out, and are parked now", n)
 }
 
 // replayNote says how exact the documents of p are once parked events were
