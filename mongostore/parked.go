@@ -116,13 +116,29 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 // in the order they were parked.
 func (s *Store) Parked(ctx context.Context, projection string) ([]projector.ParkedEvent, error) {
 	filter := bson.D{{Key: "projection", Value: projection}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	return s.parked(ctx, filter, fmt.Sprintf("parked events of %q", projection))
+}
+
+// ParkedOf returns the events parked against document of projection in
+// its build that writes collection (records from before builds were told
+// apart included), not replayed, in the order they were parked: a lookup
+// by the index [Store.PrepareHolds] makes.
+func (s *Store) ParkedOf(ctx context.Context, projection, collection, document string) ([]projector.ParkedEvent, error) {
+	filter := bson.D{{Key: "projection", Value: projection}, {Key: "collection", Value: bson.D{{Key: "$in", Value: bson.A{collection, ""}}}},
+		{Key: "document", Value: document}, {Key: "replayedAt", Value: bson.D{{Key: "$exists", Value: false}}}}
+	return s.parked(ctx, filter, fmt.Sprintf("parked events of %s in %q", document, projection))
+}
+
+// parked returns the parked records filter finds, in the order they were
+// parked; what names them in an error.
+func (s *Store) parked(ctx context.Context, filter bson.D, what string) ([]projector.ParkedEvent, error) {
 	cur, err := s.db.Collection(ParkedCollection).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "parkedAt", Value: 1}}))
 	if err != nil {
-		return nil, fmt.Errorf("mongostore: parked events of %q: %w", projection, err)
+		return nil, fmt.Errorf("mongostore: %s: %w", what, err)
 	}
 	var docs []parkedDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, fmt.Errorf("mongostore: parked events of %q: %w", projection, err)
+		return nil, fmt.Errorf("mongostore: %s: %w", what, err)
 	}
 	out := make([]projector.ParkedEvent, len(docs))
 	for i, d := range docs {
@@ -163,10 +179,11 @@ func (s *Store) Held(ctx context.Context, projection, collection string) (map[st
 
 // PrepareHolds implements [projector.HoldPreparer]: it creates the index of
 // the lookups the hold policy makes for every event of a held document
-// ([Store.Holds]); without it each would scan the parked events, and a busy
-// document held for long parks more with every event. It writes to the
-// database: the engine calls it from Prepare, never from a read-only
-// command such as status.
+// ([Store.Holds]), and a replay of each parked event of a document folded
+// anew ([Store.ParkedOf]); without it each would scan the parked events,
+// and a busy document held for long parks more with every event. It
+// writes to the database: the engine calls it from Prepare, never from a
+// read-only command such as status.
 func (s *Store) PrepareHolds(ctx context.Context) error {
 	keys := bson.D{{Key: "projection", Value: 1}, {Key: "collection", Value: 1}, {Key: "document", Value: 1}}
 	if _, err := s.db.Collection(ParkedCollection).Indexes().CreateOne(ctx, mongo.IndexModel{Keys: keys}); err != nil {

@@ -247,7 +247,7 @@ func (e *Engine) Prepare(ctx context.Context) error {
 	}
 	hp, ok := e.holder().(HoldPreparer)
 	for _, p := range e.projections {
-		if ok && e.policyOf(p) == Hold {
+		if pol := e.policyOf(p); ok && (pol == Hold || pol == Park) { // a replay of parked events looks up a document's too
 			if err := hp.PrepareHolds(ctx); err != nil {
 				return fmt.Errorf("projector: the hold policy's records: %w", err)
 			}

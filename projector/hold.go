@@ -78,7 +78,8 @@ func newHolds() *holds { return &holds{loaded: map[string]bool{}, docs: map[docK
 
 // HoldPreparer is a [Holder] with something to set up before the hold
 // policy runs (mongostore.Store: the index of its lookups of a held
-// document). [Engine.Prepare] calls it when a projection holds.
+// document, and of a document's parked events, which a replay makes).
+// [Engine.Prepare] calls it when a projection holds or parks.
 type HoldPreparer interface {
 	PrepareHolds(ctx context.Context) error
 }

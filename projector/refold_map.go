@@ -166,14 +166,23 @@ func (e *Engine) mapOwner(t target, raw Event, tied bool, first *string) (ours, 
 	return ok && id == t.id || !ok && tied && *first == t.id, false
 }
 
+// documentParked lists the events parked against one document, in one
+// build, not replayed yet (mongostore.Store does, by an index).
+type documentParked interface {
+	ParkedOf(ctx context.Context, projection, collection, document string) ([]ParkedEvent, error)
+}
+
 // parkedAgainst returns the ids of the events parked against document t,
 // in its build, and not replayed yet, but ev.
 func (e *Engine) parkedAgainst(ctx context.Context, t target, ev Event) (map[string]bool, error) {
-	l, ok := e.parker.(parkedLister)
-	if !ok {
-		return nil, nil
+	var parked []ParkedEvent
+	var err error
+	switch p := e.parker.(type) {
+	case documentParked:
+		parked, err = p.ParkedOf(ctx, t.p.Name(), t.p.Collection(), t.id)
+	case parkedLister:
+		parked, err = p.Parked(ctx, t.p.Name())
 	}
-	parked, err := l.Parked(ctx, t.p.Name())
 	if err != nil {
 		return nil, err
 	}
