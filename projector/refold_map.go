@@ -1,6 +1,8 @@
 package projector
 
 import (
+	"cmp"
+	"container/heap"
 	"context"
 	"maps"
 	"slices"
@@ -128,6 +130,9 @@ func (e *Engine) mapStream(ctx context.Context, t target, stream string, upTo ui
 		case raw.StreamRevision > upTo:
 			return ErrStopRead
 		case raw.StreamRevision == ev.StreamRevision && stream == ev.StreamID:
+			// t's, as its record says: the first routed event of its
+			// stream, if none came before it.
+			first = cmp.Or(first, t.id)
 			evs = append(evs, mapEvent{ev: ev, ours: true})
 			return nil
 		}
@@ -197,26 +202,49 @@ func (e *Engine) parkedAgainst(ctx context.Context, t target, ev Event) (map[str
 
 // mergeByCreation merges the streams' events into one list, each stream's
 // in its order, taking next the stream whose next event was written
-// first (the first stream on a tie).
+// first (the earlier stream on a tie).
 func mergeByCreation(streams [][]mapEvent) []mapEvent {
 	var merged []mapEvent
-	next := make([]int, len(streams))
-	for {
-		pick := -1
-		for i, evs := range streams {
-			if next[i] == len(evs) {
-				continue
-			}
-			if pick < 0 || evs[next[i]].ev.Created.Before(streams[pick][next[pick]].ev.Created) {
-				pick = i
-			}
+	h := &heads{streams: streams}
+	for i, evs := range streams {
+		if len(evs) > 0 {
+			h.at = append(h.at, head{stream: i})
 		}
-		if pick < 0 {
-			return merged
-		}
-		merged = append(merged, streams[pick][next[pick]])
-		next[pick]++
 	}
+	heap.Init(h)
+	for h.Len() > 0 {
+		top := &h.at[0]
+		merged = append(merged, streams[top.stream][top.next])
+		if top.next++; top.next == len(streams[top.stream]) {
+			heap.Pop(h)
+		} else {
+			heap.Fix(h, 0)
+		}
+	}
+	return merged
+}
+
+// head is where mergeByCreation is in one stream: its next event.
+type head struct{ stream, next int }
+
+// heads is mergeByCreation's heap of the streams' next events, the one
+// written first on top.
+type heads struct {
+	streams [][]mapEvent
+	at      []head
+}
+
+func (h *heads) Len() int { return len(h.at) }
+func (h *heads) Less(i, j int) bool {
+	a, b := h.streams[h.at[i].stream][h.at[i].next].ev.Created, h.streams[h.at[j].stream][h.at[j].next].ev.Created
+	return a.Before(b) || a.Equal(b) && h.at[i].stream < h.at[j].stream
+}
+func (h *heads) Swap(i, j int) { h.at[i], h.at[j] = h.at[j], h.at[i] }
+func (h *heads) Push(x any)    { h.at = append(h.at, x.(head)) }
+func (h *heads) Pop() any {
+	last := h.at[len(h.at)-1]
+	h.at = h.at[:len(h.at)-1]
+	return last
 }
 
 // streamName is the stream of a revision map's key (see streamKey).

@@ -50,7 +50,12 @@ func queues(broken *atomic.Bool) *projector.Projection[queue] {
 		s.Agents[id] = who
 		return s
 	}
-	projector.On(p, func(s queue, e TicketQueued) (queue, error) { return agent(s, e.ID, ""), nil })
+	projector.On(p, func(s queue, e TicketQueued) (queue, error) {
+		if broken.Load() && e.ID == "4" {
+			return s, errors.New("ticket 4 cannot be queued yet")
+		}
+		return agent(s, e.ID, ""), nil
+	})
 	projector.On(p, func(s queue, e TicketAssigned) (queue, error) {
 		if broken.Load() {
 			return s, errors.New("assignments are broken")
@@ -95,6 +100,9 @@ func TestReplay_under_a_revision_map_folds_the_document_anew_from_its_streams(t 
 	evs = append(evs, log.MustAppend(t, "ticket-1", TicketReassigned{ID: "1", From: "agent-7", To: "carol"}, TicketCommented{ID: "1", Text: "boom"})...)
 	evs = append(evs, log.MustAppend(t, "ticket-3", TicketQueued{ID: "3", Queue: "A"}, TicketAssigned{ID: "3", Agent: "eve"})...)
 	evs = append(evs, log.MustAppend(t, "ticket-2", TicketReassigned{ID: "2", From: "bob", To: "dave"}, TicketCommented{ID: "2", Text: "on it"})...)
+	// Ticket 4's first event, the one its stream is tied by, is parked; the
+	// handover after it applies.
+	evs = append(evs, log.MustAppend(t, "ticket-4", TicketQueued{ID: "4", Queue: "A"}, TicketReassigned{ID: "4", From: "", To: "zed"})...)
 	e, err := projector.NewEngine(s, queueRegistry(), []projector.Definition{p},
 		projector.WithRetry(retry.Default()), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
 	if err != nil {
@@ -107,8 +115,8 @@ func TestReplay_under_a_revision_map_folds_the_document_anew_from_its_streams(t 
 	}
 	broken.Store(false)
 	parked, err := s.Parked(ctx, "queues")
-	if err != nil || len(parked) != 4 {
-		t.Fatalf("%d parked (%v), want the 3 assignments and the boom", len(parked), err)
+	if err != nil || len(parked) != 5 {
+		t.Fatalf("%d parked (%v), want the 3 assignments, the boom and ticket 4's queueing", len(parked), err)
 	}
 	for _, pe := range parked {
 		r := e.Replay(ctx, pe)
@@ -131,9 +139,9 @@ func TestReplay_under_a_revision_map_folds_the_document_anew_from_its_streams(t 
 	if _, _, err := projector.ReadDocument(ctx, s, p, "A", &got); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"1": "carol", "2": "dave", "3": "eve"}
-	if !maps.Equal(got.Agents, want) || got.Assignments != 3 || got.Handovers != 2 || strings.Join(got.Comments, ",") != "2:on it" {
-		t.Fatalf("queue A after the replays: %+v; want agents %v, 3 assignments (each once), 2 handovers, the comment on 2 only", got, want)
+	want := map[string]string{"1": "carol", "2": "dave", "3": "eve", "4": "zed"}
+	if !maps.Equal(got.Agents, want) || got.Assignments != 3 || got.Handovers != 3 || strings.Join(got.Comments, ",") != "2:on it" {
+		t.Fatalf("queue A after the replays: %+v; want agents %v, 3 assignments (each once), 3 handovers, the comment on 2 only", got, want)
 	}
 	left, err := s.Parked(ctx, "queues")
 	if err != nil || len(left) != 1 || left[0].Type != "TicketCommented" {
