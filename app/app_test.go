@@ -756,3 +756,23 @@ func TestReplayParked_says_which_events_folding_anew_left_out_and_parked(t *test
 		t.Fatalf("ticket 1: found %v, %d notes (%v); want 3 (a, bad, c)", found, d.Notes, err)
 	}
 }
+
+// status run against a database with no checkpoint (a mistyped
+// --database) names the databases of the server in which a projector
+// stored checkpoints.
+func TestStatus_in_a_database_without_checkpoints_names_those_with_some(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
+	c := config(app.Projection{Definition: desks(true), Reads: app.StreamPrefix("ticket/")})
+	cmd := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--http", "", "--mongo", servers.MongoURI(), "--database", db.Name())
+	cmd.WaitCheckpoint(t, db, "desks", servers.Head())
+	if code := cmd.Stop(t); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+	}
+	typo := db.Name() + "x"
+	code, out, stderr := run(c, nil, "status", "--mongo", servers.MongoURI(), "--database", typo)
+	if code != 0 || !strings.Contains(stderr, "databases with projector checkpoints on this server: ") || !strings.Contains(stderr, `"`+db.Name()+`"`) {
+		t.Fatalf("status --database %s: exit %d; want 0, naming %s\n%s\n%s", typo, code, db.Name(), out, stderr)
+	}
+}

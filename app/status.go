@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
@@ -173,7 +175,8 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		if c.projections != "" {
 			which = "none of these projections has"
 		}
-		fmt.Fprintf(inv.Stderr, "(%s a checkpoint in database %q: not started yet, or the projector runs with another --database)\n", which, c.database)
+		fmt.Fprintf(inv.Stderr, "(%s a checkpoint in database %q: not started yet, or the projector runs with another --database%s)\n",
+			which, c.database, elsewhere(ctx, store, c.database))
 	}
 	c.noteGroups(inv.Stderr, lines)
 	if c.asJSON {
@@ -208,6 +211,35 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 		}
 	}
 	return notRunning(lines)
+}
+
+// elsewhere names the other databases of store's server in which a
+// projector stored checkpoints (at most the first 100 databases looked
+// at), for the note of a status that found none in database: a mistyped
+// --database shows the one meant. "" when there is none, or the server
+// does not say.
+func elsewhere(ctx context.Context, store *mongostore.Store, database string) string {
+	client := store.Database().Client()
+	names, err := client.ListDatabaseNames(ctx, bson.D{})
+	if err != nil {
+		return ""
+	}
+	var found []string
+	for i, name := range names {
+		if i == 100 {
+			break
+		}
+		if name == database || name == "admin" || name == "local" || name == "config" {
+			continue
+		}
+		if cps, err := mongostore.New(client.Database(name)).Checkpoints(ctx); err == nil && len(cps) > 0 {
+			found = append(found, strconv.Quote(name))
+		}
+	}
+	if len(found) == 0 {
+		return ""
+	}
+	return "; databases with projector checkpoints on this server: " + strings.Join(found, ", ")
 }
 
 // noGroups is an error when, with --group, none of the projections asked
