@@ -65,13 +65,13 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 		fs.Usage()
 		return "", err
 	case err != nil:
-		fmt.Fprintf(out, "%v (see %s --help)\n", err, fs.Name())
+		fmt.Fprintf(out, "%s: %v (see %[1]s --help)\n", fs.Name(), err)
 		return "", ErrUsage
 	}
 	if named && name == "" && fs.NArg() == 1 {
 		name = fs.Arg(0)
 	} else if fs.NArg() > 0 {
-		fmt.Fprintf(out, "unexpected arguments %q (see %s --help)\n", fs.Args(), fs.Name())
+		fmt.Fprintf(out, "%s: unexpected arguments %q (see %[1]s --help)\n", fs.Name(), fs.Args())
 		return "", ErrUsage
 	}
 	return name, nil
