@@ -232,7 +232,7 @@ func elsewhere(ctx context.Context, store *mongostore.Store, database string) st
 		if name == database || name == "admin" || name == "local" || name == "config" {
 			continue
 		}
-		if cps, err := mongostore.New(client.Database(name)).Checkpoints(ctx); err == nil && len(cps) > 0 {
+		if cps, err := mongostore.New(client.Database(name), mongostore.WithDocumentCache(0)).Checkpoints(ctx); err == nil && len(cps) > 0 {
 			found = append(found, strconv.Quote(name))
 		}
 	}
