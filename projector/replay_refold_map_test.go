@@ -148,3 +148,40 @@ func TestReplay_under_a_revision_map_folds_the_document_anew_from_its_streams(t 
 		t.Fatalf("parked after the replays: %+v (%v); want the boom only", left, err)
 	}
 }
+
+// A tied stream whose router sends a later event to another document (a
+// ticket queued again elsewhere) cannot feed that document under a
+// revision map: the event fails, and its error says that a tie does not
+// move, and what to do instead, rather than suggest another strategy,
+// under which the declined events would go to the first document all the
+// same.
+func TestTieStreams_a_stream_that_moves_is_told_that_a_tie_does_not_move(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	var broken atomic.Bool
+	p := queues(&broken)
+	log := projectortest.NewLog(queueRegistry())
+	evs := log.MustAppend(t, "ticket-5", TicketQueued{ID: "5", Queue: "A"}, TicketReassigned{ID: "5", To: "amy"},
+		TicketQueued{ID: "5", Queue: "B"}, TicketReassigned{ID: "5", From: "amy", To: "ben"})
+	e, err := projector.NewEngine(s, queueRegistry(), []projector.Definition{p},
+		projector.WithRetry(retry.Default()), projector.WithParker(s), projector.WithStreamReader(newStreams(evs...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved *projector.Result
+	for _, ev := range evs {
+		rs, _ := e.Handle(ctx, ev)
+		for i := range rs {
+			if rs[i].Document == "B" && rs[i].Err != nil {
+				moved = &rs[i]
+			}
+		}
+	}
+	if moved == nil {
+		t.Fatal("the ticket queued again in B: no failure in B")
+	}
+	msg := moved.Err.Error()
+	if !strings.Contains(msg, "a tie does not move") || !strings.Contains(msg, "RoutesByEnvelope") || strings.Contains(msg, "such as HandledIDs") {
+		t.Fatalf("the error of the ticket queued again in B: %v; want it to say that a tie does not move, and not to suggest HandledIDs", msg)
+	}
+}

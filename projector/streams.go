@@ -139,17 +139,30 @@ func (a routedAway) in(p Definition) string {
 		a.ev.StreamRevision, a.ev.Type, a.ev.ID)
 }
 
+// movingTie is the cure of a tied stream whose events the router sends to
+// more than one document.
+const movingTie = "the tied stream moves between documents, and a tie does not move: the events its router declines go to the document " +
+	"of its first routed event under any strategy; let each event of a stream that moves name its document " +
+	"(the write side can put the current one in the metadata, and the router read it there: RoutesByEnvelope)"
+
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
 		parts, declined := awayParts(t.p, h.away)
+		fix := "route them all to one document, or choose a strategy that needs no order, such as HandledIDs"
+		if moves := ties(t.p, stream) && slices.ContainsFunc(h.away, func(a routedAway) bool { return a.to != "" }); moves {
+			// Another strategy would not place the declined events of a
+			// stream that moves either: a tie does not move.
+			fix = movingTie
+		}
 		if h.stray {
 			return fmt.Errorf("%w: in projection %s, revision %d of stream %q is routed to document %q, but of its earlier events %s: "+
-				"a document fed by a stream needs every event of it routed to it (route them all to one document, "+
-				"or choose a strategy that needs no order, such as HandledIDs)%s",
-				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), declined)
+				"a document fed by a stream needs every event of it routed to it (%s)%s",
+				ErrRoutedAway, t.p.Name(), rev, stream, t.id, strings.Join(parts, "; "), fix, declined)
 		}
-		fix := fmt.Sprintf("route them to %q, or choose a strategy that needs no order, such as HandledIDs", t.id)
+		if fix != movingTie {
+			fix = fmt.Sprintf("route them to %q, or choose a strategy that needs no order, such as HandledIDs", t.id)
+		}
 		if unknown := slices.ContainsFunc(h.away, func(a routedAway) bool { return a.unregistered(t.p) }); unknown &&
 			!slices.ContainsFunc(h.away, func(a routedAway) bool { return a.matters(t.p) && !a.unregistered(t.p) }) {
 			fix = "register the type, or an upcaster that drops its events (DropEvent): without a payload its router names no document"
