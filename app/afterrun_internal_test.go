@@ -32,6 +32,9 @@ func TestAfterRun_a_stop_during_a_retry_is_no_failure(t *testing.T) {
 		wantErr bool
 	}{
 		{"may pass, stopping", stopped, mayPass, false, false},
+		// The stop cut a call of the projection's start short (its
+		// indexes, its version): no failure of its own.
+		{"starting, stopping", stopped, fmt.Errorf("mongostore: record version 0 of %q: incomplete read of full message: %w", "p", context.Canceled), false, false},
 		{"for good, stopping", stopped, forGood, false, true},
 		{"may pass, running", context.Background(), mayPass, true, false},
 		{"for good, running", context.Background(), forGood, false, true},

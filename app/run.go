@@ -761,6 +761,11 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 		// Stopped while an event that may succeed later failed: it was
 		// not stopped for good (it would run again), whichever came first.
 		return false, nil
+	case ctx.Err() != nil && !errors.As(err, &failed):
+		// Stopped while it started or stored (its indexes, its version,
+		// a checkpoint): the stop is what made the call fail, as
+		// startError says of run's own start.
+		return false, nil
 	case ctx.Err() != nil:
 		// Stopped as it ended (a signal while its failure drained): an
 		// event that failed for good says how to go on past it all the
