@@ -150,6 +150,12 @@ func TestHandleBatch_refuses_a_second_creation_as_the_gate_does(t *testing.T) {
 	if !errors.Is(all[2][0].Err, projector.ErrAlreadyCreated) {
 		t.Fatalf("second creation: %v %v", all[2][0].Outcome, all[2][0].Err)
 	}
+	// Each path says what Create means, and the way out.
+	for _, res := range []projector.Result{one[2][0], all[2][0]} {
+		if msg := fmt.Sprint(res.Err); !strings.Contains(msg, "registered with Create") || !strings.Contains(msg, "register it with On") {
+			t.Errorf("second creation: %v; want it to say what Create means, and On", msg)
+		}
+	}
 	assertDocument(t, batched, "twice", evs[:2])
 }
 

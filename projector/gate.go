@@ -259,7 +259,7 @@ func (e *Engine) create(ctx context.Context, tk *ticket, t target, ev Event, app
 				// applies, as in the fold.
 				return apply(state)
 			}
-			return nil, fmt.Errorf("%w at revision %d", ErrAlreadyCreated, again.rev)
+			return nil, fmt.Errorf("%w at revision %d%s", ErrAlreadyCreated, again.rev, createHint)
 		})
 	}
 	if refusal := e.refusedStep(t, err); refusal != nil {
@@ -303,8 +303,13 @@ func (e *Engine) restart(ctx context.Context, t target, ev Event, rev uint64, st
 type recreated struct{ rev uint64 }
 
 func (r *recreated) Error() string {
-	return fmt.Sprintf("%v at revision %d", ErrAlreadyCreated, r.rev)
+	return fmt.Sprintf("%v at revision %d%s", ErrAlreadyCreated, r.rev, createHint)
 }
+
+// createHint follows the error of a second creation: what Create means,
+// and the way out when the event comes again in a stream's life.
+const createHint = ": this event's handler is registered with Create, which starts a document anew, once a stream " +
+	"(register it with On to apply it to the document as it is: a document starts with its stream's first event under On too)"
 
 // createOnce is one attempt of create. When the insert finds the document,
 // the strategy's check on it decides: a duplicate, a second creation
