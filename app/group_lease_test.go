@@ -82,3 +82,36 @@ func waitNotes(t *testing.T, db *mongo.Database, want map[string]int, r *e2e.Run
 	}
 	t.Fatalf("tickets not their fold in a minute: %v\n%s", wrong, r.Stderr())
 }
+
+// A process of the deployment started without --group, in segments (run
+// --segments), takes the projection's segments: the group's consumer
+// stands down while it holds any, as it does for a catch-up run or a
+// replay, rather than write beside it; every ticket ends as its fold.
+func TestRun_group_consumer_stands_down_for_a_run_in_segments(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--log-level", "info"}
+	notes := map[string]int{}
+	for i := range 10 {
+		id := fmt.Sprint(i)
+		servers.Append(t, registry(), "ticket/"+id, opened{ID: id}, noted{Text: "a"})
+		notes[id] = 1
+	}
+	consumer := e2e.StartCommand(t, c, append([]string{"run", "--group", "g", "--lease", "2s"}, common...)...)
+	waitNotes(t, db, notes, consumer)
+	segmented := e2e.StartCommand(t, c, append([]string{"run", "--segments", "2", "--lease", "2s"}, common...)...)
+	waitFor(t, consumer, "standing down: a process took the projection's lease")
+	for i := range 10 {
+		id := fmt.Sprint(i)
+		servers.Append(t, registry(), "ticket/"+id, noted{Text: "b"})
+		notes[id] = 2
+	}
+	waitNotes(t, db, notes, segmented)
+	if code := segmented.Stop(t); code != 0 {
+		t.Fatalf("the run in segments exited %d:\n%s", code, segmented.Stderr())
+	}
+	if code := consumer.Stop(t); code != 0 {
+		t.Fatalf("the group's consumer exited %d:\n%s", code, consumer.Stderr())
+	}
+}

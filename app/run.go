@@ -19,6 +19,7 @@ import (
 
 	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/pace"
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
@@ -552,8 +553,9 @@ func (s *session) standBy(sl *slot, name string, l mongostore.Lease, said *strin
 }
 
 // waitForLeaseHolder stands a --group consumer by while another process
-// holds the projection's lease: replay-parked, whose writes beside the
-// consumers' could be lost. The consumers take no lease themselves (the
+// holds the projection's lease or a segment's (see otherHolder):
+// replay-parked or a catch-up run, whose writes beside the consumers'
+// could be lost. The consumers take no lease themselves (the
 // server shares the events among them), also with --lease 0; a lease that
 // cannot be read does not hold them up.
 func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
@@ -566,7 +568,7 @@ func (s *session) waitForLeaseHolder(ctx context.Context, sl *slot) {
 			}
 			return
 		}
-		why := fmt.Sprintf("standby: %s holds its lease (replay-parked?)", l.Holder)
+		why := fmt.Sprintf("standby: %s holds its lease (%s)", l.Holder, l.Name)
 		sl.setDown(fmt.Sprintf("%s until %s", why, l.Expires.Format(time.RFC3339)))
 		if why != said {
 			s.logger.Info("standing by: a process holds the projection's lease", "projection", sl.name, "holder", l.Holder, "until", l.Expires)
@@ -615,11 +617,21 @@ func (s *session) replayHolds(ctx context.Context, sl *slot) bool {
 }
 
 // otherHolder returns the lease of slot sl's projection when another
-// process holds it.
+// process holds it (replay-parked, or a catch-up run), or the lease of one
+// of its segments (a run --segments): a --group consumer stands down
+// for either, whose writes beside its own could be lost.
 func (s *session) otherHolder(ctx context.Context, sl *slot) (mongostore.Lease, bool) {
 	leases, err := s.store.Leases(ctx, sl.name)
-	l := leases[sl.name]
-	return l, err == nil && l.Held(time.Now()) && l.Holder != s.holder
+	if err != nil {
+		return mongostore.Lease{}, false
+	}
+	now := time.Now()
+	for name, l := range leases {
+		if (name == sl.name || segment.IsLease(sl.name, name)) && l.Held(now) && l.Holder != s.holder {
+			return l, true
+		}
+	}
+	return mongostore.Lease{}, false
 }
 
 // serve serves /metrics, /healthz and /readyz on listener until the
