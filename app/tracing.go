@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -222,7 +224,7 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 
 // startTracing sets up the SDK as c says and makes it the global tracer
 // provider; stop flushes the spans and shuts it down.
-func startTracing(ctx context.Context, c tracingConfig, stderr io.Writer) (stop func(context.Context) error, err error) {
+func startTracing(ctx context.Context, c tracingConfig, name string, stderr io.Writer) (stop func(context.Context) error, err error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", c.service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
@@ -246,6 +248,7 @@ func startTracing(ctx context.Context, c tracingConfig, stderr io.Writer) (stop 
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tracingError(stderr, name, err) }))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return tp.Shutdown, nil
@@ -266,7 +269,7 @@ func withTracing(ctx context.Context, env func(string) (string, bool), name stri
 	if !c.on() {
 		return run()
 	}
-	stop, err := startTracing(ctx, c, stderr)
+	stop, err := startTracing(ctx, c, name, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: tracing: %v\n", name, err)
 		return 2
@@ -275,7 +278,25 @@ func withTracing(ctx context.Context, env func(string) (string, bool), name stri
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingShutdown)
 	defer cancel()
 	if err := stop(sctx); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintf(stderr, "%s: tracing: flushing spans: %v\n", name, err)
+		tracingError(stderr, name, fmt.Errorf("flushing spans: %w", err))
 	}
+	tracingLog.Store(nil)
 	return code
+}
+
+// tracingLog is the logger of the command running (newLogger's), through
+// which the span exporters' errors (a collector that does not answer) are
+// said in its format: a line of another format would break a reader of
+// --log-format json. nil before the command makes one, or when it has
+// none (then a line of the command's name on stderr).
+var tracingLog atomic.Pointer[slog.Logger]
+
+// tracingError says err, of the tracing of command name, through
+// tracingLog, else on stderr.
+func tracingError(stderr io.Writer, name string, err error) {
+	if l := tracingLog.Load(); l != nil {
+		l.Warn("tracing: spans not exported", "err", err)
+		return
+	}
+	fmt.Fprintf(stderr, "%s: tracing: %v\n", name, err)
 }
