@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/projectortest/e2e"
+	"github.com/revgate/projector/subscription"
 )
 
 // A small domain of the tests' own: tickets opened and noted.
@@ -774,5 +776,22 @@ func TestStatus_in_a_database_without_checkpoints_names_those_with_some(t *testi
 	code, out, stderr := run(c, nil, "status", "--mongo", servers.MongoURI(), "--database", typo)
 	if code != 0 || !strings.Contains(stderr, "databases with projector checkpoints on this server: ") || !strings.Contains(stderr, `"`+db.Name()+`"`) {
 		t.Fatalf("status --database %s: exit %d; want 0, naming %s\n%s\n%s", typo, code, db.Name(), out, stderr)
+	}
+}
+
+// A Dial that returns no client and no error is said in one line, as a
+// Dial that fails: no command panics on it.
+func TestDial_that_returns_no_client_is_one_line(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	c.Dial = func(string, *slog.Logger) (*subscription.Client, error) { return nil, nil }
+	for _, cmd := range [][]string{
+		{"status", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI()},
+		{"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--http", ""},
+	} {
+		code, _, stderr := run(c, nil, cmd...)
+		if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "Config.Dial returned no client") {
+			t.Errorf("%s with a Dial that returns nothing: exit %d, stderr %q; want one line", cmd[0], code, stderr)
+		}
 	}
 }

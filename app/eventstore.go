@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -76,8 +77,11 @@ func openEventStore(dial dialFunc, uri string, logger *slog.Logger) (eventStore,
 		return nil, err
 	}
 	c, err := dial(uri, logger)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case c == nil:
+		return nil, errors.New("Config.Dial returned no client and no error")
 	}
 	return store{c}, nil
 }
