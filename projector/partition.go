@@ -22,6 +22,13 @@ import (
 // worker does not decode it again.
 func (e *Engine) partitionKey(ctx context.Context, ev *Event) string {
 	if !e.byDocument() {
+		if d, ok := deletionOf(*ev); ok {
+			// A node's record of a deleted stream, in "$$<stream>":
+			// handled by the worker of the stream's events, in the log's
+			// order with them (in another, it could come after the events
+			// of the stream written again, and be taken for a late one).
+			return d.stream
+		}
 		return ev.StreamID
 	}
 	decoded, targets, _, decodeErr := e.routed(ctx, *ev)
