@@ -38,58 +38,71 @@ func (e *Engine) refolds(t target, head driver.Head) bool {
 // stream t's projection does not tie) or sends to another document are
 // passed over, as the gate passes them. One that fails (it does not
 // decode, its step fails, a second creation) is left out, as the failure
-// policy left it out when it came, and parked ([Engine.leaveOut]): the fold
-// is done again without it, from the zero state, since a failed step may
-// have changed the state in place. ev failing fails the replay. A stream
-// that does not begin at revision 0 is errNoRefold.
+// policy left it out when it came, and parked ([Engine.foldAnew]). ev
+// failing fails the replay. A stream that does not begin at revision 0 is
+// errNoRefold.
 func (e *Engine) refold(ctx context.Context, t target, stream string, upTo uint64, ev Event) (any, error) {
-	left := map[uint64]bool{}
+	var evs []Event
+	truncated := false
+	err := e.readStream(ctx, stream, 0, func(raw Event) error {
+		switch {
+		case len(evs) == 0 && raw.StreamRevision != 0:
+			truncated = true
+			return ErrStopRead
+		case raw.StreamRevision > upTo:
+			return ErrStopRead
+		case raw.StreamRevision == ev.StreamRevision:
+			raw = ev
+		}
+		evs = append(evs, raw)
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case truncated || len(evs) == 0:
+		return nil, errNoRefold
+	}
+	return e.foldAnew(ctx, t, ev, evs)
+}
+
+// foldAnew folds document t anew from evs, its events in an order the
+// projection's strategy keeps, ev (the event replayed) among them, each
+// through refoldStep: one that fails is left out, parked
+// ([Engine.leaveOut]), and the fold is done again without it, from the
+// zero state, since a failed step may have changed the state in place. ev
+// failing fails the replay.
+func (e *Engine) foldAnew(ctx context.Context, t target, ev Event, evs []Event) (any, error) {
+	left := map[string]bool{}
 	for {
 		var state any
-		var read, truncated bool
 		var failed *Event
 		var cause error
-		err := e.readStream(ctx, stream, 0, func(raw Event) error {
-			first := !read
-			read = true
-			switch {
-			case first && raw.StreamRevision != 0:
-				truncated = true
-				return ErrStopRead
-			case raw.StreamRevision > upTo:
-				return ErrStopRead
-			case left[raw.StreamRevision]:
-				return nil
-			case raw.StreamRevision == ev.StreamRevision:
-				raw = ev
+		for _, raw := range evs {
+			if left[raw.ID] {
+				continue
 			}
 			next, applied, err := e.refoldStep(t, raw, state, raw.ID == ev.ID)
 			if err != nil {
 				failed, cause = &raw, err
-				return ErrStopRead
+				break
 			}
 			if applied {
 				state = next
 			}
-			return nil
-		})
+		}
 		switch {
-		case err != nil:
-			return nil, err
-		case truncated || !read:
-			return nil, errNoRefold
+		case failed == nil && state == nil:
+			return t.p.newState(), nil
 		case failed == nil:
-			if state == nil {
-				state = t.p.newState()
-			}
 			return state, nil
-		case failed.StreamRevision == ev.StreamRevision:
+		case failed.ID == ev.ID:
 			return nil, retry.Permanent(cause)
 		}
 		if err := e.leaveOut(ctx, t, *failed, cause); err != nil {
 			return nil, err
 		}
-		left[failed.StreamRevision] = true
+		left[failed.ID] = true
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/revgate/projector/projector/driver"
-	"github.com/revgate/projector/retry"
 )
 
 // maxRefoldStreams is how many streams a document under [RevisionMap] may
@@ -41,8 +40,8 @@ func (e *Engine) refoldsMap(meta driver.Meta, ev Event) bool {
 // projection does not tie to t), are passed over, as when they came; so
 // are the events parked against t and not replayed yet: each is t's to
 // replay in its turn (replayed, it is folded in its place, as ev is now).
-// One that fails is left out, parked ([Engine.leaveOut]), and the fold is
-// done again without it. errNoRefold where the fold cannot tell which
+// One that fails is left out, parked, as in a fold anew of one stream
+// ([Engine.foldAnew]). errNoRefold where the fold cannot tell which
 // events t has: a stream that no longer starts at revision 0, or an event
 // whose document cannot be told (its payload does not decode, its router
 // fails, or it is declined in a tied stream before any of its events is
@@ -56,39 +55,13 @@ func (e *Engine) refoldMap(ctx context.Context, t target, meta driver.Meta, ev E
 	if err != nil {
 		return nil, err
 	}
-	merged := mergeByCreation(streams)
-	left := map[string]bool{}
-	for {
-		var state any
-		var failed *Event
-		var cause error
-		for _, m := range merged {
-			raw := m.ev
-			if left[raw.ID] || parked[raw.ID] || !m.ours {
-				continue
-			}
-			next, applied, err := e.refoldStep(t, raw, state, raw.ID == ev.ID)
-			if err != nil {
-				failed, cause = &raw, err
-				break
-			}
-			if applied {
-				state = next
-			}
+	var evs []Event
+	for _, m := range mergeByCreation(streams) {
+		if m.ours && !parked[m.ev.ID] {
+			evs = append(evs, m.ev)
 		}
-		switch {
-		case failed == nil && state == nil:
-			return t.p.newState(), nil
-		case failed == nil:
-			return state, nil
-		case failed.ID == ev.ID:
-			return nil, retry.Permanent(cause)
-		}
-		if err := e.leaveOut(ctx, t, *failed, cause); err != nil {
-			return nil, err
-		}
-		left[failed.ID] = true
 	}
+	return e.foldAnew(ctx, t, ev, evs)
 }
 
 // mapEvent is an event of a stream of a document under a revision map, as
