@@ -273,7 +273,7 @@ func alertQueries(t *testing.T) []query {
 	}
 	var queries []query
 	seen := map[string]bool{}
-	todo := []string{"projector status", "replay-parked", "rebuild", "README"}
+	todo := []string{"projector status", "replay-parked", "rebuild", "docs/"}
 	for _, g := range f.Groups {
 		if g.Name == "" || len(g.Rules) == 0 {
 			t.Errorf("%s: a group without a name or rules", alertsFile)
@@ -366,5 +366,34 @@ func TestMetricRefs_finds_metrics_and_nothing_else(t *testing.T) {
 	}
 	if _, err := metricRefs(`{__name__="x"}`); err == nil {
 		t.Error("a selector without a metric name: no error")
+	}
+}
+
+// Every page of docs/ that the dashboard and the alert rules send an
+// operator to exists, and so does the section they name in it ("page.md,
+// Section").
+func TestDeploy_the_pages_and_sections_operators_are_sent_to_exist(t *testing.T) {
+	ref := regexp.MustCompile(`docs/([a-z]+\.md)(?:, ([A-Z][^.;()"]*(?:\([a-z]+\))?))?`)
+	found := 0
+	for _, file := range []string{dashboardFile, alertsFile} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := regexp.MustCompile(`\s+`).ReplaceAllString(string(data), " ")
+		for _, m := range ref.FindAllStringSubmatch(text, -1) {
+			found++
+			page, err := os.ReadFile("../docs/" + m[1])
+			if err != nil {
+				t.Errorf("%s names docs/%s: %v", file, m[1], err)
+				continue
+			}
+			if m[2] != "" && !regexp.MustCompile(`(?m)^#+ `+regexp.QuoteMeta(strings.TrimSpace(m[2]))+`$`).Match(page) {
+				t.Errorf("%s names the section %q of docs/%s, which has no such heading", file, m[2], m[1])
+			}
+		}
+	}
+	if found < 5 {
+		t.Fatalf("%d references to docs/ in %s and %s, want the alerts' and the dashboard's", found, dashboardFile, alertsFile)
 	}
 }

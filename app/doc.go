@@ -58,7 +58,7 @@
 // console), or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT), turns it on;
 // OTEL_SDK_DISABLED=true turns it off. The SDK is set up here, as the
 // global tracer provider that the engine's spans go to; a bad value is one
-// line and exit status 2. The README's section on tracing lists the spans
+// line and exit status 2. docs/tracing.md lists the spans
 // and their attributes.
 //
 // A binary built with this package links no test double: neither the

@@ -10,14 +10,27 @@ import (
 	"testing"
 )
 
-// Every Go snippet of the README is code that compiles: its lines appear, in
-// order and together, in a Go file of the repository (the example module's
-// included), which the tests build. And the line counts the README gives of
-// the example's files are the files' own.
+// Every Go snippet of the README and of the pages in docs/ is code that
+// compiles: its lines appear, in order and together, in a Go file of the
+// repository (the example module's included), which the tests build. And
+// the line counts the README gives of the example's files are the files'
+// own.
 func TestREADME_every_go_snippet_is_compiled_code_and_the_line_counts_are_true(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages in docs/: %v", err)
+	}
+	docs := string(readme)
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs += "\n" + string(b)
 	}
 	var sources []string
 	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
@@ -39,10 +52,10 @@ func TestREADME_every_go_snippet_is_compiled_code_and_the_line_counts_are_true(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-	if len(snippets) < 5 {
-		t.Fatalf("%d Go snippets in the README; the zero-to-running section has at least 5", len(snippets))
+	if n := len(regexp.MustCompile("(?s)```go\n(.*?)```").FindAllString(string(readme), -1)); n < 5 {
+		t.Fatalf("%d Go snippets in the README; the zero-to-running section has at least 5", n)
 	}
+	snippets := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(docs, -1)
 	for _, m := range snippets {
 		want := "\n" + strings.Join(codeLines(m[1]), "\n") + "\n"
 		found := false
@@ -53,7 +66,7 @@ func TestREADME_every_go_snippet_is_compiled_code_and_the_line_counts_are_true(t
 			}
 		}
 		if !found {
-			t.Errorf("this README snippet is in no Go file of the repository, so nothing compiles it:\n%s", m[1])
+			t.Errorf("this snippet of the README or docs/ is in no Go file of the repository, so nothing compiles it:\n%s", m[1])
 		}
 	}
 
