@@ -727,7 +727,7 @@ type heldBehind struct {
 // event listed before it in its document, and reports whether it did;
 // another document's record first lists the count of the one before.
 func (h *heldBehind) add(p projector.ParkedEvent) bool {
-	if p.Held && h.doc != "" && p.Document == h.doc && p.Collection == h.collection && p.Error == projector.ErrHeld.Error() {
+	if p.Held && h.doc != "" && p.Document == h.doc && p.Collection == h.collection && strings.HasPrefix(p.Error, projector.ErrHeld.Error()) {
 		if h.n == 0 {
 			h.from = p.ParkedAt
 		}

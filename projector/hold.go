@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -300,8 +301,20 @@ func (e *Engine) holdAllBehind(ctx context.Context, t target, evs []Event) (resu
 // check (a duplicate), or ev is recorded already (delivered again: held
 // once, a duplicate too).
 func (e *Engine) holdUnlessApplied(ctx context.Context, t target, ev Event, read stored) Result {
-	return e.recordHeld(ctx, t, ev, read, ErrHeld, 0)
+	cause := ErrHeld
+	if !e.registry.known(ev) && !strings.HasPrefix(ev.Type, "$") {
+		// Of a type this build does not register: delivered now, with
+		// the document not held, it would be passed over (or fail, under
+		// FailUnknownTypes). A replay by a build that does not register
+		// it either does the same (decodeParked).
+		cause = fmt.Errorf("%w%s", ErrHeld, heldUnknown)
+	}
+	return e.recordHeld(ctx, t, ev, read, cause, 0)
 }
+
+// heldUnknown is what the record of an event held behind another says when
+// the build that held it did not register its type (holdUnlessApplied).
+const heldUnknown = " (its type was not registered by the build that held it)"
 
 // recordHeld records ev as held in document t, as read, for cause, unless
 // the document has ev's effect already (a duplicate) or ev is recorded

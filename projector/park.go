@@ -328,10 +328,16 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 // or [Upcast] from the old name), so it can neither apply it nor tell
 // that the projection no longer wants it. Its error keeps the cause it was
 // parked for, which the record then holds. A live event of such a type is
-// passed over instead: no build ever handled it.
+// passed over instead: no build ever handled it. So is an event held
+// behind another by a build that did not register its type either
+// (heldUnknown): it comes back undecoded, as it was delivered, and the
+// replay does what that build would have done with the document free.
 func (e *Engine) decodeParked(pe ParkedEvent) (Event, error) {
 	ev := pe.Event
 	if _, _, known := e.registry.formOf(ev); !known && !strings.HasPrefix(ev.Type, "$") { // not the node's records (deletions)
+		if pe.Held && strings.HasPrefix(pe.Error, ErrHeld.Error()+heldUnknown) {
+			return e.registry.Decode(ev)
+		}
 		cause := pe.Error
 		if i := strings.LastIndex(cause, parkedFor); i >= 0 && strings.Contains(cause[:i], notKnown) {
 			cause = cause[i+len(parkedFor):] // refused by such a build before: the cause it was parked for
