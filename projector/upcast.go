@@ -416,8 +416,9 @@ func (r *Registry) addKin(forms map[string]form) {
 // namesOf returns every name events of Go type t are stored under: its
 // name now and its older forms'. Under [Registry.VersionField] a form
 // "T.vN" is type T with version N in the metadata: its events are stored
-// as T. The name the type has now is also stored as it is, whatever it
-// looks like ([Registry.Encode] names events so).
+// as T; and as "T.vN" itself, which [Registry.Decode] reads as that form
+// too (a log whose older events carry their versions in their type
+// names), so a filter of these names lets them through.
 func (r *Registry) namesOf(t reflect.Type) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -433,9 +434,6 @@ func (r *Registry) namesOf(t reflect.Type) []string {
 		}
 		if base, ok := r.versionedAs(n); ok {
 			add(base)
-			if n != f.name {
-				continue
-			}
 		}
 		add(n)
 	}

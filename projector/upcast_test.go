@@ -229,16 +229,23 @@ func TestUpcast_versions_from_a_metadata_field(t *testing.T) {
 		}
 	}
 	// Every version is stored as type CardMoved: a filter by event type
-	// that reads it reads them all ("CardMoved.v1" is no stored name).
-	if got := projector.HandledTypes(r, laneProjection(r)); !slices.Equal(got, []string{"CardMoved"}) {
-		t.Errorf("HandledTypes = %q, want [CardMoved]", got)
+	// that reads it reads them all; and an event stored under the name
+	// "CardMoved.v1" itself (a log that had its versions in its type
+	// names before) decodes as that form, so the filter reads it too.
+	if got := projector.HandledTypes(r, laneProjection(r)); !slices.Equal(got, []string{"CardMoved", "CardMoved.v1", "CardMoved.v2"}) {
+		t.Errorf("HandledTypes = %q, want [CardMoved CardMoved.v1 CardMoved.v2]", got)
+	}
+	for _, name := range []string{"CardMoved.v1", "CardMoved.v2"} {
+		if ev, err := r.Decode(projector.Event{Type: name, Data: []byte(`{"to": "Done"}`)}); err != nil || ev.Payload == nil {
+			t.Errorf("an event stored as %s: %#v, %v: want it decoded, as the filter lets it through", name, ev.Payload, err)
+		}
 	}
 	// A type whose name now looks like a version is stored under that name
 	// (Encode names its events so), beside the older form's T.
 	named := projector.NewRegistry().VersionField("schemaVersion")
 	projector.Register[Moved](named, "CardMoved.v3", projector.Upcast("CardMoved", v1ToV2), projector.Upcast("CardMoved.v2", v2ToV3))
-	if got := projector.HandledTypes(named, laneProjection(named)); !slices.Equal(got, []string{"CardMoved", "CardMoved.v3"}) {
-		t.Errorf("HandledTypes = %q, want [CardMoved CardMoved.v3]", got)
+	if got := projector.HandledTypes(named, laneProjection(named)); !slices.Equal(got, []string{"CardMoved", "CardMoved.v2", "CardMoved.v3"}) {
+		t.Errorf("HandledTypes = %q, want [CardMoved CardMoved.v2 CardMoved.v3]", got)
 	}
 	// Version 3 (the type now) has no form of its own, and no version is
 	// the type's name: both decode as they are.
