@@ -336,12 +336,11 @@ func (b *batchRun) project(ctx context.Context, p Definition, ids []string) {
 		}
 	}()
 	defer r.end() // before the gate takes the documents passed on
-	holding := b.policyOf(p) == Hold
 	keep := docs[:0]
 	for _, d := range docs {
 		switch {
 		case held[d.id] == nil:
-		case holding && b.heldHere(ctx, p, d):
+		case b.holding(ctx, target{p, d.id}) && b.heldHere(ctx, p, d):
 			through = append(through, d) // the gate holds its events
 			continue
 		case !b.decodeAll(d):

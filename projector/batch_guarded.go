@@ -54,7 +54,7 @@ func (b *batchRun) guardedRound(ctx context.Context, p Definition, docs []*docEv
 	r := b.beginRound()
 	var through, keep []*docEvents
 	for _, d := range docs {
-		if b.policyOf(p) == Hold && b.heldHere(ctx, p, d) {
+		if b.holding(ctx, target{p, d.id}) && b.heldHere(ctx, p, d) {
 			through = append(through, d)
 			continue
 		}

@@ -191,7 +191,7 @@ func newToken() string {
 // decoding error of ev's payload (only under [Skip]): the gate then moves
 // the document past ev without applying it.
 func (e *Engine) gate(ctx context.Context, t target, ev Event, undecodable error) Result {
-	return e.gateHolding(ctx, t, ev, undecodable, e.policyOf(t.p) == Hold)
+	return e.gateHolding(ctx, t, ev, undecodable, e.holding(ctx, t))
 }
 
 // gateHolding is the gate, holding documents under [Hold] (hold) in the

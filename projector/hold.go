@@ -126,32 +126,44 @@ func (e *Engine) isHeld(ctx context.Context, t target) (bool, error) {
 
 // handleOne applies ev to document t with t's strategy; under [Hold], an
 // event of a held document is held behind, and one that fails for good
-// holds its document.
+// holds its document (see holding for the other policies).
 func (e *Engine) handleOne(ctx context.Context, t target, ev Event, undecodable error) Result {
 	if r, ok := e.knownResult(t, ev); ok {
 		return r
 	}
 	k := e.keeperOf(t.p)
-	if e.policyOf(t.p) != Hold {
+	if !e.holding(ctx, t) {
 		return k.handle(ctx, e, t, ev, undecodable)
 	}
 	if _, gated := k.(streamRevision); gated {
 		return k.handle(ctx, e, t, ev, undecodable) // the gate holds, in its queue
 	}
-	held, err := e.isHeld(ctx, t)
-	if err != nil {
-		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1})
+	return e.holdTurn(ctx, t, ev, func() Result { return k.handle(ctx, e, t, ev, undecodable) })
+}
+
+// holding reports whether the events of document t go through the hold
+// checks (holdTurn): under [Hold]; and under any other policy while t may
+// hold events recorded under Hold before (the policy changed with held
+// records outstanding): its later events are held behind them until
+// replay-parked applies them, as under Hold, instead of each waiting for
+// a predecessor that is held, which stopped the whole projection. Only
+// the document held waits; the others go on. A failed look at the held
+// documents counts as none under another policy than Hold.
+func (e *Engine) holding(ctx context.Context, t target) bool {
+	if e.policyOf(t.p) == Hold {
+		return true
 	}
-	if held {
-		return e.holdBehind(ctx, t, ev)
+	if e.holder() == nil {
+		return false
 	}
-	return e.holdFailed(ctx, t, ev, k.handle(ctx, e, t, ev, undecodable))
+	maybe, err := e.maybeHeld(ctx, t)
+	return err == nil && maybe
 }
 
 // holdTurn is the gate's turn under [Hold]: an event of a held document is
-// held behind (or a duplicate); one that fails for good holds its document.
-// It runs in the document's queue, so the events of one document are held
-// in their order.
+// held behind (or a duplicate); one that fails for good holds its document,
+// under Hold (under another policy, its own policy has it). It runs in the
+// document's queue, so the events of one document are held in their order.
 func (e *Engine) holdTurn(ctx context.Context, t target, ev Event, turn func() Result) Result {
 	held, err := e.isHeld(ctx, t)
 	if err != nil {
@@ -159,6 +171,9 @@ func (e *Engine) holdTurn(ctx context.Context, t target, ev Event, turn func() R
 	}
 	if held {
 		return e.holdBehind(ctx, t, ev)
+	}
+	if e.policyOf(t.p) != Hold {
+		return turn()
 	}
 	return e.holdFailed(ctx, t, ev, turn())
 }
@@ -273,7 +288,7 @@ func (e *Engine) holdBehind(ctx context.Context, t target, ev Event) Result {
 // is not held, or kept otherwise (the gate holds in its queue), and nothing
 // was done. A failure to record one fails it, and leaves the rest alone.
 func (e *Engine) holdAllBehind(ctx context.Context, t target, evs []Event) (results []Result, ok bool) {
-	if _, guarded := e.keeperOf(t.p).(revisionMap); !guarded || e.policyOf(t.p) != Hold {
+	if _, guarded := e.keeperOf(t.p).(revisionMap); !guarded || !e.holding(ctx, t) {
 		return nil, false
 	}
 	if held, err := e.isHeld(ctx, t); err != nil || !held {
