@@ -68,8 +68,8 @@ type unknownTypes struct {
 // note counts ev when nobody registered its type, and says so in the log
 // the first time: at Warn when the type is close to a registered one (a
 // rename, or a new version, that the registry misses), or when ev went to
-// a document (results, its handling's): its stream feeds the document,
-// which moves past an event of it that nothing reads (a rename the
+// a document that moved past it (results, its handling's): its stream
+// feeds the document, which moves past an event of it that nothing reads (a rename the
 // registry misses, not close to the old name; an event type deployed
 // before the projector that knows it).
 func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logger *slog.Logger) {
@@ -105,7 +105,9 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 		return
 	}
 	for _, r := range results {
-		if r.Document != "" {
+		// Passed over by its document (applied: moved past); one that
+		// failed it (FailUnknownTypes) has said so under its policy.
+		if r.Document != "" && (r.Outcome == Applied || r.Outcome == Duplicate) {
 			logger.Warn("an event type nobody registered, in a stream that feeds a document: the document moves past it "+
 				"(a rename or a new version without its upcaster? FailUnknownTypes makes such events fail instead)",
 				"type", ev.Type, "projection", r.Projection, "document", r.Document, "stream", ev.StreamID, "revision", ev.StreamRevision)

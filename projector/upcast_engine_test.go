@@ -257,3 +257,48 @@ func TestUnknownTypes_a_runner_counts_them_and_logs_one_close_to_a_registered_ty
 		}
 	}
 }
+
+// In a projection that fails unknown types, such an event fails under its
+// policy (parked here): the log does not also say that its document moved
+// past it.
+func TestUnknownTypes_a_projection_that_fails_them_does_not_log_that_its_document_moved_past(t *testing.T) {
+	r := boardRegistry()
+	p := laneProjection(r).FailUnknownTypes()
+	var logs strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))
+	s := newStore(t)
+	e, err := projector.NewEngine(s, r, []projector.Definition{p}, projector.WithRetry(patient()), projector.WithLogger(logger),
+		projector.WithFailurePolicy(projector.Park), projector.WithParker(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := appendStored(t, projectortest.NewLog(r), r, "card-3",
+		stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+		stored{"CardTeleported", `{}`},
+		stored{"CardMovedV3", `{"column": {"name": "Done"}}`})
+	runner, err := projector.NewRunner("boards", e, &scripted{events: raw}, nil, projector.WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	waitFor(t, "the runner caught up", runner.CaughtUp)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := runner.Stats(); st.Parked != 1 {
+		t.Fatalf("parked %d, want the unknown event parked", st.Parked)
+	}
+	mu.Lock()
+	text := logs.String()
+	mu.Unlock()
+	if !strings.Contains(text, `msg="event parked"`) || strings.Contains(text, "moves past it") {
+		t.Fatalf("want the event parked, and nothing said of the document moving past it; the log says:\n%s", text)
+	}
+}
