@@ -104,7 +104,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	// process holds it, so the replay waits for them to leave.
 	leave := time.Duration(0)
 	if c.lease > 0 {
-		held, err := holdReplayLease(ctx, opened.Store, name, c.lease)
+		held, err := holdReplayLease(ctx, opened.Store, name, c.lease, opened.Embedded != nil, inv.Stderr)
 		if err != nil {
 			return err
 		}
@@ -149,9 +149,18 @@ func (x *cli) checkReplay(c *replayConfig, name string, inv Invocation) (Project
 }
 
 // holdReplayLease takes the lease of projection name (see run --lease) for
-// a replay, or fails, naming the process that runs the projection.
-func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, ttl time.Duration) (*heldLease, error) {
-	held, l, err := holdLease(ctx, store, name, holderID("replay-parked"), ttl, slog.New(slog.DiscardHandler))
+// a replay, or fails, naming the process that runs the projection. The
+// lease of a process killed on the embedded server this process now runs
+// on the same data dir (ownsData) is taken over at once, as run does.
+func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, ttl time.Duration, ownsData bool, stderr io.Writer) (*heldLease, error) {
+	hold := func() (*heldLease, mongostore.Lease, error) {
+		return holdLease(ctx, store, name, holderID("replay-parked"), ttl, slog.New(slog.DiscardHandler))
+	}
+	held, l, err := hold()
+	if errors.Is(err, mongostore.ErrLeaseHeld) && takeOverGone(ctx, store, ownsData, l) {
+		fmt.Fprintf(stderr, "took over the lease of %s from %s, a process that is gone\n", name, l.Holder)
+		held, l, err = hold()
+	}
 	if errors.Is(err, mongostore.ErrLeaseHeld) {
 		return nil, fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
@@ -62,7 +63,7 @@ func TestSegments_take_and_a_replay_never_both_win(t *testing.T) {
 		})
 		wg.Go(func() {
 			time.Sleep(time.Duration(rand.IntN(4000)) * time.Microsecond)
-			replay, rerr = holdReplayLease(ctx, store, "p", time.Minute)
+			replay, rerr = holdReplayLease(ctx, store, "p", time.Minute, false, io.Discard)
 		})
 		wg.Wait()
 		segHeld := g.count()

@@ -298,3 +298,21 @@ func TestRebuild_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the
 		t.Fatalf("the second rebuild: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// A run on the embedded server killed with SIGKILL leaves its lease held:
+// replay-parked on the same data dir takes it over at once, as run does,
+// rather than refusing, saying a dead process runs the projection.
+func TestReplayParked_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_process_gone(t *testing.T) {
+	srv := esdbtest.New(t)
+	appendCarts(t, srv.Client(t), 0, 4, 4, map[string][]projector.Event{})
+	dir := t.TempDir()
+	first := startBinary(t, "run", "--esdb", srv.URI(), "--data-dir", dir, "--http", "", "--checkpoint-interval", "100ms",
+		"--lease", "10m", "--projections", cart.DetailsName)
+	waitFor(t, first, regexp.MustCompile(`msg="(caught up)"`))
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	out, errOut, code := runBinary(t, 2*time.Minute, "replay-parked", cart.DetailsName, "--esdb", srv.URI(), "--data-dir", dir, "--lease", "10m")
+	if code != 0 || !strings.Contains(errOut, "took over the lease of "+cart.DetailsName) {
+		t.Fatalf("replay-parked after the kill: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
