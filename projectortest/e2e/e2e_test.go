@@ -59,6 +59,17 @@ func TestServers_append_returns_the_events_as_the_engine_receives_them(t *testin
 	if servers.Head() != evs[2].Position {
 		t.Fatalf("head %d, want the last event's position %d", servers.Head(), evs[2].Position)
 	}
+	// An upcaster that reads the event's position sees it as the engine
+	// does: the payloads are decoded once the positions are known.
+	withPosition := registry()
+	type stamped struct{ At uint64 }
+	projector.Register[stamped](withPosition, "door.stamped",
+		projector.Upcast("door.stamped", func(e projector.Event) (stamped, error) { return stamped{At: e.Position}, nil }))
+	for _, ev := range servers.Append(t, withPosition, "door/2", stamped{}, stamped{}) {
+		if ev.Position == 0 || ev.Payload != (stamped{At: ev.Position}) {
+			t.Fatalf("event at %d decoded as %+v: the upcaster saw another position", ev.Position, ev.Payload)
+		}
+	}
 }
 
 func TestStartCommand_runs_a_command_line_and_stops_it_as_SIGTERM_would(t *testing.T) {
