@@ -202,16 +202,10 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		if err != nil {
 			return fmt.Errorf("parking an event routed away: %w", err)
 		}
-		if recorded {
-			// Declined when it came (no result then); or one the router
-			// could not route (a.err) that has not come yet (spread to
-			// another worker): recorded here first, it is a duplicate
-			// when it comes, so it is counted and said here.
+		if recorded && a.err == nil {
+			// Declined when it came (no result then): one the router could
+			// not route (a.err) was parked, and counted, when it came.
 			countParkedBeside(ctx)
-			if a.err != nil {
-				e.logger.Warn("event parked", "projection", t.p.Name(), "document", t.id,
-					"stream", a.ev.StreamID, "revision", a.ev.StreamRevision, "type", a.ev.Type, "err", a.err)
-			}
 		}
 	}
 	if len(h.away) > 0 {

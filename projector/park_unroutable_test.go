@@ -75,37 +75,3 @@ func TestPark_a_record_named_by_a_later_event_keeps_its_cause_and_position(t *te
 		t.Errorf("record's position %d, want the event's in $all, %d", pe.Position, raw[1].Position)
 	}
 }
-
-// An event its router cannot route, of a stream that feeds a document,
-// delivered after the stream's next event (spread to another worker): the
-// next event parks it against the document as it moves past it, and it is
-// a duplicate when it comes. It is counted parked once all the same
-// (RunnerStats.ParkedLater), as when it comes first, so that the parked
-// events' counter and its alert see it.
-func TestPark_an_unroutable_event_recorded_by_the_next_event_first_is_counted_parked_once(t *testing.T) {
-	r, p := memberLoans()
-	raw := rawLog(t, r, func(add func(string, ...any)) {
-		add("loan-l1", loanOpened{Loan: "l1", Member: "m1"},
-			projector.Event{Type: "LoanRenewed", Data: []byte(`{"Loan":"l1","Member":"m1","Due":"soon"}`)},
-			loanRenewed{Loan: "l1", Member: "m1", Due: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
-	})
-	s := newStore(t)
-	e := faultEngine(t, s, r, projector.Park, raw, p)
-	runner, err := projector.NewRunner("loans", e, &scripted{events: []projector.Event{raw[0], raw[2], raw[1]}}, nil, projector.WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx) }()
-	waitFor(t, "the runner caught up", runner.CaughtUp)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	all, _, _ := parkedRecords(t, s, "member_loans")
-	st := runner.Stats()
-	if len(all) != 1 || st.Parked+st.ParkedLater != 1 {
-		t.Fatalf("%d records, %d counted parked (%d later): want the undecodable event's, counted once", len(all), st.Parked+st.ParkedLater, st.ParkedLater)
-	}
-}
