@@ -82,6 +82,9 @@ type core struct {
 	guardedBatch driver.GuardedBatchStore
 	batching     bool // every projection's documents fold in batches
 	spread       bool // events go to workers by document (partition.go)
+	// streamDocs: by stream, the document its last event spread by
+	// document went to (partitionKey), for its events not routed.
+	streamDocs *lru.Cache[string, string]
 	// policies is each projection's failure policy, its own or the engine's;
 	// keepers its strategy: both as they were when the engine was made.
 	policies map[string]FailurePolicy
@@ -133,6 +136,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.ties, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.routedSeen, _ = lru.New[tieKey, tie](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.streamsSeen, _ = lru.New[tieKey, streamSeen](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
+	e.streamDocs, _ = lru.New[string, string](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.follows, _ = lru.New[followKey, int64](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	if store == nil || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")

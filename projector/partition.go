@@ -14,7 +14,11 @@ import (
 // batch of every worker. A stream still goes to one worker there: a
 // strategy that needs a stream's events in order (RevisionMap) needs them
 // all routed to one document. An event the projection does not route, or
-// cannot, goes by its stream.
+// cannot, goes where its stream's last event went (followsKey): handled
+// after the events of that document before it, so that one that holds
+// the document (Hold) holds it where the log does, and one that the next
+// event of its stream passes over (Park) has been handled when it does;
+// else (no event of its stream seen) by its stream.
 //
 // To route an event, partitionKey decodes and routes it as Handle does (an
 // event whose payload does not decode goes where its router sends it
@@ -33,17 +37,34 @@ func (e *Engine) partitionKey(ctx context.Context, ev *Event) string {
 	}
 	decoded, targets, _, decodeErr := e.routed(ctx, *ev)
 	if len(targets) != 1 {
+		if id, ok := e.streamDocs.Get(ev.StreamID); ok {
+			return followsKey + id
+		}
 		return ev.StreamID
 	}
 	if decodeErr == nil {
 		ev.Payload = decoded.Payload
 	}
+	e.streamDocs.Add(ev.StreamID, targets[0].id)
 	return documentKey + targets[0].id
 }
 
 // documentKey starts a partition key that names a document, apart from
-// stream names.
-const documentKey = "\x00"
+// stream names; followsKey one that names the document whose worker an
+// event not routed to it goes to (not its route).
+const (
+	documentKey = "\x00"
+	followsKey  = "\x01"
+)
+
+// workerKey is what key's worker is chosen by: an event that follows a
+// document goes to that document's worker.
+func workerKey(key string) string {
+	if id, ok := strings.CutPrefix(key, followsKey); ok {
+		return documentKey + id
+	}
+	return key
+}
 
 // routedTo returns the document a partition key names, if it names one:
 // the worker's batch takes it as the event's route.

@@ -254,7 +254,7 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 	} else {
 		x.untracked = true
 	}
-	part := x.parts[maphash.String(r.seed, it.key)%uint64(len(x.parts))]
+	part := x.parts[maphash.String(r.seed, workerKey(it.key))%uint64(len(x.parts))]
 	r.inFlight.Add(1)
 	select {
 	case part <- it:
