@@ -188,6 +188,10 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 		switch {
 		case a.to != "":
 			continue // another document's to handle (it is a stray there)
+		case !a.matters(t.p):
+			// Not the projection's (dropped by its upcaster, a type it
+			// does not handle): passed over, as when the hole is all such.
+			continue
 		case a.unroutable():
 			// Parked when it came, with no document: the
 			// record now names the document that moved past it without

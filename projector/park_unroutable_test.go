@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,49 @@ func TestPark_a_record_named_by_a_later_event_keeps_its_cause_and_position(t *te
 	}
 	if pe.Position != raw[1].Position {
 		t.Errorf("record's position %d, want the event's in $all, %d", pe.Position, raw[1].Position)
+	}
+}
+
+type loanDrafted struct{ Loan string }
+type loanNoted struct{ Text string }
+
+// A hole of a stream's events its router declines, under park, in a
+// projection that fails unknown types: the event of a type nobody
+// registered is parked against the document that moves past it, and the
+// one its upcaster dropped beside it is passed over, as it is where the
+// hole holds only such events. It was parked too, with the advice to route
+// it or change strategies, which is not the fix of a drop.
+func TestPark_a_hole_parks_the_events_that_matter_and_passes_over_a_dropped_one(t *testing.T) {
+	ctx := context.Background()
+	r, _ := memberLoans()
+	projector.Register[loanDrafted](r, "LoanDrafted",
+		projector.Upcast("LoanDrafted", func(json.RawMessage) (loanDrafted, error) { return loanDrafted{}, projector.DropEvent }))
+	p := projector.New[memberSummary]("member_loans", func(ev projector.Event) (string, bool) {
+		switch e := ev.Payload.(type) {
+		case loanOpened:
+			return e.Member, true
+		case loanRenewed:
+			return e.Member, true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap()).FailUnknownTypes()
+	projector.On(p, func(s memberSummary, _ loanOpened) (memberSummary, error) { s.Loans++; return s, nil })
+	projector.On(p, func(s memberSummary, _ loanRenewed) (memberSummary, error) { s.Renewals++; return s, nil })
+	writer, _ := memberLoans()
+	projector.Register[loanDrafted](writer, "LoanDrafted")
+	projector.Register[loanNoted](writer, "LoanNoted")
+	raw := rawLog(t, writer, func(add func(string, ...any)) {
+		add("loan-l1", loanOpened{Loan: "l1", Member: "m1"}, loanDrafted{Loan: "l1"}, loanNoted{Text: "called"},
+			loanRenewed{Loan: "l1", Member: "m1", Due: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)})
+	})
+	s := newStore(t)
+	e := faultEngine(t, s, r, projector.Park, raw, p)
+	for _, ev := range raw {
+		rs, _ := e.Handle(ctx, ev)
+		t.Logf("%s@%d: %+v", ev.Type, ev.StreamRevision, rs)
+	}
+	all, _, _ := parkedRecords(t, s, "member_loans")
+	if len(all) != 1 || all[0].Type != "LoanNoted" || all[0].Document != "m1" {
+		t.Fatalf("%d records: want the unknown event's alone, against m1", len(all))
 	}
 }
