@@ -118,8 +118,7 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 	case !ok && ties(p, ev.StreamID) && handlesType(p, ev.Payload) && e.tieGone(p, ev.StreamID):
 		// Declined for want of its stream, deleted since: the document of
 		// its first routed event cannot be read, and may want it.
-		return e.fail(target{p: p}, ev, permanent(fmt.Errorf("%w: its router declines it, and its stream, which the projection ties, "+
-			"is deleted: the document its earlier events feed cannot be told (a rebuild folds it there)", ErrUnroutable)))
+		return e.fail(target{p: p}, ev, permanent(errTieGone))
 	case !ok:
 		// The projection no longer wants it (its upcaster drops it, or
 		// its router declines it): nothing to apply, and nothing waits.

@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,4 +92,44 @@ func boardsRoutingWith(hook func(projector.Event)) *projector.Projection[board] 
 		return card(s, e.CardID, func(c *boardCard) { c.Column = e.Column; c.Moves++ }), nil
 	})
 	return p
+}
+
+// A tied stream's declined event delivered to a process that did not see
+// the stream's routed event (routed before a restart), once the stream is
+// deleted: which board it feeds cannot be read, and it fails under the
+// policy (parked here, saying why) instead of being left alone, lost from
+// the board without a word.
+func TestTie_a_declined_event_of_a_tied_stream_deleted_before_a_restart_fails(t *testing.T) {
+	ctx := context.Background()
+	log := projectortest.NewLog(kanbanRegistry())
+	var evs []projector.Event
+	evs = append(evs, log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})...)
+	evs = append(evs, log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", BoardID: "b1", Title: "t"},
+		CardMoved{CardID: "z", Column: "done"})...)
+	s := newStore(t)
+	soon := patient()
+	soon.MaxElapsed = time.Second
+	engine := func(streams projector.StreamHistory) *projector.Engine {
+		e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boards()}, projector.WithRetry(soon),
+			projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(streams))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	before := engine(newStreams(evs...))
+	for _, ev := range evs[:2] {
+		if rs, err := before.Handle(ctx, ev); err != nil || len(rs) != 1 || rs[0].Outcome != projector.Applied {
+			t.Fatalf("%s@%d: %+v %v", ev.StreamID, ev.StreamRevision, rs, err)
+		}
+	}
+	// Restarted; the card's stream deleted meanwhile.
+	after := engine(deletedStreams{newStreams(evs...), map[string]bool{cardStreams + "z": true}})
+	rs, _ := after.Handle(ctx, evs[2])
+	if len(rs) != 1 || rs[0].Outcome != projector.Parked || !strings.Contains(rs[0].Err.Error(), "is deleted: the document its earlier events feed cannot be told") {
+		t.Fatalf("the card's move after the restart: %+v, want it parked, saying why", rs)
+	}
+	if parked, err := s.Parked(ctx, "kanban_boards"); err != nil || len(parked) != 1 {
+		t.Fatalf("parked %+v %v, want the move", parked, err)
+	}
 }

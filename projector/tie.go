@@ -141,11 +141,24 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 		// of the next one would wait for their revision for ever.
 		return "", true, known.pendingError()
 	}
+	if known.gone && known.doc == "" && ev.StreamRevision > 0 && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
+		// Deleted before this process saw its routed event (one routed
+		// before a restart): which document its earlier events feed
+		// cannot be read, and left alone the event would be lost without
+		// a word. It fails under the policy, as its replay does.
+		return "", true, errTieGone
+	}
 	if known.doc == "" || known.at > ev.StreamRevision {
 		return "", false, nil
 	}
 	return known.doc, true, nil
 }
+
+// errTieGone is the failure of an event its router declines in a stream
+// the projection ties, deleted since, before the engine saw which
+// document its earlier events feed.
+var errTieGone = fmt.Errorf("%w: its router declines it, and its stream, which the projection ties, "+
+	"is deleted: the document its earlier events feed cannot be told (a rebuild folds it there)", ErrUnroutable)
 
 // declined says why an event p's router declined cannot be left alone:
 // its projection handles its type, gates every revision of a stream
