@@ -123,7 +123,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 	if client != nil {
 		streams = client
 	}
-	return x.replayParked(ctx, p, opened.Store, streams, inv.Stdout)
+	return x.replayParked(ctx, p, opened.Store, streams, inv.Stdout, inv.Stderr)
 }
 
 // checkReplay returns the projection called name, once it has checked the
@@ -216,7 +216,7 @@ type replay struct {
 // use, the held documents first, reading their streams from streams (nil:
 // none, for a projection that need not), and prints what became of them;
 // the error says how many still fail.
-func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.Store, streams projector.StreamHistory, stdout io.Writer) error {
+func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.Store, streams projector.StreamHistory, stdout, stderr io.Writer) error {
 	name := p.Definition.Name()
 	coll, err := store.ActiveCollection(ctx, name, p.Definition.Collection())
 	if err != nil {
@@ -225,7 +225,9 @@ func (x *cli) replayParked(ctx context.Context, p Projection, store *mongostore.
 	if err := claimVersion(ctx, store, p, coll, x.name()); err != nil {
 		return err
 	}
-	eng, err := x.replayEngine(p, coll, store, streams)
+	// What the engine warns of (an event applied to a document as it is,
+	// where it could not be folded anew) goes to stderr.
+	eng, err := x.replayEngine(p, coll, store, streams, projector.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	if err != nil {
 		return err
 	}
@@ -324,9 +326,9 @@ func replayNote(p Projection, streams bool, binary string) string {
 // collection coll, reading streams from streams (nil: none). Without one,
 // a projection that needs one (it ties streams) is refused with what to
 // give.
-func (x *cli) replayEngine(p Projection, coll string, store *mongostore.Store, streams projector.StreamHistory) (*projector.Engine, error) {
+func (x *cli) replayEngine(p Projection, coll string, store *mongostore.Store, streams projector.StreamHistory, more ...projector.Option) (*projector.Engine, error) {
 	defs := []projector.Definition{projector.Copy(p.Definition, coll)}
-	opts := []projector.Option{projector.WithParker(store)}
+	opts := append([]projector.Option{projector.WithParker(store)}, more...)
 	if streams != nil {
 		opts = append(opts, projector.WithStreamReader(streams))
 	}

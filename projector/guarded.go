@@ -78,13 +78,20 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 // when nothing of ev's stream came after it.
 func (e *Engine) replayedGuardedState(ctx context.Context, t target, ev Event, meta driver.Meta, state any) (any, error) {
 	if _, ok := e.keeperOf(t.p).(revisionMap); ok && e.refoldsMap(meta, ev) {
-		next, err := e.refoldMap(ctx, t, meta, ev)
-		switch {
-		case err == nil:
-			return next, nil
-		case !errors.Is(err, ErrStreamDeleted) && !errors.Is(err, errNoRefold):
-			return nil, err
+		why := fmt.Sprintf("it is fed by %d streams, more than the %d a replay reads", len(meta.Revisions), maxRefoldStreams)
+		if len(meta.Revisions) <= maxRefoldStreams {
+			next, err := e.refoldMap(ctx, t, meta, ev)
+			switch {
+			case err == nil:
+				return next, nil
+			case !errors.Is(err, ErrStreamDeleted) && !errors.Is(err, errNoRefold):
+				return nil, err
+			}
+			why = err.Error()
 		}
+		e.logger.Warn("replayed event applied to the document as it is, after later events of its stream: a field that depends on "+
+			"their order may differ from the fold (rebuild the projection to be exact)", "projection", t.p.Name(), "document", t.id,
+			"stream", ev.StreamID, "revision", ev.StreamRevision, "not folded anew", why)
 	}
 	if t.p.startsDocument(ev) && !holdsNothing(t.p, state) {
 		return nil, retry.Permanent(recreatedSince(t))

@@ -18,16 +18,16 @@ import (
 const maxRefoldStreams = 1000
 
 // refoldsMap reports whether a replay of parked event ev into document t
-// under [RevisionMap], whose meta is meta, folds the document anew from its
-// streams rather than applying ev to it as it is: where the engine reads
-// streams and folds from them, the document has later events of ev's
-// stream than ev (applied as it is, ev would come after them: out of its
-// stream's order, the one order a revision map keeps), and it is fed by
-// at most maxRefoldStreams streams. With nothing of its stream after it,
-// ev applied as it is keeps every stream's order.
+// under [RevisionMap], whose meta is meta, would fold the document anew
+// from its streams rather than apply ev to it as it is: where the engine
+// reads streams and folds from them, the document has later events of
+// ev's stream than ev (applied as it is, ev would come after them: out of
+// its stream's order, the one order a revision map keeps). It does where
+// the document is fed by at most maxRefoldStreams streams. With nothing of
+// its stream after it, ev applied as it is keeps every stream's order.
 func (e *Engine) refoldsMap(meta driver.Meta, ev Event) bool {
 	have, seen := meta.Revisions[streamKey(ev.StreamID)]
-	return e.history != nil && !e.noFolds && seen && have > ev.StreamRevision && len(meta.Revisions) <= maxRefoldStreams
+	return e.history != nil && !e.noFolds && seen && have > ev.StreamRevision
 }
 
 // refoldMap folds document t anew, as the projection is built now, from
