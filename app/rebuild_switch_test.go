@@ -75,10 +75,12 @@ func TestRebuild_begun_in_one_process_is_not_resumed_in_segments(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name(), "--esdb", servers.ESDBURI()}
-	// status tells it from a rebuild that runs.
+	// status tells it from a rebuild that runs, and exits 3: its switch
+	// waits for someone to act, as a stopped one's does.
 	code, out, stderr := run(c, nil, append([]string{"status"}, common...)...)
-	if !strings.Contains(out, "threads_r1 at "+strconv.FormatUint(evs[0].Position, 10)+", interrupted: no process runs it") {
-		t.Errorf("status of an interrupted rebuild: exit %d\n%s\n%s", code, out, stderr)
+	if code != 3 || !strings.Contains(out, "threads_r1 at "+strconv.FormatUint(evs[0].Position, 10)+", interrupted: no process runs it") ||
+		!strings.Contains(stderr, "its rebuild into threads_r1 was interrupted") {
+		t.Errorf("status of an interrupted rebuild: exit %d, want 3\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(c, nil, append([]string{"rebuild", "threads", "--segments", "4", "--lease", "2s"}, common...)...)
 	if code == 0 || !strings.Contains(stderr, "begun in one process") || !strings.Contains(stderr, "rebuild threads without --segments") {

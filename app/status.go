@@ -268,8 +268,9 @@ func groupsMissing(lines []projectionStatus) []string {
 
 // exitNotRunning is the exit status of status when a projection has
 // stopped or keeps failing: it has a last error (its subscription stopped
-// with one, and has not stored a checkpoint since), or its checkpoint is
-// past the head of $all (run refuses to start it).
+// with one, and has not stored a checkpoint since), its checkpoint is past
+// the head of $all (run refuses to start it), or its rebuild stopped or
+// was interrupted (no process runs it).
 const exitNotRunning = 3
 
 // notRunning is nil when every projection of lines is running as far as
@@ -289,6 +290,10 @@ func notRunning(lines []projectionStatus) error {
 		case s.RebuildError != "":
 			line, _, _ := strings.Cut(s.RebuildError, "\n")
 			names = append(names, s.Projection+" (its rebuild into "+s.Rebuilding+" stopped: "+line+")")
+		case s.Rebuilding != "" && len(s.RebuildBy) == 0:
+			// Killed, or its process lost: its switch waits for a
+			// rebuild NAME, as a stopped one's does.
+			names = append(names, s.Projection+" (its rebuild into "+s.Rebuilding+" was interrupted: no process runs it; rebuild resumes it)")
 		}
 	}
 	if len(names) == 0 {
