@@ -88,20 +88,10 @@ type loanNoted struct{ Text string }
 // it or change strategies, which is not the fix of a drop.
 func TestPark_a_hole_parks_the_events_that_matter_and_passes_over_a_dropped_one(t *testing.T) {
 	ctx := context.Background()
-	r, _ := memberLoans()
+	r, p := memberLoans()
+	p.FailUnknownTypes()
 	projector.Register[loanDrafted](r, "LoanDrafted",
 		projector.Upcast("LoanDrafted", func(json.RawMessage) (loanDrafted, error) { return loanDrafted{}, projector.DropEvent }))
-	p := projector.New[memberSummary]("member_loans", func(ev projector.Event) (string, bool) {
-		switch e := ev.Payload.(type) {
-		case loanOpened:
-			return e.Member, true
-		case loanRenewed:
-			return e.Member, true
-		}
-		return "", false
-	}).Idempotency(projector.RevisionMap()).FailUnknownTypes()
-	projector.On(p, func(s memberSummary, _ loanOpened) (memberSummary, error) { s.Loans++; return s, nil })
-	projector.On(p, func(s memberSummary, _ loanRenewed) (memberSummary, error) { s.Renewals++; return s, nil })
 	writer, _ := memberLoans()
 	projector.Register[loanDrafted](writer, "LoanDrafted")
 	projector.Register[loanNoted](writer, "LoanNoted")
