@@ -34,6 +34,10 @@ type tie struct {
 // its router failed on, may name it.
 func (t tie) pending(rev uint64) bool { return t.doc == "" && t.undecoded && t.at < rev }
 
+// lost reports whether the stream was found deleted with none of its
+// routed events seen: the document its events feed cannot be told.
+func (t tie) lost() bool { return t.gone && t.doc == "" }
+
 // pendingError is the error of an event its router declined, in a stream
 // whose document is unknown (pending): it fails, under its projection's
 // failure policy, rather than being left alone while the event that may
@@ -141,7 +145,7 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 		// of the next one would wait for their revision for ever.
 		return "", true, known.pendingError()
 	}
-	if known.gone && known.doc == "" && ev.StreamRevision > 0 && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
+	if known.lost() && ev.StreamRevision > 0 && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
 		// Deleted before this process saw its routed event (one routed
 		// before a restart): which document its earlier events feed
 		// cannot be read, and left alone the event would be lost without
@@ -213,7 +217,7 @@ func (e *Engine) forgetUndecodedTie(p Definition, stream string) {
 // routed event of it seen.
 func (e *Engine) tieGone(p Definition, stream string) bool {
 	known, _ := e.ties.Peek(tieKey{p.Name(), stream})
-	return known.gone && known.doc == ""
+	return known.lost()
 }
 
 // noteRouted notes that p's router routed ev, of a stream p ties, to
