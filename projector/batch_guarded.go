@@ -457,8 +457,13 @@ type followKey struct {
 // read the stream (a trip's request, which names no driver, before its
 // acceptance, which does: every trip's, in a driver summary). Each event is
 // routed twice where a runner spreads events by document (by its reader,
-// then by the batch): the second time it is seen already.
+// then by the batch): the second time it is seen already. A declined event
+// of a tied stream is noted for its tie too (noteDeclined), under any
+// strategy.
 func (e *Engine) noteSeen(p Definition, ev Event, declined bool) {
+	if declined {
+		e.noteDeclined(p, ev)
+	}
 	if _, ok := e.keeperOf(p).(revisionMap); !ok {
 		return
 	}

@@ -109,16 +109,14 @@ func (e *Engine) park(ctx context.Context, t target, ev Event, cause error, atte
 // [GlobalPosition] a document past the event's position may have moved
 // past it without its effect, or have it (delivered again since, and
 // routed): its position cannot tell, so the replay fails, and says a
-// rebuild folds it exactly once.
+// rebuild folds it exactly once. An event of a tied stream deleted since,
+// whose earlier events' document cannot be read, fails as its router's
+// error does (errTieGone: see tieOf).
 func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Result {
 	id, ok, err := e.route(ctx, p, ev)
 	switch {
 	case err != nil:
 		return e.fail(target{p: p}, ev, permanent(err))
-	case !ok && ties(p, ev.StreamID) && handlesType(p, ev.Payload) && e.tieGone(p, ev.StreamID):
-		// Declined for want of its stream, deleted since: the document of
-		// its first routed event cannot be read, and may want it.
-		return e.fail(target{p: p}, ev, permanent(errTieGone))
 	case !ok:
 		// The projection no longer wants it (its upcaster drops it, or
 		// its router declines it): nothing to apply, and nothing waits.

@@ -132,7 +132,9 @@ func ties(p Definition, stream string) bool {
 // projection's, and a document that a later event of the stream is routed
 // to finds ev missing there, when it has a handler for ev's type
 // ([ErrRoutedAway]); when the stream cannot be read, the error wraps
-// errTieRead.
+// errTieRead; when it is deleted, none of its routed events seen by this
+// engine, an event of it but its first fails (errTieGone), unless the
+// events before it were seen declined (noteDeclined).
 func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, bool, error) {
 	known, err := e.streamDocument(ctx, p, ev)
 	if err != nil {
@@ -202,6 +204,23 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 		ErrUnroutable, known.at, known.doc)
 }
 
+// noteDeclined notes that p's router declined ev, decoded, of a stream p
+// ties, and that none of the stream's events before it routes (tieOf read
+// them, or ev is the stream's first): the next declined one needs no read
+// for them, and finds none to read when the stream is deleted since, its
+// events still in $all (a catch-up, a rebuild). Not for an event that does
+// not decode: a fix of it may name the stream's document.
+func (e *Engine) noteDeclined(p Definition, ev Event) {
+	if !ties(p, ev.StreamID) {
+		return
+	}
+	k := tieKey{p.Name(), ev.StreamID}
+	if known, _ := e.ties.Peek(k); known.doc == "" && !known.undecoded && !known.gone && known.scanned == ev.StreamRevision {
+		known.scanned = ev.StreamRevision + 1
+		e.ties.Add(k, known)
+	}
+}
+
 // forgetUndecodedTie forgets what the engine knows of stream in p when it
 // is an event that did not decode: a replay, once the fix is deployed, may
 // have applied it, and the stream's later events are then routed by it.
@@ -210,14 +229,6 @@ func (e *Engine) forgetUndecodedTie(p Definition, stream string) {
 	if known, ok := e.ties.Peek(k); ok && known.undecoded {
 		e.ties.Remove(k)
 	}
-}
-
-// tieGone reports whether the engine found stream, which p ties, deleted
-// when it last read it for the document of its declined events, with no
-// routed event of it seen.
-func (e *Engine) tieGone(p Definition, stream string) bool {
-	known, _ := e.ties.Peek(tieKey{p.Name(), stream})
-	return known.lost()
 }
 
 // noteRouted notes that p's router routed ev, of a stream p ties, to

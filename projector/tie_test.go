@@ -730,3 +730,57 @@ func TestTieStreams_a_deleted_stream_ties_its_events_by_the_routed_one_seen(t *t
 		}
 	}
 }
+
+// A tied stream deleted since, its events still in $all, whose first events
+// its router declines (a card added to no board, renamed) before one it
+// routes: a catch-up or a rebuild from the start (under block here) leaves
+// those alone, as it would with the stream still there (none before them
+// routes), instead of failing the second one for a stream it cannot read,
+// which stopped the projection. Per event and in one batch.
+func TestTieStreams_a_deleted_stream_whose_first_events_are_declined_leaves_them_alone(t *testing.T) {
+	log := projectortest.NewLog(kanbanRegistry())
+	var evs []projector.Event
+	evs = append(evs, log.MustAppend(t, boardStreams+"b1", BoardOpened{BoardID: "b1", Name: "one"})...)
+	evs = append(evs, log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", Title: "draft"},
+		CardRenamed{CardID: "z", Title: "t"}, CardAdded{CardID: "z", BoardID: "b1", Title: "t"},
+		CardMoved{CardID: "z", Column: "done"})...)
+	ctx := context.Background()
+	boards := func() *projector.Projection[board] {
+		return boardsDecliningEmpty().Idempotency(projector.HandledIDs(100))
+	}
+	want := boards().Documents(evs)["b1"]
+	if len(want) != 3 {
+		t.Fatalf("the board's events: %d, want its opening, the card's adding to it and its move", len(want))
+	}
+	for _, batched := range []bool{false, true} {
+		s := newStore(t)
+		history := deletedStreams{newStreams(evs...), map[string]bool{cardStreams + "z": true}}
+		e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boards()}, projector.WithRetry(patient()),
+			projector.WithFailurePolicy(projector.Block), projector.WithStreamReader(history))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rs []projector.Result
+		if batched {
+			for _, r := range e.HandleBatch(ctx, evs) {
+				rs = append(rs, r...)
+			}
+		} else {
+			for _, ev := range evs {
+				r, err := e.Handle(ctx, ev)
+				if err != nil {
+					t.Fatalf("batched %v: %s@%d: %v", batched, ev.StreamID, ev.StreamRevision, err)
+				}
+				rs = append(rs, r...)
+			}
+		}
+		for _, r := range rs {
+			if r.Err != nil || r.Outcome != projector.Applied {
+				t.Errorf("batched %v: %+v, want each event applied or left alone", batched, r)
+			}
+		}
+		if err := projectortest.CheckDocument(ctx, s, boards(), "b1", want); err != nil {
+			t.Errorf("batched %v: %v", batched, err)
+		}
+	}
+}
