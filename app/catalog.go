@@ -40,8 +40,11 @@ func newCatalog(c Config) (*catalog, error) {
 	if err := projector.Validate(c.Registry, defs...); err != nil {
 		return nil, err
 	}
-	for _, p := range c.Projections {
+	entries := slices.Clone(c.Projections)
+	for i, p := range entries {
 		name := p.Definition.Name()
+		p.Reads = p.Reads.withVersionedNames(c.Registry, p.Definition)
+		entries[i] = p
 		if err := p.Reads.check(); err != nil {
 			return nil, fmt.Errorf("projection %q %w", name, err)
 		}
@@ -64,7 +67,7 @@ func newCatalog(c Config) (*catalog, error) {
 				name, p.Definition.Strategy(), p.Workers)
 		}
 	}
-	return &catalog{registry: c.Registry, entries: c.Projections}, nil
+	return &catalog{registry: c.Registry, entries: entries}, nil
 }
 
 // names returns the projections' names, in the order of the configuration.

@@ -144,6 +144,34 @@ func (f Filter) readsTies(p projector.Definition) error {
 	return nil
 }
 
+// withVersionedNames returns f, a filter by event type, reading also each
+// name "T.vN" that p handles, for a type T it reads: under
+// [projector.Registry.VersionField] an event stored under that name decodes
+// as that version too (a log that had its versions in its type names
+// before), as does, without it, an older form so named. A filter naming T
+// means T's events, whatever name carries their version.
+func (f Filter) withVersionedNames(registry *projector.Registry, p projector.Definition) Filter {
+	if f.kind != byTypes {
+		return f
+	}
+	var added []string
+	for _, t := range projector.HandledTypes(registry, p) {
+		m := versionedName.FindStringSubmatch(t)
+		if m != nil && slices.Contains(f.types, m[1]) && !slices.Contains(f.types, t) && !slices.Contains(added, t) {
+			added = append(added, t)
+		}
+	}
+	if len(added) == 0 {
+		return f
+	}
+	f.types = append(slices.Clone(f.types), added...)
+	f.what = fmt.Sprintf("%s (and %q, the names of their versions)", f.what, added)
+	return f
+}
+
+// versionedName is an event type name that carries its version: "T.vN".
+var versionedName = regexp.MustCompile(`^(.+)\.v[0-9]+$`)
+
 // covers reports, for a filter by event type, a type it names that the
 // registry does not know (a typo reads nothing, and the projection would
 // look caught up for ever) and a type p handles that it leaves out (that

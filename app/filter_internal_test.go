@@ -14,24 +14,39 @@ type laneMoved struct{ Column string }
 // name, its version in the metadata; and an event stored under the name
 // "CardMoved.v1" itself (a log that had its versions in its type names
 // before) decodes as that form too. A filter must read both: one that
-// reads only "CardMoved" is refused, naming the other, so that such events
-// are not passed over without a word.
+// names "CardMoved" reads "CardMoved.v1" too (it was refused for leaving it
+// out, which broke configurations that worked), and says so; a name the
+// projection does not handle is still refused.
 func TestFilter_by_event_type_under_a_version_field_reads_every_name_a_version_decodes_from(t *testing.T) {
 	r := projector.NewRegistry().VersionField("schemaVersion")
 	projector.Register[laneMoved](r, "CardMoved",
 		projector.Upcast("CardMoved.v1", func(v laneMovedV1) (laneMoved, error) { return laneMoved{Column: v.To}, nil }))
+	projector.Register[laneClosed](r, "LaneClosed")
 	p := projector.New[struct{ N int }]("lanes", projector.StreamSuffix("card-"))
 	projector.On(p, func(s struct{ N int }, _ laneMoved) (struct{ N int }, error) { s.N++; return s, nil })
-	if err := EventTypes("CardMoved").covers(r, p); err == nil || !strings.Contains(err.Error(), `"CardMoved.v1"`) {
-		t.Errorf(`EventTypes("CardMoved"): %v, want it refused for leaving out "CardMoved.v1"`, err)
+	projector.On(p, func(s struct{ N int }, _ laneClosed) (struct{ N int }, error) { s.N = 0; return s, nil })
+	f := EventTypes("CardMoved", "LaneClosed").withVersionedNames(r, p)
+	if err := f.covers(r, p); err != nil {
+		t.Errorf("%s: refused: %v", f, err)
 	}
-	if err := EventTypes(projector.HandledTypes(r, p)...).covers(r, p); err != nil {
+	if !f.matches("card-1", "CardMoved.v1") || !f.matches("card-1", "CardMoved") || f.matches("card-1", "Other") {
+		t.Errorf("%s: does not read CardMoved.v1 and CardMoved alone", f)
+	}
+	if !strings.Contains(f.String(), `"CardMoved.v1"`) {
+		t.Errorf("the filter says %q, which does not name CardMoved.v1", f)
+	}
+	if err := EventTypes("CardMoved").withVersionedNames(r, p).covers(r, p); err == nil || !strings.Contains(err.Error(), `"LaneClosed"`) {
+		t.Errorf(`EventTypes("CardMoved"): %v, want it refused for leaving out "LaneClosed"`, err)
+	}
+	if g := EventTypes("LaneClosed").withVersionedNames(r, p); g.matches("card-1", "CardMoved.v1") {
+		t.Errorf("%s reads CardMoved.v1, whose type it does not name", g)
+	}
+	if err := EventTypes(projector.HandledTypes(r, p)...).withVersionedNames(r, p).covers(r, p); err != nil {
 		t.Errorf("EventTypes(HandledTypes...) refused: %v", err)
 	}
-	if err := EventTypes("CardMoved", "CardMoved.v1").covers(r, p); err != nil {
-		t.Errorf(`EventTypes("CardMoved", "CardMoved.v1") refused: %v`, err)
-	}
 }
+
+type laneClosed struct{}
 
 // A projection that ties streams must read them: a filter that leaves a
 // tied prefix out is refused (their events would never reach the
