@@ -13,12 +13,14 @@ import (
 // and the document is read and written once a batch rather than once a
 // batch of every worker. A stream still goes to one worker there: a
 // strategy that needs a stream's events in order (RevisionMap) needs them
-// all routed to one document. An event the projection does not route, or
-// cannot, goes where its stream's last event went (followsKey): handled
-// after the events of that document before it, so that one that holds
-// the document (Hold) holds it where the log does, and one that the next
-// event of its stream passes over (Park) has been handled when it does;
-// else (no event of its stream seen) by its stream.
+// all routed to one document. An event the projection cannot route (its
+// router fails on it, or cannot route it without the payload that does not
+// decode) goes where its stream's last event went (followsKey): handled
+// after the events of that document before it, so that one that holds the
+// document (Hold) holds it where the log does, and one that the next event
+// of its stream passes over (Park) has been handled when it does; else (no
+// event of its stream seen), and an event the projection declines (it does
+// not fail), by its stream.
 //
 // To route an event, partitionKey decodes and routes it as Handle does (an
 // event whose payload does not decode goes where its router sends it
@@ -35,9 +37,9 @@ func (e *Engine) partitionKey(ctx context.Context, ev *Event) string {
 		}
 		return ev.StreamID
 	}
-	decoded, targets, _, decodeErr := e.routed(ctx, *ev)
+	decoded, targets, unroutable, decodeErr := e.routed(ctx, *ev)
 	if len(targets) != 1 {
-		if id, ok := e.streamDocs.Get(ev.StreamID); ok {
+		if id, ok := e.streamDocs.Get(ev.StreamID); ok && len(unroutable) > 0 {
 			return followsKey + id
 		}
 		return ev.StreamID

@@ -8,19 +8,28 @@ import (
 
 type byline struct{ Author string }
 
+type retracted struct{}
+
 // An event of a document's stream that the projection cannot route (its
 // router fails) goes to the worker of the document its stream's last event
 // went to, after that document's events before it, without a route: under
 // Hold it holds the document where the log does (in another worker it held
 // it before the document's earlier events were applied, which were then
 // held behind it), and under Park it is parked when it comes, before the
-// stream's next event passes over it.
+// stream's next event passes over it. An event the router declines goes by
+// its stream, as it did: it does not fail, and following the document
+// would pile a summary's declined events on one worker.
 func TestSpread_an_event_not_routed_follows_its_streams_document(t *testing.T) {
 	r := projector.NewRegistry()
 	projector.Register[byline](r, "noted")
+	projector.Register[retracted](r, "retracted")
 	p := projector.New[struct{ N int }]("authors", func(ev projector.Event) (string, bool) {
-		if a := ev.Payload.(byline).Author; a != "" {
-			return a, true
+		b, ok := ev.Payload.(byline)
+		switch {
+		case !ok:
+			return "", false
+		case b.Author != "":
+			return b.Author, true
 		}
 		panic("no author")
 	}).Idempotency(projector.RevisionMap())
@@ -32,6 +41,7 @@ func TestSpread_an_event_not_routed_follows_its_streams_document(t *testing.T) {
 	first := projector.Event{Type: "noted", StreamID: "article-1", Data: []byte(`{"Author":"dan"}`)}
 	bad := projector.Event{Type: "noted", StreamID: "article-1", StreamRevision: 1, Data: []byte(`{"Author":""}`)}
 	alone := projector.Event{Type: "noted", StreamID: "article-2", Data: []byte(`{"Author":""}`)}
+	declined := projector.Event{Type: "retracted", StreamID: "article-1", StreamRevision: 2, Data: []byte(`{}`)}
 	worker, route := projector.Spread(e, first)
 	if route != "dan" {
 		t.Fatalf("the routed event: worker %q, route %q: want the engine to spread by document", worker, route)
@@ -41,5 +51,8 @@ func TestSpread_an_event_not_routed_follows_its_streams_document(t *testing.T) {
 	}
 	if w, rt := projector.Spread(e, alone); w != "article-2" || rt != "" {
 		t.Errorf("an event not routed of a stream not seen goes by %q with route %q, want its stream and none", w, rt)
+	}
+	if w, rt := projector.Spread(e, declined); w != "article-1" || rt != "" {
+		t.Errorf("an event the router declines goes by %q with route %q, want its stream and none", w, rt)
 	}
 }
