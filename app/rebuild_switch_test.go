@@ -101,3 +101,28 @@ func TestRebuild_NAME_between_flags(t *testing.T) {
 		t.Fatalf("rebuild with NAME between flags and a wrong --on-failure: exit %d, want 2 naming the wrong value\n%s", code, stderr)
 	}
 }
+
+// A rebuild no process holds a lease of, begun less than a lease period ago
+// (a segmented rebuild between its start and taking its segments, or a
+// handover after a kill), is not said interrupted: status exits 0 and says
+// its segments are being taken. Once that period is past (--lease), it is.
+func TestStatus_a_rebuild_just_begun_is_not_interrupted_yet(t *testing.T) {
+	ctx := context.Background()
+	servers := e2e.StartServers(t, e2e.Options{})
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"})
+	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
+	db := servers.Database(t)
+	building := "threads_r" + strconv.FormatInt(time.Now().Unix(), 10)
+	if _, err := mongostore.New(db).StartRebuild(ctx, "threads", building); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name(), "--esdb", servers.ESDBURI()}
+	code, out, stderr := run(c, nil, append([]string{"status", "--lease", "1h"}, common...)...)
+	if code != 0 || !strings.Contains(out, building+" at start, no process holds it now: its segments are being taken or handed over") {
+		t.Errorf("status of a rebuild just begun: exit %d, want 0\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = run(c, nil, append([]string{"status", "--lease", "1ns"}, common...)...)
+	if code != 3 || !strings.Contains(out, "interrupted: no process runs it") {
+		t.Errorf("status of a rebuild begun longer ago than --lease: exit %d, want 3\n%s\n%s", code, out, stderr)
+	}
+}

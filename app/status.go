@@ -54,6 +54,10 @@ type projectionStatus struct {
 	// segments'); none: it was interrupted or stopped, and rebuild NAME
 	// resumes it.
 	RebuildBy []string `json:"rebuildBy,omitempty"`
+	// RebuildStarting: no process holds the rebuild's leases, but one
+	// began it, or held one, less than a lease period ago (--lease): its
+	// segments are about to be taken, or handed over. Not interrupted yet.
+	RebuildStarting bool `json:"rebuildStarting,omitempty"`
 	// Group and Parked describe a persistent subscription group (--group);
 	// NoGroup names the group the projection would run with when the
 	// server has none of that name (run --group creates it).
@@ -90,6 +94,7 @@ type statusConfig struct {
 	servers
 	projections, group string
 	asJSON, showParked bool
+	lease              time.Duration
 	// unreached is why the event store given with --esdb did not answer:
 	// the store's side is shown all the same, without the head.
 	unreached error
@@ -102,6 +107,8 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
 	fs.StringVar(&c.group, "group", "", "the persistent subscription group the projector runs with --group, for its parked events")
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	fs.DurationVar(&c.lease, "lease", defaultLease, "the lease the processes run with (run and rebuild --lease): a rebuild no process runs "+
+		"is said interrupted once it began, or its last lease expired, longer ago than this (before, its segments are being taken or handed over)")
 	fs.BoolVar(&c.showParked, "parked", false, "list the parked events (projection, stream@revision, type, when, attempts, error)")
 	if err := inv.Parse(fs); err != nil {
 		return err
@@ -290,7 +297,7 @@ func notRunning(lines []projectionStatus) error {
 		case s.RebuildError != "":
 			line, _, _ := strings.Cut(s.RebuildError, "\n")
 			names = append(names, s.Projection+" (its rebuild into "+s.Rebuilding+" stopped: "+line+")")
-		case s.Rebuilding != "" && len(s.RebuildBy) == 0:
+		case s.Rebuilding != "" && len(s.RebuildBy) == 0 && !s.RebuildStarting:
 			// Killed, or its process lost: its switch waits for a
 			// rebuild NAME, as a stopped one's does.
 			names = append(names, s.Projection+" (its rebuild into "+s.Rebuilding+" was interrupted: no process runs it; rebuild resumes it)")
@@ -360,7 +367,10 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 			st.LeaseHolder, st.LeaseUntil = l.Holder, l.Expires
 		}
 		if st.Rebuilding != "" {
-			st.RebuildBy = rebuildHolders(leases, st.Projection, st.Rebuilding, time.Now())
+			now := time.Now()
+			st.RebuildBy = rebuildHolders(leases, st.Projection, st.Rebuilding, now)
+			st.RebuildStarting = len(st.RebuildBy) == 0 && st.RebuildError == "" &&
+				now.Sub(rebuildQuietSince(leases, st.Projection, st.Rebuilding)) < c.lease
 		}
 		cp, err := c.segmentsOf(ctx, store, client, end, leases, stored, p, &st)
 		if err != nil {
@@ -805,12 +815,36 @@ func rebuildHolders(leases map[string]mongostore.Lease, projection, building str
 		if !l.Held(now) || slices.Contains(holders, l.Holder) {
 			continue
 		}
-		if name == "rebuild "+projection || segment.IsLease(rebuildGroup(building), name) {
+		if isRebuildLease(name, projection, building) {
 			holders = append(holders, l.Holder)
 		}
 	}
 	slices.Sort(holders)
 	return holders
+}
+
+// isRebuildLease reports whether the lease called name is one of the rebuild
+// of projection into building: its lease, or one of its segments'.
+func isRebuildLease(name, projection, building string) bool {
+	return name == "rebuild "+projection || segment.IsLease(rebuildGroup(building), name)
+}
+
+// rebuildQuietSince returns when the rebuild of projection into building
+// last had a process: the latest expiry of its leases, or when it began
+// (the time in building's name, startRebuild's), whichever is later.
+func rebuildQuietSince(leases map[string]mongostore.Lease, projection, building string) time.Time {
+	var since time.Time
+	if i := strings.LastIndex(building, "_r"); i >= 0 {
+		if sec, err := strconv.ParseInt(building[i+2:], 10, 64); err == nil {
+			since = time.Unix(sec, 0)
+		}
+	}
+	for name, l := range leases {
+		if isRebuildLease(name, projection, building) && l.Expires.After(since) {
+			since = l.Expires
+		}
+	}
+	return since
 }
 
 // printStatus prints the lines as a table.
@@ -826,6 +860,8 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 				rebuilding += ", run by " + strings.Join(s.RebuildBy, ", ")
 			case s.RebuildError != "":
 				rebuilding += ", stopped (below)"
+			case s.RebuildStarting:
+				rebuilding += ", no process holds it now: its segments are being taken or handed over"
 			default:
 				rebuilding += ", interrupted: no process runs it (rebuild resumes it)"
 			}
