@@ -52,7 +52,7 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 		// this one's earlier attempt, whose answer was lost.
 		return *wrote == "", nil
 	}
-	next, err := e.replayedGuardedState(ctx, t, ev, meta, state)
+	next, notFolded, err := e.replayedGuardedState(ctx, t, ev, meta, state)
 	if err != nil {
 		return false, err
 	}
@@ -67,6 +67,13 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 	case !written:
 		return false, errMoved
 	}
+	if notFolded != "" {
+		// Said once it is written: an attempt that failed, and was tried
+		// again, applied nothing.
+		e.logger.Warn("replayed event applied to the document as it is, after later events of its stream: a field that depends on "+
+			"their order may differ from the fold (rebuild the projection to be exact)", "projection", t.p.Name(), "document", t.id,
+			"stream", ev.StreamID, "revision", ev.StreamRevision, "not folded anew", notFolded)
+	}
 	return false, nil
 }
 
@@ -75,32 +82,30 @@ func (versioned) replayOnce(ctx context.Context, e *Engine, t target, ev Event, 
 // [RevisionMap], folded anew from its streams where later events of ev's
 // stream came before it ([Engine.refoldMap]); else ev applied to it as it
 // is, which is exact when its steps commute, or, under a revision map,
-// when nothing of ev's stream came after it.
-func (e *Engine) replayedGuardedState(ctx context.Context, t target, ev Event, meta driver.Meta, state any) (any, error) {
+// when nothing of ev's stream came after it. notFolded says why a document
+// that needed folding anew was not ("" when it was, or needed not).
+func (e *Engine) replayedGuardedState(ctx context.Context, t target, ev Event, meta driver.Meta, state any) (next any, notFolded string, err error) {
 	if _, ok := e.keeperOf(t.p).(revisionMap); ok && e.refoldsMap(meta, ev) {
-		why := fmt.Sprintf("it is fed by %d streams, more than the %d a replay reads", len(meta.Revisions), maxRefoldStreams)
+		notFolded = fmt.Sprintf("it is fed by %d streams, more than the %d a replay reads", len(meta.Revisions), maxRefoldStreams)
 		if len(meta.Revisions) <= maxRefoldStreams {
 			next, err := e.refoldMap(ctx, t, meta, ev)
 			switch {
 			case err == nil:
-				return next, nil
+				return next, "", nil
 			case !errors.Is(err, ErrStreamDeleted) && !errors.Is(err, errNoRefold):
-				return nil, err
+				return nil, "", err
 			}
-			why = err.Error()
+			notFolded = err.Error()
 		}
-		e.logger.Warn("replayed event applied to the document as it is, after later events of its stream: a field that depends on "+
-			"their order may differ from the fold (rebuild the projection to be exact)", "projection", t.p.Name(), "document", t.id,
-			"stream", ev.StreamID, "revision", ev.StreamRevision, "not folded anew", why)
 	}
 	if t.p.startsDocument(ev) && !holdsNothing(t.p, state) {
-		return nil, retry.Permanent(recreatedSince(t))
+		return nil, "", retry.Permanent(recreatedSince(t))
 	}
-	next, err := t.p.applyTo(state, ev)
+	next, err = t.p.applyTo(state, ev)
 	if err != nil {
-		return nil, retry.Permanent(err)
+		return nil, "", retry.Permanent(err)
 	}
-	return next, nil
+	return next, notFolded, nil
 }
 
 // needGuarded reports a store that cannot keep versioned documents.

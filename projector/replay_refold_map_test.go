@@ -232,4 +232,7 @@ func TestReplay_under_a_revision_map_says_when_it_applies_the_event_as_the_docum
 			t.Errorf("the log does not say %q:\n%s", want, logs.String())
 		}
 	}
+	if n := strings.Count(logs.String(), "replayed event applied to the document as it is"); n != 1 {
+		t.Errorf("the log says it %d times, want once, when written:\n%s", n, logs.String())
+	}
 }

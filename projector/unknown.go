@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,15 +64,20 @@ type unknownTypes struct {
 	mu      sync.Mutex
 	counts  map[string]uint64
 	counted *lru.Cache[string, struct{}]
+	// warned: the types said at Warn (close to a registered one, or moved
+	// past by a document).
+	warned map[string]bool
 }
 
 // note counts ev when nobody registered its type, and says so in the log
 // the first time: at Warn when the type is close to a registered one (a
-// rename, or a new version, that the registry misses), or when ev went to
-// a document that moved past it (results, its handling's): its stream
-// feeds the document, which moves past an event of it that nothing reads (a rename the
-// registry misses, not close to the old name; an event type deployed
-// before the projector that knows it).
+// rename, or a new version, that the registry misses); else at Info, and at
+// Warn the first time an event of it went to a document that moved past it
+// (results, its handling's; not only for the type's first event, which may
+// have failed or been held): its stream feeds the document, which moves
+// past an event of it that nothing reads (a rename the registry misses, not
+// close to the old name; an event type deployed before the projector that
+// knows it).
 func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logger *slog.Logger) {
 	if registry.known(ev) || !unknownType(Event{Type: ev.Type}) {
 		return
@@ -80,6 +86,7 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 	if u.counts == nil {
 		u.counts = map[string]uint64{}
 		u.counted, _ = lru.New[string, struct{}](unknownCounted)
+		u.warned = map[string]bool{}
 	}
 	key := ev.ID
 	if key == "" {
@@ -95,27 +102,33 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 	}
 	u.counts[name]++
 	first := u.counts[name] == 1
-	u.mu.Unlock()
-	if !first {
-		return
+	near, isNear := "", false
+	if first {
+		near, isNear = registry.Near(ev.Type)
 	}
-	if near, ok := registry.Near(ev.Type); ok {
+	movedPast := -1
+	if !u.warned[name] && !isNear {
+		movedPast = slices.IndexFunc(results, func(r Result) bool {
+			// Passed over by its document (applied: moved past); one that
+			// failed it (FailUnknownTypes) has said so under its policy.
+			return r.Document != "" && (r.Outcome == Applied || r.Outcome == Duplicate)
+		})
+	}
+	u.warned[name] = u.warned[name] || isNear || movedPast >= 0
+	u.mu.Unlock()
+	switch {
+	case isNear:
 		logger.Warn("an event type nobody registered, close to a registered one: a rename or a new version without its upcaster?",
 			"type", ev.Type, "registered", near, "stream", ev.StreamID, "revision", ev.StreamRevision)
-		return
+	case movedPast >= 0:
+		r := results[movedPast]
+		logger.Warn("an event type nobody registered, in a stream that feeds a document: the document moves past it "+
+			"(a rename or a new version without its upcaster? FailUnknownTypes makes such events fail instead)",
+			"type", ev.Type, "projection", r.Projection, "document", r.Document, "stream", ev.StreamID, "revision", ev.StreamRevision)
+	case first:
+		logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
+			"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)
 	}
-	for _, r := range results {
-		// Passed over by its document (applied: moved past); one that
-		// failed it (FailUnknownTypes) has said so under its policy.
-		if r.Document != "" && (r.Outcome == Applied || r.Outcome == Duplicate) {
-			logger.Warn("an event type nobody registered, in a stream that feeds a document: the document moves past it "+
-				"(a rename or a new version without its upcaster? FailUnknownTypes makes such events fail instead)",
-				"type", ev.Type, "projection", r.Projection, "document", r.Document, "stream", ev.StreamID, "revision", ev.StreamRevision)
-			return
-		}
-	}
-	logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
-		"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)
 }
 
 // snapshot returns the counts so far (nil when none).
