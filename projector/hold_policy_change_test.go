@@ -16,11 +16,16 @@ import (
 // behind the records, as under Hold, instead of each waiting for a
 // predecessor that is held, which stopped the whole projection. The other
 // documents go on, and once fixed, replay-parked brings the held one to
-// the fold of its events.
+// the fold of its events. Under the stream revision gate and a revision
+// map (versioned documents, another path).
 func TestHold_a_document_held_before_stays_held_under_another_policy(t *testing.T) {
 	for _, pol := range []projector.FailurePolicy{projector.Park, projector.Skip, projector.Block} {
-		for _, batched := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%v/batched=%v", pol, batched), func(t *testing.T) {
+		for _, c := range []struct {
+			batched bool
+			strat   projector.Strategy
+		}{{true, projector.StreamRevision()}, {false, projector.StreamRevision()}, {true, projector.RevisionMap()}, {false, projector.RevisionMap()}} {
+			batched, strat := c.batched, func(p *projector.Projection[trail]) { p.Idempotency(c.strat) }
+			t.Run(fmt.Sprintf("%v/batched=%v/%v", pol, batched, c.strat), func(t *testing.T) {
 				ctx := context.Background()
 				item := func(p string, q int) cart.ProductItem { return cart.ProductItem{ProductID: p, Quantity: q} }
 				held, other := "held-cart", "other-cart"
@@ -53,12 +58,12 @@ func TestHold_a_document_held_before_stays_held_under_another_policy(t *testing.
 				var broken atomic.Bool
 				broken.Store(true)
 				s := newStore(t)
-				before := trailProjection(&broken, func(p *projector.Projection[trail]) { p.OnFailure(projector.Hold) })
+				before := trailProjection(&broken, strat, func(p *projector.Projection[trail]) { p.OnFailure(projector.Hold) })
 				deliver(faultEngine(t, s, cart.Registry(), projector.Hold, raw, before), raw[:3], batched)
 
 				// Run again under pol: the held document's later events
 				// come, and so do the other document's.
-				p := trailProjection(&broken)
+				p := trailProjection(&broken, strat)
 				e := faultEngine(t, s, cart.Registry(), pol, raw, p)
 				results := deliver(e, raw[3:], batched)
 				for i, rs := range results {
