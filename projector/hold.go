@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -371,6 +372,74 @@ func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
 	}
 }
 
+// heldPrefix returns the held events of document doc of p, from the first,
+// decoded, up to the first that cannot go through the gate as it is (of
+// another document or collection, undecodable, routed elsewhere): those
+// go one at a time, and fail there.
+func (e *Engine) heldPrefix(p Definition, held []ParkedEvent, doc string) []Event {
+	var evs []Event
+	for _, pe := range held {
+		if pe.Document != doc || pe.Collection != "" && pe.Collection != p.Collection() {
+			break
+		}
+		ev, err := e.decodeParked(pe)
+		if err == nil {
+			err = routedElsewhere(p, ev, doc)
+		}
+		if err != nil {
+			break
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// replayHeldFolded applies held events evs (decoded, in order) to
+// versioned document id of p (fed by several streams: RevisionMap,
+// HandledIDs, GlobalPosition) with one read and one write, folded as the
+// batch path folds a document's events (foldVersioned), instead of a read
+// and a write of the whole document each: a summary held behind a
+// thousand events took minutes. It returns how many of evs, from the
+// first, it applied (or found applied already); the events from the first
+// that the strategy would not simply apply (a predecessor missing), or
+// whose step fails, go through the gate one at a time, and so do all of
+// them when the document moved meanwhile or the store did not answer.
+func (e *Engine) replayHeldFolded(ctx context.Context, p Definition, id string, evs []Event) int {
+	if len(evs) < 2 {
+		return 0
+	}
+	defer e.locks.lock(docKey{p.Collection(), id})()
+	k := e.keeperOf(p)
+	firstOf := func(ev Event, revs map[string]uint64) bool { return e.firstOfStream(p, ev, revs) }
+	idx := make([]int, len(evs))
+	for i := range idx {
+		idx[i] = i
+	}
+	limit := -1
+	for range 2 {
+		state := p.newState()
+		meta, found, err := e.docs().LoadGuarded(ctx, p.Collection(), id, state)
+		if err != nil {
+			return 0
+		}
+		cur := driver.Guarded{Meta: meta, State: state}
+		put, results, _, failed, _ := foldVersioned(k, p, id, evs, idx, cur, found, firstOf, limit, false)
+		if failed >= 0 {
+			// Its handlers may have changed the state read in place: read
+			// again, and fold up to the step that fails.
+			limit = failed
+			continue
+		}
+		if put != nil {
+			if written, err := e.docs().PutGuarded(ctx, p.Collection(), id, put.Expected, put.Meta, put.State); err != nil || !written {
+				return 0
+			}
+		}
+		return len(results)
+	}
+	return 0
+}
+
 // HeldReplay is what [Engine.ReplayHeld] did to one held document.
 type HeldReplay struct {
 	Document string
@@ -408,7 +477,13 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		}
 		return cmp.Compare(a.Position, b.Position)
 	})
-	for i, pe := range events {
+	start := 0
+	if _, gated := e.keeperOf(p).(streamRevision); !gated && guardedBatches(e.keeperOf(p)) {
+		start = e.replayHeldFolded(ctx, p, out.Document, e.heldPrefix(p, events, out.Document))
+		out.Applied = append(out.Applied, events[:start]...)
+	}
+	for i := start; i < len(events); i++ {
+		pe := events[i]
 		if pe.Document != out.Document {
 			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
 			return out
