@@ -62,9 +62,13 @@ type Runner struct {
 		elsewhere atomic.Uint64
 	}
 	unknown unknownTypes // events of types nobody registered, by type
-	saveMu  sync.Mutex   // one save at a time
-	savedMu sync.Mutex   // guards saved
-	saved   *Checkpoint
+	// skippedAlone: the events skipped with no document (their projection
+	// could not route them), counted skipped once, and duplicates when
+	// delivered again.
+	skippedAlone eventsSeen
+	saveMu       sync.Mutex // one save at a time
+	savedMu      sync.Mutex // guards saved
+	saved        *Checkpoint
 }
 
 // RunnerOption configures a [Runner].

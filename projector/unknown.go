@@ -63,7 +63,7 @@ const unknownCounted = 1 << 14
 type unknownTypes struct {
 	mu      sync.Mutex
 	counts  map[string]uint64
-	counted *lru.Cache[string, struct{}]
+	counted eventsSeen
 	// warned: the types said at Warn (close to a registered one, or moved
 	// past by a document).
 	warned map[string]bool
@@ -85,14 +85,9 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 	u.mu.Lock()
 	if u.counts == nil {
 		u.counts = map[string]uint64{}
-		u.counted, _ = lru.New[string, struct{}](unknownCounted)
 		u.warned = map[string]bool{}
 	}
-	key := ev.ID
-	if key == "" {
-		key = ev.StreamID + "@" + strconv.FormatUint(ev.StreamRevision, 10)
-	}
-	if again, _ := u.counted.ContainsOrAdd(key, struct{}{}); again {
+	if !u.counted.first(eventKey(ev)) {
 		u.mu.Unlock()
 		return
 	}
@@ -129,6 +124,33 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 		logger.Info("an event type nobody registered: projections pass over its events, or fail them (FailUnknownTypes)",
 			"type", ev.Type, "stream", ev.StreamID, "revision", ev.StreamRevision)
 	}
+}
+
+// eventsSeen remembers the last unknownCounted keys it was given (an
+// event's, see eventKey), so that a runner counts a redelivered event once.
+type eventsSeen struct {
+	mu   sync.Mutex
+	seen *lru.Cache[string, struct{}]
+}
+
+// first reports whether key is new, and remembers it.
+func (s *eventsSeen) first(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen, _ = lru.New[string, struct{}](unknownCounted)
+	}
+	again, _ := s.seen.ContainsOrAdd(key, struct{}{})
+	return !again
+}
+
+// eventKey names ev among the deliveries: its id, or where it is when it
+// has none.
+func eventKey(ev Event) string {
+	if ev.ID != "" {
+		return ev.ID
+	}
+	return ev.StreamID + "@" + strconv.FormatUint(ev.StreamRevision, 10)
 }
 
 // snapshot returns the counts so far (nil when none).

@@ -307,3 +307,26 @@ func runLogged(t *testing.T, r *projector.Registry, p projector.Definition, raw 
 	defer mu.Unlock()
 	return runner, logs.String()
 }
+
+// An event its projection cannot route, skipped (no document moves past
+// it), and delivered again (a restart from an earlier checkpoint): counted
+// skipped once, and a duplicate each time after, as an event a document
+// moved past is; it was counted skipped at each delivery.
+func TestSkip_an_unroutable_event_delivered_again_counts_skipped_once(t *testing.T) {
+	r := boardRegistry()
+	p := projector.NewRouted[lanes]("boards", func(ev projector.Event) (string, bool, error) {
+		if ev.StreamID == "card-9" {
+			return "", false, errors.New("no board")
+		}
+		return strings.TrimPrefix(ev.StreamID, "card-"), true, nil
+	})
+	projector.On(p, func(b lanes, _ Moved) (lanes, error) { return b, nil })
+	log := projectortest.NewLog(r)
+	bad, _ := appendStored(t, log, r, "card-9", stored{"CardMovedV3", `{"column": {"name": "Todo"}}`})
+	good, _ := appendStored(t, log, r, "card-1", stored{"CardMovedV3", `{"column": {"name": "Todo"}}`})
+	runner, _ := runLogged(t, r, p, append(append(append(bad, good...), bad...), bad...), projector.WithFailurePolicy(projector.Skip))
+	if st := runner.Stats(); st.Skipped != 1 || st.Duplicates != 2 || st.Applied != 1 {
+		t.Fatalf("skipped %d, duplicates %d, applied %d; want the unroutable event skipped once and a duplicate twice, the other applied",
+			st.Skipped, st.Duplicates, st.Applied)
+	}
+}

@@ -237,6 +237,12 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		case Duplicate:
 			r.counts.duplicates.Add(1)
 		case Skipped:
+			if res.Document == "" && !r.skippedAlone.first(res.Projection+"\x00"+eventKey(*it.d.Event)) {
+				// Delivered again: no document moved past it to say it is
+				// a duplicate, but it is one.
+				r.counts.duplicates.Add(1)
+				break
+			}
 			r.counts.skipped.Add(1)
 		case Parked:
 			r.counts.parked.Add(1)
