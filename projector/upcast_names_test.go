@@ -110,3 +110,44 @@ func TestRegister_a_repair_given_twice_says_so(t *testing.T) {
 	}()
 	projector.Register[Points](projector.NewRegistry(), "Points", projector.Upcast("Points", mend), projector.Upcast("Points", mend))
 }
+
+// Under VersionField, an event stored under the name "T.vN" of no form of
+// its own (a writer that puts the version in the name: "CardMoved.v2" for
+// the current version, as "CardMoved.v1" for the older one) is read as an
+// event "T" with version N in its metadata is: as T, the current version,
+// which needs no form; and as the newest "T.vM" where that stands for T.
+// It was a type nobody registered, passed over by its document with a
+// warning. A name whose T is not the registry's stays unknown.
+func TestRegistry_reads_a_name_with_the_current_version_in_it_as_its_type(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[Moved](r, "CardMoved", projector.Upcast("CardMoved.v1", func(v struct{ To string }) (Moved, error) {
+		var m Moved
+		m.Column.Name = v.To
+		return m, nil
+	}))
+	projector.Register[ScoreV3](r, "Score.v3")
+	for _, c := range []struct{ typ, data, want string }{
+		{"CardMoved.v2", `{"column": {"name": "Done"}}`, "Done"},
+		{"CardMoved.v1", `{"To": "Todo"}`, "Todo"},
+		{"CardMoved", `{"column": {"name": "Doing"}}`, "Doing"},
+	} {
+		ev, err := r.Decode(projector.Event{Type: c.typ, Data: []byte(c.data)})
+		m, ok := ev.Payload.(Moved)
+		if err != nil || !ok || m.Column.Name != c.want {
+			t.Errorf("%s: %#v, %v; want it read as CardMoved, column %s", c.typ, ev.Payload, err, c.want)
+		}
+		if !r.Has(c.typ) {
+			t.Errorf("Has(%q) = false", c.typ)
+		}
+	}
+	if ev, err := r.Decode(projector.Event{Type: "Score.v4", Data: []byte(`{"points": 7}`)}); err != nil || ev.Payload != (ScoreV3{Points: 7}) {
+		t.Errorf("Score.v4: %#v, %v; want it read as Score.v3, the newest", ev.Payload, err)
+	}
+	if _, err := r.Decode(projector.Event{Type: "CardMoved.v2", Data: []byte(`{"column": 5}`)}); err == nil ||
+		!strings.Contains(err.Error(), "CardMoved.v2 (read as CardMoved)") {
+		t.Errorf("an undecodable CardMoved.v2: %v, want it named as stored and as read", err)
+	}
+	if r.Has("Other.v2") {
+		t.Error(`Has("Other.v2") = true, for a type the registry does not know`)
+	}
+}
