@@ -143,7 +143,8 @@ func (a routedAway) in(p Definition) string {
 // more than one document.
 const movingTie = "the tied stream moves between documents, and a tie does not move: the events its router declines go to the document " +
 	"of its first routed event under any strategy; let each event of a stream that moves name its document " +
-	"(the write side can put the current one in the metadata, and the router read it there: RoutesByEnvelope)"
+	"(the write side can put the current one in the metadata, and the router read it there: RoutesByEnvelope) under a strategy " +
+	"that tracks events, not streams (HandledIDs): under RevisionMap a stream feeds one document"
 
 // err is the hole as the error of the event that found it, in document t.
 func (h hole) err(t target, stream string, rev uint64) error {

@@ -251,7 +251,8 @@ func (e *Engine) noteRouted(p Definition, ev Event, id string) {
 			e.routedSeen.Add(k, seen)
 			e.logger.Warn("an event of a tied stream is routed to another document than the stream's first routed event: a tie does not move, "+
 				"so the events of the stream its router declines still go to the first document; if the stream moves between documents, "+
-				"let each of its events name its document (the write side can put it in the metadata) instead of tying the stream",
+				"let each of its events name its document (the write side can put it in the metadata) instead of tying the stream, "+
+				"under a strategy that tracks events, not streams (HandledIDs)",
 				"projection", p.Name(), "stream", ev.StreamID, "revision", ev.StreamRevision, "routed to", id, "tied to", seen.doc, "at", seen.at)
 		}
 		return

@@ -257,7 +257,7 @@ func checkHandledRouted(registry *projector.Registry, p projector.Definition, ti
 	// By the type each event decodes to, as registered: an older form
 	// counts as its type, and an event its upcaster dropped (which no
 	// projection sees) counts as none.
-	given, routed := map[string]int{}, map[string]int{}
+	given, routed, away := map[string]int{}, map[string]int{}, map[string]int{}
 	for _, ev := range events {
 		name, ok := registry.Name(ev.Payload)
 		if !ok {
@@ -266,11 +266,19 @@ func checkHandledRouted(registry *projector.Registry, p projector.Definition, ti
 		given[name]++
 		if placed[ev.ID] {
 			routed[name]++
+		} else if _, ok, err := p.Route(ev); err == nil && ok {
+			away[name]++ // routed, but away from its stream's document
 		}
 	}
 	for _, t := range projector.HandledTypes(registry, p) {
-		if given[t] == 0 || routed[t] > 0 {
+		switch {
+		case given[t] == 0 || routed[t] > 0:
 			continue
+		case away[t] > 0:
+			return fmt.Errorf("projection %s handles %s, and its router routes the %d %s events given, but each to another document "+
+				"than its stream's earlier events: under %s a stream feeds one document, and the engine refuses them (ErrRoutedAway: "+
+				"parked, held or failed under the policy); for a stream that moves between documents, let each event name its document "+
+				"under a strategy that needs no order (HandledIDs)", p.Name(), t, away[t], t, p.Strategy())
 		}
 		if len(tied) > 0 {
 			return fmt.Errorf("projection %s handles %s, but none of the %d %s events given reaches a document: its handler is never called; "+

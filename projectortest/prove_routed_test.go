@@ -99,3 +99,36 @@ func TestProve_tells_a_projection_that_ties_streams_why_the_tie_misses_a_type(t 
 		t.Errorf("the error tells a projection that ties streams to tie them: %v", err)
 	}
 }
+
+// Under RevisionMap a stream feeds one document: a router that sends a
+// cart's confirmation to another document than the cart's opening (a
+// stream that moves) has the engine refuse those events (routed away).
+// Prove fails naming that, not saying that the router sends them nowhere,
+// which it does not.
+func TestProve_names_the_events_its_router_routes_away_from_their_streams_document(t *testing.T) {
+	p := projector.New[itemsByClient]("moving", func(ev projector.Event) (string, bool) {
+		switch o := ev.Payload.(type) {
+		case cart.ShoppingCartOpened:
+			return o.ClientID, true
+		case cart.ShoppingCartConfirmed:
+			return "confirmed", true
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap())
+	projector.On(p, func(s itemsByClient, _ cart.ShoppingCartOpened) (itemsByClient, error) { s.Carts++; return s, nil })
+	projector.On(p, func(s itemsByClient, _ cart.ShoppingCartConfirmed) (itemsByClient, error) { s.Items++; return s, nil })
+	streams, meta := cart.Shop(12, 4, 3)
+	_, err := projectortest.Prove(context.Background(), mongostore.New(mongotest.Database(t)), cart.Registry(), p, streams,
+		projectortest.Delivery{Shuffle: true, Seed: 3, Metadata: meta})
+	if err == nil {
+		t.Fatal("Prove passed a projection whose confirmations go to another document than their carts' openings")
+	}
+	for _, want := range []string{"handles ShoppingCartConfirmed, and its router routes the", "each to another document", "HandledIDs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "sends none of the") {
+		t.Errorf("the error says the router sends them nowhere: %v", err)
+	}
+}
