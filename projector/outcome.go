@@ -213,11 +213,13 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 }
 
 // result is the outcome of a pass: skipped turns Applied into Skipped, or
-// Parked under the [Park] policy.
+// Parked under the [Park] policy (and under [Hold], which parks a stray).
 func (e *Engine) result(t target, ev Event, outcome Outcome, waits int, skipped error) Result {
 	if outcome == Applied && skipped != nil {
 		outcome = Skipped
-		if e.policyOf(t.p) == Park {
+		if pol := e.policyOf(t.p); pol == Park || pol == Hold {
+			// Recorded (park): under hold, a stray, which holds no
+			// document (refuseStray).
 			outcome = Parked
 		}
 		r := e.report(t, ev, permanent(skipped), outcome)
