@@ -62,13 +62,14 @@ type Runner struct {
 		elsewhere atomic.Uint64
 	}
 	unknown unknownTypes // events of types nobody registered, by type
-	// skippedAlone: the events skipped with no document (their projection
-	// could not route them), counted skipped once, and duplicates when
-	// delivered again.
-	skippedAlone eventsSeen
-	saveMu       sync.Mutex // one save at a time
-	savedMu      sync.Mutex // guards saved
-	saved        *Checkpoint
+	// setAside: the events skipped with no document (their projection
+	// could not route them) or parked, by projection: counted so once, and
+	// as duplicates when delivered again (a record parked again is the
+	// same record).
+	setAside eventsSeen
+	saveMu   sync.Mutex // one save at a time
+	savedMu  sync.Mutex // guards saved
+	saved    *Checkpoint
 }
 
 // RunnerOption configures a [Runner].

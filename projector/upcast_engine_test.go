@@ -330,3 +330,27 @@ func TestSkip_an_unroutable_event_delivered_again_counts_skipped_once(t *testing
 			st.Skipped, st.Duplicates, st.Applied)
 	}
 }
+
+// An event of a revision-map stream routed to another document than its
+// stream's earlier events (a stray), under park, and delivered again: the
+// document refuses it at each delivery and the same record is parked
+// again; the runner counts it parked once, then a duplicate (it counted
+// it parked at each delivery).
+func TestPark_a_stray_delivered_again_counts_parked_once(t *testing.T) {
+	r := boardRegistry()
+	p := projector.New[lanes]("boards", func(ev projector.Event) (string, bool) {
+		if m, ok := ev.Payload.(Moved); ok && m.Column.Name == "Elsewhere" {
+			return "other", true
+		}
+		return "home", true
+	}).Idempotency(projector.RevisionMap())
+	projector.On(p, func(b lanes, _ Moved) (lanes, error) { return b, nil })
+	raw, _ := appendStored(t, projectortest.NewLog(r), r, "card-1",
+		stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+		stored{"CardMovedV3", `{"column": {"name": "Elsewhere"}}`})
+	runner, _ := runLogged(t, r, p, append(raw, raw[1]), projector.WithFailurePolicy(projector.Park), projector.WithStreamReader(newStreams(raw...)))
+	if st := runner.Stats(); st.Parked != 1 || st.Duplicates != 1 || st.Applied != 1 {
+		t.Fatalf("parked %d, duplicates %d, applied %d; want the stray parked once and a duplicate once, the other applied",
+			st.Parked, st.Duplicates, st.Applied)
+	}
+}

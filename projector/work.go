@@ -237,7 +237,7 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		case Duplicate:
 			r.counts.duplicates.Add(1)
 		case Skipped:
-			if res.Document == "" && !r.skippedAlone.first(res.Projection+"\x00"+eventKey(*it.d.Event)) {
+			if res.Document == "" && !r.setAside.first(res.Projection+"\x00"+eventKey(*it.d.Event)) {
 				// Delivered again: no document moved past it to say it is
 				// a duplicate, but it is one.
 				r.counts.duplicates.Add(1)
@@ -245,6 +245,12 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 			}
 			r.counts.skipped.Add(1)
 		case Parked:
+			if !r.setAside.first(res.Projection + "\x00" + eventKey(*it.d.Event)) {
+				// Parked again (a stray its document refuses at each
+				// delivery): the same record, counted once.
+				r.counts.duplicates.Add(1)
+				break
+			}
 			r.counts.parked.Add(1)
 		case Held:
 			r.counts.held.Add(1)
