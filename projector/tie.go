@@ -147,7 +147,7 @@ func (e *Engine) tieOf(ctx context.Context, p Definition, ev Event) (string, boo
 		// of the next one would wait for their revision for ever.
 		return "", true, known.pendingError()
 	}
-	if known.lost() && ev.StreamRevision > 0 && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
+	if known.lost() && ev.StreamRevision > known.scanned && (handlesType(p, ev.Payload) || e.keeperOf(p).everyRevision()) {
 		// Deleted before this process saw its routed event (one routed
 		// before a restart): which document its earlier events feed
 		// cannot be read, and left alone the event would be lost without
@@ -193,7 +193,7 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 	if known.doc == "" || known.at >= ev.StreamRevision {
 		// None of the stream's events up to this one routes: the next
 		// declined one needs no read for them.
-		if known.doc == "" && known.scanned <= ev.StreamRevision {
+		if known.doc == "" && known.scanned == ev.StreamRevision {
 			known.scanned = ev.StreamRevision + 1
 			e.ties.Add(tieKey{p.Name(), ev.StreamID}, known)
 		}
@@ -215,7 +215,7 @@ func (e *Engine) noteDeclined(p Definition, ev Event) {
 		return
 	}
 	k := tieKey{p.Name(), ev.StreamID}
-	if known, _ := e.ties.Peek(k); known.doc == "" && !known.undecoded && !known.gone && known.scanned == ev.StreamRevision {
+	if known, _ := e.ties.Peek(k); known.doc == "" && !known.undecoded && known.scanned == ev.StreamRevision {
 		known.scanned = ev.StreamRevision + 1
 		e.ties.Add(k, known)
 	}
@@ -314,8 +314,9 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 	if err != nil {
 		// Deleted since (tombstoned, or soft-deleted with nothing left):
 		// none of its events can say where it goes, but those the engine
-		// saw routed (streamDocument).
-		found = tie{gone: true}
+		// saw routed (streamDocument); what was known before the read (none
+		// of the revisions before from routes) still holds.
+		return tie{gone: true, scanned: from}, nil
 	}
 	if found.doc == "" && !found.undecoded {
 		found.scanned = max(found.scanned, before)

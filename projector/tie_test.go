@@ -784,3 +784,36 @@ func TestTieStreams_a_deleted_stream_whose_first_events_are_declined_leaves_them
 		}
 	}
 }
+
+// The same deleted tied stream, its events out of order (a group's
+// consumers, a redelivery): its first event is seen declined, then its
+// third, whose second is not known (it fails under the policy: which
+// document the second feeds cannot be read), then its second, which is
+// left alone, as its only earlier event was seen declined. A read that
+// finds the stream deleted keeps what was known before it.
+func TestTieStreams_a_deleted_stream_out_of_order_keeps_what_it_knew_of_its_first_events(t *testing.T) {
+	log := projectortest.NewLog(kanbanRegistry())
+	evs := log.MustAppend(t, cardStreams+"z", CardAdded{CardID: "z", Title: "draft"},
+		CardRenamed{CardID: "z", Title: "t"}, CardRenamed{CardID: "z", Title: "u"})
+	ctx := context.Background()
+	s := newStore(t)
+	history := deletedStreams{newStreams(evs...), map[string]bool{cardStreams + "z": true}}
+	e, err := projector.NewEngine(s, kanbanRegistry(), []projector.Definition{boardsDecliningEmpty().Idempotency(projector.HandledIDs(100))},
+		projector.WithRetry(patient()), projector.WithFailurePolicy(projector.Park), projector.WithParker(s), projector.WithStreamReader(history))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ev     projector.Event
+		parked bool
+	}{{evs[0], false}, {evs[2], true}, {evs[1], false}} {
+		rs, err := e.Handle(ctx, c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parked := len(rs) == 1 && rs[0].Outcome == projector.Parked
+		if parked != c.parked || (!c.parked && len(rs) != 0) {
+			t.Errorf("revision %d: %+v, want parked %v (else left alone)", c.ev.StreamRevision, rs, c.parked)
+		}
+	}
+}

@@ -229,35 +229,7 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		r.counts.unrouted.Add(1)
 	}
 	r.unknown.note(x.engine.registry, *it.d.Event, results, r.logger)
-	for _, res := range results {
-		r.counts.waits.Add(uint64(res.Waits))
-		switch res.Outcome {
-		case Applied:
-			r.counts.applied.Add(1)
-		case Duplicate:
-			r.counts.duplicates.Add(1)
-		case Skipped:
-			if res.Document == "" && !r.setAside.first(res.Projection+"\x00"+eventKey(*it.d.Event)) {
-				// Delivered again: no document moved past it to say it is
-				// a duplicate, but it is one.
-				r.counts.duplicates.Add(1)
-				break
-			}
-			r.counts.skipped.Add(1)
-		case Parked:
-			if !r.setAside.first(res.Projection + "\x00" + eventKey(*it.d.Event)) {
-				// Parked again (a stray its document refuses at each
-				// delivery): the same record, counted once.
-				r.counts.duplicates.Add(1)
-				break
-			}
-			r.counts.parked.Add(1)
-		case Held:
-			r.counts.held.Add(1)
-		case Failed:
-			r.counts.failed.Add(1)
-		}
-	}
+	r.count(*it.d.Event, results)
 	if it.d.Settle != nil {
 		x.settleDelivery(it, results)
 		err = nil // the source owns the failure
@@ -351,3 +323,37 @@ func (a *alsoFailed) Error() string {
 }
 
 func (a *alsoFailed) Unwrap() error { return a.first }
+
+// count counts the outcomes of ev's results. An event set aside (skipped
+// with no document, or parked) and delivered again counts as a duplicate.
+func (r *Runner) count(ev Event, results []Result) {
+	for _, res := range results {
+		r.counts.waits.Add(uint64(res.Waits))
+		switch res.Outcome {
+		case Applied:
+			r.counts.applied.Add(1)
+		case Duplicate:
+			r.counts.duplicates.Add(1)
+		case Skipped:
+			if res.Document == "" && !r.setAside.first(res.Projection+"\x00"+eventKey(ev)) {
+				// Delivered again: no document moved past it to say it is
+				// a duplicate, but it is one.
+				r.counts.duplicates.Add(1)
+				break
+			}
+			r.counts.skipped.Add(1)
+		case Parked:
+			if !r.setAside.first(res.Projection + "\x00" + eventKey(ev)) {
+				// Parked again (a stray its document refuses at each
+				// delivery): the same record, counted once.
+				r.counts.duplicates.Add(1)
+				break
+			}
+			r.counts.parked.Add(1)
+		case Held:
+			r.counts.held.Add(1)
+		case Failed:
+			r.counts.failed.Add(1)
+		}
+	}
+}
