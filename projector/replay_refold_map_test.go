@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -219,7 +221,10 @@ func TestReplay_under_a_revision_map_says_when_it_applies_the_event_as_the_docum
 	}
 	var logs strings.Builder
 	truncated := truncatedStreams{newStreams(evs[1:]...), map[string]uint64{"ticket-1": 1}}
-	replayer, err := projector.NewEngine(s, queueRegistry(), []projector.Definition{p}, projector.WithRetry(retry.Default()),
+	// Its first write misses (another writer moved the document), and the
+	// replay tries again: the warning is said once, of the write that took.
+	missing := &missingFirstPut{Store: s}
+	replayer, err := projector.NewEngine(missing, queueRegistry(), []projector.Definition{p}, projector.WithRetry(retry.Default()),
 		projector.WithParker(s), projector.WithStreamReader(truncated), projector.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +237,24 @@ func TestReplay_under_a_revision_map_says_when_it_applies_the_event_as_the_docum
 			t.Errorf("the log does not say %q:\n%s", want, logs.String())
 		}
 	}
+	if !missing.missed.Load() {
+		t.Fatal("the replay's first write did not miss: the test shows nothing")
+	}
 	if n := strings.Count(logs.String(), "replayed event applied to the document as it is"); n != 1 {
 		t.Errorf("the log says it %d times, want once, when written:\n%s", n, logs.String())
 	}
+}
+
+// missingFirstPut is a store whose first versioned write misses, as when
+// another writer moved the document between its read and its write.
+type missingFirstPut struct {
+	*mongostore.Store
+	missed atomic.Bool
+}
+
+func (s *missingFirstPut) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	if s.missed.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	return s.Store.PutGuarded(ctx, collection, id, expected, meta, state)
 }
