@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest/e2e"
@@ -102,8 +103,8 @@ func TestRebuild_NAME_between_flags(t *testing.T) {
 	}
 }
 
-// A rebuild no process holds a lease of, begun less than a lease period ago
-// (a segmented rebuild between its start and taking its segments, or a
+// A rebuild in segments no process holds a lease of, begun less than a
+// lease period ago (between its start and taking its segments, or a
 // handover after a kill), is not said interrupted: status exits 0 and says
 // its segments are being taken. Once that period is past (--lease), it is.
 func TestStatus_a_rebuild_just_begun_is_not_interrupted_yet(t *testing.T) {
@@ -117,7 +118,16 @@ func TestStatus_a_rebuild_just_begun_is_not_interrupted_yet(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name(), "--esdb", servers.ESDBURI()}
+	// In one process, a rebuild holds its lease from before it begins: with
+	// none held, it was interrupted, however recent.
 	code, out, stderr := run(c, nil, append([]string{"status", "--lease", "1h"}, common...)...)
+	if code != 3 || !strings.Contains(out, "interrupted: no process runs it") {
+		t.Errorf("status of a rebuild in one process just begun, no lease held: exit %d, want 3\n%s\n%s", code, out, stderr)
+	}
+	if _, err := segment.Record(ctx, db, "threads", building, 4); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = run(c, nil, append([]string{"status", "--lease", "1h"}, common...)...)
 	if code != 0 || !strings.Contains(out, building+" at start, no process holds it now: its segments are being taken or handed over") {
 		t.Errorf("status of a rebuild just begun: exit %d, want 0\n%s\n%s", code, out, stderr)
 	}

@@ -369,8 +369,16 @@ func (c *statusConfig) statuses(ctx context.Context, store *mongostore.Store, cl
 		if st.Rebuilding != "" {
 			now := time.Now()
 			st.RebuildBy = rebuildHolders(leases, st.Projection, st.Rebuilding, now)
-			st.RebuildStarting = len(st.RebuildBy) == 0 && st.RebuildError == "" &&
-				now.Sub(rebuildQuietSince(leases, st.Projection, st.Rebuilding)) < c.lease
+			if len(st.RebuildBy) == 0 && st.RebuildError == "" && now.Sub(rebuildQuietSince(leases, st.Projection, st.Rebuilding)) < c.lease {
+				// Only a rebuild in segments has a moment with none held
+				// (before its processes take them, or hand them over); one
+				// in one process takes its lease before it begins.
+				n, err := segment.Count(ctx, store.Database(), st.Rebuilding)
+				if err != nil {
+					return nil, err
+				}
+				st.RebuildStarting = n > 1
+			}
 		}
 		cp, err := c.segmentsOf(ctx, store, client, end, leases, stored, p, &st)
 		if err != nil {
