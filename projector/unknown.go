@@ -87,16 +87,17 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 		u.counts = map[string]uint64{}
 		u.warned = map[string]bool{}
 	}
-	if !u.counted.first(eventKey(ev)) {
-		u.mu.Unlock()
-		return
-	}
 	name := ev.Type
 	if _, ok := u.counts[name]; !ok && len(u.counts) >= maxUnknownTypes {
 		name = otherUnknownTypes
 	}
-	u.counts[name]++
-	first := u.counts[name] == 1
+	first := false
+	if u.counted.first(eventKey(ev)) {
+		// Counted once; a redelivery may still be the first that a
+		// document moves past (its first delivery held or failed).
+		u.counts[name]++
+		first = u.counts[name] == 1
+	}
 	near, isNear := "", false
 	if first {
 		near, isNear = registry.Near(ev.Type)
