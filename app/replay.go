@@ -161,6 +161,12 @@ func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, 
 		fmt.Fprintf(stderr, "took over the lease of %s from %s, a process that is gone\n", name, l.Holder)
 		held, l, err = hold()
 	}
+	if errors.Is(err, mongostore.ErrLeaseHeld) && goneHolder(l.Holder) {
+		// Killed, on this host: its lease cannot be taken over here (another
+		// process may write through the same server), but it expires.
+		return nil, fmt.Errorf("projection %s was run by %s, a process of this host that is gone (killed?): its lease runs until %s; "+
+			"replay its parked events after that", name, l.Holder, l.Expires.Format(time.RFC3339))
+	}
 	if errors.Is(err, mongostore.ErrLeaseHeld) {
 		return nil, fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
 	}
