@@ -206,6 +206,13 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 			level, msg = slog.LevelWarn, "event parked"
 		case Held:
 			level, msg = slog.LevelWarn, "event held"
+			if errors.Is(f.err, ErrHeld) {
+				// Behind the event that holds its document, which was
+				// logged: one line each would flood the log of a busy
+				// document held for hours (projector_events_total and
+				// status count them).
+				level = slog.LevelDebug
+			}
 		}
 		e.logger.Log(context.Background(), level, msg, attrs...)
 	}
