@@ -351,7 +351,7 @@ func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testin
 		t.Fatalf("replay-parked: exit %d\n%s\n%s", code, out, stderr)
 	}
 	code, out, stderr = run(c, nil, append([]string{"rebuild", "picky", "--esdb", servers.ESDBURI()}, common...)...)
-	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked, 0 held; 0 streams folded from their history); readers now use picky_r") {
+	if code != 0 || !strings.Contains(out, " 0 skipped, 1 parked, 0 held; 0 folds of a document from its streams' history); readers now use picky_r") {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, stderr)
 	}
 	if !strings.Contains(stderr, "picky: 1 events parked in picky_r") || !strings.Contains(stderr, "replay-parked picky applies them") {

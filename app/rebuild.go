@@ -261,7 +261,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	}
 	st := r.Stats()
 	took := time.Since(began)
-	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history); readers now use %s (%s)\n",
+	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d folds of a document from its streams' history); readers now use %s (%s)\n",
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked+st.ParkedLater, st.Held,
 		eng.StreamsFolded(), switched.Active, previousText(ctx, store, switched.Previous))
 	return nil
@@ -457,7 +457,7 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 		st := r.Stats()
 		elapsed := time.Since(began).Seconds()
 		streams := eng.StreamsFolded()
-		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d streams folded (%.0f/s), %s\n",
+		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d folds from streams (%.0f/s), %s\n",
 			handled(st), float64(handled(st))/elapsed, streams, float64(streams)/elapsed, progress(st.Checkpoint, start, end, time.Since(began)))
 	}
 	stop()

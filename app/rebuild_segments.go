@@ -280,7 +280,7 @@ func (rb *segmentedRebuild) did(began time.Time) string {
 	if len(rb.ran) > 0 {
 		ran = "segments " + intsString(slices.Sorted(maps.Keys(rb.ran)))
 	}
-	return fmt.Sprintf("this process ran %s: %d events in %v (%d applied, %d already applied, %d skipped, %d parked, %d held; %d streams folded from their history)",
+	return fmt.Sprintf("this process ran %s: %d events in %v (%d applied, %d already applied, %d skipped, %d parked, %d held; %d folds of a document from its streams' history)",
 		ran, handled(st), time.Since(began).Round(time.Millisecond), st.Applied, st.Duplicates, st.Skipped, st.Parked+st.ParkedLater, st.Held, rb.folded)
 }
 

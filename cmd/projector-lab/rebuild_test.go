@@ -42,7 +42,7 @@ func TestRebuild_fills_a_new_collection_while_run_serves_then_switches_and_run_f
 	waitCheckpoint(t, live, store, srv.Head())
 
 	out, errOut, code := runBinary(t, 2*time.Minute, append([]string{"rebuild", cart.DetailsName}, common...)...)
-	m := regexp.MustCompile(`rebuilt cart_details: 120 events in \S+, \d+ events/s \(120 applied, 0 already applied, 0 skipped, 0 parked, 0 held; \d+ streams folded from their history\); readers now use (cart_details_r\d+) \(the previous collection cart_details is kept\)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`rebuilt cart_details: 120 events in \S+, \d+ events/s \(120 applied, 0 already applied, 0 skipped, 0 parked, 0 held; \d+ folds of a document from its streams' history\); readers now use (cart_details_r\d+) \(the previous collection cart_details is kept\)`).FindStringSubmatch(out)
 	if code != 0 || m == nil {
 		t.Fatalf("rebuild: exit %d\n%s\n%s", code, out, errOut)
 	}
