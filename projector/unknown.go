@@ -106,8 +106,10 @@ func (u *unknownTypes) note(registry *Registry, ev Event, results []Result, logg
 	if !u.warned[name] && !isNear {
 		movedPast = slices.IndexFunc(results, func(r Result) bool {
 			// Passed over by its document (applied: moved past); one that
-			// failed it (FailUnknownTypes) has said so under its policy.
-			return r.Document != "" && (r.Outcome == Applied || r.Outcome == Duplicate)
+			// failed it (FailUnknownTypes) has said so under its policy. A
+			// duplicate says nothing: a held or parked event delivered
+			// again is one too.
+			return r.Document != "" && r.Outcome == Applied
 		})
 	}
 	u.warned[name] = u.warned[name] || isNear || movedPast >= 0

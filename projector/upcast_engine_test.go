@@ -354,3 +354,21 @@ func TestPark_a_stray_delivered_again_counts_parked_once(t *testing.T) {
 			st.Parked, st.Duplicates, st.Applied)
 	}
 }
+
+// A projection that fails unknown types, under hold, has such an event
+// delivered again (a duplicate, already held): the log does not say that
+// its document moved past it (a probe saw it, with advice to use
+// FailUnknownTypes, which the projection has).
+func TestUnknownTypes_a_held_one_delivered_again_is_not_said_moved_past(t *testing.T) {
+	r := boardRegistry()
+	raw, _ := appendStored(t, projectortest.NewLog(r), r, "card-3",
+		stored{"CardMovedV3", `{"column": {"name": "Todo"}}`},
+		stored{"CardTeleported", `{}`})
+	runner, text := runLogged(t, r, laneProjection(r).FailUnknownTypes(), append(raw, raw[1], raw[1]), projector.WithFailurePolicy(projector.Hold))
+	if st := runner.Stats(); st.Held != 1 {
+		t.Fatalf("held %d, want the unknown event held", st.Held)
+	}
+	if strings.Contains(text, "moves past it") {
+		t.Fatalf("the log says the document moved past the event it holds at:\n%s", text)
+	}
+}
