@@ -149,7 +149,8 @@ func (f Filter) readsTies(p projector.Definition) error {
 // [projector.Registry.VersionField] an event stored under that name decodes
 // as that version too (a log that had its versions in its type names
 // before), as does, without it, an older form so named. A filter naming T
-// means T's events, whatever name carries their version.
+// means T's events, whatever registered name carries their version (a
+// "T.vN" nobody registered is a type the registry does not know).
 func (f Filter) withVersionedNames(registry *projector.Registry, p projector.Definition) Filter {
 	if f.kind != byTypes {
 		return f

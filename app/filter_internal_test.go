@@ -75,3 +75,30 @@ func TestFilter_must_read_the_streams_its_projection_ties(t *testing.T) {
 		}
 	}
 }
+
+// A writer that names its current version too ("CardMoved.v2") has that
+// name registered for the current shape (Renamed): the registry reads it
+// as CardMoved, and EventTypes("CardMoved") reads it with the others.
+func TestFilter_by_event_type_reads_the_current_versions_name_registered_with_Renamed(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[laneMoved](r, "CardMoved", projector.Renamed("CardMoved.v2"),
+		projector.Upcast("CardMoved.v1", func(v laneMovedV1) (laneMoved, error) { return laneMoved{Column: v.To}, nil }))
+	p := projector.New[struct{ N int }]("lanes", projector.StreamSuffix("card-"))
+	projector.On(p, func(s struct{ N int }, _ laneMoved) (struct{ N int }, error) { s.N++; return s, nil })
+	ev, err := r.Decode(projector.Event{Type: "CardMoved.v2", Data: []byte(`{"Column": "Done"}`)})
+	if m, ok := ev.Payload.(laneMoved); err != nil || !ok || m.Column != "Done" {
+		t.Fatalf("CardMoved.v2: %#v, %v; want it read as CardMoved", ev.Payload, err)
+	}
+	f := EventTypes("CardMoved").withVersionedNames(r, p)
+	if err := f.covers(r, p); err != nil {
+		t.Errorf("%s: refused: %v", f, err)
+	}
+	for _, name := range []string{"CardMoved", "CardMoved.v1", "CardMoved.v2"} {
+		if !f.matches("card-1", name) {
+			t.Errorf("%s does not read %s", f, name)
+		}
+	}
+	if f.matches("card-1", "CardMoved.v9") {
+		t.Errorf("%s reads CardMoved.v9, a version nobody registered", f)
+	}
+}

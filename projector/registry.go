@@ -84,15 +84,11 @@ func (r *Registry) zero(e Event) (any, bool) {
 
 // Has reports whether an event type name is registered: as a type's name
 // now, or as one of its older forms; under [Registry.VersionField], also
-// T where a form is named "T.vN" (its events are stored as T), and "T.vN"
-// of a type T where no form has that name (read as T).
+// T where a form is named "T.vN" (its events are stored as T).
 func (r *Registry) Has(name string) bool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if _, ok := r.forms[name]; ok {
-		return true
-	}
-	if _, _, ok := r.versionNamed(name); ok {
 		return true
 	}
 	_, versioned := r.newest[name] // its events with a version in their metadata

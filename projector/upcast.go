@@ -104,9 +104,7 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // the projector decodes as T: deploy the projector that knows a version
 // first, or let the new version's events carry a new type name. Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
-// need no field: each name is a form of its own; under the field, an event
-// stored as "T.vN" where no form has that name is read as T with version N
-// in its metadata is. It returns r.
+// need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -295,12 +293,6 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 	if r.versionField == "" {
 		return f, e.Type, ok
 	}
-	if base, as, named := r.versionNamed(e.Type); !ok && named {
-		// "T.vN" of no form of its own: its version in its name, read as
-		// version N in the metadata is, as T (the current version needs
-		// no form) or the newest "T.vM" that stands for it.
-		return base, as, true
-	}
 	name := e.Type
 	if newest, versioned := r.newest[e.Type]; !ok && versioned {
 		f, ok, name = r.forms[newest], true, newest
@@ -319,24 +311,6 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		f.err = fmt.Errorf("its metadata's %q is %s, not a version (a number, or a string of one, with or without a \"v\")", r.versionField, held)
 	}
 	return f, name, ok
-}
-
-// versionNamed returns, for name "T.vN" under [Registry.VersionField], the
-// form an event stored under that name is read as when no form has it (and
-// that form's name): T's, or the newest "T.vM"'s that stands for T; false
-// when T is none of the registry's. The caller holds r.mu.
-func (r *Registry) versionNamed(name string) (form, string, bool) {
-	m := versionKey.FindStringSubmatch(name)
-	if r.versionField == "" || m == nil {
-		return form{}, "", false
-	}
-	if f, ok := r.forms[m[1]]; ok {
-		return f, m[1], true
-	}
-	if newest, ok := r.newest[m[1]]; ok {
-		return r.forms[newest], newest, true
-	}
-	return form{}, "", false
 }
 
 // noteNewest notes name, a form's, as the newest of its kind when it is
