@@ -838,7 +838,7 @@ func isRebuildLease(name, projection, building string) bool {
 }
 
 // rebuildQuietSince returns when the rebuild of projection into building
-// last had a process: the latest expiry of its leases, or when it began
+// last had a process: the latest expiry of its leases not released, or when it began
 // (the time in building's name, startRebuild's), whichever is later.
 func rebuildQuietSince(leases map[string]mongostore.Lease, projection, building string) time.Time {
 	var since time.Time
@@ -848,7 +848,9 @@ func rebuildQuietSince(leases map[string]mongostore.Lease, projection, building 
 		}
 	}
 	for name, l := range leases {
-		if isRebuildLease(name, projection, building) && l.Expires.After(since) {
+		// A released lease (its holder let it go: stopped cleanly, not
+		// killed) is no handover in progress.
+		if isRebuildLease(name, projection, building) && l.Holder != "" && l.Expires.After(since) {
 			since = l.Expires
 		}
 	}
