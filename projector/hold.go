@@ -374,24 +374,35 @@ func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
 
 // heldPrefix returns the held events of document doc of p, from the first,
 // decoded, up to the first that cannot go through the gate as it is (of
-// another document or collection, undecodable, routed elsewhere): those
-// go one at a time, and fail there.
+// another document, or one heldEvent refuses): those go one at a time, and
+// fail there.
 func (e *Engine) heldPrefix(p Definition, held []ParkedEvent, doc string) []Event {
 	var evs []Event
 	for _, pe := range held {
-		if pe.Document != doc || pe.Collection != "" && pe.Collection != p.Collection() {
+		if pe.Document != doc {
 			break
 		}
-		ev, err := e.decodeParked(pe)
-		if err == nil {
-			err = routedElsewhere(p, ev, doc)
-		}
+		ev, err := e.heldEvent(p, pe)
 		if err != nil {
 			break
 		}
 		evs = append(evs, ev)
 	}
 	return evs
+}
+
+// heldEvent is held event pe of p decoded for its replay, or why it cannot
+// go through the gate: it was held in another build's collection, its
+// payload does not decode, or p's router now sends it to another document.
+func (e *Engine) heldEvent(p Definition, pe ParkedEvent) (Event, error) {
+	if pe.Collection != "" && pe.Collection != p.Collection() {
+		return pe.Event, fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())
+	}
+	ev, err := e.decodeParked(pe)
+	if err == nil {
+		err = routedElsewhere(p, ev, pe.Document)
+	}
+	return ev, err
 }
 
 // replayHeldFolded applies held events evs (decoded, in order) to
@@ -478,7 +489,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		return cmp.Compare(a.Position, b.Position)
 	})
 	start := 0
-	if _, gated := e.keeperOf(p).(streamRevision); !gated && guardedBatches(e.keeperOf(p)) {
+	if !gated && guardedBatches(e.keeperOf(p)) {
 		start = e.replayHeldFolded(ctx, p, out.Document, e.heldPrefix(p, events, out.Document))
 		out.Applied = append(out.Applied, events[:start]...)
 	}
@@ -488,15 +499,10 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
 			return out
 		}
-		ev, err := e.decodeParked(pe)
-		if err == nil {
-			err = routedElsewhere(p, ev, pe.Document)
-		}
+		ev, err := e.heldEvent(p, pe)
 		t := target{p, pe.Document}
 		var r Result
 		switch {
-		case pe.Collection != "" && pe.Collection != p.Collection():
-			r = e.fail(t, pe.Event, permanent(fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())))
 		case err != nil:
 			r = e.fail(t, pe.Event, permanent(err))
 		default:

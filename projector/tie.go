@@ -193,10 +193,7 @@ func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
 	if known.doc == "" || known.at >= ev.StreamRevision {
 		// None of the stream's events up to this one routes: the next
 		// declined one needs no read for them.
-		if known.doc == "" && known.scanned == ev.StreamRevision {
-			known.scanned = ev.StreamRevision + 1
-			e.ties.Add(tieKey{p.Name(), ev.StreamID}, known)
-		}
+		e.declinedThrough(tieKey{p.Name(), ev.StreamID}, known, ev.StreamRevision)
 		return nil
 	}
 	return fmt.Errorf("%w: its router declined it, but the stream's event at revision %d feeds document %q, which would miss it "+
@@ -215,8 +212,17 @@ func (e *Engine) noteDeclined(p Definition, ev Event) {
 		return
 	}
 	k := tieKey{p.Name(), ev.StreamID}
-	if known, _ := e.ties.Peek(k); known.doc == "" && !known.undecoded && known.scanned == ev.StreamRevision {
-		known.scanned = ev.StreamRevision + 1
+	known, _ := e.ties.Peek(k)
+	e.declinedThrough(k, known, ev.StreamRevision)
+}
+
+// declinedThrough notes, of the stream of k as known, that its event at
+// rev is declined and none before it routes (scanned is rev): scanned moves
+// past it. Nothing is noted of a stream whose document is known, or waits
+// on an event that does not decode.
+func (e *Engine) declinedThrough(k tieKey, known tie, rev uint64) {
+	if known.doc == "" && !known.undecoded && known.scanned == rev {
+		known.scanned = rev + 1
 		e.ties.Add(k, known)
 	}
 }
