@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/projector"
 )
 
@@ -159,4 +160,55 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, name string) error {
 		return fmt.Errorf("mongostore: delete checkpoint %q: %w", name, err)
 	}
 	return nil
+}
+
+// Reached returns where the subscription name is, all together: its
+// checkpoint; for a collection whose projection runs split into segments
+// (run --segments), the lowest of its segments' checkpoints, a segment
+// without one counting from the collection's own (where it was before it
+// was split); nil when there is none. Every event up to it is applied.
+// [projector.WaitForPosition] reads it, so that a wait on a segmented
+// projection needs no segment's name.
+func (s *Store) Reached(ctx context.Context, name string) (*projector.Checkpoint, error) {
+	own, err := s.LoadCheckpoint(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := segment.Count(ctx, s.db, name)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: %w", err)
+	}
+	if n <= 1 {
+		return own, nil
+	}
+	names := make(bson.A, n)
+	for k := range n {
+		names[k] = segment.CheckpointName(name, k, n)
+	}
+	all, err := s.checkpointsIn(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	return segment.Lowest(name, n, own, func(name string) *projector.Checkpoint { return all[name] }), nil
+}
+
+// checkpointsIn returns the stored checkpoints among names, by name.
+func (s *Store) checkpointsIn(ctx context.Context, names bson.A) (map[string]*projector.Checkpoint, error) {
+	filter := bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}, {Key: "position", Value: bson.D{{Key: "$exists", Value: true}}}}
+	cur, err := s.db.Collection(checkpointCollection).Find(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
+	}
+	var docs []checkpointDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
+	}
+	out := make(map[string]*projector.Checkpoint, len(docs))
+	for _, d := range docs {
+		if d.Position < 0 || d.Prepare < 0 {
+			return nil, fmt.Errorf("mongostore: checkpoint %q holds a negative position %d/%d", d.ID, d.Position, d.Prepare)
+		}
+		out[d.ID] = &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
+	}
+	return out, nil
 }

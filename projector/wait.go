@@ -92,6 +92,13 @@ func notGated(ctx context.Context, store driver.Store, collection, id string) er
 var errNotGated = errors.New("a document kept under a strategy other than the revision gate (RevisionMap, HandledIDs, " +
 	"GlobalPosition or Inbox) has no revision to wait for: wait for the event's position with WaitForPosition")
 
+// reacher is a checkpoint store that tells where a subscription is all
+// together, for a projection that runs split into segments the lowest of
+// their checkpoints (mongostore's Store.Reached).
+type reacher interface {
+	Reached(ctx context.Context, name string) (*Checkpoint, error)
+}
+
 // WaitForPosition is read-your-writes by global position: it waits until the
 // checkpoint of subscription name has reached position (every event up to it
 // is applied), under policy and bounded by ctx. The error wraps [ErrNotYet].
@@ -107,9 +114,9 @@ var errNotGated = errors.New("a document kept under a strategy other than the re
 // were written at once; [WaitForRevision] sees a document as soon as it is
 // written. Under run --segments N, the checkpoints are the segments'
 // (<collection>/segment-<k>-of-<N>, k the FNV-1a 32-bit hash of the
-// document id modulo N),
-// not the collection's: wait on the one of the document's segment, or with
-// [WaitForRevision].
+// document id modulo N); on a store that tells where they are all together
+// (mongostore), the wait given the collection waits for the lowest of
+// them, and given a segment's name for that segment's alone.
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	var seen *Checkpoint
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
@@ -121,7 +128,11 @@ func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name stri
 		if segment != "" {
 			active += segmentSeparator + segment
 		}
-		c, err := checkpoints.LoadCheckpoint(ctx, active)
+		load := checkpoints.LoadCheckpoint
+		if r, ok := checkpoints.(reacher); ok && segment == "" {
+			load = r.Reached // the lowest of its segments' when it runs split
+		}
+		c, err := load(ctx, active)
 		if err != nil {
 			return err
 		}
