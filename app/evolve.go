@@ -45,19 +45,20 @@ func claimVersion(ctx context.Context, store *mongostore.Store, p Projection, co
 // types its projections met, for status.
 const unknownTypesEvery = 5 * time.Second
 
-// recordUnknownTypes records, beside each projection's checkpoint, the
-// events of types nobody registered that it met (for status), whenever they
-// changed, until ctx is done; and once more then.
+// recordUnknownTypes adds, beside each projection's checkpoint, the events
+// of types nobody registered that it met (for status) since it last added,
+// until ctx is done; and once more then.
 func (s *session) recordUnknownTypes(ctx context.Context) {
 	recorded := make([]map[string]uint64, len(s.slots))
 	record := func(ctx context.Context) {
 		for i, sl := range s.slots {
 			r := sl.cur.Load()
 			counts := sl.Stats().UnknownTypes
-			if r == nil || maps.Equal(counts, recorded[i]) {
+			added := countsSince(counts, recorded[i])
+			if r == nil || len(added) == 0 {
 				continue
 			}
-			if err := s.store.RecordUnknownTypes(ctx, r.Name(), counts); err != nil {
+			if err := s.store.AddUnknownTypes(ctx, r.Name(), added); err != nil {
 				s.logger.Debug("recording the unknown types met", "projection", sl.name, "err", err)
 				continue
 			}
@@ -77,6 +78,26 @@ func (s *session) recordUnknownTypes(ctx context.Context) {
 			record(ctx)
 		}
 	}
+}
+
+// countsSince is what counts has more than before, by name: the counts
+// met since before was recorded (a count that went down, a runner started
+// again, counts from zero).
+func countsSince(counts, before map[string]uint64) map[string]uint64 {
+	var out map[string]uint64
+	for t, n := range counts {
+		was := before[t]
+		if n < was {
+			was = 0
+		}
+		if n > was {
+			if out == nil {
+				out = map[string]uint64{}
+			}
+			out[t] = n - was
+		}
+	}
+	return out
 }
 
 // countsString is counts by name as "a (2), b (1)", sorted by name; "none"

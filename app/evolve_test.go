@@ -207,3 +207,59 @@ func scrape(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// closed is ticket.closed, registered by a later build.
+type closed struct{}
+
+// The unknown types the runs of a projection met stay recorded for status,
+// summed, when a later run meets other ones or none: the documents that met
+// them still miss them. A build that registers one now says so, and that
+// the documents need a rebuild.
+func TestStatus_keeps_the_unknown_types_of_every_run_and_says_which_this_build_registers_now(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}
+	runToHead := func() {
+		t.Helper()
+		cmd := e2e.StartCommand(t, c, append([]string{"run", "--esdb", servers.ESDBURI(), "--http", ""}, common...)...)
+		cmd.WaitCheckpoint(t, db, "tickets", servers.Head())
+		if code := cmd.Stop(t); code != 0 {
+			t.Fatalf("run: exit %d\n%s", code, cmd.Stderr())
+		}
+	}
+	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, projector.Event{Type: "ticket.closed", Data: []byte(`{}`)})
+	runToHead()
+	servers.Append(t, registry(), "ticket/2", opened{ID: "2"}, projector.Event{Type: "ticket.archived", Data: []byte(`{}`)})
+	runToHead() // meets another one only
+	servers.Append(t, registry(), "ticket/3", opened{ID: "3"}, noted{Text: "a"})
+	runToHead() // meets none
+
+	code, out, stderr := run(c, nil, append([]string{"status"}, common...)...)
+	for _, want := range []string{
+		"tickets met events of types nobody registered: ticket.archived (1), ticket.closed (1)",
+		"a rename or a new version without its upcaster? once a build registers them, tickets rebuild tickets folds them in",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("status after three runs: exit %d, want %q\n%s\n%s", code, want, out, stderr)
+		}
+	}
+
+	newer := c
+	newer.Registry = registry()
+	projector.Register[closed](newer.Registry, "ticket.closed")
+	code, out, stderr = run(newer, nil, append([]string{"status"}, common...)...)
+	want := "this build registers ticket.closed now: the documents that met those events passed over them, and miss them until tickets rebuild tickets"
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status of a build that registers ticket.closed: exit %d, want %q\n%s\n%s", code, want, out, stderr)
+	}
+	_, out, _ = run(newer, nil, append([]string{"status", "--json"}, common...)...)
+	var lines []struct {
+		UnknownTypes  map[string]uint64
+		RegisteredNow []string
+	}
+	if err := json.Unmarshal([]byte(out), &lines); err != nil || len(lines) != 1 || len(lines[0].UnknownTypes) != 2 ||
+		strings.Join(lines[0].RegisteredNow, ",") != "ticket.closed" {
+		t.Errorf("status --json: %v\n%s", err, out)
+	}
+}

@@ -299,7 +299,7 @@ func noteUnknownTypes(ctx context.Context, store *mongostore.Store, name, buildi
 	}
 	fmt.Fprintf(stderr, "%s met events of types nobody registered, passed over: %s (a rename or a new version without its upcaster? status lists them)\n",
 		name, countsString(counts))
-	if err := store.RecordUnknownTypes(ctx, building, counts); err != nil {
+	if err := store.AddUnknownTypes(ctx, building, counts); err != nil {
 		fmt.Fprintf(stderr, "recording them for status: %v\n", err)
 	}
 }

@@ -103,8 +103,12 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 		return fmt.Errorf("interrupted after %s; run it again to resume", rb.did(began))
 	}
 	if u := rb.unknownTypes(); len(u) > 0 {
-		fmt.Fprintf(inv.Stderr, "%s met events of types nobody registered in this process's segments, passed over: %s (a rename or a new version without its upcaster?)\n",
+		fmt.Fprintf(inv.Stderr, "%s met events of types nobody registered in this process's segments, passed over: %s (a rename or a new version without its upcaster? status lists them)\n",
 			name, countsString(u))
+		// Each process adds its segments' (for status).
+		if err := rb.s.store.AddUnknownTypes(context.WithoutCancel(ctx), building, u); err != nil {
+			fmt.Fprintf(inv.Stderr, "recording them for status: %v\n", err)
+		}
 	}
 	switched, err := rb.finish(ctx)
 	if err != nil {

@@ -87,6 +87,9 @@ type projectionStatus struct {
 	// UnknownTypes counts the events of types nobody registered that the
 	// projector writing the collection met since it started, by type.
 	UnknownTypes map[string]uint64 `json:"unknownTypes,omitempty"`
+	// RegisteredNow is those of UnknownTypes that this build registers:
+	// the documents that met their events before miss them until a rebuild.
+	RegisteredNow []string `json:"registeredNow,omitempty"`
 }
 
 // statusConfig is the command line of status.
@@ -98,10 +101,11 @@ type statusConfig struct {
 	// unreached is why the event store given with --esdb did not answer:
 	// the store's side is shown all the same, without the head.
 	unreached error
+	registry  *projector.Registry // this build's
 }
 
 func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
-	var c statusConfig
+	c := statusConfig{registry: x.cat.registry}
 	fs := inv.FlagSet("[flags]  (flags also as " + inv.EnvPrefix + "<FLAG>)")
 	c.register(fs, x, "EventStoreDB or KurrentDB connection string (esdb:// or kurrentdb://), for the head and the lag (optional)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections (default: all)")
@@ -206,7 +210,7 @@ func (c *statusConfig) print(ctx context.Context, inv Invocation, store *mongost
 			fmt.Fprintf(inv.Stderr, "projection %s: %s; run refuses it; to rebuild it: %s rebuild %[1]s\n", s.Projection, s.Foreign, inv.Name)
 		}
 	}
-	if err := printStatus(inv.Stdout, lines); err != nil {
+	if err := printStatus(inv.Stdout, lines, inv.Name); err != nil {
 		return err
 	}
 	if err := c.noGroups(groupsMissing(lines)); err != nil {
@@ -420,6 +424,11 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 		st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
 	}
 	st.UnknownTypes = cp.UnknownTypes
+	for _, t := range slices.Sorted(maps.Keys(st.UnknownTypes)) {
+		if c.registry != nil && c.registry.Has(t) {
+			st.RegisteredNow = append(st.RegisteredNow, t)
+		}
+	}
 	parked, err := store.Parked(ctx, name)
 	if err != nil {
 		return st, err
@@ -858,7 +867,7 @@ func rebuildQuietSince(leases map[string]mongostore.Lease, projection, building 
 }
 
 // printStatus prints the lines as a table.
-func printStatus(w io.Writer, lines []projectionStatus) error {
+func printStatus(w io.Writer, lines []projectionStatus, bin string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECTION\tCOLLECTION\tCHECKPOINT\tSTORED AT\tHEAD\tBEHIND (EVENTS)\tPARKED\tHELD (EVENTS)\tGROUP (PARKED)\tREBUILDING\tRUN BY\tLAST ERROR")
 	for _, s := range lines {
@@ -906,8 +915,15 @@ func printStatus(w io.Writer, lines []projectionStatus) error {
 		}
 	}
 	for _, s := range lines {
-		if len(s.UnknownTypes) > 0 {
-			fmt.Fprintf(w, "%s met events of types nobody registered: %s\n", s.Projection, countsString(s.UnknownTypes))
+		if len(s.UnknownTypes) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s met events of types nobody registered: %s\n", s.Projection, countsString(s.UnknownTypes))
+		if len(s.RegisteredNow) > 0 {
+			fmt.Fprintf(w, "  this build registers %s now: the documents that met those events passed over them, and miss them until %s rebuild %s\n",
+				strings.Join(s.RegisteredNow, ", "), bin, s.Projection)
+		} else {
+			fmt.Fprintf(w, "  a rename or a new version without its upcaster? once a build registers them, %s rebuild %s folds them in\n", bin, s.Projection)
 		}
 	}
 	return nil

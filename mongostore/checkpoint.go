@@ -38,8 +38,8 @@ type CheckpointStatus struct {
 	LastError   string
 	LastErrorAt time.Time
 	// UnknownTypes counts the events of types nobody registered that the
-	// projector writing it met since it started, by type
-	// ([Store.RecordUnknownTypes]).
+	// projectors writing it passed over, by type, summed over their runs
+	// ([Store.AddUnknownTypes]).
 	UnknownTypes map[string]uint64
 }
 

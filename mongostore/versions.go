@@ -66,17 +66,40 @@ type unknownType struct {
 	Count uint64 `bson:"count"`
 }
 
-// RecordUnknownTypes records beside the checkpoint of name the events of
-// types nobody registered that the projector writing it has met since it
-// started, by type (projector.RunnerStats.UnknownTypes), for "projector
-// status" ([CheckpointStatus].UnknownTypes).
-func (s *Store) RecordUnknownTypes(ctx context.Context, name string, counts map[string]uint64) error {
-	list := make([]unknownType, 0, len(counts))
-	for _, t := range slices.Sorted(maps.Keys(counts)) {
-		list = append(list, unknownType{Type: t, Count: counts[t]})
+// AddUnknownTypes adds counts to the events of types nobody registered
+// recorded beside the checkpoint of name, by type: those the projectors
+// writing it passed over (projector.RunnerStats.UnknownTypes, what a run
+// met since it last added), summed over their runs, for "projector status"
+// ([CheckpointStatus].UnknownTypes). The record stays once a build
+// registers the type (the documents that met them miss them until a
+// rebuild); a rebuild's collection has a record of its own. Two processes
+// adding at once may leave one's counts out (read, then written): the
+// record says which types were met, its counts at least that many.
+func (s *Store) AddUnknownTypes(ctx context.Context, name string, counts map[string]uint64) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	coll := s.db.Collection(checkpointCollection)
+	var d struct {
+		UnknownTypes []unknownType `bson:"unknownTypes"`
+	}
+	err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&d)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
+	}
+	sum := unknownTypes(d.UnknownTypes)
+	if sum == nil {
+		sum = make(map[string]uint64, len(counts))
+	}
+	for t, n := range counts {
+		sum[t] += n
+	}
+	list := make([]unknownType, 0, len(sum))
+	for _, t := range slices.Sorted(maps.Keys(sum)) {
+		list = append(list, unknownType{Type: t, Count: sum[t]})
 	}
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: "unknownTypes", Value: list}}}}
-	if err := upsert(ctx, s.db.Collection(checkpointCollection), name, update); err != nil {
+	if err := upsert(ctx, coll, name, update); err != nil {
 		return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
 	}
 	return nil
