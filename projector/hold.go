@@ -400,7 +400,7 @@ func (e *Engine) heldEvent(p Definition, pe ParkedEvent) (Event, error) {
 	}
 	ev, err := e.decodeParked(pe)
 	if err == nil {
-		err = routedElsewhere(p, ev, pe.Document)
+		err = e.routedElsewhere(p, ev, pe.Document)
 	}
 	return ev, err
 }

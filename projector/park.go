@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -170,10 +171,18 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 	if h.notOurs {
 		return nil
 	}
-	if len(h.away) > 0 {
+	switch {
+	case len(h.away) > 0 && !slices.ContainsFunc(h.away, func(a routedAway) bool { return !a.unroutable() }):
+		// Each was parked as it came, its document unknown (a payload
+		// that does not decode, a router that failed): no routing to
+		// fix, the records name the document now.
+		e.logger.Warn("document moved past events of its stream that could not be routed when they came (parked then): "+
+			"their records name this document now, and replay-parked applies them here once they are fixed", "projection", t.p.Name(),
+			"document", t.id, "stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
+	case len(h.away) > 0:
 		e.logger.Warn("document moved past events of its stream that are routed elsewhere", "projection", t.p.Name(),
 			"document", t.id, "stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision, "err", gone)
-	} else {
+	default:
 		e.logger.Warn("document moved past events that are gone from its stream", "projection", t.p.Name(), "document", t.id,
 			"stream", ev.StreamID, "from", h.from, "to", h.to, "revision", ev.StreamRevision)
 	}
@@ -314,7 +323,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if pe.Document == "" {
 		return e.replayUnrouted(ctx, p, decoded)
 	}
-	if err := routedElsewhere(p, decoded, pe.Document); err != nil {
+	if err := e.routedElsewhere(p, decoded, pe.Document); err != nil {
 		return e.fail(t, decoded, permanent(err))
 	}
 	if f, stray := e.strayAt(ctx, t, decoded); stray {
@@ -427,12 +436,26 @@ func (e *Engine) hadStream(ctx context.Context, t target, stream string) (bool, 
 // routedElsewhere says why event ev, parked or held against document doc
 // of p, is not replayed there: its router names another document now (it
 // was put against doc, the document its stream is tied to, while its
-// payload did not decode; or the router was changed since). nil when the
-// router names doc, or none.
-func routedElsewhere(p Definition, ev Event, doc string) error {
+// payload did not decode; or the router was changed since); or, under a
+// strategy that gates every revision, its router declines it, an event of
+// a type p handles, in a stream p does not tie, as a rebuild would refuse
+// it (see declined): applied to doc, the replay would hide what the
+// rebuild stops at (an upcaster that drops what the router reads). nil
+// when the router names doc, or fails (an event that cannot name its
+// document, such as one without it in its metadata, goes to its stream's
+// document: the record names it).
+func (e *Engine) routedElsewhere(p Definition, ev Event, doc string) error {
 	id, ok, err := p.Route(ev)
-	if err != nil || !ok || id == doc {
+	switch {
+	case err != nil || id == doc && ok:
 		return nil
+	case !ok:
+		if ties(p, ev.StreamID) || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
+			return nil
+		}
+		return fmt.Errorf("%w: its router declines it now, but it was recorded against document %q, which its stream's events feed, "+
+			"and a rebuild would refuse it the same way: route it (an upcaster that gives what the router reads), or tie the stream "+
+			"(Projection.TieStreams), then replay it", ErrUnroutable, doc)
 	}
 	return fmt.Errorf("its router now sends it to document %q, not to %q, which it was recorded against: "+
 		"rebuild the projection to fold it where it belongs", id, doc)
