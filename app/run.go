@@ -315,6 +315,7 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	var sampler sync.WaitGroup
 	sampler.Go(func() { head.run(runCtx, s.client, views, s.logger) })
 	sampler.Go(func() { s.recordUnknownTypes(runCtx) })
+	sampler.Go(func() { s.lookAtFirstHead(runCtx, head) })
 	if s.c.group != "" {
 		sampler.Go(func() { s.watchGroups(runCtx) })
 	}
