@@ -12,8 +12,9 @@ import (
 // has a name, routes events to documents, handles at least one event type and
 // only types the registry can decode (a handler of an unregistered type would
 // never be called, and its documents would be silently wrong), that no two
-// share a name or a collection, and that their strategies' settings are
-// valid. [NewEngine] runs it; a command line runs it at start, before it
+// share a name or a collection, that their strategies' settings are
+// valid, and that a failure policy a projection sets itself
+// ([Projection.OnFailure]) fits its strategy. [NewEngine] runs it; a command line runs it at start, before it
 // connects to anything. The error is one line that names the projection.
 func Validate(registry *Registry, projections ...Definition) error {
 	if registry == nil {
@@ -63,6 +64,10 @@ func validateOne(registry *Registry, p Definition) error {
 	}
 	if err := keeperOf(p).valid(); err != nil {
 		return fmt.Errorf("projector: projection %q: %w", p.Name(), err)
+	}
+	if own, ok := p.failurePolicy(); ok {
+		// Its own policy (OnFailure), which no engine's overrides.
+		return checkFailurePolicy(p, own)
 	}
 	return nil
 }
