@@ -79,12 +79,15 @@ func (p *Projection[S]) WithIndex(idx Index) *Projection[S] {
 }
 
 // Create registers the event of type E that starts a document: the document is
-// inserted with the state fn returns, at the event's revision.
+// inserted with the state fn returns, at the event's revision. It panics
+// when the projection has a handler for E already (Create or On): a
+// programming error found at start-up, as [Register]'s are.
 func Create[S, E any](p *Projection[S], fn func(E) (S, error)) {
 	p.add(reflect.TypeFor[E](), true, func(_ S, e any, _ Event) (S, error) { return fn(e.(E)) })
 }
 
-// On registers how an event of type E changes the state.
+// On registers how an event of type E changes the state. It panics when
+// the projection has a handler for E already, as [Create] does.
 func On[S, E any](p *Projection[S], fn func(S, E) (S, error)) {
 	p.add(reflect.TypeFor[E](), false, func(s S, e any, _ Event) (S, error) { return fn(s, e.(E)) })
 }
