@@ -246,7 +246,9 @@ func (c Config) run(ctx context.Context, args []string, env func(string) (string
 			// failure.
 			return 0
 		}
-		fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, exitText(err))
+		for _, line := range exitLines(err) {
+			fmt.Fprintf(stderr, "%s %s: %s\n", name, cmd.Name, line)
+		}
 		var coded exitCoder
 		if errors.As(err, &coded) {
 			return coded.ExitCode()
@@ -255,18 +257,18 @@ func (c Config) run(ctx context.Context, args []string, env func(string) (string
 	})
 }
 
-// exitText is err for the command's last line: a line for each of the
-// errors it joins (a failed projection each), each without what follows its
-// first line (a panic's stack, which the log has).
-func exitText(err error) string {
+// exitLines is err for the command's last lines, each with its name: a
+// line for each of the errors it joins (a failed projection each), each
+// without what follows its first line (a panic's stack, which the log has).
+func exitLines(err error) []string {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		lines := make([]string, 0, len(j.Unwrap()))
+		var lines []string
 		for _, e := range j.Unwrap() {
-			lines = append(lines, exitText(e))
+			lines = append(lines, exitLines(e)...)
 		}
-		return strings.Join(lines, "\n")
+		return lines
 	}
-	return firstLine(err.Error(), "the log")
+	return []string{firstLine(err.Error(), "the log")}
 }
 
 func (c Config) name() string {

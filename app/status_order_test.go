@@ -80,15 +80,15 @@ func TestPrintParked_names_the_collection_only_of_an_event_parked_in_a_build(t *
 	}
 }
 
-// The command's last line: a line for each failed projection, each without
-// its stack.
-func TestExitText_gives_a_line_for_each_joined_error_without_stacks(t *testing.T) {
+// The command's last lines: a line for each failed projection, each
+// without its stack (Run puts the command's name before each).
+func TestExitLines_gives_a_line_for_each_joined_error_without_stacks(t *testing.T) {
 	err := errors.Join(errors.New("a: panic: boom\ngoroutine 1 [running]:\nmain.f()"), errors.New("b: bad"))
-	want := "a: panic: boom [and 2 more lines, in the log]\nb: bad"
-	if got := exitText(err); got != want {
-		t.Errorf("exitText = %q, want %q", got, want)
+	want := []string{"a: panic: boom [and 2 more lines, in the log]", "b: bad"}
+	if got := exitLines(err); !slices.Equal(got, want) {
+		t.Errorf("exitLines = %q, want %q", got, want)
 	}
-	if got := exitText(errors.New("plain")); got != "plain" {
-		t.Errorf("exitText = %q", got)
+	if got := exitLines(errors.New("plain")); !slices.Equal(got, []string{"plain"}) {
+		t.Errorf("exitLines = %q", got)
 	}
 }
