@@ -46,7 +46,10 @@ func Start(dir string, logger *slog.Logger) (app.EmbeddedServer, error) {
 	return embedded.Start(embedded.Config{Dir: dir, Logger: slog.New(quiet{logger.Handler()})})
 }
 
-// quiet passes on FerretDB's warnings and errors, without its wire dumps.
+// quiet passes on FerretDB's warnings and errors, without its wire dumps,
+// nor its warning that a connection it is done with could not be given a
+// deadline (it unblocks a read of a connection closed already, as the
+// server or a client ends: nothing is lost).
 type quiet struct{ slog.Handler }
 
 func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
@@ -55,7 +58,8 @@ func (q quiet) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (q quiet) Handle(ctx context.Context, r slog.Record) error {
 	if strings.HasPrefix(r.Message, "Response header:") || strings.HasPrefix(r.Message, "Response message:") ||
-		strings.HasPrefix(r.Message, "Request header:") || strings.HasPrefix(r.Message, "Request message:") {
+		strings.HasPrefix(r.Message, "Request header:") || strings.HasPrefix(r.Message, "Request message:") ||
+		strings.HasPrefix(r.Message, "Failed to set deadline:") {
 		return nil
 	}
 	return q.Handler.Handle(ctx, r)
