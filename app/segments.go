@@ -61,8 +61,9 @@ func (s *session) segmentCount(ctx context.Context, sl *slot, collection string)
 	}
 	bin := s.cli.name()
 	return fmt.Errorf("%w: projection %s (collection %s) runs in %d segments, as its first segmented run recorded in %s, not %d: "+
-		"run it with --segments %d; to change the number, stop its processes, rebuild it (%s rebuild %s) and run the new collection with the new --segments",
-		errSegmentCount, sl.name, collection, stored, segment.CountCollection, s.c.segments, stored, bin, sl.name)
+		"run it with --segments %d (one number for every projection a process runs: --projections %s runs it in processes of its own); "+
+		"to change the number, stop its processes, rebuild it (%s rebuild %s) and run the new collection with the new --segments",
+		errSegmentCount, sl.name, collection, stored, segment.CountCollection, s.c.segments, stored, sl.name, bin, sl.name)
 }
 
 // segmentWork is what the processes sharing the segments of one collection

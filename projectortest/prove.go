@@ -289,7 +289,7 @@ func checkHandledRouted(registry *projector.Registry, p projector.Definition, ti
 		}
 		return fmt.Errorf("projection %s handles %s, but its router sends none of the %d %s events given to a document: "+
 			"its handler is never called, and the engine passes over them; let the router find their document "+
-			"(in the payload or the metadata: RoutesByEnvelope), or, under RevisionMap, tie each stream to the document of its first event (TieStreams)",
+			"(in the payload or the metadata: RoutesByEnvelope), or tie each stream to the document of its first routed event (TieStreams, under RevisionMap or HandledIDs)",
 			p.Name(), t, given[t], t)
 	}
 	return nil
