@@ -63,7 +63,8 @@ func (s *session) lookAt(ctx context.Context, sl *slot, coll string, at uint64) 
 	case err != nil:
 		s.logger.Debug("looking at the projection's collection at the head", "projection", sl.name, "err", err)
 	default:
-		if id, ok := doc.ID.(string); ok && id != "" && strings.ContainsAny(id[:1], "-_:/.") {
+		s.logger.Debug("looked at the projection's collection at the head: it has documents", "projection", sl.name, "collection", coll)
+		if id, ok := doc.ID.(string); ok && id != "" && strings.ContainsAny(id[:1], "-:/.") {
 			s.logger.Warn("a document id begins with a separator: is the stream prefix of the projection's router missing its own "+
 				"(StreamSuffix(\"animal\") for streams \"animal-a1\" gives ids \"-a1\")?",
 				"projection", sl.name, "collection", coll, "document", id)

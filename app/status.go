@@ -87,9 +87,12 @@ type projectionStatus struct {
 	// UnknownTypes counts the events of types nobody registered that the
 	// projector writing the collection met since it started, by type.
 	UnknownTypes map[string]uint64 `json:"unknownTypes,omitempty"`
-	// RegisteredNow is those of UnknownTypes that this build registers:
-	// the documents that met their events before miss them until a rebuild.
+	// RegisteredNow is those of UnknownTypes that this build registers
+	// and the projection handles: the documents that met their events
+	// before miss them until a rebuild. Unregistered: those it does not
+	// register either.
 	RegisteredNow []string `json:"registeredNow,omitempty"`
+	Unregistered  []string `json:"-"`
 }
 
 // statusConfig is the command line of status.
@@ -424,10 +427,19 @@ func (c *statusConfig) status(ctx context.Context, store *mongostore.Store, stor
 		st.LastError, st.LastErrorAt = cp.LastError, cp.LastErrorAt
 	}
 	st.UnknownTypes = cp.UnknownTypes
+	var handled []string
+	if c.registry != nil && len(st.UnknownTypes) > 0 {
+		handled = projector.HandledTypes(c.registry, p.Definition)
+	}
 	for _, t := range slices.Sorted(maps.Keys(st.UnknownTypes)) {
-		if c.registry != nil && c.registry.Has(t) {
+		switch {
+		case c.registry == nil || !c.registry.Has(t):
+			st.Unregistered = append(st.Unregistered, t)
+		case slices.Contains(handled, t):
 			st.RegisteredNow = append(st.RegisteredNow, t)
 		}
+		// Registered now with no handler here (an upcaster drops it,
+		// another projection's): passed over all the same.
 	}
 	parked, err := store.Parked(ctx, name)
 	if err != nil {
@@ -922,8 +934,10 @@ func printStatus(w io.Writer, lines []projectionStatus, bin string) error {
 		if len(s.RegisteredNow) > 0 {
 			fmt.Fprintf(w, "  this build registers %s now: the documents that met those events passed over them, and miss them until %s rebuild %s\n",
 				strings.Join(s.RegisteredNow, ", "), bin, s.Projection)
-		} else {
-			fmt.Fprintf(w, "  a rename or a new version without its upcaster? once a build registers them, %s rebuild %s folds them in\n", bin, s.Projection)
+		}
+		if len(s.Unregistered) > 0 {
+			fmt.Fprintf(w, "  %s: a rename or a new version without its upcaster? once a build registers them, %s rebuild %s folds them in\n",
+				strings.Join(s.Unregistered, ", "), bin, s.Projection)
 		}
 	}
 	return nil

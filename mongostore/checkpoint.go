@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -39,7 +40,7 @@ type CheckpointStatus struct {
 	LastErrorAt time.Time
 	// UnknownTypes counts the events of types nobody registered that the
 	// projectors writing it passed over, by type, summed over their runs
-	// ([Store.AddUnknownTypes]).
+	// ([Store.AddUnknownTypes]): approximate, see there.
 	UnknownTypes map[string]uint64
 }
 
@@ -64,16 +65,40 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
+	unknown, err := s.allUnknownTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]CheckpointStatus, len(docs))
 	for _, d := range docs {
 		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt,
-			UnknownTypes: unknownTypes(d.UnknownTypes)}
+			UnknownTypes: addCounts(unknownTypes(d.UnknownTypes), unknown[d.ID])} // the list: recorded by earlier versions
 		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
 			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
 		}
 		out[d.ID] = st
 	}
+	for name, counts := range unknown {
+		if _, ok := out[name]; !ok {
+			out[name] = CheckpointStatus{Name: name, UnknownTypes: counts} // no checkpoint yet
+		}
+	}
 	return out, nil
+}
+
+// addCounts is a and b summed by name (nil when both are empty).
+func addCounts(a, b map[string]uint64) map[string]uint64 {
+	if len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = make(map[string]uint64, len(b))
+	}
+	for k, n := range b {
+		out[k] += n
+	}
+	return out
 }
 
 // RecordError implements the runner's error record: the error a subscription

@@ -66,43 +66,74 @@ type unknownType struct {
 	Count uint64 `bson:"count"`
 }
 
+// unknownTypesCollection holds the events of types nobody registered that
+// each subscription met, one document a subscription and type, so that
+// processes adding at once never lose each other's types.
+const unknownTypesCollection = "projector_unknown_types"
+
 // AddUnknownTypes adds counts to the events of types nobody registered
-// recorded beside the checkpoint of name, by type: those the projectors
-// writing it passed over (projector.RunnerStats.UnknownTypes, what a run
-// met since it last added), summed over their runs, for "projector status"
+// recorded for the subscription name, by type: those the projectors writing
+// it passed over (projector.RunnerStats.UnknownTypes, what a run met since
+// it last added), summed over their runs, for "projector status"
 // ([CheckpointStatus].UnknownTypes). The record stays once a build
 // registers the type (the documents that met them miss them until a
-// rebuild); a rebuild's collection has a record of its own. Two processes
-// adding at once may leave one's counts out (read, then written): the
-// record says which types were met, its counts at least that many.
+// rebuild); a rebuild's collection has a record of its own. Processes that
+// add at once keep each other's types (one record a type, added to with
+// $inc); on a server whose updates are not atomic (FerretDB) two adds of
+// one type at once may count as one. The counts are approximate anyway: a
+// process counts again what it reads again after a restart, and each
+// process of a segmented projection counts an event whose document it
+// cannot tell.
 func (s *Store) AddUnknownTypes(ctx context.Context, name string, counts map[string]uint64) error {
-	if len(counts) == 0 {
-		return nil
-	}
-	coll := s.db.Collection(checkpointCollection)
-	var d struct {
-		UnknownTypes []unknownType `bson:"unknownTypes"`
-	}
-	err := coll.FindOne(ctx, bson.D{{Key: fieldID, Value: name}}).Decode(&d)
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
-	}
-	sum := unknownTypes(d.UnknownTypes)
-	if sum == nil {
-		sum = make(map[string]uint64, len(counts))
-	}
-	for t, n := range counts {
-		sum[t] += n
-	}
-	list := make([]unknownType, 0, len(sum))
-	for _, t := range slices.Sorted(maps.Keys(sum)) {
-		list = append(list, unknownType{Type: t, Count: sum[t]})
-	}
-	update := bson.D{{Key: "$set", Value: bson.D{{Key: "unknownTypes", Value: list}}}}
-	if err := upsert(ctx, coll, name, update); err != nil {
-		return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
+	coll := s.db.Collection(unknownTypesCollection)
+	for _, t := range slices.Sorted(maps.Keys(counts)) {
+		if counts[t] == 0 {
+			continue
+		}
+		filter := bson.D{{Key: fieldID, Value: bson.D{{Key: "name", Value: name}, {Key: "type", Value: t}}}}
+		update := bson.D{{Key: "$inc", Value: bson.D{{Key: "count", Value: int64(counts[t])}}}}
+		if err := upsertUpdate(ctx, coll, filter, update); err != nil {
+			return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
+		}
 	}
 	return nil
+}
+
+// upsertUpdate is an update of the document filter names, inserted when
+// there is none, done again when a writer at once inserted it first.
+func upsertUpdate(ctx context.Context, coll *mongo.Collection, filter, update bson.D) error {
+	_, err := coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		_, err = coll.UpdateOne(ctx, filter, update)
+	}
+	return err
+}
+
+// allUnknownTypes returns the unknown types recorded, by subscription name
+// and type.
+func (s *Store) allUnknownTypes(ctx context.Context) (map[string]map[string]uint64, error) {
+	cur, err := s.db.Collection(unknownTypesCollection).Find(ctx, bson.D{})
+	if err != nil {
+		return nil, fmt.Errorf("mongostore: read the unknown types: %w", err)
+	}
+	var docs []struct {
+		ID struct {
+			Name string `bson:"name"`
+			Type string `bson:"type"`
+		} `bson:"_id"`
+		Count int64 `bson:"count"`
+	}
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("mongostore: read the unknown types: %w", err)
+	}
+	out := map[string]map[string]uint64{}
+	for _, d := range docs {
+		if out[d.ID.Name] == nil {
+			out[d.ID.Name] = map[string]uint64{}
+		}
+		out[d.ID.Name][d.ID.Type] += uint64(max(d.Count, 0))
+	}
+	return out, nil
 }
 
 // unknownTypes returns list as a map (nil when empty).

@@ -376,13 +376,13 @@ func parkedOf(t target, ev Event, cause error, attempts int) ParkedEvent {
 // decoded, up to the first that cannot go through the gate as it is (of
 // another document, or one heldEvent refuses): those go one at a time, and
 // fail there.
-func (e *Engine) heldPrefix(p Definition, held []ParkedEvent, doc string) []Event {
+func (e *Engine) heldPrefix(ctx context.Context, p Definition, held []ParkedEvent, doc string) []Event {
 	var evs []Event
 	for _, pe := range held {
 		if pe.Document != doc {
 			break
 		}
-		ev, err := e.heldEvent(p, pe)
+		ev, err := e.heldEvent(ctx, p, pe)
 		if err != nil {
 			break
 		}
@@ -394,13 +394,13 @@ func (e *Engine) heldPrefix(p Definition, held []ParkedEvent, doc string) []Even
 // heldEvent is held event pe of p decoded for its replay, or why it cannot
 // go through the gate: it was held in another build's collection, its
 // payload does not decode, or p's router now sends it to another document.
-func (e *Engine) heldEvent(p Definition, pe ParkedEvent) (Event, error) {
+func (e *Engine) heldEvent(ctx context.Context, p Definition, pe ParkedEvent) (Event, error) {
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return pe.Event, fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())
 	}
 	ev, err := e.decodeParked(pe)
 	if err == nil {
-		err = e.routedElsewhere(p, ev, pe.Document)
+		err = e.routedElsewhere(ctx, p, ev, pe.Document)
 	}
 	return ev, err
 }
@@ -490,7 +490,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 	})
 	start := 0
 	if !gated && guardedBatches(e.keeperOf(p)) {
-		start = e.replayHeldFolded(ctx, p, out.Document, e.heldPrefix(p, events, out.Document))
+		start = e.replayHeldFolded(ctx, p, out.Document, e.heldPrefix(ctx, p, events, out.Document))
 		out.Applied = append(out.Applied, events[:start]...)
 	}
 	for i := start; i < len(events); i++ {
@@ -499,12 +499,12 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 			out.Left, out.Err = events[i:], fmt.Errorf("held events of two documents, %q and %q, in one replay", out.Document, pe.Document)
 			return out
 		}
-		ev, err := e.heldEvent(p, pe)
+		ev, err := e.heldEvent(ctx, p, pe)
 		t := target{p, pe.Document}
 		var r Result
 		switch {
 		case err != nil:
-			r = e.fail(t, pe.Event, permanent(err))
+			r = e.fail(t, pe.Event, refusal(err))
 		default:
 			// Through the gate, not held again: its failure is this
 			// replay's.

@@ -323,8 +323,8 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	if pe.Document == "" {
 		return e.replayUnrouted(ctx, p, decoded)
 	}
-	if err := e.routedElsewhere(p, decoded, pe.Document); err != nil {
-		return e.fail(t, decoded, permanent(err))
+	if err := e.routedElsewhere(ctx, p, decoded, pe.Document); err != nil {
+		return e.fail(t, decoded, refusal(err))
 	}
 	if f, stray := e.strayAt(ctx, t, decoded); stray {
 		return e.fail(t, decoded, f)
@@ -436,27 +436,40 @@ func (e *Engine) hadStream(ctx context.Context, t target, stream string) (bool, 
 // routedElsewhere says why event ev, parked or held against document doc
 // of p, is not replayed there: its router names another document now (it
 // was put against doc, the document its stream is tied to, while its
-// payload did not decode; or the router was changed since); or, under a
-// strategy that gates every revision, its router declines it, an event of
-// a type p handles, in a stream p does not tie, as a rebuild would refuse
-// it (see declined): applied to doc, the replay would hide what the
-// rebuild stops at (an upcaster that drops what the router reads). nil
-// when the router names doc, or fails (an event that cannot name its
-// document, such as one without it in its metadata, goes to its stream's
-// document: the record names it).
-func (e *Engine) routedElsewhere(p Definition, ev Event, doc string) error {
+// payload did not decode; or the router was changed since); or its router
+// declines it now where a rebuild would refuse it (see [Engine.declined]:
+// an event of a type p handles, under a strategy that gates every
+// revision, in a stream p does not tie whose earlier events feed a
+// document): applied to doc, the replay would hide what the rebuild stops
+// at, such as an upcaster that drops what the router reads. nil when the
+// router names doc, fails (an event that cannot name its document, such as
+// one without it in its metadata, goes to its stream's document: the
+// record names it), or declines it where a rebuild leaves it alone (the
+// record's document gets it, as before). An error that wraps errTieRead
+// (the stream could not be read) is no refusal: try again.
+func (e *Engine) routedElsewhere(ctx context.Context, p Definition, ev Event, doc string) error {
 	id, ok, err := p.Route(ev)
 	switch {
 	case err != nil || id == doc && ok:
 		return nil
 	case !ok:
-		if ties(p, ev.StreamID) || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
+		if ties(p, ev.StreamID) {
 			return nil
 		}
-		return fmt.Errorf("%w: its router declines it now, but it was recorded against document %q, which its stream's events feed, "+
-			"and a rebuild would refuse it the same way: route it (an upcaster that gives what the router reads), or tie the stream "+
-			"(Projection.TieStreams), then replay it", ErrUnroutable, doc)
+		if err := e.declined(ctx, p, ev); err != nil {
+			return fmt.Errorf("not replayed, as a rebuild would not apply it: %w", err)
+		}
+		return nil
 	}
 	return fmt.Errorf("its router now sends it to document %q, not to %q, which it was recorded against: "+
 		"rebuild the projection to fold it where it belongs", id, doc)
+}
+
+// refusal is the failure of a replay that routedElsewhere refused with
+// err: permanent, unless the stream could not be read.
+func refusal(err error) failure {
+	if errors.Is(err, errTieRead) {
+		return failure{err: err, wanted: -1, seen: -1, attempts: 1}
+	}
+	return permanent(err)
 }

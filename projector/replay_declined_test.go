@@ -111,7 +111,8 @@ func TestReplay_an_event_its_router_now_declines_stays_parked_as_a_rebuild_refus
 
 	mode.Store(upcastDropsShelter)
 	res := e.Replay(ctx, parked[0])
-	if res.Outcome != projector.Failed || !errors.Is(res.Err, projector.ErrUnroutable) || !strings.Contains(res.Err.Error(), "its router declines it now") {
+	if res.Outcome != projector.Failed || !errors.Is(res.Err, projector.ErrUnroutable) || !strings.Contains(res.Err.Error(), "as a rebuild would not apply it") ||
+		!strings.Contains(res.Err.Error(), `feeds document "s2"`) {
 		t.Fatalf("replay under an upcaster that drops the shelter: %+v; want it failed, its router declining it", res)
 	}
 	if got := read(); got.Vaccinations != 1 {
@@ -132,4 +133,48 @@ func TestReplay_an_event_its_router_now_declines_stays_parked_as_a_rebuild_refus
 	if got := read(); got != (shelterSummary{Animals: 1, Vaccinations: 2}) {
 		t.Fatalf("s2 after the replay: %+v; want 1 animal and 2 vaccinations", got)
 	}
+}
+
+// Where a rebuild leaves a declined event alone (no earlier event of its
+// stream feeds a document), its replay does not claim otherwise: the
+// document its record names gets it, as before.
+func TestReplay_an_event_its_router_now_declines_alone_in_its_stream_applies_to_its_record(t *testing.T) {
+	ctx := context.Background()
+	var mode atomic.Int32
+	mode.Store(upcastRight)
+	r := shelterRegistry(&mode)
+	raw := rawLog(t, r, func(add func(string, ...any)) {
+		add("animal-9", projector.Event{Type: "AnimalVaccinatedV1", Data: []byte(`{"Where": "s3", "Vaccine": "bad"}`)})
+	})
+	s := newStore(t)
+	bad := faultEngine(t, s, r, projector.Park, raw, badVaccines())
+	deliver(bad, raw, false)
+	parked, _, _ := parkedRecords(t, s, "shelters")
+	if len(parked) != 1 || parked[0].Document != "s3" {
+		t.Fatalf("parked %+v: want the event recorded against s3", parked)
+	}
+	mode.Store(upcastDropsShelter)
+	fixed := faultEngine(t, s, r, projector.Park, raw, shelterSummaries())
+	if res := fixed.Replay(ctx, parked[0]); res.Outcome != projector.Applied {
+		t.Fatalf("replay: %+v; want it applied to s3, which a rebuild does not refuse", res)
+	}
+}
+
+// badVaccines is shelterSummaries with a vaccination handler that fails on
+// the vaccine "bad".
+func badVaccines() *projector.Projection[shelterSummary] {
+	p := projector.New[shelterSummary]("shelters", func(ev projector.Event) (string, bool) {
+		if pl, ok := ev.Payload.(animalVaccinated); ok {
+			return pl.Shelter, pl.Shelter != ""
+		}
+		return "", false
+	}).Idempotency(projector.RevisionMap())
+	projector.On(p, func(s shelterSummary, e animalVaccinated) (shelterSummary, error) {
+		if e.Vaccine == "bad" {
+			return s, errors.New("a bad vaccine")
+		}
+		s.Vaccinations++
+		return s, nil
+	})
+	return p
 }
