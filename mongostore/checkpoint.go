@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"time"
 
@@ -71,8 +70,14 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 	}
 	out := make(map[string]CheckpointStatus, len(docs))
 	for _, d := range docs {
-		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt,
-			UnknownTypes: addCounts(unknownTypes(d.UnknownTypes), unknown[d.ID])} // the list: recorded by earlier versions
+		counts := unknownTypes(d.UnknownTypes) // the list earlier versions kept here
+		for t, n := range unknown[d.ID] {
+			if counts == nil {
+				counts = map[string]uint64{}
+			}
+			counts[t] += n
+		}
+		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt, UnknownTypes: counts}
 		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
 			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
 		}
@@ -84,21 +89,6 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 		}
 	}
 	return out, nil
-}
-
-// addCounts is a and b summed by name (nil when both are empty).
-func addCounts(a, b map[string]uint64) map[string]uint64 {
-	if len(b) == 0 {
-		return a
-	}
-	out := maps.Clone(a)
-	if out == nil {
-		out = make(map[string]uint64, len(b))
-	}
-	for k, n := range b {
-		out[k] += n
-	}
-	return out
 }
 
 // RecordError implements the runner's error record: the error a subscription
