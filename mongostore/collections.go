@@ -141,7 +141,7 @@ func (s *Store) FinishRebuild(ctx context.Context, projection, building, def str
 // none. Two writers that find no record both insert it, and the server
 // refuses the second with a duplicate key error: that one's update, done
 // again, finds the record the other inserted.
-func upsert(ctx context.Context, coll *mongo.Collection, id string, update bson.D) error {
+func upsert(ctx context.Context, coll *mongo.Collection, id any, update bson.D) error {
 	filter := bson.D{{Key: fieldID, Value: id}}
 	_, err := coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {

@@ -90,23 +90,13 @@ func (s *Store) AddUnknownTypes(ctx context.Context, name string, counts map[str
 		if counts[t] == 0 {
 			continue
 		}
-		filter := bson.D{{Key: fieldID, Value: bson.D{{Key: "name", Value: name}, {Key: "type", Value: t}}}}
+		id := bson.D{{Key: "name", Value: name}, {Key: "type", Value: t}}
 		update := bson.D{{Key: "$inc", Value: bson.D{{Key: "count", Value: int64(counts[t])}}}}
-		if err := upsertUpdate(ctx, coll, filter, update); err != nil {
+		if err := upsert(ctx, coll, id, update); err != nil {
 			return fmt.Errorf("mongostore: record the unknown types of %q: %w", name, err)
 		}
 	}
 	return nil
-}
-
-// upsertUpdate is an update of the document filter names, inserted when
-// there is none, done again when a writer at once inserted it first.
-func upsertUpdate(ctx context.Context, coll *mongo.Collection, filter, update bson.D) error {
-	_, err := coll.UpdateOne(ctx, filter, update, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
-		_, err = coll.UpdateOne(ctx, filter, update)
-	}
-	return err
 }
 
 // allUnknownTypes returns the unknown types recorded, by subscription name
