@@ -123,8 +123,13 @@ func (s *Store) LoadCheckpoint(ctx context.Context, name string) (*projector.Che
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: load checkpoint %q: %w", name, err)
 	}
+	return d.checkpoint()
+}
+
+// checkpoint is the checkpoint d stores.
+func (d checkpointDoc) checkpoint() (*projector.Checkpoint, error) {
 	if d.Position < 0 || d.Prepare < 0 {
-		return nil, fmt.Errorf("mongostore: checkpoint %q holds a negative position %d/%d", name, d.Position, d.Prepare)
+		return nil, fmt.Errorf("mongostore: checkpoint %q holds a negative position %d/%d", d.ID, d.Position, d.Prepare)
 	}
 	return &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}, nil
 }
@@ -185,26 +190,19 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, name string) error {
 // [projector.WaitForPosition] reads it, so that a wait on a segmented
 // projection needs no segment's name.
 func (s *Store) Reached(ctx context.Context, name string) (*projector.Checkpoint, error) {
-	own, err := s.LoadCheckpoint(ctx, name)
-	if err != nil {
-		return nil, err
-	}
 	n, err := segment.Count(ctx, s.db, name)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: %w", err)
 	}
-	if n <= 1 {
-		return own, nil
-	}
-	names := make(bson.A, n)
+	names := bson.A{name} // and its segments', one read for all
 	for k := range n {
-		names[k] = segment.CheckpointName(name, k, n)
+		names = append(names, segment.CheckpointName(name, k, n))
 	}
 	all, err := s.checkpointsIn(ctx, names)
-	if err != nil {
-		return nil, err
+	if err != nil || n <= 1 {
+		return all[name], err
 	}
-	return segment.Lowest(name, n, own, func(name string) *projector.Checkpoint { return all[name] }), nil
+	return segment.Lowest(name, n, all[name], func(name string) *projector.Checkpoint { return all[name] }), nil
 }
 
 // checkpointsIn returns the stored checkpoints among names, by name.
@@ -220,10 +218,9 @@ func (s *Store) checkpointsIn(ctx context.Context, names bson.A) (map[string]*pr
 	}
 	out := make(map[string]*projector.Checkpoint, len(docs))
 	for _, d := range docs {
-		if d.Position < 0 || d.Prepare < 0 {
-			return nil, fmt.Errorf("mongostore: checkpoint %q holds a negative position %d/%d", d.ID, d.Position, d.Prepare)
+		if out[d.ID], err = d.checkpoint(); err != nil {
+			return nil, err
 		}
-		out[d.ID] = &projector.Checkpoint{Position: uint64(d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
 	}
 	return out, nil
 }
