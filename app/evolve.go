@@ -81,16 +81,12 @@ func (s *session) recordUnknownTypes(ctx context.Context) {
 }
 
 // countsSince is what counts has more than before, by name: the counts
-// met since before was recorded (a count that went down, a runner started
-// again, counts from zero).
+// met since before was recorded (a slot's counts never go down: they carry
+// those of the runners it replaced).
 func countsSince(counts, before map[string]uint64) map[string]uint64 {
 	var out map[string]uint64
 	for t, n := range counts {
-		was := before[t]
-		if n < was {
-			was = 0
-		}
-		if n > was {
+		if was := before[t]; n > was {
 			if out == nil {
 				out = map[string]uint64{}
 			}

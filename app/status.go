@@ -85,7 +85,8 @@ type projectionStatus struct {
 	LastError   string          `json:"lastError,omitempty"`
 	LastErrorAt time.Time       `json:"lastErrorAt,omitzero"`
 	// UnknownTypes counts the events of types nobody registered that the
-	// projector writing the collection met since it started, by type.
+	// projectors writing the collection passed over, by type, summed over
+	// their runs (approximate: see mongostore's AddUnknownTypes).
 	UnknownTypes map[string]uint64 `json:"unknownTypes,omitempty"`
 	// RegisteredNow is those of UnknownTypes that this build registers
 	// and the projection handles: the documents that met their events
