@@ -393,7 +393,8 @@ func (e *Engine) heldPrefix(ctx context.Context, p Definition, held []ParkedEven
 
 // heldEvent is held event pe of p decoded for its replay, or why it cannot
 // go through the gate: it was held in another build's collection, its
-// payload does not decode, or p's router now sends it to another document.
+// payload does not decode, or p's router now sends it to another document
+// or declines it where a rebuild would refuse it (routedElsewhere).
 func (e *Engine) heldEvent(ctx context.Context, p Definition, pe ParkedEvent) (Event, error) {
 	if pe.Collection != "" && pe.Collection != p.Collection() {
 		return pe.Event, fmt.Errorf("%w: collection %s, not %s", ErrOtherBuild, pe.Collection, p.Collection())
