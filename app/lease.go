@@ -234,7 +234,7 @@ type leasedCheckpoints struct {
 }
 
 func (l leasedCheckpoints) SaveCheckpoint(ctx context.Context, name string, c projector.Checkpoint) error {
-	err := l.Store.SaveCheckpointUnder(ctx, name, c, l.held.current())
+	err := l.Store.SaveCheckpointUnder(ctx, name, c, l.held.current(), 0)
 	if errors.Is(err, mongostore.ErrFenced) {
 		l.held.markLost(err)
 	}

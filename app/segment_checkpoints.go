@@ -25,13 +25,24 @@ import (
 // A save that another process's newer lease refuses (mongostore.ErrFenced)
 // drops that segment: its lease is lost, and the run starts again without
 // it; it never stops the process.
+//
+// It counts, for each segment, the events it hands the engine for the
+// segment's documents, and stores with each checkpoint how many of them it
+// has passed (mongostore.CheckpointStatus.Events): the count loaded with
+// the checkpoint, plus its events taken at or before the one it stores. An
+// event a process took and did not checkpoint (it was killed, or lost the
+// segment) is taken again, and counted, by the next holder, from the
+// stored checkpoint: with fenced checkpoints, each event is counted once.
 type segmentCheckpoints struct {
 	g    *segments
 	held map[int]*heldLease
 	keys []int // of held, in order
 
-	mu   sync.Mutex
-	from map[int]projector.Checkpoint // each held segment's loaded checkpoint; absent: none
+	mu     sync.Mutex
+	from   map[int]projector.Checkpoint   // each held segment's loaded checkpoint; absent: none
+	events map[int]uint64                 // each held segment's count, as stored with its checkpoint
+	stored map[int]projector.Checkpoint   // each held segment's checkpoint this run stored last
+	taken  map[int][]projector.Checkpoint // each held segment's events taken and not yet stored, in order
 }
 
 // NeedsEvent reports whether the event at checkpoint at must still be
@@ -46,9 +57,63 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 		return false
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	from, ok := c.from[k]
-	c.mu.Unlock()
-	return !ok || neutral.Past(at, from)
+	need := !ok || neutral.Past(at, from)
+	if need {
+		c.take(k, at)
+	}
+	return need
+}
+
+// take counts the event at at as one of segment k's. The runner asks
+// about an event once for each document it feeds, and may be given an
+// event again (a subscription started again from its last checkpoint):
+// an event at or before the last one taken is not counted again. c.mu is
+// held.
+func (c *segmentCheckpoints) take(k int, at projector.Checkpoint) {
+	c.makeMaps()
+	if ts := c.taken[k]; len(ts) > 0 && !neutral.Past(at, ts[len(ts)-1]) {
+		return
+	}
+	if last, ok := c.stored[k]; ok && !neutral.Past(at, last) {
+		return
+	}
+	c.taken[k] = append(c.taken[k], at)
+}
+
+// counted returns how many events segment k has passed at checkpoint cp:
+// the count stored with its checkpoint, plus its events taken at or before
+// cp (n of them, the first ones of c.taken[k]).
+func (c *segmentCheckpoints) counted(k int, cp projector.Checkpoint) (total uint64, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.taken[k]
+	for n < len(ts) && !neutral.Past(ts[n], cp) {
+		n++
+	}
+	return c.events[k] + uint64(n), n
+}
+
+// storedAt records that segment k's checkpoint cp was stored with total
+// events: the first n of its events taken are in it.
+func (c *segmentCheckpoints) storedAt(k int, cp projector.Checkpoint, total uint64, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.makeMaps()
+	c.events[k] = total
+	c.taken[k] = c.taken[k][n:]
+	if last, ok := c.stored[k]; !ok || neutral.Past(cp, last) {
+		c.stored[k] = cp
+	}
+}
+
+// makeMaps makes c's maps the first time. c.mu is held.
+func (c *segmentCheckpoints) makeMaps() {
+	if c.from == nil {
+		c.from, c.events = map[int]projector.Checkpoint{}, map[int]uint64{}
+		c.stored, c.taken = map[int]projector.Checkpoint{}, map[int][]projector.Checkpoint{}
+	}
 }
 
 // LoadCheckpoint returns the lowest checkpoint of the segments held, nil
@@ -58,31 +123,29 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 // its lease's token: from then on the process that held it before cannot
 // move it.
 func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
-	store := c.g.s.store
-	var low, base *projector.Checkpoint
-	baseRead, none := false, false
+	stored, err := c.g.s.store.Checkpoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	base := stored[name].Checkpoint
+	var low *projector.Checkpoint
+	none := false
 	for _, k := range c.keys {
-		cp, err := store.LoadCheckpoint(ctx, segment.CheckpointName(name, k, c.g.n))
-		if err != nil {
-			return nil, err
-		}
+		own := stored[segment.CheckpointName(name, k, c.g.n)]
+		cp := own.Checkpoint
+		c.mu.Lock()
+		c.makeMaps()
+		c.events[k] = own.Events
+		c.mu.Unlock()
 		if cp != nil {
 			if err := c.save(ctx, name, k, *cp); err != nil {
 				return nil, err
 			}
-		} else if !baseRead {
-			if base, err = store.LoadCheckpoint(ctx, name); err != nil {
-				return nil, err
-			}
-			baseRead, cp = true, base
 		} else {
 			cp = base
 		}
 		if cp != nil {
 			c.mu.Lock()
-			if c.from == nil {
-				c.from = map[int]projector.Checkpoint{}
-			}
 			c.from[k] = *cp
 			c.mu.Unlock()
 		}
@@ -140,9 +203,11 @@ func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp pr
 		// past them would have the next holder pass over them too.
 		return nil
 	}
-	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current())
+	total, n := c.counted(k, cp)
+	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current(), total)
 	switch {
 	case err == nil:
+		c.storedAt(k, cp, total, n)
 		c.g.noteSaved(k, cp.Position)
 		return nil
 	case !errors.Is(err, mongostore.ErrFenced):

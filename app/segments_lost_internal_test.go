@@ -135,7 +135,7 @@ func TestSegments_a_lost_segment_stops_running_also_while_the_processes_cannot_b
 			l.Token++
 			l.Holder = "B"
 			// B claims the segment's checkpoint, as its run's load does.
-			if err := store.SaveCheckpointUnder(context.Background(), segment.CheckpointName("coll", 0, 2), projector.Checkpoint{Position: 100}, l); err != nil {
+			if err := store.SaveCheckpointUnder(context.Background(), segment.CheckpointName("coll", 0, 2), projector.Checkpoint{Position: 100}, l, 0); err != nil {
 				t.Fatal(err)
 			}
 			stale := cpsOf.Load()
@@ -174,7 +174,7 @@ func TestSegments_a_rebuild_lease_left_held_at_the_switch_does_not_make_the_run_
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := store.SaveCheckpointUnder(context.Background(), segment.CheckpointName("coll", k, 2), projector.Checkpoint{Position: 50}, rl); err != nil {
+		if err := store.SaveCheckpointUnder(context.Background(), segment.CheckpointName("coll", k, 2), projector.Checkpoint{Position: 50}, rl, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

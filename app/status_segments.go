@@ -27,6 +27,11 @@ type segmentStatus struct {
 	// as projectionStatus.Behind; nil without --esdb.
 	Behind        *int `json:"behind,omitempty"`
 	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
+	// Events counts the events of the segment's documents its checkpoint
+	// has passed since the projection was split (applied, parked or
+	// skipped), each once however many of its processes were killed
+	// (mongostore.CheckpointStatus.Events).
+	Events uint64 `json:"events"`
 }
 
 // rebuildCheckpoint is where the rebuild into building stands: its own
@@ -78,6 +83,7 @@ func (c *statusConfig) segmentsOf(ctx context.Context, store *mongostore.Store, 
 			seg.Holder, seg.Until = l.Holder, l.Expires
 		}
 		cp := stored[segment.CheckpointName(st.Collection, k, n)]
+		seg.Events = cp.Events
 		if cp.Checkpoint == nil {
 			cp = own
 		}
@@ -147,14 +153,14 @@ func printSegments(w io.Writer, lines []projectionStatus) error {
 		}
 		fmt.Fprintf(w, "\n%s runs in %d segments, %d of them held by %s:\n", s.Projection, len(s.Segments), heldCount(s.Segments), procs)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEGMENT\tCHECKPOINT\tBEHIND (EVENTS)\tRUN BY")
+		fmt.Fprintln(tw, "SEGMENT\tCHECKPOINT\tEVENTS PASSED\tBEHIND (EVENTS)\tRUN BY")
 		for _, seg := range s.Segments {
 			runBy := "-"
 			if seg.Holder != "" {
 				runBy = fmt.Sprintf("%s until %s", seg.Holder, optT(seg.Until))
 			}
 			behind := behindText(projectionStatus{Behind: seg.Behind, BehindAtLeast: seg.BehindAtLeast})
-			fmt.Fprintf(tw, "%d of %d\t%s\t%s\t%s\n", seg.Segment, len(s.Segments), optU(seg.Checkpoint, "none"), behind, runBy)
+			fmt.Fprintf(tw, "%d of %d\t%s\t%d\t%s\t%s\n", seg.Segment, len(s.Segments), optU(seg.Checkpoint, "none"), seg.Events, behind, runBy)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -41,6 +41,15 @@ type CheckpointStatus struct {
 	// projectors writing it passed over, by type, summed over their runs
 	// ([Store.AddUnknownTypes]): approximate, see there.
 	UnknownTypes map[string]uint64
+	// Events is how many events of the subscription's documents its
+	// checkpoint has passed, where its writer counts them: each segment of
+	// a projection run in segments (run --segments) does, since it was
+	// split, counting each event once however many processes were killed
+	// or joined meanwhile (an event a killed process applied and did not
+	// checkpoint is counted by the process that resumes the segment).
+	// An event counts whether it was applied, or parked or skipped under
+	// the failure policy. 0 where nothing counts.
+	Events uint64
 }
 
 // Checkpoints returns the status of every subscription with a stored
@@ -60,6 +69,7 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 		LastError    string        `bson:"lastError"`
 		LastErrorAt  time.Time     `bson:"lastErrorAt"`
 		UnknownTypes []unknownType `bson:"unknownTypes"`
+		Events       int64         `bson:"events"`
 	}
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
@@ -78,6 +88,9 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 			counts[t] += n
 		}
 		st := CheckpointStatus{Name: d.ID, Updated: d.Updated, LastError: d.LastError, LastErrorAt: d.LastErrorAt, UnknownTypes: counts}
+		if d.Events > 0 {
+			st.Events = uint64(d.Events)
+		}
 		if d.Position != nil && *d.Position >= 0 && d.Prepare >= 0 {
 			st.Checkpoint = &projector.Checkpoint{Position: uint64(*d.Position), Prepare: uint64(d.Prepare), EventID: d.EventID, Log: d.Log}
 		}

@@ -137,16 +137,27 @@ func (s *Store) Leases(ctx context.Context, prefixes ...string) (map[string]Leas
 // has: the writer lost its lease, and its checkpoint is left as the new
 // holder stored it.
 //
+// events, when not 0, is stored with it as how many events of its
+// documents the checkpoint has passed, as the writer counts them (a
+// segment of a segmented run counts each event once, whichever process
+// applied it: [CheckpointStatus.Events]); 0 leaves the stored count.
+//
 // A checkpoint another lease wrote is taken over once that lease is not
 // held: the checkpoints a rebuild's leases wrote pass to those of the runs
 // that go on from them after its switch, and a rebuild process that lost its
 // lease cannot write them back once a run has (its lease is held). While the
 // other lease is held, the save is refused ([ErrFenced]).
-func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projector.Checkpoint, l Lease) error {
+func (s *Store) SaveCheckpointUnder(ctx context.Context, name string, c projector.Checkpoint, l Lease, events uint64) error {
 	if c.Position > math.MaxInt64 || c.Prepare > math.MaxInt64 {
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
+	if events > math.MaxInt64 {
+		return fmt.Errorf("mongostore: checkpoint %q: %d events do not fit a BSON int64", name, events)
+	}
 	set := append(checkpointSet(c), bson.E{Key: "lease", Value: l.Token}, bson.E{Key: "leaseName", Value: l.Name})
+	if events > 0 {
+		set = append(set, bson.E{Key: "events", Value: int64(events)})
+	}
 	// No lease's yet, or this lease's under its token or an older one (or
 	// a token written before leases were named).
 	mine := bson.A{

@@ -69,7 +69,7 @@ func TestLease_a_checkpoint_passes_to_another_lease_once_the_one_that_wrote_it_i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 10}, rb); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 10}, rb, 0); err != nil {
 		t.Fatal(err)
 	}
 	run, err := s.AcquireLease(ctx, "x/segment-0-of-2", "B", time.Minute)
@@ -77,26 +77,26 @@ func TestLease_a_checkpoint_passes_to_another_lease_once_the_one_that_wrote_it_i
 		t.Fatal(err)
 	}
 	// While the rebuild's lease is held, the run's save is refused.
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 20}, run); !errors.Is(err, mongostore.ErrFenced) ||
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 20}, run, 0); !errors.Is(err, mongostore.ErrFenced) ||
 		!strings.Contains(err.Error(), "rebuild x/segment-0-of-2") {
 		t.Fatalf("a save under another lease while the first is held: %v, want ErrFenced naming it", err)
 	}
 	if err := s.ReleaseLease(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 20}, run); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 20}, run, 0); err != nil {
 		t.Fatalf("a save under another lease once the first is let go: %v", err)
 	}
 	// The rebuild's process, late, under its old token: refused, as the
 	// run's lease is held; the checkpoint stays.
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 30}, rb); !errors.Is(err, mongostore.ErrFenced) {
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 30}, rb, 0); !errors.Is(err, mongostore.ErrFenced) {
 		t.Fatalf("a write of the lease taken over from: %v, want ErrFenced", err)
 	}
 	if cp, err := s.LoadCheckpoint(ctx, "x/segment-0-of-2"); err != nil || cp == nil || cp.Position != 20 {
 		t.Fatalf("checkpoint %v (%v), want 20", cp, err)
 	}
 	// Taken over, the checkpoint does not move back either.
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 25}, run); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 25}, run, 0); err != nil {
 		t.Fatal(err)
 	}
 	other, err := s.AcquireLease(ctx, "y", "C", time.Minute)
@@ -106,7 +106,7 @@ func TestLease_a_checkpoint_passes_to_another_lease_once_the_one_that_wrote_it_i
 	if err := s.ReleaseLease(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 5}, other); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "x/segment-0-of-2", projector.Checkpoint{Position: 5}, other, 0); err != nil {
 		t.Fatal(err)
 	}
 	if cp, _ := s.LoadCheckpoint(ctx, "x/segment-0-of-2"); cp.Position != 25 {
@@ -123,10 +123,10 @@ func TestLease_a_checkpoint_of_an_unnamed_token_is_fenced_by_the_token(t *testin
 	if _, err := db.Collection("projector_checkpoints").InsertOne(ctx, bson.D{{Key: "_id", Value: "p"}, {Key: "position", Value: int64(10)}, {Key: "lease", Value: int64(5)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, mongostore.Lease{Name: "p", Token: 4}); !errors.Is(err, mongostore.ErrFenced) {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, mongostore.Lease{Name: "p", Token: 4}, 0); !errors.Is(err, mongostore.ErrFenced) {
 		t.Fatalf("a lower token: %v, want ErrFenced", err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, mongostore.Lease{Name: "p", Token: 6}); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, mongostore.Lease{Name: "p", Token: 6}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if cp, err := s.LoadCheckpoint(ctx, "p"); err != nil || cp.Position != 20 {
@@ -147,7 +147,7 @@ func testLease(t *testing.T, s *mongostore.Store) {
 	if a, err = s.RenewLease(ctx, a, ttl); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 10}, a); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 10}, a, 0); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl + 50*time.Millisecond) // A dies: no renewal
@@ -158,18 +158,18 @@ func testLease(t *testing.T, s *mongostore.Store) {
 	if _, err := s.RenewLease(ctx, a, ttl); !errors.Is(err, mongostore.ErrLeaseLost) {
 		t.Fatalf("the old holder renews: %v, want ErrLeaseLost", err)
 	}
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, b); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 20}, b, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The old holder, late: fenced, and the checkpoint stays.
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 30}, a); !errors.Is(err, mongostore.ErrFenced) {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 30}, a, 0); !errors.Is(err, mongostore.ErrFenced) {
 		t.Fatalf("a write under the old token: %v, want ErrFenced", err)
 	}
 	if cp, err := s.LoadCheckpoint(ctx, "p"); err != nil || cp.Position != 20 {
 		t.Fatalf("checkpoint %v (%v), want 20", cp, err)
 	}
 	// A checkpoint never moves back, under the current token either.
-	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 5}, b); err != nil {
+	if err := s.SaveCheckpointUnder(ctx, "p", projector.Checkpoint{Position: 5}, b, 0); err != nil {
 		t.Fatal(err)
 	}
 	if cp, _ := s.LoadCheckpoint(ctx, "p"); cp.Position != 20 {

@@ -25,6 +25,7 @@ type partialCheckpoints interface {
 	// applied to document id: the store covers the document, and its
 	// checkpoint for the document is before at (by commit position, then by
 	// prepare position: the events of one append share a commit position).
+	// The runner may ask about one event more than once.
 	NeedsEvent(id string, at Checkpoint) bool
 }
 

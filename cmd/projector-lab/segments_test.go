@@ -246,18 +246,27 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 			Holder     string  `json:"holder"`
 			Checkpoint *uint64 `json:"checkpoint"`
 			Behind     *int    `json:"behind"`
+			Events     int     `json:"events"`
 		} `json:"segments"`
 	}
 	if err := json.Unmarshal([]byte(out), &lines); code != 0 || err != nil || len(lines) != 1 || len(lines[0].Segments) != segmentCount {
 		t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
 	}
+	counted, appended := 0, 0
+	for _, evs := range carts {
+		appended += len(evs)
+	}
 	for k, seg := range lines[0].Segments {
+		counted += seg.Events
 		if pid := holderPid(seg.Holder); pid != p1.cmd.Process.Pid && pid != p2.cmd.Process.Pid && pid != p3.cmd.Process.Pid {
 			t.Errorf("status: segment %d held by %q, none of the three", k, seg.Holder)
 		}
 		if seg.Checkpoint == nil || seg.Behind == nil || *seg.Behind != 0 {
 			t.Errorf("status: segment %d at %v, %v behind; want a checkpoint with none behind", k, seg.Checkpoint, seg.Behind)
 		}
+	}
+	if counted != appended {
+		t.Errorf("status: the segments count %d events in all, want the %d appended", counted, appended)
 	}
 	// The table says who runs it: the segments, listed below it.
 	table, _, code := runBinary(t, time.Minute, append([]string{"status"}, common...)...)
@@ -294,6 +303,11 @@ func TestRun_segments_are_shared_fairly_after_a_join_and_handed_over_at_once_on_
 		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), id, evs); err != nil {
 			t.Error(err)
 		}
+	}
+	// The segments' counts, stored with their checkpoints, say each event
+	// once, whatever the processes' own counts say.
+	if n := segmentEvents(t, store); n != events {
+		t.Errorf("the segments' checkpoints count %d events, want the %d appended", n, events)
 	}
 	applied := []int{appliedOf(t, p1), appliedOf(t, p2), appliedOf(t, p3)}
 	sum := applied[0] + applied[1] + applied[2]
@@ -669,15 +683,41 @@ func TestRun_segments_killed_joined_and_paused_during_traffic(t *testing.T) {
 		}
 	}
 	checkExclusive(report, all)
-	n := 0
+	n, events := 0, 0
 	lives.Range(func(k, v any) bool {
 		n++
+		events += len(v.([]projector.Event))
 		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), k.(string), v.([]projector.Event)); err != nil {
 			t.Error(err)
 		}
 		return true
 	})
 	t.Logf("%d carts, every one equal to its fold", n)
+	// Each segment's count of events, stored with its checkpoint under its
+	// lease, says each event once, although ten processes were killed
+	// with events applied and not checkpointed, and one was paused past
+	// its lease.
+	if counted := segmentEvents(t, store); counted != events {
+		report("the segments' checkpoints count %d events, want the %d appended, each once", counted, events)
+	} else {
+		t.Logf("the segments' checkpoints count %d events: each once", counted)
+	}
+}
+
+// segmentEvents sums the events the segments' checkpoints count.
+func segmentEvents(t testing.TB, store *mongostore.Store) int {
+	t.Helper()
+	all, err := store.Checkpoints(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, st := range all {
+		if segmentName.MatchString(name) {
+			n += int(st.Events)
+		}
+	}
+	return n
 }
 
 // holdingOne picks one of procs that says it holds a segment.
