@@ -210,3 +210,48 @@ func TestRunner_is_caught_up_once_the_event_that_reaches_the_head_is_handled(t *
 		}
 	}
 }
+
+// A runner that resumes from a stored checkpoint and meets only events its
+// projection leaves alone (the tail of the log holds other streams') does
+// not warn that no event went to a document: its projection routed the
+// events before the checkpoint. The same events read from the start do.
+func TestRunner_resumed_near_the_head_with_only_unrouted_events_does_not_warn_of_its_router(t *testing.T) {
+	s := newStore(t)
+	all, _ := cartEvents(t, 2)
+	stray := projectortest.NewLog(cart.Registry()).MustAppend(t, "ledger-1", cart.ShoppingCartOpened{ShoppingCartID: "x", ClientID: "y", OpenedAt: t0})
+	for i := range stray {
+		stray[i].Position = all[len(all)-1].Position + uint64(i) + 1
+	}
+	if err := s.SaveCheckpoint(context.Background(), "resumed", projector.Checkpoint{Position: all[len(all)-1].Position}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		events []projector.Event
+		warn   bool
+	}{{"resumed", append(append([]projector.Event{}, all...), stray...), false}, {"from-start", stray, true}} {
+		var mu sync.Mutex
+		var logs bytes.Buffer
+		e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{cart.NewDetailsProjection()},
+			projector.WithRetry(retry.Default()), projector.WithLogger(slog.New(slog.NewTextHandler(lockedbuf.Writer{Mu: &mu, W: &logs}, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := projector.NewRunner(tc.name, e, &scripted{events: tc.events}, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runUntil(t, r, func(st projector.RunnerStats) bool { return st.CaughtUp }); err != nil {
+			t.Fatal(err)
+		}
+		if st := r.Stats(); st.Events != uint64(len(stray)) || st.Unrouted != st.Events {
+			t.Fatalf("%s: %d events delivered, %d unrouted; want the %d stray ones only, unrouted", tc.name, st.Events, st.Unrouted, len(stray))
+		}
+		mu.Lock()
+		warned := strings.Contains(logs.String(), "none of the events delivered went to a document")
+		mu.Unlock()
+		if warned != tc.warn {
+			t.Errorf("%s: warned %v, want %v\n%s", tc.name, warned, tc.warn, logs.String())
+		}
+	}
+}

@@ -35,6 +35,7 @@ type run struct {
 	cleared   bool         // the saver has cleared the recorded error
 	log       string       // what identifies the source's log ([AnchoredSource]), "" when unknown
 	settling  bool         // the source settles its deliveries (read by the reading goroutine only)
+	fromStart bool         // the run reads the log from its beginning (no checkpoint stored)
 	received  []item       // deliveries the source settles, received together: one batch (the reading goroutine's)
 	// unsettled counts the deliveries whose settling failed since the
 	// last drop: the first is logged, the others summed (see settle).
