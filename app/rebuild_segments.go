@@ -91,7 +91,7 @@ func (x *cli) rebuildSegments(ctx context.Context, c *rebuildConfig, p Projectio
 	logger := c.logger // --log-level's, as the rebuild in one process logs
 	rc := &runConfig{servers: c.servers, lease: c.lease, segments: c.segments}
 	rb := &segmentedRebuild{x: x, c: c, p: p, client: client, store: store, building: building, end: end, last: last, inv: inv, ran: map[int]bool{}, caught: map[int]bool{},
-		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}, sl: &slot{name: name, projection: p}}
+		s: &session{cli: x, c: rc, client: client, store: store, logger: logger, holder: holderID("rebuild")}, sl: &slot{name: name, projection: p, segments: c.segments}}
 	fmt.Fprintf(inv.Stdout, "rebuilding %s into %s in %d segments, shared with the processes that run this rebuild, up to position %d; readers stay on %s\n",
 		name, building, c.segments, end, active)
 	began := time.Now()

@@ -53,7 +53,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
 	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish")
 	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked, which they look for every second)")
-	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it)")
+	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it, and a process without --segments runs each projection in its recorded number)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
 	batchFlags(fs, &c.batch, &c.batchWindow, &c.batchMiB)
 	eventSpansFlag(fs, &c.eventSpans)
@@ -219,7 +219,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 		}
 	}
 	s := &session{cli: x, c: &c, client: client, store: opened.Store, mongo: neutral.Redact(opened.URI), logger: logger, latency: storeLatency(), holder: holderID(runRole), ownsData: opened.Embedded != nil,
-		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites}
+		groupLeased: c.group != "" && c.lease > 0 && !caps.AtomicConditionalWrites, atomicWrites: caps.AtomicConditionalWrites}
 	return s.project(ctx, listener)
 }
 
@@ -237,10 +237,14 @@ func warnCapabilities(logger *slog.Logger, c *runConfig, caps mongostore.Capabil
 		logger.Warn("this server has no atomic conditional writes: run one projector process per group on it (with --lease 0 nothing keeps a second one out)",
 			"server", caps.Server)
 	case c.segments > 1:
-		logger.Warn("this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: run the processes of a segmented projection on MongoDB",
-			"server", caps.Server)
+		logger.Warn(notExclusive, "server", caps.Server)
 	}
 }
+
+// notExclusive warns that a server without atomic conditional writes
+// cannot keep a segment's lease to one process.
+const notExclusive = "this server has no atomic conditional writes, so two processes can hold a segment's lease for a moment: " +
+	"run the processes of a segmented projection on MongoDB"
 
 // errStoppedStarting: run was stopped (a signal) while it started; it
 // exits 0, as a stop does later.
@@ -273,6 +277,9 @@ type session struct {
 	// consumers could each write a document over the other's change (see
 	// lead).
 	groupLeased bool
+	// atomicWrites: the server's conditional writes are compare-and-swap
+	// (MongoDB's; not the embedded server's).
+	atomicWrites bool
 	// ownsData: the store is the embedded server this process started, on
 	// a data dir whose lock it holds (goneHolder).
 	ownsData bool
@@ -303,6 +310,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	for _, sl := range s.slots {
 		coll, err := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
 		if err != nil {
+			return startError(ctx, err)
+		}
+		if err := s.followSegments(ctx, sl, coll); err != nil {
 			return startError(ctx, err)
 		}
 		if _, err := s.build(sl, nil)(ctx, coll); err != nil {
@@ -677,7 +687,7 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 	for i, sl := range s.slots {
 		wg.Go(func() {
 			keep := s.keepRunning
-			if s.c.segments > 1 {
+			if sl.segments > 1 {
 				keep = s.keepSegments
 			}
 			if errs[i] = keep(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {

@@ -40,30 +40,66 @@ func (c *runConfig) checkSegments() error {
 // projection's collection was split into by its first segmented run.
 var errSegmentCount = errors.New("the projection runs in another number of segments")
 
-// segmentCount records --segments as the number of segments of collection
-// (of slot sl's projection) unless one is recorded, and refuses another
-// number than the one recorded. Without --segments nothing is recorded, and
-// a collection recorded as segmented is refused.
+// followSegments sets how many segments this process runs slot sl's
+// projection in: --segments; without it, the number the collection's first
+// segmented run recorded, when this process takes leases and consumes no
+// group, so that the processes of a segmented projection need not repeat
+// the number, and one process runs projections of different numbers.
+func (s *session) followSegments(ctx context.Context, sl *slot, collection string) error {
+	sl.segments = s.c.segments
+	if s.c.segments > 1 || s.c.lease == 0 || s.c.group != "" {
+		return nil // given, or left to segmentCount to refuse
+	}
+	n, err := segment.Count(ctx, s.store.Database(), collection)
+	if err != nil || n <= 1 {
+		return err
+	}
+	sl.segments = n
+	s.logger.Info("the projection runs in segments, as its first segmented run recorded: this process shares them",
+		"projection", sl.name, "collection", collection, "segments", n)
+	if !s.atomicWrites {
+		s.logger.Warn(notExclusive, "projection", sl.name)
+	}
+	return nil
+}
+
+// segmentCount records the number of segments this process runs slot
+// sl's projection in (followSegments) as the number of segments of
+// collection, unless one is recorded, and refuses another number than the
+// one recorded. In one process at a time nothing is recorded, and a
+// collection recorded as segmented is refused: one a rebuild split since
+// this process started, or one it cannot follow (without leases, or
+// consumed by a group).
 func (s *session) segmentCount(ctx context.Context, sl *slot, collection string) error {
 	db := s.store.Database()
 	var stored int
 	var err error
-	if s.c.segments > 1 {
-		stored, err = segment.Record(ctx, db, sl.name, collection, s.c.segments)
+	if sl.segments > 1 {
+		stored, err = segment.Record(ctx, db, sl.name, collection, sl.segments)
 	} else {
 		stored, err = segment.Count(ctx, db, collection)
 	}
 	if err != nil {
 		return err
 	}
-	if stored <= 1 || stored == s.c.segments {
+	if stored <= 1 || stored == sl.segments {
 		return nil
 	}
 	bin := s.cli.name()
-	return fmt.Errorf("%w: projection %s (collection %s) runs in %d segments, as its first segmented run recorded in %s, not %d: "+
-		"run it with --segments %d (one number for every projection a process runs: --projections %s runs it in processes of its own); "+
-		"to change the number, stop its processes, rebuild it (%s rebuild %s) and run the new collection with the new --segments",
-		errSegmentCount, sl.name, collection, stored, segment.CountCollection, s.c.segments, stored, sl.name, bin, sl.name)
+	head := fmt.Sprintf("projection %s (collection %s) runs in %d segments, as its first segmented run recorded in %s", sl.name, collection, stored, segment.CountCollection)
+	var cure string
+	switch {
+	case s.c.segments > 1:
+		cure = fmt.Sprintf("not %d: run it with --segments %d, or without --segments (a process then runs each projection in its recorded number)", s.c.segments, stored)
+	case s.c.group != "":
+		cure = "and a persistent group (--group) does not run a projection split in segments: run it without --group"
+	case s.c.lease == 0:
+		cure = "and its processes share the segments under leases: run it with --lease (e.g. 15s)"
+	default:
+		cure = "since this process started it: start the process again, and it runs the projection in its segments"
+	}
+	return fmt.Errorf("%w: %s, %s; to change the number, stop its processes, rebuild it (%s rebuild %s) and run the new collection with the new --segments",
+		errSegmentCount, head, cure, bin, sl.name)
 }
 
 // segmentWork is what the processes sharing the segments of one collection
@@ -200,7 +236,7 @@ func (s *session) runWork(sl *slot) segmentWork {
 // changes. Stopping, it stores each segment's checkpoint and lets its
 // leases and heartbeat go at once.
 func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork) error {
-	g := &segments{s: s, sl: sl, work: work, n: s.c.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+	g := &segments{s: s, sl: sl, work: work, n: sl.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
 		changed: make(chan struct{}, 1)}
 	sl.segs.Store(g)
 	// The leases are renewed until they are let go, after the run has

@@ -298,3 +298,72 @@ func TestRun_workers_apply_a_deletion_record_in_order_with_its_stream(t *testing
 		}
 	}
 }
+
+// A process started without --segments runs a projection split in
+// segments in the number its first segmented run recorded, sharing them
+// under leases, beside a projection that runs in one process at a time:
+// one process, two numbers. Without leases it is refused, saying why.
+func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_not_split(t *testing.T) {
+	servers := e2e.StartServers(t, e2e.Options{})
+	db := servers.Database(t)
+	ctx := context.Background()
+	for i := range 6 {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
+	}
+	split := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
+	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--checkpoint-interval", "100ms"}
+	store := mongostore.New(db)
+	reached := func(r *e2e.Running, name string, head uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			if cp, err := store.Reached(ctx, name); err == nil && cp != nil && cp.Position >= head {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not reach the head %d in a minute\n%s", name, head, r.Stderr())
+			}
+		}
+	}
+	first := e2e.StartCommand(t, split, append([]string{"run", "--segments", "2", "--lease", "2s"}, common...)...)
+	reached(first, "tickets", servers.Head())
+	first.Stop(t)
+
+	for i := 6; i < 12; i++ {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "b"}, noted{Text: "c"})
+	}
+	both := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("ticket_copy"), Reads: app.StreamPrefix("ticket/")})
+	code, _, stderr := run(both, nil, append([]string{"run", "--lease", "0"}, common...)...)
+	if code != 1 || !strings.Contains(stderr, "runs in 2 segments") || !strings.Contains(stderr, "run it with --lease") {
+		t.Errorf("run without --segments and --lease 0: exit %d; want 1, and that the segments need leases\n%s", code, stderr)
+	}
+	r := e2e.StartCommand(t, both, append([]string{"run", "--lease", "2s"}, common...)...)
+	reached(r, "tickets", servers.Head())
+	reached(r, "ticket_copy", servers.Head())
+	if !strings.Contains(r.Stderr(), `msg="the projection runs in segments, as its first segmented run recorded: this process shares them" projection=tickets`) ||
+		strings.Count(r.Stderr(), `msg="holds a segment's lease"`) != 2 {
+		t.Errorf("the process did not say it runs tickets in its 2 segments, holding both:\n%s", r.Stderr())
+	}
+	r.Stop(t)
+	cps, err := store.Checkpoints(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tickets/segment-0-of-2", "tickets/segment-1-of-2", "ticket_copy"} {
+		if cps[name].Checkpoint == nil || cps[name].Checkpoint.Position < servers.Head() {
+			t.Errorf("checkpoint %s at %v, want the head %d", name, cps[name].Checkpoint, servers.Head())
+		}
+	}
+	if segs := cps["tickets/segment-0-of-2"].Events + cps["tickets/segment-1-of-2"].Events; segs != 30 {
+		t.Errorf("the segments of tickets count %d events, want the 30 appended", segs)
+	}
+	if n, err := segment.Count(ctx, db, "ticket_copy"); err != nil || n != 0 {
+		t.Errorf("ticket_copy recorded as split in %d segments (%v), want none", n, err)
+	}
+	for _, coll := range []string{"tickets", "ticket_copy"} {
+		var doc ticket
+		if err := db.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: "11"}}).Decode(&doc); err != nil || doc.Notes != 2 {
+			t.Errorf("%s: ticket 11 has %d notes (%v), want 2", coll, doc.Notes, err)
+		}
+	}
+}

@@ -51,6 +51,10 @@ type slot struct {
 	down        atomic.Pointer[string]                // why it is not running; nil while it runs
 	leader      atomic.Bool                           // this process holds the projection's lease
 	segs        atomic.Pointer[segments]              // with run --segments: the segments this process holds
+	// segments is how many segments this process runs the projection in
+	// (1: in one process at a time): --segments, or without it the number
+	// its collection's first segmented run recorded (session.followSegments).
+	segments int
 }
 
 // Leader reports whether this process holds the projection's lease (with

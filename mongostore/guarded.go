@@ -19,7 +19,8 @@ const FieldMeta = "_meta"
 
 type metaDoc struct {
 	Version   int64            `bson:"v"`
-	Revisions map[string]int64 `bson:"revs,omitempty"`
+	Revisions []byte           `bson:"revb,omitempty"` // revisions.go
+	OldRevs   map[string]int64 `bson:"revs,omitempty"` // read, not written
 	Position  int64            `bson:"pos,omitempty"`
 	Handled   []byte           `bson:"hids,omitempty"`    // handled.go
 	OldForm   []handledDoc     `bson:"handled,omitempty"` // read, not written
@@ -34,22 +35,23 @@ type handledDoc struct {
 
 func toMetaDoc(m driver.Meta) metaDoc {
 	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted), Replayed: m.Replayed}
-	if len(m.Revisions) > 0 {
-		d.Revisions = make(map[string]int64, len(m.Revisions))
-		for k, v := range m.Revisions {
-			d.Revisions[k] = int64(v)
-		}
-	}
+	d.Revisions = encodeRevisions(m.Revisions)
 	d.Handled = encodeHandled(m.Handled)
 	return d
 }
 
 func (d metaDoc) meta() (driver.Meta, error) {
 	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted), Replayed: d.Replayed}
-	if len(d.Revisions) > 0 {
-		m.Revisions = make(map[string]uint64, len(d.Revisions))
-		for k, v := range d.Revisions {
+	if len(d.OldRevs) > 0 {
+		m.Revisions = make(map[string]uint64, len(d.OldRevs))
+		for k, v := range d.OldRevs {
 			m.Revisions[k] = uint64(v)
+		}
+	}
+	if len(d.Revisions) > 0 {
+		var err error
+		if m.Revisions, err = decodeRevisions(d.Revisions); err != nil {
+			return driver.Meta{}, err
 		}
 	}
 	for _, h := range d.OldForm {

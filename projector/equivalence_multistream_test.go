@@ -139,13 +139,10 @@ func (m multiStream) check(t *testing.T, l *esdbLog, fast, perEvent *mongostore.
 // write token.
 type storedLedger struct {
 	Meta struct {
-		Revs    map[string]int64 `bson:"revs"`
-		Pos     int64            `bson:"pos"`
-		Handled []struct {
-			ID  string `bson:"id"`
-			Pos int64  `bson:"pos"`
-		} `bson:"handled"`
-		Evicted int64 `bson:"evicted"`
+		Revs    []byte `bson:"revb"`
+		Pos     int64  `bson:"pos"`
+		Handled []byte `bson:"hids"`
+		Evicted int64  `bson:"evicted"`
 	} `bson:"_meta"`
 	Applied map[string][]uint64 `bson:"applied"`
 }
