@@ -91,7 +91,7 @@ func TestShareSegments_runs_done_segments_once_and_stops_once_done(t *testing.T)
 			return finished.Load()
 		}}
 	ended := make(chan error, 1)
-	go func() { ended <- s.shareSegments(ctx, &slot{name: "p"}, work) }()
+	go func() { ended <- s.shareSegments(ctx, &slot{name: "p", segments: s.c.segments}, work) }()
 	waitUntil(t, "a run", func() bool { return runs.Load() > 0 })
 	// Looks after the run ended: each would start it again if it were.
 	from := looks.Load()
@@ -169,7 +169,7 @@ func twoRebuilders(t *testing.T, bFails bool) {
 	proc := func(holder string, end uint64, fails bool) (*segmentedRebuild, segmentWork) {
 		s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: holder, logger: slog.New(slog.DiscardHandler)}
 		rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: end, last: projector.Checkpoint{Position: end},
-			sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
+			sl: &slot{name: p.Definition.Name(), projection: p, segments: 2}, caught: map[int]bool{}}
 		return rb, segmentWork{group: rebuildGroup(building), done: rb.done,
 			run: func(ctx context.Context, cps func() *segmentCheckpoints) error {
 				// The segments held reach this process's head, and the
@@ -237,7 +237,7 @@ func TestRebuildSegments_a_process_is_not_done_before_its_run_has_caught_up(t *t
 	const lease = time.Second
 	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", logger: slog.New(slog.DiscardHandler)}
 	rb := &segmentedRebuild{c: &rebuildConfig{segments: 2, lease: lease}, p: p, s: s, store: store, building: building, end: 100, last: projector.Checkpoint{Position: 100},
-		sl: &slot{name: p.Definition.Name(), projection: p}, caught: map[int]bool{}}
+		sl: &slot{name: p.Definition.Name(), projection: p, segments: 2}, caught: map[int]bool{}}
 	release := make(chan struct{})
 	var runs atomic.Int32
 	work := segmentWork{group: rebuildGroup(building), done: rb.done,

@@ -143,7 +143,7 @@ func sharedBy(t *testing.T, store *mongostore.Store, client eventStore, src proj
 	}
 	log = &lockedBuf{}
 	s := &session{c: &runConfig{lease: lease, segments: 2}, store: store, holder: "A", client: client, logger: slog.New(slog.NewTextHandler(log, nil))}
-	sl, runs = &slot{name: "p"}, &atomic.Int32{}
+	sl, runs = &slot{name: "p", segments: s.c.segments}, &atomic.Int32{}
 	work := segmentWork{group: "p", run: func(ctx context.Context, _ func() *segmentCheckpoints) error {
 		r, err := projector.NewRunner("p", eng, src, nil)
 		if err != nil {

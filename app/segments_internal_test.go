@@ -357,9 +357,9 @@ func TestSegments_a_process_waiting_to_run_again_hands_a_joiner_its_share(t *tes
 	}}
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { sess("A").shareSegments(ctx, &slot{name: "p"}, failing) })
+	wg.Go(func() { sess("A").shareSegments(ctx, &slot{name: "p", segments: 4}, failing) })
 	waitUntil(t, "A's fourth failed run", func() bool { return aRuns.Load() >= 4 }) // then it waits 8 s
-	wg.Go(func() { sess("B").shareSegments(ctx, &slot{name: "p"}, healthy) })
+	wg.Go(func() { sess("B").shareSegments(ctx, &slot{name: "p", segments: 4}, healthy) })
 	for deadline := time.Now().Add(5 * lease); time.Now().Before(deadline) && bHeld.Load() == 0; {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -115,7 +115,7 @@ func TestSegments_a_lost_segment_stops_running_also_while_the_processes_cannot_b
 			}}
 			var wg sync.WaitGroup
 			defer func() { cancel(); wg.Wait() }()
-			wg.Go(func() { s.shareSegments(ctx, &slot{name: "p"}, work) })
+			wg.Go(func() { s.shareSegments(ctx, &slot{name: "p", segments: s.c.segments}, work) })
 			waitUntil(t, "A runs both segments", func() bool { return cpsOf.Load() != nil })
 			if poison {
 				// One heartbeat record the driver cannot decode (holder
@@ -190,7 +190,7 @@ func TestSegments_a_rebuild_lease_left_held_at_the_switch_does_not_make_the_run_
 		return nil
 	}}
 	var wg sync.WaitGroup
-	wg.Go(func() { s.shareSegments(ctx, &slot{name: "p"}, work) })
+	wg.Go(func() { s.shareSegments(ctx, &slot{name: "p", segments: s.c.segments}, work) })
 	time.Sleep(2500 * time.Millisecond)
 	cancel()
 	wg.Wait()
