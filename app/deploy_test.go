@@ -39,9 +39,8 @@ func (exportingView) Parked() (uint64, bool) { return 1, true }
 
 // Segments: the projection runs in 4 segments, of which this process holds
 // 1 (its checkpoint stored) and 3.
-func (exportingView) Segments() (int, map[int]*uint64) {
-	at := uint64(10)
-	return 4, map[int]*uint64{1: &at, 3: nil}
+func (exportingView) Segments() (int, map[int]*savedSegment) {
+	return 4, map[int]*savedSegment{1: {position: 10, events: 7}, 3: nil}
 }
 
 // exported is what /metrics serves: each name a query may use (a

@@ -35,7 +35,7 @@ type runnerCollector struct {
 	position, caughtUp, lagSeconds, lagEvents, headPosition       *prometheus.Desc
 	parked, unrouted, up, leader, connected                       *prometheus.Desc
 	unknown, state, batches, batched                              *prometheus.Desc
-	segmentOwned, segmentPosition                                 *prometheus.Desc
+	segmentOwned, segmentPosition, segmentEvents                  *prometheus.Desc
 	registry                                                      *projector.Registry
 }
 
@@ -75,6 +75,8 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		segmentOwned: d("segment_owned", "With run --segments: 1 for each segment of the projection whose lease this process holds, 0 for the others.", "segment"),
 		segmentPosition: d("segment_checkpoint_position", "With run --segments: the checkpoint this process last stored for each segment it holds "+
 			"(commit position in $all).", "segment"),
+		segmentEvents: d("segment_events_passed", "With run --segments: how many events of the documents of each segment this process holds "+
+			"the checkpoint it last stored has passed, since the projection was split, counted once whichever process applied them (status shows every segment's).", "segment"),
 		headPosition: prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
 }
@@ -203,17 +205,20 @@ func counted(behind int, head uint64, cp *projector.Checkpoint) int {
 // --segments), which segments this process holds and where it stored their
 // checkpoints.
 func (c *runnerCollector) collectSegments(ch chan<- prometheus.Metric, r runnerView) {
-	v, ok := r.(interface{ Segments() (int, map[int]*uint64) })
+	v, ok := r.(interface {
+		Segments() (int, map[int]*savedSegment)
+	})
 	if !ok {
 		return
 	}
 	n, held := v.Segments()
 	for k := range n {
 		seg := strconv.Itoa(k)
-		pos, owned := held[k]
+		saved, owned := held[k]
 		ch <- prometheus.MustNewConstMetric(c.segmentOwned, prometheus.GaugeValue, boolValue(owned), r.Name(), seg)
-		if pos != nil {
-			ch <- prometheus.MustNewConstMetric(c.segmentPosition, prometheus.GaugeValue, float64(*pos), r.Name(), seg)
+		if saved != nil {
+			ch <- prometheus.MustNewConstMetric(c.segmentPosition, prometheus.GaugeValue, float64(saved.position), r.Name(), seg)
+			ch <- prometheus.MustNewConstMetric(c.segmentEvents, prometheus.GaugeValue, float64(saved.events), r.Name(), seg)
 		}
 	}
 }

@@ -208,7 +208,7 @@ func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp pr
 	switch {
 	case err == nil:
 		c.storedAt(k, cp, total, n)
-		c.g.noteSaved(k, cp.Position)
+		c.g.noteSaved(k, cp.Position, total)
 		return nil
 	case !errors.Is(err, mongostore.ErrFenced):
 		return err

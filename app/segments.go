@@ -134,7 +134,7 @@ type segments struct {
 
 	mu    sync.Mutex
 	held  map[int]*heldLease
-	saved map[int]uint64
+	saved map[int]savedSegment
 	// changed is signalled when a held segment's checkpoint save was
 	// refused: another process holds it now, and the run restarts
 	// without it.
@@ -236,7 +236,7 @@ func (s *session) runWork(sl *slot) segmentWork {
 // changes. Stopping, it stores each segment's checkpoint and lets its
 // leases and heartbeat go at once.
 func (s *session) shareSegments(ctx context.Context, sl *slot, work segmentWork) error {
-	g := &segments{s: s, sl: sl, work: work, n: sl.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+	g := &segments{s: s, sl: sl, work: work, n: sl.segments, logger: s.logger, held: map[int]*heldLease{}, saved: map[int]savedSegment{},
 		changed: make(chan struct{}, 1)}
 	sl.segs.Store(g)
 	// The leases are renewed until they are let go, after the run has
@@ -878,8 +878,14 @@ func (g *segments) leave() {
 	}
 }
 
-// noteSaved records that segment k's checkpoint was stored at position.
-func (g *segments) noteSaved(k int, position uint64) {
+// savedSegment is what this process last stored of a segment it holds:
+// its checkpoint's position, and how many events of its documents that
+// checkpoint has passed (segmentCheckpoints).
+type savedSegment struct{ position, events uint64 }
+
+// noteSaved records that segment k's checkpoint was stored at position,
+// having passed events of its documents.
+func (g *segments) noteSaved(k int, position, events uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.held[k]; !ok {
@@ -887,18 +893,18 @@ func (g *segments) noteSaved(k int, position uint64) {
 	}
 	// A save below the stored checkpoint leaves it where it is (it never
 	// moves back): a run resumes from the lowest of its segments.
-	if cur, ok := g.saved[k]; !ok || position > cur {
-		g.saved[k] = position
+	if cur, ok := g.saved[k]; !ok || position > cur.position {
+		g.saved[k] = savedSegment{position, events}
 	}
 }
 
 // Segments is what the metrics show of the segments: how many the
-// projection has, and of those this process holds, where it last stored
-// each one's checkpoint (absent before the first store).
-func (g *segments) Segments() (n int, held map[int]*uint64) {
+// projection has, and of those this process holds, what it last stored of
+// each one (absent before the first store).
+func (g *segments) Segments() (n int, held map[int]*savedSegment) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	held = make(map[int]*uint64, len(g.held))
+	held = make(map[int]*savedSegment, len(g.held))
 	for k, h := range g.held {
 		if h.isLost() {
 			continue // not run here any more, though not dropped yet (dropLost)

@@ -27,7 +27,7 @@ import (
 func segmentsOf(store *mongostore.Store, holder string, n int, log *bytes.Buffer) *segments {
 	logger := slog.New(slog.NewTextHandler(log, nil))
 	s := &session{c: &runConfig{lease: time.Minute, segments: n}, store: store, holder: holder, logger: logger}
-	return &segments{s: s, sl: &slot{name: "p"}, work: segmentWork{group: "p"}, n: n, logger: logger, held: map[int]*heldLease{}, saved: map[int]uint64{},
+	return &segments{s: s, sl: &slot{name: "p"}, work: segmentWork{group: "p"}, n: n, logger: logger, held: map[int]*heldLease{}, saved: map[int]savedSegment{},
 		changed: make(chan struct{}, 1)}
 }
 
@@ -414,7 +414,8 @@ func TestSegmentsBehind_a_checkpoint_inside_the_last_append_is_behind(t *testing
 // projector_segment_checkpoint_position says where each segment's stored
 // checkpoint is: a run over segments stored at 100 and 50 resumes from 50,
 // and its save at 60 leaves the first at 100 (a checkpoint never moves
-// back), which the metric keeps saying.
+// back), which the metric keeps saying; projector_segment_events_passed
+// counts the event the run took for the second.
 func TestSegments_the_checkpoint_metric_does_not_move_back_with_a_save_that_did_not(t *testing.T) {
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
@@ -430,19 +431,27 @@ func TestSegments_the_checkpoint_metric_does_not_move_back_with_a_save_that_did_
 	if _, err := c.LoadCheckpoint(ctx, "coll"); err != nil {
 		t.Fatal(err)
 	}
+	// An event of segment 1's documents, past its checkpoint: counted in
+	// projector_segment_events_passed once stored.
+	if !c.NeedsEvent(idsIn(1, 1)[0], projector.Checkpoint{Position: 55}) {
+		t.Fatal("the event at 55 of segment 1, stored at 50, is not needed")
+	}
 	if err := c.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 60}); err != nil {
 		t.Fatal(err)
 	}
 	_, held := g.Segments()
+	if held[0] == nil || held[1] == nil || held[0].events != 0 || held[1].events != 1 {
+		t.Errorf("events passed: segment 0 %+v, segment 1 %+v; want 0 and 1", held[0], held[1])
+	}
 	for k, want := range map[int]uint64{0: 100, 1: 60} {
 		stored, err := store.LoadCheckpoint(ctx, segment.CheckpointName("coll", k, 2))
 		if err != nil || stored == nil || stored.Position != want {
 			t.Fatalf("segment %d stored at %+v (%v), want %d", k, stored, err, want)
 		}
-		if p := held[k]; p == nil || *p != want {
+		if p := held[k]; p == nil || p.position != want {
 			got := "none"
 			if p != nil {
-				got = fmt.Sprint(*p)
+				got = fmt.Sprint(p.position)
 			}
 			t.Errorf("segment %d stored at %d; the metric says %s", k, want, got)
 		}

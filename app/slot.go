@@ -69,7 +69,7 @@ func (s *slot) Leader() bool {
 // Segments returns how many segments the projection is split into (0
 // without run --segments) and, for those this process holds, the position
 // it last stored each one's checkpoint at (nil before its first store).
-func (s *slot) Segments() (int, map[int]*uint64) {
+func (s *slot) Segments() (int, map[int]*savedSegment) {
 	if g := s.segs.Load(); g != nil {
 		return g.Segments()
 	}
