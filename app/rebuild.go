@@ -153,6 +153,16 @@ func (c *rebuildConfig) check(inv Invocation, x *cli, p Projection) error {
 	return nil
 }
 
+// behind counts the events of p behind a rebuild's checkpoint, read from
+// client within the connect timeout.
+func (c *rebuildConfig) behind(client eventStore, p Projection) behindHead {
+	return func(ctx context.Context, cp projector.Checkpoint) (int, bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+		return countAfter(ctx, client, &cp.Position, cp.Prepare, p.Reads)
+	}
+}
+
 // runnerOptions are the settings of p's rebuild runner: its own, else the
 // flags'.
 func (c *rebuildConfig) runnerOptions(p Projection) []projector.RunnerOption {
@@ -250,7 +260,7 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 		return err
 	}
 	began := time.Now()
-	if err := follow(ctx, r, eng, from, end, inv.Stderr); err != nil {
+	if err := follow(ctx, r, eng, from, end, inv.Stderr, c.behind(client, p)); err != nil {
 		return blockedHint(err, p, blocks(eng, p), "rebuild", c.policy)
 	}
 	noteUnknownTypes(context.WithoutCancel(ctx), store, name, building, r.Stats().UnknownTypes, inv.Stderr)
@@ -445,8 +455,10 @@ func progress(cp *projector.Checkpoint, start, end uint64, took time.Duration) s
 
 // follow runs r, on engine eng, until it has caught up with the head,
 // printing its progress every second (events and the documents folded from
-// their streams, each per second, and the time left); then it stops r.
-func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, from *projector.Checkpoint, end uint64, stderr io.Writer) error {
+// their streams, each per second, and the time left; once past the head it
+// began at, how many events it is behind the head now, counted by behind,
+// when not nil); then it stops r.
+func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, from *projector.Checkpoint, end uint64, stderr io.Writer, behind behindHead) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
@@ -461,6 +473,7 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 	look := time.NewTicker(20 * time.Millisecond)
 	defer look.Stop()
 	printed := began
+	var trail gap
 	for !r.CaughtUp() {
 		select {
 		case err := <-done:
@@ -480,9 +493,53 @@ func follow(ctx context.Context, r *projector.Runner, eng *projector.Engine, fro
 		st := r.Stats()
 		elapsed := time.Since(began).Seconds()
 		streams := eng.StreamsFolded()
+		line := progress(st.Checkpoint, start, end, time.Since(began))
+		if cp := st.Checkpoint; cp != nil && cp.Position > end && behind != nil {
+			line += trail.look(ctx, behind, *cp, printed, stderr)
+		}
 		fmt.Fprintf(stderr, "  %d events (%.0f/s), %d folds from streams (%.0f/s), %s\n",
-			handled(st), float64(handled(st))/elapsed, streams, float64(streams)/elapsed, progress(st.Checkpoint, start, end, time.Since(began)))
+			handled(st), float64(handled(st))/elapsed, streams, float64(streams)/elapsed, line)
 	}
 	stop()
 	return <-done
+}
+
+// behindHead counts the events of the projection after checkpoint cp, up
+// to a bound (more: there are more).
+type behindHead func(ctx context.Context, cp projector.Checkpoint) (n int, more bool, err error)
+
+// gap is how far a rebuild past the head it began at stays behind the
+// head, as follow looks each second.
+type gap struct {
+	since time.Time // when the count was last not above the one before
+	low   int       // the count then
+	said  bool      // the rebuild was said to lose ground
+}
+
+// losingGround is how long a rebuild's count of events behind the head
+// may stay at or above where it was before follow says it loses ground.
+var losingGround = 30 * time.Second
+
+// look counts the events behind cp and returns what the progress line
+// says of them. Once the count has not gone down for losingGround, it says
+// once, in a line of its own, that the head moves away faster than the
+// rebuild handles events: it switches only once the appends slow down.
+func (g *gap) look(ctx context.Context, behind behindHead, cp projector.Checkpoint, now time.Time, stderr io.Writer) string {
+	n, more, err := behind(ctx, cp)
+	if err != nil {
+		return fmt.Sprintf(" (how far behind the head it is could not be read: %v)", firstLine(err.Error(), "the log"))
+	}
+	if g.since.IsZero() || n < g.low {
+		g.since, g.low = now, n
+	}
+	if n > 0 && now.Sub(g.since) >= losingGround && !g.said {
+		g.said = true
+		fmt.Fprintf(stderr, "the head moves away faster than this rebuild handles events (%d behind it now, %d %v ago): "+
+			"it switches readers once it catches up, when the appends slow down; each event costs it a read and write of its document "+
+			"(large documents cost the embedded server more: docs/limits.md)\n", n, g.low, now.Sub(g.since).Round(time.Second))
+	}
+	if more {
+		return fmt.Sprintf(", more than %d events behind it", n)
+	}
+	return fmt.Sprintf(", %d events behind it", n)
 }

@@ -129,7 +129,7 @@ func (rb *segmentedRebuild) run(ctx context.Context, cps func() *segmentCheckpoi
 	if err != nil {
 		return err
 	}
-	err = follow(ctx, r, eng, nil, rb.end, rb.inv.Stderr)
+	err = follow(ctx, r, eng, nil, rb.end, rb.inv.Stderr, rb.c.behind(rb.client, rb.p))
 	st := r.Stats()
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
