@@ -40,7 +40,9 @@ func TestRebuild_says_once_that_the_head_moves_away_faster_than_it_handles_event
 		t.Errorf("past the bound: %q", lines[0])
 	}
 	var g gap
-	failing := func(context.Context, projector.Checkpoint) (int, bool, error) { return 0, false, errors.New("unavailable\nmore") }
+	failing := func(context.Context, projector.Checkpoint) (int, bool, error) {
+		return 0, false, errors.New("unavailable\nmore")
+	}
 	if got := g.look(context.Background(), failing, projector.Checkpoint{}, t0, &bytes.Buffer{}); !strings.Contains(got, "could not be read: unavailable") || strings.Contains(got, "\n") {
 		t.Errorf("a failed count: %q", got)
 	}
