@@ -255,3 +255,84 @@ func TestRunner_resumed_near_the_head_with_only_unrouted_events_does_not_warn_of
 		}
 	}
 }
+
+// headSignalled is a source whose subscription delivers its events, with
+// a bare caught-up delivery (no event, no checkpoint: the head had nothing
+// past the last event) after the first head of them.
+type headSignalled struct {
+	events []projector.Event
+	head   int
+}
+
+func (h *headSignalled) Subscribe(context.Context, *projector.Checkpoint) (projector.Subscription, error) {
+	return &headSignalledSub{h: h}, nil
+}
+
+func (*headSignalled) Ordered() bool { return true }
+
+type headSignalledSub struct {
+	h    *headSignalled
+	sent int
+	said bool
+}
+
+func (s *headSignalledSub) Next(ctx context.Context) (projector.Delivery, error) {
+	if s.sent == s.h.head && !s.said {
+		s.said = true
+		return projector.Delivery{CaughtUp: true}, nil
+	}
+	if s.sent == len(s.h.events) {
+		<-ctx.Done()
+		return projector.Delivery{}, ctx.Err()
+	}
+	ev := s.h.events[s.sent]
+	s.sent++
+	return projector.Delivery{Event: &ev, Checkpoint: &projector.Checkpoint{Position: ev.Position}}, nil
+}
+
+func (*headSignalledSub) Close() error { return nil }
+
+// A runner whose source says it reached the head with a delivery of no
+// event and no checkpoint is caught up once the events before that are
+// handled, while a live event after it is still being handled: under
+// steady appends that each take a while to write, there is always one in
+// flight, and it was caught up only once none was (a rebuild under traffic
+// never switched, and /readyz stayed not ready).
+func TestRunner_caught_up_by_a_bare_head_signal_does_not_wait_for_the_live_events(t *testing.T) {
+	s := newStore(t)
+	reg, _ := crates(1, projector.Block, false)
+	release := make(chan struct{})
+	var live atomic.Bool
+	p := projector.New[crate]("live_crates", projector.StreamSuffix("crate-"))
+	projector.On(p, func(c crate, e crateIn) (crate, error) {
+		if e.Yard == "live" {
+			live.Store(true)
+			<-release
+		}
+		c.Yard = e.Yard
+		return c, nil
+	})
+	patient := retry.Policy{InitialDelay: time.Millisecond, Multiplier: 2, MaxDelay: time.Second, MaxRetries: -1, MaxElapsed: time.Hour}
+	e, err := projector.NewEngine(s, reg, []projector.Definition{p}, projector.WithRetry(patient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := projectortest.NewLog(reg)
+	events := append(log.MustAppend(t, "crate-1", crateIn{Yard: "A"}), log.MustAppend(t, "crate-2", crateIn{Yard: "live"})...)
+	r, err := projector.NewRunner("bare", e, &headSignalled{events: events, head: 1}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(t, r)
+	defer close(release)
+	for deadline := time.Now().Add(time.Minute); !live.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the live event never reached its handler")
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); !r.CaughtUp(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not caught up 30 s after the event before the head signal, while the live event after it is in its handler (stats %+v)", r.Stats())
+		}
+	}
+}

@@ -213,7 +213,13 @@ func (x *run) dispatch(ctx context.Context, d Delivery, more bool) bool {
 	// At the head once the delivery that reaches it is in flight: ready
 	// once that is handled too, not before.
 	if r := x.r; ok && d.CaughtUp && !r.caughtUp.Load() {
-		if d.Checkpoint != nil && !x.untracked { // every delivery so far is in the tracker
+		// Every delivery so far is in the tracker (an event without a
+		// checkpoint, this one too, made it untracked): ready once those
+		// are handled. A delivery that says so with no event and no
+		// checkpoint (the head had nothing past the last event) counts as
+		// well: otherwise readiness waited for nothing in flight, which
+		// steady appends, each a while to write, never leave.
+		if !x.untracked {
 			x.headAt.Store(x.tr.next())
 		}
 		r.caughtUp.Store(true)
