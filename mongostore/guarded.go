@@ -18,14 +18,13 @@ import (
 const FieldMeta = "_meta"
 
 type metaDoc struct {
-	Version   int64            `bson:"v"`
-	Revisions []byte           `bson:"revb,omitempty"` // revisions.go
-	OldRevs   map[string]int64 `bson:"revs,omitempty"` // read, not written
-	Position  int64            `bson:"pos,omitempty"`
-	Handled   []byte           `bson:"hids,omitempty"`    // handled.go
-	OldForm   []handledDoc     `bson:"handled,omitempty"` // read, not written
-	Evicted   int64            `bson:"evicted,omitempty"`
-	Replayed  string           `bson:"replayed,omitempty"`
+	Version   int64          `bson:"v"`
+	Revisions revisionsField `bson:"revs,omitempty"` // revisions.go
+	Position  int64          `bson:"pos,omitempty"`
+	Handled   []byte         `bson:"hids,omitempty"`    // handled.go
+	OldForm   []handledDoc   `bson:"handled,omitempty"` // read, not written
+	Evicted   int64          `bson:"evicted,omitempty"`
+	Replayed  string         `bson:"replayed,omitempty"`
 }
 
 type handledDoc struct {
@@ -35,24 +34,15 @@ type handledDoc struct {
 
 func toMetaDoc(m driver.Meta) metaDoc {
 	d := metaDoc{Version: m.Version, Position: int64(m.Position), Evicted: int64(m.Evicted), Replayed: m.Replayed}
-	d.Revisions = encodeRevisions(m.Revisions)
+	d.Revisions = m.Revisions
 	d.Handled = encodeHandled(m.Handled)
 	return d
 }
 
 func (d metaDoc) meta() (driver.Meta, error) {
 	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Evicted: uint64(d.Evicted), Replayed: d.Replayed}
-	if len(d.OldRevs) > 0 {
-		m.Revisions = make(map[string]uint64, len(d.OldRevs))
-		for k, v := range d.OldRevs {
-			m.Revisions[k] = uint64(v)
-		}
-	}
 	if len(d.Revisions) > 0 {
-		var err error
-		if m.Revisions, err = decodeRevisions(d.Revisions); err != nil {
-			return driver.Meta{}, err
-		}
+		m.Revisions = d.Revisions
 	}
 	for _, h := range d.OldForm {
 		m.Handled = append(m.Handled, driver.Handled{ID: h.ID, Position: uint64(h.Position)})

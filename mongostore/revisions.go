@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // A RevisionMap's revisions, one a stream the document has had, are
@@ -14,7 +16,8 @@ import (
 // with the square of the streams at every read and write: it checks each
 // field it decodes against those before it. A document of 4,000 streams
 // took 300 ms a read and write there, of 16,000 streams 3 s. The store
-// keeps them as one binary field instead: how many streams (uvarint), then
+// keeps them as one binary field instead (under the same name, "revs": see
+// revisionsField): how many streams (uvarint), then
 // the streams in order, each:
 //
 //	how many bytes it shares with the stream before it (uvarint),
@@ -23,8 +26,7 @@ import (
 //
 // Streams named by a prefix and an id share most of their bytes: 4,000 of
 // them take about 40 KB, and a read and write 16 ms. Documents written with
-// the subdocument ("revs") are still read; the next write stores the
-// binary form.
+// the subdocument are still read; the next write stores the binary form.
 
 var errRevisions = errors.New("malformed revisions of streams")
 
@@ -102,4 +104,50 @@ func decodeRevisions(b []byte) (map[string]uint64, error) {
 		return nil, fmt.Errorf("%w: %d streams of %d", errRevisions, len(out), n)
 	}
 	return out, nil
+}
+
+// revisionsField is a RevisionMap's revisions as the store keeps them in
+// "_meta.revs": one binary field (encodeRevisions), read from it or from the
+// subdocument of one field a stream that earlier versions wrote. Under the
+// same name, an earlier version of the store fails to read the binary form
+// (its document cannot be decoded), rather than taking the document for one
+// without revisions and applying every event again.
+type revisionsField map[string]uint64
+
+// MarshalBSONValue implements bson.ValueMarshaler: a binary value of the
+// generic subtype.
+func (r revisionsField) MarshalBSONValue() (byte, []byte, error) {
+	b := encodeRevisions(r)
+	out := make([]byte, 5, 5+len(b))
+	binary.LittleEndian.PutUint32(out, uint32(len(b)))
+	return byte(bson.TypeBinary), append(out, b...), nil
+}
+
+// UnmarshalBSONValue implements bson.ValueUnmarshaler: the binary form, or
+// the subdocument of earlier versions.
+func (r *revisionsField) UnmarshalBSONValue(typ byte, data []byte) error {
+	switch bson.Type(typ) {
+	case bson.TypeBinary:
+		if len(data) < 5 || int(binary.LittleEndian.Uint32(data)) != len(data)-5 {
+			return fmt.Errorf("%w: a binary value of %d bytes", errRevisions, len(data))
+		}
+		m, err := decodeRevisions(data[5:])
+		*r = m
+		return err
+	case bson.TypeEmbeddedDocument:
+		var old map[string]int64
+		if err := bson.Unmarshal(data, &old); err != nil {
+			return err
+		}
+		m := make(revisionsField, len(old))
+		for k, v := range old {
+			m[k] = uint64(v)
+		}
+		*r = m
+		return nil
+	case bson.TypeNull:
+		*r = nil
+		return nil
+	}
+	return fmt.Errorf("%w: a value of BSON type %s", errRevisions, bson.Type(typ))
 }

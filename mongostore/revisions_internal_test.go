@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Revisions survive their binary form, streams sharing a prefix or not,
@@ -30,5 +32,25 @@ func TestRevisions_round_trip(t *testing.T) {
 	}
 	if b := encodeRevisions(nil); b != nil {
 		t.Errorf("no revisions encoded as %v, want nothing (the field left out)", b)
+	}
+}
+
+// The field's BSON value: a binary of the encoded revisions, read back; a
+// binary whose length is wrong, or a value of another type, is an error.
+func TestRevisions_field_reads_what_it_writes_and_refuses_other_values(t *testing.T) {
+	in := revisionsField{"order-1": 4, "order-2": 0}
+	typ, data, err := in.MarshalBSONValue()
+	if err != nil || bson.Type(typ) != bson.TypeBinary {
+		t.Fatalf("marshalled as %v (%v), want binary", bson.Type(typ), err)
+	}
+	var out revisionsField
+	if err := out.UnmarshalBSONValue(typ, data); err != nil || !maps.Equal(out, in) {
+		t.Fatalf("read back %v (%v), want %v", out, err, in)
+	}
+	if err := out.UnmarshalBSONValue(typ, data[:len(data)-1]); !errors.Is(err, errRevisions) {
+		t.Errorf("a binary one byte short: %v, want errRevisions", err)
+	}
+	if err := out.UnmarshalBSONValue(byte(bson.TypeString), []byte{1, 0, 0, 0, 0}); !errors.Is(err, errRevisions) {
+		t.Errorf("a string: %v, want errRevisions", err)
 	}
 }

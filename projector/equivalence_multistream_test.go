@@ -139,7 +139,7 @@ func (m multiStream) check(t *testing.T, l *esdbLog, fast, perEvent *mongostore.
 // write token.
 type storedLedger struct {
 	Meta struct {
-		Revs    []byte `bson:"revb"`
+		Revs    []byte `bson:"revs"`
 		Pos     int64  `bson:"pos"`
 		Handled []byte `bson:"hids"`
 		Evicted int64  `bson:"evicted"`
