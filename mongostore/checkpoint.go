@@ -43,10 +43,12 @@ type CheckpointStatus struct {
 	UnknownTypes map[string]uint64
 	// Events is how many events of the subscription's documents its
 	// checkpoint has passed, where its writer counts them: each segment of
-	// a projection run in segments (run --segments) does, since it was
-	// split, counting each event once however many processes were killed
-	// or joined meanwhile (an event a killed process applied and did not
-	// checkpoint is counted by the process that resumes the segment).
+	// a projection run in segments (run --segments) does, since the
+	// segment started from the collection's own checkpoint (the projection
+	// was split, or rebuilt in one process), counting each event once
+	// however many processes were killed or joined meanwhile (an event a
+	// killed process applied and did not checkpoint is counted by the
+	// process that resumes the segment).
 	// An event counts whether it was applied, or parked or skipped under
 	// the failure policy. 0 where nothing counts.
 	Events uint64
