@@ -269,28 +269,12 @@ func (x *cli) rebuild(ctx context.Context, c *rebuildConfig, p Projection, clien
 	if err != nil {
 		return err
 	}
-	keepSegmentCount(context.WithoutCancel(ctx), store, name, active, building, inv.Stderr)
 	st := r.Stats()
 	took := time.Since(began)
 	fmt.Fprintf(inv.Stdout, "rebuilt %s: %d events in %v, %.0f events/s (%d applied, %d already applied, %d skipped, %d parked, %d held; %d folds of a document from its streams' history); readers now use %s (%s)\n",
 		name, handled(st), took.Round(time.Millisecond), float64(handled(st))/took.Seconds(), st.Applied, st.Duplicates, st.Skipped, st.Parked+st.ParkedLater, st.Held,
 		eng.StreamsFolded(), switched.Active, previousText(ctx, store, switched.Previous))
 	return nil
-}
-
-// keepSegmentCount records, for building, the collection a rebuild in one
-// process switched readers to, the number of segments the collection it
-// replaced (active) is split into: the processes that run it in segments
-// go on with the new one in as many, as they record it at their next run,
-// and status shows its segments from the switch on, not a moment later.
-func keepSegmentCount(ctx context.Context, store *mongostore.Store, name, active, building string, stderr io.Writer) {
-	n, err := segment.Count(ctx, store.Database(), active)
-	if err == nil && n > 1 {
-		_, err = segment.Record(ctx, store.Database(), name, building, n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "recording the segments of %s: %v (its processes record them as they run it)\n", building, err)
-	}
 }
 
 // rebuildRunner makes the runner of a rebuild of p into building, its

@@ -415,7 +415,7 @@ func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active
 		if !l.Held(now) || !strings.HasPrefix(l.Holder, runRole+" ") {
 			return nil
 		}
-		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d would stop its process at the switch (a run without --segments is refused a collection in segments); "+
+		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d would stop its process at the switch (a run that started on a collection in one process is refused it split in segments); "+
 			"stop it first, then rebuild and run the new collection with --segments %d, or rebuild without --segments",
 			errSegmentCount, l.Holder, name, n, n)
 	}

@@ -34,6 +34,7 @@ type runConfig struct {
 	checkpointInterval, drainTimeout time.Duration
 	lease                            time.Duration
 	segments                         int
+	segmentsGiven                    bool // --segments (or its variable) was given: no projection follows its recorded number
 	workers, checkpointEvery, batch  int
 	batchMiB, eventSpans             int
 	batchWindow                      time.Duration
@@ -174,6 +175,7 @@ func (x *cli) runRun(ctx context.Context, inv Invocation) error {
 	if err := inv.Parse(fs); err != nil {
 		return err
 	}
+	fs.Visit(func(f *flag.Flag) { c.segmentsGiven = c.segmentsGiven || f.Name == "segments" })
 	logger, err := newLogger(inv.Stderr, c.logFormat, c.logLevel)
 	if err != nil {
 		return usageError("%v", err)

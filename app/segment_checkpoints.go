@@ -123,24 +123,32 @@ func (c *segmentCheckpoints) makeMaps() {
 // its lease's token: from then on the process that held it before cannot
 // move it.
 func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
-	stored, err := c.g.s.store.Checkpoints(ctx)
+	store := c.g.s.store
+	counts, err := store.Checkpoints(ctx) // the counts stored with the checkpoints
 	if err != nil {
 		return nil, err
 	}
-	base := stored[name].Checkpoint
-	var low *projector.Checkpoint
-	none := false
+	var low, base *projector.Checkpoint
+	baseRead, none := false, false
 	for _, k := range c.keys {
-		own := stored[segment.CheckpointName(name, k, c.g.n)]
-		cp := own.Checkpoint
+		own := segment.CheckpointName(name, k, c.g.n)
+		cp, err := store.LoadCheckpoint(ctx, own) // an error for one stored wrong
+		if err != nil {
+			return nil, err
+		}
 		c.mu.Lock()
 		c.makeMaps()
-		c.events[k] = own.Events
+		c.events[k] = counts[own].Events
 		c.mu.Unlock()
 		if cp != nil {
 			if err := c.save(ctx, name, k, *cp); err != nil {
 				return nil, err
 			}
+		} else if !baseRead {
+			if base, err = store.LoadCheckpoint(ctx, name); err != nil {
+				return nil, err
+			}
+			baseRead, cp = true, base
 		} else {
 			cp = base
 		}

@@ -47,7 +47,7 @@ var errSegmentCount = errors.New("the projection runs in another number of segme
 // the number, and one process runs projections of different numbers.
 func (s *session) followSegments(ctx context.Context, sl *slot, collection string) error {
 	sl.segments = s.c.segments
-	if s.c.segments > 1 || s.c.lease == 0 || s.c.group != "" {
+	if s.c.segmentsGiven || s.c.segments > 1 || s.c.lease == 0 || s.c.group != "" {
 		return nil // given, or left to segmentCount to refuse
 	}
 	n, err := segment.Count(ctx, s.store.Database(), collection)
@@ -89,7 +89,7 @@ func (s *session) segmentCount(ctx context.Context, sl *slot, collection string)
 	head := fmt.Sprintf("projection %s (collection %s) runs in %d segments, as its first segmented run recorded in %s", sl.name, collection, stored, segment.CountCollection)
 	var cure string
 	switch {
-	case s.c.segments > 1:
+	case s.c.segmentsGiven || s.c.segments > 1:
 		cure = fmt.Sprintf("not %d: run it with --segments %d, or without --segments (a process then runs each projection in its recorded number)", s.c.segments, stored)
 	case s.c.group != "":
 		cure = "and a persistent group (--group) does not run a projection split in segments: run it without --group"

@@ -337,6 +337,10 @@ func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_no
 	if code != 1 || !strings.Contains(stderr, "runs in 2 segments") || !strings.Contains(stderr, "run it with --lease") {
 		t.Errorf("run without --segments and --lease 0: exit %d; want 1, and that the segments need leases\n%s", code, stderr)
 	}
+	code, _, stderr = run(both, nil, append([]string{"run", "--segments", "1", "--lease", "2s"}, common...)...)
+	if code != 1 || !strings.Contains(stderr, "runs in 2 segments") || !strings.Contains(stderr, "not 1: run it with --segments 2") {
+		t.Errorf("run --segments 1: exit %d; want 1, the given number refused\n%s", code, stderr)
+	}
 	r := e2e.StartCommand(t, both, append([]string{"run", "--lease", "2s"}, common...)...)
 	reached(r, "tickets", servers.Head())
 	reached(r, "ticket_copy", servers.Head())
@@ -365,40 +369,5 @@ func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_no
 		if err := db.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: "11"}}).Decode(&doc); err != nil || doc.Notes != 2 {
 			t.Errorf("%s: ticket 11 has %d notes (%v), want 2", coll, doc.Notes, err)
 		}
-	}
-}
-
-// A rebuild in one process of a projection run in segments records, as it
-// switches readers, the number of segments for the new collection: status
-// shows its segments from then on, not once its processes have run it.
-func TestRebuild_in_one_process_of_a_segmented_projection_keeps_its_number_of_segments(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
-	db := servers.Database(t)
-	ctx := context.Background()
-	for i := range 4 {
-		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)})
-	}
-	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
-	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name()}
-	store := mongostore.New(db)
-	r := e2e.StartCommand(t, c, append([]string{"run", "--segments", "2", "--lease", "2s", "--http", "", "--checkpoint-interval", "100ms"}, common...)...)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if cp, err := store.Reached(ctx, "tickets"); err == nil && cp != nil && cp.Position >= servers.Head() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the segments did not reach the head\n%s", r.Stderr())
-		}
-	}
-	r.Stop(t)
-	if code, out, stderr := run(c, nil, append([]string{"rebuild", "tickets"}, common...)...); code != 0 {
-		t.Fatalf("rebuild: exit %d\n%s%s", code, out, stderr)
-	}
-	cols, err := store.CollectionsOf(ctx, "tickets")
-	if err != nil || cols.Active == "tickets" || cols.Active == "" {
-		t.Fatalf("readers on %q (%v), want the rebuilt collection", cols.Active, err)
-	}
-	if n, err := segment.Count(ctx, db, cols.Active); err != nil || n != 2 {
-		t.Errorf("the rebuilt collection %s is recorded in %d segments (%v), want the 2 of the one it replaced", cols.Active, n, err)
 	}
 }

@@ -97,7 +97,11 @@ func decodeRevisions(b []byte) (map[string]uint64, error) {
 			return nil, fmt.Errorf("%w: a revision at entry %d", errRevisions, len(out))
 		}
 		b = b[k:]
-		prev = name.String()
+		next := name.String()
+		if len(out) > 0 && next <= prev {
+			return nil, fmt.Errorf("%w: stream %q after %q, out of order", errRevisions, next, prev)
+		}
+		prev = next
 		out[prev] = rev
 	}
 	if uint64(len(out)) != n {

@@ -30,6 +30,17 @@ func TestRevisions_round_trip(t *testing.T) {
 			t.Errorf("cut %d bytes short: %v, want errRevisions", cut, err)
 		}
 	}
+	// The same stream twice, and streams out of order, are refused: the
+	// form holds each stream once, in order.
+	for name, bad := range map[string][]byte{
+		"twice":        {2, 0, 1, 'a', 1, 1, 0, 5},
+		"out of order": {2, 0, 1, 'b', 1, 0, 1, 'a', 2},
+		"left over":    {1, 0, 1, 'a', 1, 0, 1, 'b', 2},
+	} {
+		if got, err := decodeRevisions(bad); !errors.Is(err, errRevisions) {
+			t.Errorf("%s: %v (%v), want errRevisions", name, got, err)
+		}
+	}
 	if b := encodeRevisions(nil); b != nil {
 		t.Errorf("no revisions encoded as %v, want nothing (the field left out)", b)
 	}
