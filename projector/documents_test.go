@@ -319,7 +319,9 @@ func TestRunner_caught_up_by_a_bare_head_signal_does_not_wait_for_the_live_event
 	}
 	log := projectortest.NewLog(reg)
 	events := append(log.MustAppend(t, "crate-1", crateIn{Yard: "A"}), log.MustAppend(t, "crate-2", crateIn{Yard: "live"})...)
-	r, err := projector.NewRunner("bare", e, &headSignalled{events: events, head: 1}, s)
+	// One event at a time: in a batch, the event before the signal would
+	// wait for the live one's handler with it.
+	r, err := projector.NewRunner("bare", e, &headSignalled{events: events, head: 1}, s, projector.WithBatch(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
