@@ -345,7 +345,7 @@ func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_no
 	reached(r, "tickets", servers.Head())
 	reached(r, "ticket_copy", servers.Head())
 	if !strings.Contains(r.Stderr(), `msg="the projection runs in segments, as its first segmented run recorded: this process shares them" projection=tickets`) ||
-		strings.Count(r.Stderr(), `msg="holds a segment's lease"`) != 2 {
+		strings.Count(r.Stderr(), `msg="holds a segment's lease"`) < 2 {
 		t.Errorf("the process did not say it runs tickets in its 2 segments, holding both:\n%s", r.Stderr())
 	}
 	r.Stop(t)
