@@ -41,7 +41,7 @@ type segmentCheckpoints struct {
 	mu     sync.Mutex
 	from   map[int]projector.Checkpoint   // each held segment's loaded checkpoint; absent: none
 	events map[int]uint64                 // each held segment's count, as stored with its checkpoint
-	stored map[int]projector.Checkpoint   // each held segment's checkpoint this run stored last
+	last   map[int]projector.Checkpoint   // each held segment's event taken last
 	taken  map[int][]projector.Checkpoint // each held segment's events taken and not yet stored, in order
 }
 
@@ -69,16 +69,14 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 // take counts the event at at as one of segment k's. The runner asks
 // about an event once for each document it feeds, and may be given an
 // event again (a subscription started again from its last checkpoint):
-// an event at or before the last one taken is not counted again. c.mu is
-// held.
+// an event at or before the last one taken (stored since, or not) is not
+// counted again. c.mu is held.
 func (c *segmentCheckpoints) take(k int, at projector.Checkpoint) {
 	c.makeMaps()
-	if ts := c.taken[k]; len(ts) > 0 && !neutral.Past(at, ts[len(ts)-1]) {
+	if last, ok := c.last[k]; ok && !neutral.Past(at, last) {
 		return
 	}
-	if last, ok := c.stored[k]; ok && !neutral.Past(at, last) {
-		return
-	}
+	c.last[k] = at
 	c.taken[k] = append(c.taken[k], at)
 }
 
@@ -95,24 +93,21 @@ func (c *segmentCheckpoints) counted(k int, cp projector.Checkpoint) (total uint
 	return c.events[k] + uint64(n), n
 }
 
-// storedAt records that segment k's checkpoint cp was stored with total
+// storedAt records that segment k's checkpoint was stored with total
 // events: the first n of its events taken are in it.
-func (c *segmentCheckpoints) storedAt(k int, cp projector.Checkpoint, total uint64, n int) {
+func (c *segmentCheckpoints) storedAt(k int, total uint64, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.makeMaps()
 	c.events[k] = total
 	c.taken[k] = c.taken[k][n:]
-	if last, ok := c.stored[k]; !ok || neutral.Past(cp, last) {
-		c.stored[k] = cp
-	}
 }
 
 // makeMaps makes c's maps the first time. c.mu is held.
 func (c *segmentCheckpoints) makeMaps() {
 	if c.from == nil {
 		c.from, c.events = map[int]projector.Checkpoint{}, map[int]uint64{}
-		c.stored, c.taken = map[int]projector.Checkpoint{}, map[int][]projector.Checkpoint{}
+		c.last, c.taken = map[int]projector.Checkpoint{}, map[int][]projector.Checkpoint{}
 	}
 }
 
@@ -215,7 +210,7 @@ func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp pr
 	err := c.g.s.store.SaveCheckpointUnder(ctx, segment.CheckpointName(name, k, c.g.n), cp, h.current(), total)
 	switch {
 	case err == nil:
-		c.storedAt(k, cp, total, n)
+		c.storedAt(k, total, n)
 		c.g.noteSaved(k, cp.Position, total)
 		return nil
 	case !errors.Is(err, mongostore.ErrFenced):
