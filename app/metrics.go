@@ -76,7 +76,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		segmentPosition: d("segment_checkpoint_position", "With run --segments: the checkpoint this process last stored for each segment it holds "+
 			"(commit position in $all).", "segment"),
 		segmentEvents: d("segment_events_passed", "With run --segments: how many events of the documents of each segment this process holds "+
-			"the checkpoint it last stored has passed, since the projection was split, counted once whichever process applied them (status shows every segment's).", "segment"),
+			"the checkpoint it last stored has passed, since the segment started from the collection's own checkpoint (split, or rebuilt in one process), counted once whichever process applied them (status shows every segment's).", "segment"),
 		headPosition: prometheus.NewDesc("projector_head_position", "Commit position of the last event in $all, sampled every 5s.", nil, nil),
 	}
 }

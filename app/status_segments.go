@@ -28,9 +28,9 @@ type segmentStatus struct {
 	Behind        *int `json:"behind,omitempty"`
 	BehindAtLeast bool `json:"behindAtLeast,omitempty"`
 	// Events counts the events of the segment's documents its checkpoint
-	// has passed since the projection was split (applied, parked or
-	// skipped), each once however many of its processes were killed
-	// (mongostore.CheckpointStatus.Events).
+	// has passed (applied, parked or skipped), each once however many of
+	// its processes were killed, since the segment started from the
+	// collection's own checkpoint (mongostore.CheckpointStatus.Events).
 	Events uint64 `json:"events"`
 }
 
