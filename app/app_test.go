@@ -178,6 +178,9 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		{"rebuild with a batch of 2^44 MiB", config(good), []string{"tickets", "--batch-mib", "17592186045440"}, `--batch-mib 17592186045440: want at most 1024`, "rebuild"},
 		{"rebuild with no workers", config(good), []string{"tickets", "--workers", "0"}, `--workers 0: want at least 1`, "rebuild"},
 		{"segments in a group", config(good), []string{"--segments", "2", "--group", "g", "--lease", "15s"}, `--segments 2 does not go with --group`, ""},
+		// The flag's value was the next flag's name, and what followed it an unexpected argument.
+		{"a group without its name", config(good), []string{"--group", "--http", ""}, `--group --http: --group wants a value before the next flag`, ""},
+		{"a database without its name, before a NAME", config(good), []string{"--database", "--workers=2", "tickets"}, `--database --workers=2: --database wants a value`, "rebuild"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

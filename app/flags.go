@@ -68,6 +68,10 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 		fmt.Fprintf(out, "%s: %v (see %[1]s --help)\n", fs.Name(), err)
 		return "", ErrUsage
 	}
+	if took := flagTaken(fs); took != "" {
+		fmt.Fprintf(out, "%s: %s (see %[1]s --help)\n", fs.Name(), took)
+		return "", ErrUsage
+	}
 	if named && name == "" && fs.NArg() == 1 {
 		name = fs.Arg(0)
 	} else if fs.NArg() > 0 {
@@ -75,6 +79,25 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 		return "", ErrUsage
 	}
 	return name, nil
+}
+
+// flagTaken says which flag given took another of fs's flags as its value
+// ("--group --http :0": a flag given without its value), "" when none did.
+// Without it, the flag's value is the other flag's name, and what follows
+// is reported as an unexpected argument, or taken as a NAME.
+func flagTaken(fs *flag.FlagSet) string {
+	took := ""
+	fs.Visit(func(f *flag.Flag) {
+		v := f.Value.String()
+		if took != "" || !strings.HasPrefix(v, "-") {
+			return
+		}
+		other, _, _ := strings.Cut(strings.TrimLeft(v, "-"), "=")
+		if other != "" && fs.Lookup(other) != nil {
+			took = fmt.Sprintf("--%s %s: --%s wants a value before the next flag", f.Name, v, f.Name)
+		}
+	})
+	return took
 }
 
 // fromEnv sets every flag not given on the command line from the

@@ -47,7 +47,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs := inv.FlagSet("[flags]  (every flag can also be set as " + inv.EnvPrefix + "<FLAG>, e.g. " + inv.EnvPrefix + "ESDB)")
 	c.register(fs, x, "EventStoreDB or KurrentDB connection string: esdb://localhost:2113?tls=false, or kurrentdb:// (also kurrent://, kdb://) (required)")
 	fs.StringVar(&c.projections, "projections", "", "comma-separated projections to run (default: all: "+strings.Join(x.cat.names(), ", ")+")")
-	fs.StringVar(&c.group, "group", "", "consume persistent subscription groups instead of catch-up subscriptions: one per projection, named GROUP-<projection> (created if missing)")
+	fs.StringVar(&c.group, "group", "", "consume persistent subscription groups instead of catch-up subscriptions: one per projection, named `GROUP`-<projection> (created if missing)")
 	fs.StringVar(&c.httpAddr, "http", "localhost:9090", "address of /metrics, /healthz and /readyz (empty: no HTTP server)")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
