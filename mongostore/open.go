@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
@@ -43,16 +45,20 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			conn.Close()
 		}
 	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(timeout).
 		SetConnectTimeout(timeout)
+	var wrong *notMongo
+	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
+		wrong = watchWireErrors(opts)
+	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: connect to %s: %w", strings.Join(cs.Hosts, ","), err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := client.Ping(pctx, nil); err != nil {
+	if err := wrong.ping(pctx, client); err != nil {
 		// In the background: a connection the driver is still opening to a
 		// server that does not answer holds Disconnect for up to another
 		// timeout, which the caller would wait out after this one.
@@ -61,6 +67,9 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			defer cancel()
 			_ = client.Disconnect(dctx)
 		}()
+		if reply := wrong.reply(); reply != nil {
+			return nil, fmt.Errorf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): %w", cs.Hosts[0], reply)
+		}
 		if ctx.Err() != nil {
 			// Stopped (the caller's context ended), not timed out.
 			return nil, fmt.Errorf("mongostore: stopped while connecting to %s: %w", strings.Join(cs.Hosts, ","), ctx.Err())
@@ -68,6 +77,81 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", strings.Join(cs.Hosts, ","), timeout, err)
 	}
 	return client, nil
+}
+
+// notMongo ends a connection's first ping as soon as the server answers
+// with what no MongoDB sends: a reply whose length, the first 4 bytes of a
+// wire protocol message, is out of bounds (an HTTP or gRPC server, the event
+// store's port given as MongoDB's, say). Without it, the driver tries again
+// until its server selection times out, and the error says only that no
+// MongoDB answered. A nil *notMongo pings as the client does.
+type notMongo struct {
+	mu     sync.Mutex
+	first  error
+	cancel context.CancelFunc // the ping's, while it runs
+}
+
+// watchWireErrors has the client of opts report its heartbeats' wire
+// protocol errors to the returned notMongo.
+func watchWireErrors(opts *options.ClientOptions) *notMongo {
+	w := &notMongo{}
+	opts.SetServerMonitor(&event.ServerMonitor{ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
+		if !notWireProtocol(e.Failure) {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.first == nil {
+			w.first = e.Failure
+		}
+		if w.cancel != nil {
+			w.cancel()
+		}
+	}})
+	return w
+}
+
+// notWireProtocol reports whether err is a reply framed as no MongoDB
+// frames one (the driver's own words for it: x/mongo/driver/topology's
+// errResponseTooLarge and parseWmSizeBytes).
+func notWireProtocol(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "length of read message too large") || strings.Contains(msg, "malformed message length")
+}
+
+// ping pings client within ctx, and stops at once when w sees a reply that
+// is not MongoDB's.
+func (w *notMongo) ping(ctx context.Context, client *mongo.Client) error {
+	if w == nil {
+		return client.Ping(ctx, nil)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w.mu.Lock()
+	w.cancel = cancel
+	if w.first != nil {
+		cancel()
+	}
+	w.mu.Unlock()
+	err := client.Ping(ctx, nil)
+	w.mu.Lock()
+	w.cancel = nil
+	w.mu.Unlock()
+	return err
+}
+
+// reply is the first reply w saw that MongoDB does not send, nil if none
+// (or w is nil).
+func (w *notMongo) reply() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.first
 }
 
 // Open connects to uri (see [Connect]) and returns a store on database that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/grpc"
 
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
@@ -410,6 +412,29 @@ func TestReplayed_records_the_cause_of_a_failure_again_as_the_park_did(t *testin
 
 // A mongodb+srv:// host is looked up as the string is parsed: a host that
 // does not resolve is said so, not called an invalid URI.
+// Another server's port given as MongoDB's (the event store's, a gRPC
+// server, which greets a client first) is said at its first reply, not
+// after the whole timeout as "no MongoDB answered".
+func TestConnect_a_server_that_is_not_MongoDB_is_named_at_its_first_reply(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	go srv.Serve(ln)
+	defer srv.Stop()
+	host := ln.Addr().String()
+	start := time.Now()
+	_, err = mongostore.Connect(context.Background(), "mongodb://"+host+"/", time.Minute)
+	want := "mongostore: the server at " + host + " does not answer as MongoDB (is it the right port?)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want one containing %q", err, want)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("took %v: the connect timeout of a minute was waited out", took)
+	}
+}
+
 func TestConnect_an_SRV_host_that_does_not_resolve_is_no_invalid_URI(t *testing.T) {
 	_, err := mongostore.Connect(context.Background(), "mongodb+srv://user:s3cret@nowhere.invalid/", 2*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "SRV host does not resolve") || strings.Contains(err.Error(), "invalid MongoDB URI") {
