@@ -181,6 +181,7 @@ func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *t
 		// The flag's value was the next flag's name, and what followed it an unexpected argument.
 		{"a group without its name", config(good), []string{"--group", "--http", ""}, `--group --http: --group wants a value before the next flag`, ""},
 		{"a database without its name, before a NAME", config(good), []string{"--database", "--workers=2", "tickets"}, `--database --workers=2: --database wants a value`, "rebuild"},
+		{"a group before --help", config(good), []string{"--group", "--help"}, `--group --help: --group wants a value`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -82,7 +82,8 @@ func parseArgs(fs *flag.FlagSet, args []string, named bool) (string, error) {
 }
 
 // flagTaken says which flag given took another of fs's flags as its value
-// ("--group --http :0": a flag given without its value), "" when none did.
+// ("--group --http :0": a flag given without its value), or "--", the end
+// of the flags, "" when none did.
 // Without it, the flag's value is the other flag's name, and what follows
 // is reported as an unexpected argument, or taken as a NAME.
 func flagTaken(fs *flag.FlagSet) string {
@@ -93,7 +94,8 @@ func flagTaken(fs *flag.FlagSet) string {
 			return
 		}
 		other, _, _ := strings.Cut(strings.TrimLeft(v, "-"), "=")
-		if other != "" && fs.Lookup(other) != nil {
+		// -h and -help ask for the help, which the flag set does not list.
+		if v == "--" || fs.Lookup(other) != nil || other == "h" || other == "help" {
 			took = fmt.Sprintf("--%s %s: --%s wants a value before the next flag", f.Name, v, f.Name)
 		}
 	})

@@ -320,8 +320,9 @@ func replayNote(p Projection, streams bool, binary string) string {
 		return fmt.Sprintf("note: a document that had later events of a replayed event's stream was folded anew from its streams, "+
 			"the event in its stream's order, exact for any read model the revision map keeps (an event of it that still fails is left out and stays parked); "+
 			"one with nothing of the event's stream after it got the event applied as it is, which keeps every stream's order; where a stream no longer starts "+
-			"at revision 0, an event's document cannot be told, or the document has too many streams (see projector's Engine.Replay), "+
-			"the event applied as it is, after the events since: exact for steps that commute, else %s rebuild %s", binary, name)
+			"at revision 0, an event's document cannot be told, or the document has too many streams (see projector's Engine.Replay), the event applied as it is, after the events since, "+
+			"and a warning on stderr names it (\"replayed event applied to the document as it is\"): exact for steps that commute, else %s rebuild %s; "+
+			"with no such warning, every replayed document is exact", binary, name)
 	}
 	return fmt.Sprintf("note: a parked event applies to its document as it is now, after the events that came since it: exact for steps that commute "+
 		"(counts, sums, sets); a read model that depends on their order (a status, a last value) is made exact by %s rebuild %s "+

@@ -67,8 +67,8 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			defer cancel()
 			_ = client.Disconnect(dctx)
 		}()
-		if reply := wrong.reply(); reply != nil {
-			return nil, fmt.Errorf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): %w", cs.Hosts[0], reply)
+		if err := wrong.replied(); err != nil {
+			return nil, err
 		}
 		if ctx.Err() != nil {
 			// Stopped (the caller's context ended), not timed out.
@@ -79,15 +79,17 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	return client, nil
 }
 
-// notMongo ends a connection's first ping as soon as the server answers
-// with what no MongoDB sends: a reply whose length, the first 4 bytes of a
-// wire protocol message, is out of bounds (an HTTP or gRPC server, the event
-// store's port given as MongoDB's, say). Without it, the driver tries again
-// until its server selection times out, and the error says only that no
-// MongoDB answered. A nil *notMongo pings as the client does.
+// notMongo ends a connection's first ping as soon as a server answers with
+// what no MongoDB sends: a reply whose length, the first 4 bytes of a wire
+// protocol message, is out of bounds. A server that speaks first in a
+// binary protocol does (an HTTP/2 or gRPC server: an event store without
+// TLS, its port given as MongoDB's); one that waits for a request it can
+// read (HTTP/1), or ends the connection (TLS), does not, and the ping waits
+// until the driver's server selection times out, as before. A nil
+// *notMongo pings as the client does.
 type notMongo struct {
 	mu     sync.Mutex
-	first  error
+	at     string             // the address of the first such reply, "" before one
 	cancel context.CancelFunc // the ping's, while it runs
 }
 
@@ -101,8 +103,9 @@ func watchWireErrors(opts *options.ClientOptions) *notMongo {
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.first == nil {
-			w.first = e.Failure
+		if w.at == "" {
+			// "host:port[-2]": the server's address, and the connection's.
+			w.at, _, _ = strings.Cut(e.ConnectionID, "[")
 		}
 		if w.cancel != nil {
 			w.cancel()
@@ -132,7 +135,7 @@ func (w *notMongo) ping(ctx context.Context, client *mongo.Client) error {
 	defer cancel()
 	w.mu.Lock()
 	w.cancel = cancel
-	if w.first != nil {
+	if w.at != "" {
 		cancel()
 	}
 	w.mu.Unlock()
@@ -143,15 +146,19 @@ func (w *notMongo) ping(ctx context.Context, client *mongo.Client) error {
 	return err
 }
 
-// reply is the first reply w saw that MongoDB does not send, nil if none
-// (or w is nil).
-func (w *notMongo) reply() error {
+// replied says, once a server answered as no MongoDB does, which one, in
+// one line; nil if none did (or w is nil).
+func (w *notMongo) replied() error {
 	if w == nil {
 		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.first
+	if w.at == "" {
+		return nil
+	}
+	return fmt.Errorf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): "+
+		"its reply does not begin as a MongoDB message does", w.at)
 }
 
 // Open connects to uri (see [Connect]) and returns a store on database that

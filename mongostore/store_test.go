@@ -410,8 +410,6 @@ func TestReplayed_records_the_cause_of_a_failure_again_as_the_park_did(t *testin
 	}
 }
 
-// A mongodb+srv:// host is looked up as the string is parsed: a host that
-// does not resolve is said so, not called an invalid URI.
 // Another server's port given as MongoDB's (the event store's, a gRPC
 // server, which greets a client first) is said at its first reply, not
 // after the whole timeout as "no MongoDB answered".
@@ -426,7 +424,7 @@ func TestConnect_a_server_that_is_not_MongoDB_is_named_at_its_first_reply(t *tes
 	host := ln.Addr().String()
 	start := time.Now()
 	_, err = mongostore.Connect(context.Background(), "mongodb://"+host+"/", time.Minute)
-	want := "mongostore: the server at " + host + " does not answer as MongoDB (is it the right port?)"
+	want := "mongostore: the server at " + host + " does not answer as MongoDB (is it the right port?): its reply does not begin as a MongoDB message does"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want one containing %q", err, want)
 	}
@@ -435,6 +433,8 @@ func TestConnect_a_server_that_is_not_MongoDB_is_named_at_its_first_reply(t *tes
 	}
 }
 
+// A mongodb+srv:// host is looked up as the string is parsed: a host that
+// does not resolve is said so, not called an invalid URI.
 func TestConnect_an_SRV_host_that_does_not_resolve_is_no_invalid_URI(t *testing.T) {
 	_, err := mongostore.Connect(context.Background(), "mongodb+srv://user:s3cret@nowhere.invalid/", 2*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "SRV host does not resolve") || strings.Contains(err.Error(), "invalid MongoDB URI") {
