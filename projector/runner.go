@@ -207,7 +207,8 @@ func DefaultReconnect() retry.Policy {
 // NewRunner returns a runner named name (its checkpoint's key) that feeds
 // engine from source and stores checkpoints in checkpoints. checkpoints may
 // be nil for a source that keeps its own position (a persistent
-// subscription). A checkpoint store whose checkpoints cover some of the
+// subscription); with an ordered source (a catch-up subscription), nil
+// makes each start read the log from its beginning, and NewRunner warns. A checkpoint store whose checkpoints cover some of the
 // projection's documents only, which it says with a method NeedsEvent(id
 // string, at Checkpoint) bool (the store of one process's segments of a
 // projection shared by several, each segment from its own checkpoint), has
@@ -248,6 +249,11 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		}
 	}
 	r.logger = engine.logger.With("runner", name)
+	if checkpoints == nil && ordered {
+		r.logger.Warn("the runner has no checkpoint store, and its source resumes from the position the runner gives it: " +
+			"each start reads the log from its beginning (give NewRunner a CheckpointStore; nil is for a source that keeps its own position, " +
+			"a persistent subscription group)")
+	}
 	r.lendStreams(engine, source)
 	if err := r.keepDocuments(); err != nil {
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)

@@ -17,15 +17,16 @@ type AllOptions struct {
 	// name starts with one of these (for the cart: "shopping_cart-"). Empty
 	// keeps every stream; events of system types ("$...") are left out then.
 	StreamPrefixes []string
-	// StreamRegex keeps only streams whose name matches it; it replaces
-	// StreamPrefixes.
+	// StreamRegex keeps only streams whose name matches it; with
+	// StreamPrefixes too, the subscription is refused.
 	StreamRegex string
 	// EventTypePrefixes keeps only events whose type starts with one of these.
 	// It leaves holes in the revisions of a stream, which the revision gate
 	// would wait for forever: the runner refuses it for gated projections.
 	EventTypePrefixes []string
-	// EventTypeRegex keeps only events whose type matches it; it replaces
-	// EventTypePrefixes. The same holes in revisions follow.
+	// EventTypeRegex keeps only events whose type matches it; with
+	// EventTypePrefixes too, the subscription is refused. The same holes in
+	// revisions follow.
 	EventTypeRegex string
 	// MaxSearchWindow and CheckpointInterval tune the server's checkpoint
 	// messages: one after every MaxSearchWindow*CheckpointInterval events it
@@ -92,6 +93,14 @@ func (o AllOptions) ServerFilter() (Filter, error) {
 	streams := len(o.StreamPrefixes) > 0 || o.StreamRegex != ""
 	if streams && o.FiltersEventTypes() {
 		return Filter{}, errors.New("$all filters by stream or by event type, not both (the server takes one filter)")
+	}
+	// One would replace the other: the events of the other's streams or
+	// types would be left out, unsaid.
+	if len(o.StreamPrefixes) > 0 && o.StreamRegex != "" {
+		return Filter{}, errors.New("$all filters by StreamPrefixes or by StreamRegex, not both (the server takes one filter: fold the prefixes into the regex)")
+	}
+	if len(o.EventTypePrefixes) > 0 && o.EventTypeRegex != "" {
+		return Filter{}, errors.New("$all filters by EventTypePrefixes or by EventTypeRegex, not both (the server takes one filter: fold the prefixes into the regex)")
 	}
 	for _, rx := range []string{o.StreamRegex, o.EventTypeRegex} {
 		if _, err := regexp.Compile(rx); err != nil {
