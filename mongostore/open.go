@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -47,18 +46,19 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	pctx, notMongo := context.WithCancelCause(pctx)
+	defer notMongo(nil)
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(timeout).
 		SetConnectTimeout(timeout)
-	var wrong *notMongo
 	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
-		wrong = watchWireErrors(opts)
+		watchWireErrors(opts, notMongo)
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: connect to %s: %w", strings.Join(cs.Hosts, ","), err)
 	}
-	if err := wrong.ping(pctx, client); err != nil {
+	if err := client.Ping(pctx, nil); err != nil {
 		// In the background: a connection the driver is still opening to a
 		// server that does not answer holds Disconnect for up to another
 		// timeout, which the caller would wait out after this one.
@@ -67,8 +67,8 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			defer cancel()
 			_ = client.Disconnect(dctx)
 		}()
-		if err := wrong.replied(); err != nil {
-			return nil, err
+		if cause := context.Cause(pctx); errors.As(cause, new(errNotMongo)) {
+			return nil, cause
 		}
 		if ctx.Err() != nil {
 			// Stopped (the caller's context ended), not timed out.
@@ -79,39 +79,31 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	return client, nil
 }
 
-// notMongo ends a connection's first ping as soon as a server answers with
-// what no MongoDB sends: a reply whose length, the first 4 bytes of a wire
-// protocol message, is out of bounds. A server that speaks first in a
-// binary protocol does (an HTTP/2 or gRPC server: an event store without
-// TLS, its port given as MongoDB's); one that waits for a request it can
-// read (HTTP/1), or ends the connection (TLS), does not, and the ping waits
-// until the driver's server selection times out, as before. A nil
-// *notMongo pings as the client does.
-type notMongo struct {
-	mu     sync.Mutex
-	at     string             // the address of the first such reply, "" before one
-	cancel context.CancelFunc // the ping's, while it runs
+// errNotMongo is the address of a server that answered with what no
+// MongoDB sends: a reply whose length, the first 4 bytes of a wire protocol
+// message, is out of bounds. A server that speaks first in a binary
+// protocol does (an HTTP/2 or gRPC server: an event store without TLS, its
+// port given as MongoDB's); one that waits for a request it can read
+// (HTTP/1), or ends the connection (TLS), does not, and the first ping
+// waits until the driver's server selection times out, as before.
+type errNotMongo string
+
+func (e errNotMongo) Error() string {
+	return fmt.Sprintf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): "+
+		"its reply does not begin as a MongoDB message does", string(e))
 }
 
-// watchWireErrors has the client of opts report its heartbeats' wire
-// protocol errors to the returned notMongo.
-func watchWireErrors(opts *options.ClientOptions) *notMongo {
-	w := &notMongo{}
+// watchWireErrors has the client of opts end its first ping with
+// errNotMongo (by cancel) at the first heartbeat that fails so; later
+// calls of cancel do nothing.
+func watchWireErrors(opts *options.ClientOptions, cancel context.CancelCauseFunc) {
 	opts.SetServerMonitor(&event.ServerMonitor{ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
-		if !notWireProtocol(e.Failure) {
-			return
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.at == "" {
+		if notWireProtocol(e.Failure) {
 			// "host:port[-2]": the server's address, and the connection's.
-			w.at, _, _ = strings.Cut(e.ConnectionID, "[")
-		}
-		if w.cancel != nil {
-			w.cancel()
+			at, _, _ := strings.Cut(e.ConnectionID, "[")
+			cancel(errNotMongo(at))
 		}
 	}})
-	return w
 }
 
 // notWireProtocol reports whether err is a reply framed as no MongoDB
@@ -123,42 +115,6 @@ func notWireProtocol(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "length of read message too large") || strings.Contains(msg, "malformed message length")
-}
-
-// ping pings client within ctx, and stops at once when w sees a reply that
-// is not MongoDB's.
-func (w *notMongo) ping(ctx context.Context, client *mongo.Client) error {
-	if w == nil {
-		return client.Ping(ctx, nil)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.mu.Lock()
-	w.cancel = cancel
-	if w.at != "" {
-		cancel()
-	}
-	w.mu.Unlock()
-	err := client.Ping(ctx, nil)
-	w.mu.Lock()
-	w.cancel = nil
-	w.mu.Unlock()
-	return err
-}
-
-// replied says, once a server answered as no MongoDB does, which one, in
-// one line; nil if none did (or w is nil).
-func (w *notMongo) replied() error {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.at == "" {
-		return nil
-	}
-	return fmt.Errorf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): "+
-		"its reply does not begin as a MongoDB message does", w.at)
 }
 
 // Open connects to uri (see [Connect]) and returns a store on database that
