@@ -86,6 +86,10 @@ func notGated(ctx context.Context, store driver.Store, collection, id string) er
 	if _, found, err := g.LoadGuarded(ctx, collection, id, nil); err != nil || !found {
 		return ErrNotYet
 	}
+	if _, found, err := store.Load(ctx, collection, id, 0, nil); err != nil || found {
+		// Written under the gate between the two reads: read again.
+		return ErrNotYet
+	}
 	return retry.Permanent(errNotGated)
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
 	"github.com/revgate/projector/retry"
 )
@@ -109,5 +112,38 @@ func TestWaitForRevision_on_a_document_with_no_revision_says_to_wait_on_the_posi
 	}
 	if waited := time.Since(start); waited > 30*time.Second {
 		t.Fatalf("waited %v: the wait on a document with no revision ran out its policy", waited)
+	}
+}
+
+// writtenAfterFirstLoad is the store, with the events of after handled
+// right after its first gated read of a document: the projector's write
+// lands between that read and the wait's next one.
+type writtenAfterFirstLoad struct {
+	*mongostore.Store
+	once  sync.Once
+	after func()
+}
+
+func (s *writtenAfterFirstLoad) Load(ctx context.Context, coll, id string, from uint64, state any) (driver.Head, bool, error) {
+	h, found, err := s.Store.Load(ctx, coll, id, from, state)
+	s.once.Do(s.after)
+	return h, found, err
+}
+
+// A document under the revision gate created between the wait's read that
+// found none and its look at whether one is there under another strategy
+// is waited for, not taken for one of another strategy.
+func TestWaitForRevision_a_document_created_between_two_reads_is_waited_for(t *testing.T) {
+	s := newStore(t)
+	e := newEngine(t, s, retry.Default())
+	evs := projectortest.NewLog(cart.Registry()).MustAppend(t, cart.StreamID("w2"),
+		cart.ShoppingCartOpened{ShoppingCartID: "w2", ClientID: "c", OpenedAt: t0})
+	racy := &writtenAfterFirstLoad{Store: s, after: func() {
+		if _, err := e.Handle(context.Background(), evs[0]); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := projector.WaitForRevision(context.Background(), racy, cart.DetailsName, "w2", 0, shortWait()); err != nil {
+		t.Fatal(err)
 	}
 }
