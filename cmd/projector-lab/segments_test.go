@@ -793,7 +793,12 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 			switch {
 			case regexp.MustCompile(`msg="a checkpoint save was refused \(fenced\)[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
 				fenced = append(fenced, k)
-			case regexp.MustCompile(`msg="lost a segment's lease[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
+			case regexp.MustCompile(`msg="lost a segment's lease[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log),
+				// The lease's own renewal found it taken first.
+				regexp.MustCompile(`msg="lost the lease: this process stops writing" lease=\S+/segment-` + strconv.Itoa(k) + `-of-\d+ `).MatchString(log),
+				// Its subscription timed out while it was paused: it
+				// handed its segments over before it could find them taken.
+				regexp.MustCompile(`msg="releases a segment's lease" projection=\S+ segment=` + strconv.Itoa(k) + ` token=\d+ why="this process cannot read the event store"`).MatchString(log):
 				lost = append(lost, k)
 			}
 		}
