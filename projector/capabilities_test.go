@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/projectortest"
@@ -73,12 +74,24 @@ func TestNewEngine_refuses_what_cannot_work_before_the_first_event(t *testing.T)
 			`the park policy needs a place to record parked events`},
 		{"an unknown failure policy", plainStore{}, cart.NewDetailsProjection().OnFailure(projector.FailurePolicy(7)), nil,
 			`unknown failure policy 7`},
+		{"no projection", plainStore{}, nil, nil, `engine has no projections`},
+		{"a nil store in an interface", (*mongostore.Store)(nil), cart.NewDetailsProjection(), nil, `engine needs a store and a registry`},
+		{"a negative inbox retention", guardedOnly{}, cart.NewDetailsProjection().Idempotency(projector.Inbox(-time.Hour)), nil,
+			`Inbox(-1h0m0s): want a retention of 0 (24h0m0s) or more`},
+		{"a known-documents cache of less than nothing", plainStore{}, cart.NewDetailsProjection(), []projector.Option{projector.WithKnownDocuments(-1)},
+			`WithKnownDocuments(-1): want 0 (the default, 65536) or more`},
+		{"an empty tie prefix", guardedOnly{}, cart.NewClientSummaryProjection().TieStreams(""), nil,
+			`projection "cart_client_summary" ties streams by an empty prefix`},
 		{"a retry policy that cannot work", plainStore{}, cart.NewDetailsProjection(), []projector.Option{projector.WithRetry(func() retry.Policy { p := retry.Default(); p.Multiplier = 0.5; return p }())},
 			`multiplier must be >= 1`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, err := projector.NewEngine(c.store, cart.Registry(), []projector.Definition{c.def}, c.opts...)
+			defs := []projector.Definition{c.def}
+			if c.def == nil {
+				defs = nil
+			}
+			e, err := projector.NewEngine(c.store, cart.Registry(), defs, c.opts...)
 			if err == nil || e != nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("NewEngine: %v, %v; want one line with %q", e, err, c.want)
 			}

@@ -138,11 +138,17 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	e.streamsSeen, _ = lru.New[tieKey, streamSeen](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.streamDocs, _ = lru.New[string, string](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
 	e.follows, _ = lru.New[followKey, int64](max(cmp.Or(e.knownSize, defaultKnownDocuments), 1))
-	if store == nil || registry == nil {
+	if isNil(store) || registry == nil {
 		return nil, errors.New("projector: engine needs a store and a registry")
 	}
 	if err := e.policy.Validate(); err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
+	}
+	if len(projections) == 0 {
+		return nil, errors.New("projector: engine has no projections: give NewEngine at least one")
+	}
+	if e.knownSize < 0 {
+		return nil, fmt.Errorf("projector: WithKnownDocuments(%d): want 0 (the default, %d) or more", e.knownSize, defaultKnownDocuments)
 	}
 	if e.eventSpans < 0 {
 		return nil, fmt.Errorf("projector: WithEventSpans(%d): want 0 or more", e.eventSpans)

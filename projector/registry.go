@@ -28,16 +28,21 @@ func NewRegistry() *Registry {
 
 // Register binds the event type name to the Go type E, whose payloads are
 // JSON, and opts to its older forms: the names it had ([Renamed]) and the
-// shapes it had ([Upcast]). It panics when a name or the type is already
-// bound to something else, or when upcasters do not chain, like
-// registering two HTTP handlers for one pattern: that is a programming
-// error found at start-up.
+// shapes it had ([Upcast]). It panics when a name is empty, when a name or
+// the type is already bound to something else, or when upcasters do not
+// chain, like registering two HTTP handlers for one pattern: that is a
+// programming error found at start-up.
 func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	en := entry{t: reflect.TypeFor[E](), name: name}
 	for _, o := range opts {
 		o(&en)
 	}
 	forms := en.forms()
+	for n := range forms {
+		if strings.TrimSpace(n) == "" {
+			panic(fmt.Sprintf("projector: Go type %v registered under an empty event type name", en.t))
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old, ok := r.byType[en.t]; ok && old != name {

@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -180,6 +181,9 @@ var ErrNoTransactions = errors.New("the server has no multi-document transaction
 // kept under [MarkDeleted], is found, with its state as it was: the store
 // marks it (mongostore's field _deleted), for readers that query it.
 func ReadDocument(ctx context.Context, store driver.Store, p Definition, id string, state any) (found bool, revision int64, err error) {
+	if isNil(store) {
+		return false, -1, errors.New("projector: ReadDocument needs a store, not nil")
+	}
 	collection := p.Collection()
 	if !p.copied() {
 		if collection, err = activeCollection(ctx, store, p.Name(), collection); err != nil {
@@ -252,3 +256,12 @@ func streamKey(stream string) string {
 }
 
 var streamKeys = strings.NewReplacer("%", "%25", ".", "%2E", "$", "%24")
+
+// isNil reports whether v is nil, or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}

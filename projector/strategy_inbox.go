@@ -18,13 +18,21 @@ const defaultInboxRetention = 24 * time.Hour
 // Inbox records each handled event in an inbox collection keyed by
 // (projection, event id), in the same transaction as the change; a duplicate
 // hits the key and is discarded. Records go after retention (a TTL index;
-// 0 means 24 hours). It needs multi-document transactions (a
-// MongoDB replica set); without them the engine fails at start-up.
+// 0 means 24 hours; [NewEngine] refuses a negative one). It needs
+// multi-document transactions (a MongoDB replica set); without them the
+// engine fails at start-up.
 func Inbox(retention time.Duration) Strategy {
-	if retention <= 0 {
+	if retention == 0 {
 		retention = defaultInboxRetention
 	}
 	return Strategy{inbox{retention: retention}}
+}
+
+func (i inbox) valid() error {
+	if i.retention < 0 {
+		return fmt.Errorf("Inbox(%v): want a retention of 0 (%v) or more", i.retention, defaultInboxRetention)
+	}
+	return nil
 }
 
 type inbox struct {

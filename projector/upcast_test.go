@@ -300,6 +300,12 @@ func TestRegister_refuses_upcasters_that_do_not_chain(t *testing.T) {
 			mend := func(in json.RawMessage) (json.RawMessage, error) { return in, nil }
 			projector.Register[Moved](projector.NewRegistry(), "CardMoved.v3", projector.Upcast("CardMoved.v3", mend), projector.Upcast("CardMoved.v2", v2ToV3))
 		},
+		"an empty name": func() {
+			projector.Register[Moved](projector.NewRegistry(), "")
+		},
+		"an empty old name": func() {
+			projector.Register[Moved](projector.NewRegistry(), "CardMoved", projector.Renamed(" "))
+		},
 		"[]byte for raw JSON": func() {
 			projector.Upcast("CardMoved", func(b []byte) (Moved, error) { return Moved{}, nil })
 		},

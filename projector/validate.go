@@ -48,6 +48,11 @@ func validateOne(registry *Registry, p Definition) error {
 	case !p.routes():
 		return fmt.Errorf("projector: projection %q has no IDFunc: nothing routes events to its documents", p.Name())
 	}
+	for _, prefix := range p.tiedStreams() {
+		if strings.TrimSpace(prefix) == "" {
+			return fmt.Errorf("projector: projection %q ties streams by an empty prefix (TieStreams(\"\")), which would tie every stream: name the streams' prefix", p.Name())
+		}
+	}
 	types := p.handledTypes()
 	if len(types) == 0 {
 		return fmt.Errorf("projector: projection %q has no handlers: add them with projector.Create, On or OnEvent", p.Name())

@@ -129,6 +129,14 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // is in production); shuffled, Prove reports the late events it applies out
 // of order as differences, which is what that strategy cannot take.
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
+	switch {
+	case store == nil || reflect.ValueOf(store).Kind() == reflect.Pointer && reflect.ValueOf(store).IsNil():
+		return Report{}, errors.New("projectortest: Prove needs a store (a mongostore.Store on the test's database), not nil")
+	case registry == nil:
+		return Report{}, errors.New("projectortest: Prove needs the event registry, not nil")
+	case p == nil:
+		return Report{}, errors.New("projectortest: Prove needs a projection, not nil")
+	}
 	d = withDefaults(d)
 	if err := checkSeparateEngines(ctx, store, d); err != nil {
 		return Report{}, err
