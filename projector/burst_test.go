@@ -2,7 +2,6 @@ package projector_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -148,69 +147,6 @@ func TestRunner_batches_a_burst_at_the_head(t *testing.T) {
 
 // eventCost is each event's cost in its fold.
 var eventCost = 500 * time.Microsecond
-
-// Steady live traffic well within what one worker writes event by event
-// (one every 16 ms, 2 ms each and its write), with one slow event (a 500 ms
-// hiccup) early on, batch window 100 ms. The worker, late after the
-// hiccup, batches once, no longer than it was late; then, keeping up, it
-// writes events as they come again: measured, the time from delivery to an
-// event's fold, for the events delivered from 2 s after the hiccup on,
-// against the same traffic without the hiccup in the same test (on a
-// loaded machine, where the worker does not keep up with either, both
-// wait alike). (A batch held 10 windows whatever the lateness took longer
-// than the window to write, so each made the next late again: events
-// waited about half a second for good.)
-func TestRunner_writes_events_as_they_come_again_after_a_hiccup_at_the_head(t *testing.T) {
-	base, _ := lateAfter(t, false)
-	p50, p90 := lateAfter(t, true)
-	if p50 > base+100*time.Millisecond {
-		t.Errorf("2 s after a single 500 ms hiccup, steady events at the head wait p50 %v (p90 %v) before they are handled, "+
-			"want at most the 100 ms window more than without the hiccup (%v)", p50, p90, base)
-	}
-}
-
-// lateAfter runs the traffic of the test above, with its hiccup or not, and
-// returns how long its events delivered from 2 s after the hiccup waited
-// before their fold: the median and the 90th percentile.
-func lateAfter(t *testing.T, hiccup bool) (p50, p90 time.Duration) {
-	s := newStore(t)
-	all, _ := cartEvents(t, 104) // 312 events, one every 16 ms (5 s)
-	src := &pacedSource{events: all, every: 16 * time.Millisecond}
-	var mu sync.Mutex
-	lat := map[string]time.Duration{}
-	var slow sync.Once
-	p := burstCounts("hiccup_counts", func(ev projector.Event) {
-		if hiccup && ev.ID == all[5].ID {
-			slow.Do(func() { time.Sleep(500 * time.Millisecond) })
-		}
-		src.mu.Lock()
-		d := time.Since(src.sentAt[ev.ID])
-		src.mu.Unlock()
-		mu.Lock()
-		if _, ok := lat[ev.ID]; !ok {
-			lat[ev.ID] = d
-		}
-		mu.Unlock()
-		time.Sleep(2 * time.Millisecond) // what each event costs its write (a fold, a bulk write's share)
-	})
-	r, err := projector.NewRunner("hiccup", newEngine(t, s, patient(), p), src, s, projector.WithWorkers(1), projector.WithBatch(1000, 100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src.ready = r.CaughtUp
-	if err := runUntil(t, r, func(st projector.RunnerStats) bool { return st.Applied == uint64(len(all)) }); err != nil {
-		t.Fatal(err)
-	}
-	var late []time.Duration
-	for _, ev := range all[160:] { // delivered from ~2.5 s on, ~2 s after the hiccup
-		late = append(late, lat[ev.ID])
-	}
-	slices.Sort(late)
-	st := r.Stats()
-	p50, p90 = late[len(late)/2], late[len(late)*9/10]
-	t.Logf("hiccup %v: batches %d of %d events, alone %d; late events: p50 %v p90 %v max %v", hiccup, st.Batches, st.Batched, st.Applied-st.Batched, p50, p90, late[len(late)-1])
-	return p50, p90
-}
 
 // A runner that reaches the head with a queue behind it, while appends
 // go on at a rate one worker writes event by event with room to spare,

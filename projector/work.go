@@ -50,9 +50,7 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 	b := x.bounds
 	wait := r.window > 0
 	if r.caughtUp.Load() {
-		late := time.Since(batch[0].queued)
-		wait = wait && late > r.window
-		b.gap, b.hold = r.window, min(late, holdWindows*r.window)
+		b, wait = atHead(b, time.Since(batch[0].queued), r.window)
 		head = nil // reached: it no longer ends a wait
 	}
 	var hold <-chan time.Time
@@ -110,6 +108,17 @@ func (x *run) fill(batch []item, part <-chan item, head <-chan struct{}) []item 
 		}
 	}
 	return batch
+}
+
+// atHead returns the bounds of a batch at the head whose first event
+// waited late in its queue, the batch window being window, and whether it
+// waits for more: only when late by more than the window, for up to the
+// window for each next event and no longer in all than it is late (at
+// most holdWindows windows), so that a worker behind at most doubles how
+// late it is, and one that keeps up writes events as they come.
+func atHead(b batchBounds, late, window time.Duration) (batchBounds, bool) {
+	b.gap, b.hold = window, min(late, holdWindows*window)
+	return b, window > 0 && late > window
 }
 
 // batchBounds bound a worker's batch: at most events events of at most
