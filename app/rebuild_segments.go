@@ -171,7 +171,11 @@ func (rb *segmentedRebuild) done(ctx context.Context) bool {
 	if !caught {
 		return false
 	}
-	all, err := rb.store.Checkpoints(ctx)
+	names := make([]string, rb.c.segments)
+	for k := range names {
+		names[k] = segment.CheckpointName(rb.building, k, rb.c.segments)
+	}
+	all, err := rb.store.Checkpoints(ctx, names...)
 	if err != nil {
 		if ctx.Err() == nil {
 			rb.s.logger.Warn("reading the segments' checkpoints", "collection", rb.building, "err", err)

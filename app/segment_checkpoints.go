@@ -119,7 +119,11 @@ func (c *segmentCheckpoints) makeMaps() {
 // move it.
 func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*projector.Checkpoint, error) {
 	store := c.g.s.store
-	counts, err := store.Checkpoints(ctx) // the counts stored with the checkpoints
+	own := make([]string, len(c.keys))
+	for i, k := range c.keys {
+		own[i] = segment.CheckpointName(name, k, c.g.n)
+	}
+	counts, err := store.Checkpoints(ctx, own...) // the counts stored with the checkpoints
 	if err != nil {
 		return nil, err
 	}

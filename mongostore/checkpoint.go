@@ -55,9 +55,14 @@ type CheckpointStatus struct {
 }
 
 // Checkpoints returns the status of every subscription with a stored
-// checkpoint or error, by name.
-func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, error) {
-	cur, err := s.db.Collection(checkpointCollection).Find(ctx, bson.D{})
+// checkpoint or error, by name; given names, of those only (one query by
+// their ids, whatever else the collection holds).
+func (s *Store) Checkpoints(ctx context.Context, names ...string) (map[string]CheckpointStatus, error) {
+	filter := bson.D{}
+	if len(names) > 0 {
+		filter = bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: names}}}}
+	}
+	cur, err := s.db.Collection(checkpointCollection).Find(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
@@ -76,7 +81,7 @@ func (s *Store) Checkpoints(ctx context.Context) (map[string]CheckpointStatus, e
 	if err := cur.All(ctx, &docs); err != nil {
 		return nil, fmt.Errorf("mongostore: read checkpoints: %w", err)
 	}
-	unknown, err := s.allUnknownTypes(ctx)
+	unknown, err := s.allUnknownTypes(ctx, names...)
 	if err != nil {
 		return nil, err
 	}

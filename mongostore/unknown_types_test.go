@@ -55,3 +55,39 @@ func TestAddUnknownTypes_from_writers_at_once_keeps_every_type(t *testing.T) {
 		t.Errorf("checkpoint %v after the adds: want 42", st.Checkpoint)
 	}
 }
+
+// Checkpoints given names reads those only, with their unknown types: a
+// process of a segmented run reads its segments' counts without reading
+// every checkpoint the database holds.
+func TestCheckpoints_of_some_names_returns_those_only(t *testing.T) {
+	ctx := context.Background()
+	s := mongostore.New(mongotest.Database(t))
+	for i, name := range []string{"tickets/segment-0-of-2", "tickets/segment-1-of-2", "orders"} {
+		if err := s.SaveCheckpoint(ctx, name, projector.Checkpoint{Position: uint64(10 * (i + 1)), Prepare: uint64(10 * (i + 1))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddUnknownTypes(ctx, name, map[string]uint64{"type." + name: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddUnknownTypes(ctx, "fresh", map[string]uint64{"type.fresh": 1}); err != nil { // no checkpoint yet
+		t.Fatal(err)
+	}
+	got, err := s.Checkpoints(ctx, "tickets/segment-1-of-2", "fresh", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d statuses (%v), want those of tickets/segment-1-of-2 and fresh only", len(got), got)
+	}
+	if st := got["tickets/segment-1-of-2"]; st.Checkpoint == nil || st.Checkpoint.Position != 20 || st.UnknownTypes["type.tickets/segment-1-of-2"] != 1 || len(st.UnknownTypes) != 1 {
+		t.Errorf("tickets/segment-1-of-2: %+v, want position 20 and its one unknown type", st)
+	}
+	if st := got["fresh"]; st.Checkpoint != nil || st.UnknownTypes["type.fresh"] != 1 {
+		t.Errorf("fresh: %+v, want no checkpoint and its unknown type", st)
+	}
+	all, err := s.Checkpoints(ctx)
+	if err != nil || len(all) != 4 {
+		t.Fatalf("every status: %d (%v), want 4", len(all), err)
+	}
+}

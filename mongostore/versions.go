@@ -100,9 +100,13 @@ func (s *Store) AddUnknownTypes(ctx context.Context, name string, counts map[str
 }
 
 // allUnknownTypes returns the unknown types recorded, by subscription name
-// and type.
-func (s *Store) allUnknownTypes(ctx context.Context) (map[string]map[string]uint64, error) {
-	cur, err := s.db.Collection(unknownTypesCollection).Find(ctx, bson.D{})
+// and type; given names, those of these subscriptions only.
+func (s *Store) allUnknownTypes(ctx context.Context, names ...string) (map[string]map[string]uint64, error) {
+	filter := bson.D{}
+	if len(names) > 0 {
+		filter = bson.D{{Key: fieldID + ".name", Value: bson.D{{Key: "$in", Value: names}}}}
+	}
+	cur, err := s.db.Collection(unknownTypesCollection).Find(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("mongostore: read the unknown types: %w", err)
 	}

@@ -54,7 +54,8 @@ const defaultKnownDocuments = 1 << 16
 // (see [StreamHistory]); it also bounds, under RevisionMap, the streams and
 // routed events the engine remembers the declined revisions of, so that a
 // document passes over them without reading its stream (past the bound,
-// such a hole is read from the stream, as before).
+// such a hole is read from the stream, as before). 0 is the default;
+// [NewEngine] refuses less.
 func WithKnownDocuments(n int) Option { return func(e *Engine) { e.knownSize = n } }
 
 // WithoutStreamFolds turns folding from a stream's history off: batches fold

@@ -780,6 +780,7 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 			t.Fatalf("the segments %v of the paused process %d were not taken and claimed in a minute", ks, victim.cmd.Process.Pid)
 		}
 	}
+	paused := len(victim.stderrText()) // what it logged before it was resumed
 	victim.cmd.Process.Signal(syscall.SIGCONT)
 	resumed = true
 	f.mu.Lock()
@@ -788,7 +789,7 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 	var fenced, lost []int
 	for deadline := time.Now().Add(time.Minute); len(fenced)+len(lost) < len(ks); time.Sleep(20 * time.Millisecond) {
 		fenced, lost = nil, nil
-		log := victim.stderrText()
+		log := victim.stderrText()[paused:]
 		for _, k := range ks {
 			switch {
 			case regexp.MustCompile(`msg="a checkpoint save was refused \(fenced\)[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
@@ -796,9 +797,10 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 			case regexp.MustCompile(`msg="lost a segment's lease[^"]*" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log),
 				// The lease's own renewal found it taken first.
 				regexp.MustCompile(`msg="lost the lease: this process stops writing" lease=\S+/segment-` + strconv.Itoa(k) + `-of-\d+ `).MatchString(log),
-				// Its subscription timed out while it was paused: it
-				// handed its segments over before it could find them taken.
-				regexp.MustCompile(`msg="releases a segment's lease" projection=\S+ segment=` + strconv.Itoa(k) + ` token=\d+ why="this process cannot read the event store"`).MatchString(log):
+				// It let the segment go before it found it taken: its
+				// subscription timed out while it was paused, say ("this
+				// process cannot read the event store").
+				regexp.MustCompile(`msg="releases a segment's lease" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
 				lost = append(lost, k)
 			}
 		}
@@ -806,7 +808,7 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 			t.Fatalf("the resumed process did not drop its segments %v (fenced %v, lost %v)", ks, fenced, lost)
 		}
 	}
-	t.Logf("paused past its lease: its segments %v were taken; resumed, its saves were refused (fenced) for %v and its leases found lost for %v", ks, fenced, lost)
+	t.Logf("paused past its lease: its segments %v were taken; resumed, its saves were refused (fenced) for %v, and it found lost or let go the leases of %v", ks, fenced, lost)
 }
 
 // claimedAt is the lease token segment k's checkpoint was last stored
