@@ -86,8 +86,11 @@ func Create[S, E any](p *Projection[S], fn func(E) (S, error)) {
 	p.add(reflect.TypeFor[E](), true, func(_ S, e any, _ Event) (S, error) { return fn(e.(E)) })
 }
 
-// On registers how an event of type E changes the state. It panics when
-// the projection has a handler for E already, as [Create] does.
+// On registers how an event of type E changes the state. fn may change
+// the state it is given in place (a map's entry) and return it: the engine
+// never hands one state to a handler twice, and reads the document again
+// after a step that fails. It panics when the projection has a handler for
+// E already, as [Create] does.
 func On[S, E any](p *Projection[S], fn func(S, E) (S, error)) {
 	p.add(reflect.TypeFor[E](), false, func(s S, e any, _ Event) (S, error) { return fn(s, e.(E)) })
 }
