@@ -168,7 +168,8 @@ func holdReplayLease(ctx context.Context, store *mongostore.Store, name string, 
 			"replay its parked events after that", name, l.Holder, l.Expires.Format(time.RFC3339))
 	}
 	if errors.Is(err, mongostore.ErrLeaseHeld) {
-		return nil, fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events", name, l.Holder, l.Expires.Format(time.RFC3339))
+		return nil, fmt.Errorf("projection %s is run by %s (its lease runs until %s): stop it, then replay its parked events "+
+			"(a process that stops lets its lease go as it ends; one killed on another host holds it until then)", name, l.Holder, l.Expires.Format(time.RFC3339))
 	}
 	if err != nil {
 		return nil, err

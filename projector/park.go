@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -123,8 +124,13 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 		// its router declines it): nothing to apply, and nothing waits.
 		return Result{Projection: p.Name(), Outcome: Duplicate}
 	}
-	if _, byPosition := e.keeperOf(p).(globalPosition); byPosition {
+	switch e.keeperOf(p).(type) {
+	case globalPosition:
 		if r, past := e.pastPosition(ctx, target{p, id}, ev); past {
+			return r
+		}
+	case handledIDs:
+		if r, past := e.pastWindow(ctx, target{p, id}, ev); past {
 			return r
 		}
 	}
@@ -152,6 +158,27 @@ func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result
 	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%d, the event's %d): "+
 		"it moved past the event without its effect, or got it when the event was delivered again after the router's fix, and its position cannot tell which; "+
 		"a rebuild of the projection folds it exactly once", t.id, meta.Position, ev.Position))), true
+}
+
+// pastWindow is the failure of a replay of ev, parked with no document,
+// to document t under [HandledIDs], where t's window of handled ids has
+// moved past ev's position without it (past): t may have got ev when it
+// was delivered again after the router's fix, and its window no longer
+// tells. (An event parked with its document replays whatever the window:
+// the document moved past it without its effect.)
+func (e *Engine) pastWindow(ctx context.Context, t target, ev Event) (r Result, past bool) {
+	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	switch {
+	case err != nil:
+		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1}), true
+	case !found || ev.Position > meta.Evicted || slices.ContainsFunc(meta.Handled, func(x driver.Handled) bool { return x.ID == ev.ID }):
+		return Result{}, false // the gate applies it, or finds it a duplicate
+	}
+	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: %w (position %d, document %q's window starts after %d): "+
+		"it was parked with no document (its router could not route it), and the document has handled more events since than its window keeps, "+
+		"so whether it got the event when it was delivered again cannot be told; a rebuild of the projection folds it exactly once "+
+		"(replay such an event before its document handles as many events as the window holds)",
+		ErrOutsideWindow, ev.Position, t.id, meta.Evicted))), true
 }
 
 // GoneType is the type of the record [Park] leaves for a hole in a stream:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -356,5 +357,63 @@ func TestReplay_an_event_whose_router_panicked_applies_it(t *testing.T) {
 	res := e.Replay(ctx, parked[0])
 	if err := projectortest.CheckDocument(ctx, s, p, "z", p.Documents(decodeAll(t, r, raw))["z"]); err != nil {
 		t.Errorf("replay said %v; %v", res.Outcome, err)
+	}
+}
+
+// Under HandledIDs an event parked with no document (its upcaster failed,
+// and the router reads the payload) replays into the document its fixed
+// upcaster routes it to while that document's window still reaches back
+// to it. Once the document has handled more events than its window keeps,
+// whether it got the event (delivered again after the fix) cannot be told:
+// the replay is refused in one line that says so and names the remedy,
+// and the document is left as it is.
+func TestReplay_an_unrouted_parked_event_under_handled_ids_past_the_window_is_refused_with_the_remedy(t *testing.T) {
+	for _, later := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d later events, window 3", later), func(t *testing.T) {
+			ctx := context.Background()
+			var broken atomic.Bool
+			broken.Store(true)
+			r := poisonRegistry(&broken)
+			raw := rawLog(t, r, func(add func(string, ...any)) {
+				add(cardStreams+"z", CardAdded{CardID: "z", Title: "z"},
+					projector.Event{Type: "CardMovedV1", Data: []byte(`{"CardID": "z", "To": "poison"}`)})
+				for range later {
+					add(cardStreams+"z", CardMoved{CardID: "z", Column: "doing"})
+				}
+			})
+			p := cardsByPayload().Idempotency(projector.HandledIDs(3))
+			s := newStore(t)
+			e := faultEngine(t, s, r, projector.Park, raw, p)
+			for _, rs := range deliver(e, raw, false) {
+				for _, res := range rs {
+					if res.Outcome == projector.Failed {
+						t.Fatalf("delivery failed: %v", res.Err)
+					}
+				}
+			}
+			parked, err := s.Parked(ctx, p.Name())
+			if err != nil || len(parked) != 1 || parked[0].Document != "" {
+				t.Fatalf("parked %+v %v: want the poison, with no document", parked, err)
+			}
+			broken.Store(false)
+			res := e.Replay(ctx, parked[0])
+			var got board
+			if _, _, err := projector.ReadDocument(ctx, s, p, "z", &got); err != nil {
+				t.Fatal(err)
+			}
+			if later < 3 {
+				if res.Outcome != projector.Applied || got.Cards["z"].Moves != later+1 {
+					t.Fatalf("within the window: %v (%v), moves %d; want it applied, %d moves", res.Outcome, res.Err, got.Cards["z"].Moves, later+1)
+				}
+				return
+			}
+			if res.Outcome != projector.Failed || !errors.Is(res.Err, projector.ErrOutsideWindow) ||
+				!strings.Contains(res.Err.Error(), "parked with no document") || !strings.Contains(res.Err.Error(), "a rebuild of the projection folds it exactly once") {
+				t.Fatalf("past the window: %v (%v); want it refused, saying why and what to do", res.Outcome, res.Err)
+			}
+			if got.Cards["z"].Moves != later {
+				t.Errorf("past the window: moves %d, want %d (the document left as it is)", got.Cards["z"].Moves, later)
+			}
+		})
 	}
 }
