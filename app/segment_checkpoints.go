@@ -123,9 +123,12 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 	for i, k := range c.keys {
 		own[i] = segment.CheckpointName(name, k, c.g.n)
 	}
-	counts, err := store.Checkpoints(ctx, own...) // the counts stored with the checkpoints
-	if err != nil {
-		return nil, err
+	counts := map[string]mongostore.CheckpointStatus{}
+	if len(own) > 0 { // none: Checkpoints would read them all
+		var err error
+		if counts, err = store.Checkpoints(ctx, own...); err != nil { // the counts stored with the checkpoints
+			return nil, err
+		}
 	}
 	var low, base *projector.Checkpoint
 	baseRead, none := false, false

@@ -46,7 +46,7 @@ func TestFill_at_the_head_a_worker_that_keeps_up_does_not_wait(t *testing.T) {
 // burst is written in batches; once it keeps up again (the test above) it
 // writes events as they come.
 func TestFill_at_the_head_a_worker_behind_gathers_the_burst(t *testing.T) {
-	got := fillAtHead(time.Hour, time.Hour, 2, func(part chan<- item) {
+	got := fillAtHead(2*time.Hour, time.Hour, 2, func(part chan<- item) {
 		time.Sleep(20 * time.Millisecond)
 		for range 3 {
 			part <- item{queued: time.Now()}

@@ -239,8 +239,9 @@ type Definition interface {
 // renamed, where only the card's creation names its board) goes to that
 // document. The engine finds that event by reading the stream, up to the
 // declined event, from the event store ([StreamHistory], given with
-// [WithStreamReader]; [NewEngine] refuses a projection that ties streams
-// without one, and an empty prefix, which would tie every stream). Only the events before it count, so an event's tie is the
+// [WithStreamReader]: [NewEngine] refuses a projection that ties streams
+// without one; it also refuses an empty prefix, which would tie every
+// stream). Only the events before it count, so an event's tie is the
 // same whenever it is handled: live, after a restart, in every process and
 // in a rebuild (unless the stream was truncated past its first routed
 // event). The engine remembers the ties of up to [WithKnownDocuments]

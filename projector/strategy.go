@@ -181,8 +181,8 @@ var ErrNoTransactions = errors.New("the server has no multi-document transaction
 // kept under [MarkDeleted], is found, with its state as it was: the store
 // marks it (mongostore's field _deleted), for readers that query it.
 func ReadDocument(ctx context.Context, store driver.Store, p Definition, id string, state any) (found bool, revision int64, err error) {
-	if isNil(store) {
-		return false, -1, errors.New("projector: ReadDocument needs a store, not nil")
+	if isNil(store) || isNil(p) {
+		return false, -1, errors.New("projector: ReadDocument needs a store and a projection, not nil")
 	}
 	collection := p.Collection()
 	if !p.copied() {

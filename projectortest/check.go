@@ -45,6 +45,9 @@ var ErrMismatch = errors.New("document differs from the fold of its events")
 // nowhere, and in a stream p ties, the stream's later events it routes
 // (an amendment that names no document) drop out of the fold too.
 func CheckDocument[S any](ctx context.Context, store driver.Store, p *projector.Projection[S], id string, events []projector.Event) error {
+	if p == nil {
+		return errors.New("projectortest: CheckDocument needs a projection, not nil")
+	}
 	if len(events) == 0 {
 		return errors.New("projectortest: no events to fold")
 	}

@@ -35,6 +35,10 @@ func TestProve_and_CheckDocument_name_what_is_nil(t *testing.T) {
 			_, err := projectortest.Prove[tagged](ctx, mongostore.New(nil), reg, nil, streams, projectortest.Delivery{})
 			return err
 		},
+		"CheckDocument, nil projection": func() error {
+			evs := projectortest.NewLog(reg).MustAppend(t, "sensor-1", readingTaken{})
+			return projectortest.CheckDocument[tagged](ctx, mongostore.New(nil), nil, "1", evs)
+		},
 		"CheckDocument, nil store": func() error {
 			evs := projectortest.NewLog(reg).MustAppend(t, "sensor-1", readingTaken{})
 			return projectortest.CheckDocument(ctx, nilStore, p, "1", evs)

@@ -741,7 +741,9 @@ func holdingOne(t testing.TB, procs []*process, r *rand.Rand) *process {
 
 // pauseOne stops (SIGSTOP) a process that holds segments until the others
 // have taken them all and claimed their checkpoints, and resumes it: it
-// must drop them, its checkpoint saves refused or its leases found lost.
+// must drop them, its checkpoint saves refused or its leases found lost
+// (or handed over at once because its subscription timed out while it was
+// stopped).
 func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Database, r *rand.Rand, lease time.Duration) {
 	t.Helper()
 	victim := holdingOne(t, f.live(), r)
@@ -798,9 +800,8 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 				// The lease's own renewal found it taken first.
 				regexp.MustCompile(`msg="lost the lease: this process stops writing" lease=\S+/segment-` + strconv.Itoa(k) + `-of-\d+ `).MatchString(log),
 				// It let the segment go before it found it taken: its
-				// subscription timed out while it was paused, say ("this
-				// process cannot read the event store").
-				regexp.MustCompile(`msg="releases a segment's lease" projection=\S+ segment=` + strconv.Itoa(k) + ` `).MatchString(log):
+				// subscription timed out while it was paused.
+				regexp.MustCompile(`msg="releases a segment's lease" projection=\S+ segment=` + strconv.Itoa(k) + ` token=\d+ why="this process cannot read the event store"`).MatchString(log):
 				lost = append(lost, k)
 			}
 		}
@@ -808,7 +809,7 @@ func pauseOne(t testing.TB, f *fleet, store *mongostore.Store, db *mongo.Databas
 			t.Fatalf("the resumed process did not drop its segments %v (fenced %v, lost %v)", ks, fenced, lost)
 		}
 	}
-	t.Logf("paused past its lease: its segments %v were taken; resumed, its saves were refused (fenced) for %v, and it found lost or let go the leases of %v", ks, fenced, lost)
+	t.Logf("paused past its lease: its segments %v were taken; resumed, its saves were refused (fenced) for %v, and it found lost or handed over the leases of %v", ks, fenced, lost)
 }
 
 // claimedAt is the lease token segment k's checkpoint was last stored
