@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/revgate/projector/projector/driver"
 	"github.com/revgate/projector/retry"
 )
 
@@ -168,10 +167,10 @@ func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result
 // the document moved past it without its effect.)
 func (e *Engine) pastWindow(ctx context.Context, t target, ev Event) (r Result, past bool) {
 	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
-	switch {
-	case err != nil:
+	if err != nil {
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1}), true
-	case !found || ev.Position > meta.Evicted || slices.ContainsFunc(meta.Handled, func(x driver.Handled) bool { return x.ID == ev.ID }):
+	}
+	if _, err := e.keeperOf(t.p).check(stored{found: found, meta: meta}, ev, false); !errors.Is(err, ErrOutsideWindow) {
 		return Result{}, false // the gate applies it, or finds it a duplicate
 	}
 	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: %w (position %d, document %q's window starts after %d): "+
