@@ -106,6 +106,9 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 // reports whether writes[i] took effect. A write whose state the store
 // cannot encode (driver.ErrUnencodable) is not sent, and not ok.
 func (s *Store) WriteMany(ctx context.Context, collection string, writes []driver.Write) ([]bool, error) {
+	if err := s.release(ctx, collection, writeIDs(writes)...); err != nil {
+		return nil, err
+	}
 	b := bulk{s: s, coll: s.db.Collection(collection), writes: writes, ok: make([]bool, len(writes))}
 	// What the cache holds of these documents is about to be out of date;
 	// what is written goes into it once the write is known to have taken.
@@ -142,6 +145,15 @@ func (s *Store) WriteMany(ctx context.Context, collection string, writes []drive
 		}
 	}
 	return b.ok, nil
+}
+
+// writeIDs returns the ids of writes.
+func writeIDs(writes []driver.Write) []string {
+	ids := make([]string, len(writes))
+	for i, w := range writes {
+		ids[i] = w.ID
+	}
+	return ids
 }
 
 // bulk is one WriteMany: its writes, their documents, and what took.

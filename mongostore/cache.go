@@ -32,11 +32,16 @@ type Option func(*Store)
 // projector that holds the document. Replay parked events while the
 // projection is stopped (as replay-parked asks), or with the store the
 // running engine uses, or turn the cache off.
+//
+// The store also keeps, under the same option, the documents fed by many
+// streams whose batch writes it holds back while a runner catches up (up
+// to 32 MiB; see [Store.Flush]): 0 turns that off too.
 func WithDocumentCache(n int) Option {
 	return func(s *Store) {
-		s.cache = nil
+		s.cache, s.behind = nil, nil
 		if n > 0 {
 			s.cache, _ = lru.New[cacheKey, cached](n) // n > 0: no error
+			s.behind = &behindSet{docs: map[cacheKey]*behindDoc{}, limit: behindLimit}
 		}
 	}
 }
@@ -76,6 +81,11 @@ func (s *Store) cacheDrop(collection, id string) {
 // cache, either one drops it, and it is read from the server.
 func cachedOrFound[T any](ctx context.Context, s *Store, collection string, ids []string,
 	decode func(id string, raw bson.Raw, cached *driver.Head) (v T, head driver.Head, skip bool, err error)) (map[string]T, error) {
+	// What the store keeps for writes held back (behind.go) is written
+	// first, and forgotten: this read's documents are the cache's.
+	if err := s.release(ctx, collection, ids...); err != nil {
+		return nil, err
+	}
 	out := make(map[string]T, len(ids))
 	missing := ids[:0:0]
 	for _, id := range ids {

@@ -13,9 +13,9 @@ import (
 	"github.com/revgate/projector/projector/driver"
 )
 
-// FieldMeta holds, in a document kept under a strategy other than the
+// fieldMeta holds, in a document kept under a strategy other than the
 // revision gate, what the engine knows of the events applied to it.
-const FieldMeta = "_meta"
+const fieldMeta = "_meta"
 
 type metaDoc struct {
 	Version   int64          `bson:"v"`
@@ -58,6 +58,9 @@ func (d metaDoc) meta() (driver.Meta, error) {
 
 // LoadGuarded implements [driver.GuardedStore].
 func (s *Store) LoadGuarded(ctx context.Context, collection, id string, state any) (driver.Meta, bool, error) {
+	if err := s.release(ctx, collection, id); err != nil {
+		return driver.Meta{}, false, err
+	}
 	raw, err := s.db.Collection(collection).FindOne(ctx, byID(id)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return driver.Meta{}, false, nil
@@ -76,7 +79,7 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 		Meta metaDoc `bson:"_meta"`
 	}
 	if err := bson.Unmarshal(raw, &wrap); err != nil {
-		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, fieldMeta, err)
 	}
 	if state != nil {
 		if err := bson.Unmarshal(raw, state); err != nil {
@@ -85,7 +88,7 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 	}
 	meta, err := wrap.Meta.meta()
 	if err != nil {
-		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, FieldMeta, err)
+		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, fieldMeta, err)
 	}
 	return meta, nil
 }
@@ -93,16 +96,19 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 // guardedFields are the engine's fields of a versioned document: its id,
 // its meta, and a write token no other write has (see [fieldWrite]).
 func guardedFields(id string, meta driver.Meta) []bson.E {
-	return []bson.E{{Key: fieldID, Value: id}, {Key: FieldMeta, Value: toMetaDoc(meta)}, {Key: fieldWrite, Value: writeToken()}}
+	return []bson.E{{Key: fieldID, Value: id}, {Key: fieldMeta, Value: toMetaDoc(meta)}, {Key: fieldWrite, Value: writeToken()}}
 }
 
 // metaVersion is the condition of a write on a versioned document stored
 // at version v.
-func metaVersion(v int64) cond { return cond{field: FieldMeta + ".v", n: v} }
+func metaVersion(v int64) cond { return cond{field: fieldMeta + ".v", n: v} }
 
 // PutGuarded implements [driver.GuardedStore]: an insert when expected is
 // -1, else a replace conditional on the stored version.
 func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected int64, meta driver.Meta, state any) (bool, error) {
+	if err := s.release(ctx, collection, id); err != nil {
+		return false, err
+	}
 	s.cacheDrop(collection, id)
 	doc, err := s.encodeFor(ctx, state, guardedFields(id, meta)...)
 	if err != nil {
@@ -132,6 +138,9 @@ func (s *Store) PutGuarded(ctx context.Context, collection, id string, expected 
 // (on FerretDB, one per id, a few at a time). A document that does not
 // decode is left out.
 func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
+	if s.holdsBack(ctx) {
+		return s.keptOrFound(ctx, collection, ids, newState)
+	}
 	return cachedOrFound(ctx, s, collection, ids, func(id string, raw bson.Raw, cached *driver.Head) (driver.Guarded, driver.Head, bool, error) {
 		state := newState()
 		meta, err := decodeGuarded(collection, id, raw, state)
@@ -147,6 +156,16 @@ func (s *Store) LoadGuardedMany(ctx context.Context, collection string, ids []st
 // whose state the store cannot encode (driver.ErrUnencodable) is not sent,
 // and not ok.
 func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
+	if s.holdsBack(ctx) {
+		return s.holdPuts(ctx, collection, puts)
+	}
+	ids := make([]string, len(puts))
+	for i, p := range puts {
+		ids[i] = p.ID
+	}
+	if err := s.release(ctx, collection, ids...); err != nil {
+		return nil, err
+	}
 	coll := s.db.Collection(collection)
 	docs := make([]bson.Raw, len(puts))
 	for i, p := range puts {

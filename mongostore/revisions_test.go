@@ -19,7 +19,7 @@ func TestRevisions_the_earlier_subdocument_is_read_and_written_again_in_the_bina
 	ctx := context.Background()
 	s := mongostore.New(mongotest.Database(t))
 	coll := s.Database().Collection("summaries")
-	old := bson.D{{Key: "_id", Value: "o-"}, {Key: mongostore.FieldMeta, Value: bson.D{{Key: "v", Value: int64(3)},
+	old := bson.D{{Key: "_id", Value: "o-"}, {Key: "_meta", Value: bson.D{{Key: "v", Value: int64(3)},
 		{Key: "revs", Value: bson.D{{Key: "blood-1", Value: int64(2)}, {Key: "blood-2", Value: int64(0)}}}}}, {Key: "units", Value: 5}}
 	if _, err := coll.InsertOne(ctx, old); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestRevisions_the_earlier_subdocument_is_read_and_written_again_in_the_bina
 	if err != nil {
 		t.Fatal(err)
 	}
-	revs, err := raw.LookupErr(mongostore.FieldMeta, "revs")
+	revs, err := raw.LookupErr("_meta", "revs")
 	if err != nil || revs.Type != bson.TypeBinary {
 		t.Fatalf("the write stored revs as %v (%v), want one binary value", revs.Type, err)
 	}

@@ -67,9 +67,9 @@ import (
 const (
 	fieldID       = "_id"
 	FieldRevision = "revision"
-	// FieldStream holds the stream that feeds a document under the revision
+	// fieldStream holds the stream that feeds a document under the revision
 	// gate: an event of another stream is refused, not counted a duplicate.
-	FieldStream = "_stream"
+	fieldStream = "_stream"
 	// fieldWrite holds a token only the write that set it knows: when a
 	// bulk write's replace seems to miss, the store reads it back to tell its
 	// own write from another writer's at the same revision.
@@ -84,7 +84,8 @@ type Store struct {
 	db     *mongo.Database
 	client *mongo.Client // set when the store opened it and must close it
 
-	cache *lru.Cache[cacheKey, cached] // documents batches read or wrote; nil: none
+	cache  *lru.Cache[cacheKey, cached] // documents batches read or wrote; nil: none
+	behind *behindSet                   // documents whose writes are held back (behind.go); nil: none
 
 	bulkMu    sync.Mutex
 	bulk      *bulkLimits // how to split batches for this server, once known
@@ -127,9 +128,12 @@ func (s *Store) Close(ctx context.Context) error {
 
 // Load implements [driver.Store].
 func (s *Store) Load(ctx context.Context, collection, id string, minRevision uint64, state any) (driver.Head, bool, error) {
+	if err := s.release(ctx, collection, id); err != nil {
+		return driver.Head{}, false, err
+	}
 	opts := options.FindOne()
 	if state == nil {
-		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: FieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: fieldWrite, Value: 1}})
+		opts.SetProjection(bson.D{{Key: FieldRevision, Value: 1}, {Key: fieldStream, Value: 1}, {Key: FieldDeleted, Value: 1}, {Key: fieldWrite, Value: 1}})
 	}
 	raw, found, err := s.findIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(minRevision), atLeast: true}, opts)
 	if err != nil {
@@ -162,6 +166,9 @@ func undecodable(collection, id string, state any, err error) error {
 
 // Insert implements [driver.Store].
 func (s *Store) Insert(ctx context.Context, collection, id string, head driver.Head, state any) error {
+	if err := s.release(ctx, collection, id); err != nil {
+		return err
+	}
 	s.cacheDrop(collection, id)
 	doc, err := s.encodeFor(ctx, state, ownFields(id, head)...)
 	if err != nil {
@@ -182,6 +189,9 @@ func (s *Store) Insert(ctx context.Context, collection, id string, head driver.H
 // fields the new state leaves out do not linger, and reports a match, not a
 // modification: an event that changes nothing but the revision still counts.
 func (s *Store) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
+	if err := s.release(ctx, collection, id); err != nil {
+		return false, err
+	}
 	s.cacheDrop(collection, id)
 	doc, err := s.encodeFor(ctx, state, ownFields(id, head)...)
 	if err != nil {
@@ -197,6 +207,9 @@ func (s *Store) Update(ctx context.Context, collection, id string, from uint64, 
 
 // Delete implements [driver.Store].
 func (s *Store) Delete(ctx context.Context, collection, id string, from uint64) (bool, error) {
+	if err := s.release(ctx, collection, id); err != nil {
+		return false, err
+	}
 	s.cacheDrop(collection, id)
 	deleted, err := s.deleteIf(ctx, s.db.Collection(collection), id, cond{field: FieldRevision, n: int64(from)})
 	s.cacheDrop(collection, id)
@@ -277,7 +290,7 @@ func nanIn(doc bson.Raw, prefix string) (string, bool) {
 // ownFields are the engine's fields of a gated document.
 func ownFields(id string, head driver.Head) []bson.E {
 	owned := []bson.E{{Key: fieldID, Value: id}, {Key: FieldRevision, Value: int64(head.Revision)},
-		{Key: FieldStream, Value: head.Stream}, {Key: fieldWrite, Value: cmp.Or(head.Write, writeToken())}}
+		{Key: fieldStream, Value: head.Stream}, {Key: fieldWrite, Value: cmp.Or(head.Write, writeToken())}}
 	if head.Deleted {
 		owned = append(owned, bson.E{Key: FieldDeleted, Value: true})
 	}
@@ -367,7 +380,7 @@ func headOf(raw bson.Raw) (driver.Head, error) {
 	if err != nil {
 		return driver.Head{}, err
 	}
-	stream, _ := raw.Lookup(FieldStream).StringValueOK()
+	stream, _ := raw.Lookup(fieldStream).StringValueOK()
 	deleted, _ := raw.Lookup(FieldDeleted).BooleanOK()
 	write, _ := raw.Lookup(fieldWrite).StringValueOK()
 	return driver.Head{Revision: rev, Stream: stream, Deleted: deleted, Write: write}, nil

@@ -40,6 +40,9 @@ type run struct {
 	// unsettled counts the deliveries whose settling failed since the
 	// last drop: the first is logged, the others summed (see settle).
 	unsettled atomic.Int64
+	// heldApplied counts the events applied by writes the store may hold
+	// back: they count as applied once written (flush).
+	heldApplied atomic.Uint64
 
 	failOnce sync.Once
 	failure  error

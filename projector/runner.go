@@ -396,7 +396,16 @@ func (x *run) settled() {
 		return
 	}
 	at := x.headAt.Load()
-	if (r.inFlight.Load() == 0 || at > 0 && x.tr.passed(at)) && !r.ready.Swap(true) {
+	if !(r.inFlight.Load() == 0 || at > 0 && x.tr.passed(at)) || r.ready.Load() {
+		return
+	}
+	// What was held back behind the head is written before the runner says
+	// it is caught up: its readers then see every event up to the head.
+	if err := x.flush(x.workCtx, false); err != nil {
+		r.logger.Warn("caught up, but writing the documents held back failed: not ready yet", "err", err)
+		return
+	}
+	if !r.ready.Swap(true) {
 		if !r.caughtUp.Load() {
 			r.ready.Store(false) // a drop came in between: behind again
 			return

@@ -2,7 +2,11 @@ package projector
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/revgate/projector/projector/driver"
+	"github.com/revgate/projector/retry"
 )
 
 func (x *run) completed(seq uint64) {
@@ -19,6 +23,7 @@ func (x *run) completed(seq uint64) {
 func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(x.r.interval)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-stop:
@@ -26,10 +31,15 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		case <-tick.C:
 		case <-x.saveNow:
 		}
+		if x.engine.holdsBack() && !x.r.caughtUp.Load() && time.Since(last) < max(x.r.interval, behindSave) {
+			continue // behind the head: writes held back wait for fewer, larger flushes
+		}
+		last = time.Now()
 		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
 		if err := x.save(sctx); err != nil && ctx.Err() == nil {
 			x.r.logger.Warn("storing the checkpoint", "err", err)
 		}
+		x.settled() // at the head, once a flush that failed there has been done
 		x.clearError(sctx)
 		cancel()
 	}
@@ -61,7 +71,16 @@ func (x *run) save(ctx context.Context) error {
 	r.savedMu.Lock()
 	stale := mark == nil || (r.saved != nil && mark.Position <= r.saved.Position)
 	r.savedMu.Unlock()
-	if r.checkpoints == nil || stale {
+	if stale {
+		return nil
+	}
+	// Every write of the deliveries the mark covers was made (or held
+	// back) before the mark was read: written now, the checkpoint covers
+	// durable effects only.
+	if err := x.flush(ctx, !r.ready.Load() && !x.halt.Load()); err != nil {
+		return err
+	}
+	if r.checkpoints == nil {
 		return nil
 	}
 	if a, ok := r.source.(AnchoredSource); ok && x.log == "" {
@@ -80,4 +99,71 @@ func (x *run) save(ctx context.Context) error {
 	r.savedMu.Unlock()
 	r.counts.saved.Add(1)
 	return nil
+}
+
+// flusher is a store that may hold batches' writes back
+// ([driver.HoldBack]), and writes them when flushed.
+type flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// holdsBack reports whether the engine's store may hold batches' writes
+// back (a flusher): those of documents fed by many streams, which a
+// batch writes each time it meets them (under the revision gate, stream
+// folds write a document about once already).
+func (e *Engine) holdsBack() bool {
+	if _, ok := e.store.(flusher); !ok || !e.batchable() {
+		return false
+	}
+	for _, p := range e.projections {
+		if guardedBatches(e.keeperOf(p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// flush writes what the engine's store holds back, if it holds writes back.
+func (e *Engine) flush(ctx context.Context) error {
+	f, ok := e.store.(flusher)
+	if !ok {
+		return nil
+	}
+	if err := f.Flush(ctx); err != nil {
+		return fmt.Errorf("projector: writing the documents held back: %w", err)
+	}
+	return nil
+}
+
+// behindSave is how often, at least, a runner behind the head whose store
+// holds writes back stores its checkpoint (each store writes what is held
+// back first): held back, a document fed by events spread over the
+// catch-up is written once a checkpoint, not once a batch.
+const behindSave = 10 * time.Second
+
+// flush writes what the engine's store holds back, and counts the events
+// those writes applied. A flush that found documents held back changed by
+// another writer stops the run: their events are applied again from the
+// checkpoint, by the next run. Any other error is the store's, tried again
+// at the next flush.
+// behind: the run goes on behind the head, and the store keeps the
+// documents it writes for the batches to come; otherwise it forgets them.
+func (x *run) flush(ctx context.Context, behind bool) error {
+	if !x.engine.holdsBack() {
+		return nil
+	}
+	if behind {
+		ctx = driver.HoldBack(ctx)
+	}
+	n := x.heldApplied.Swap(0)
+	err := x.engine.flush(ctx)
+	if err == nil {
+		x.r.counts.applied.Add(n)
+		return nil
+	}
+	x.heldApplied.Add(n)
+	if retry.IsPermanent(err) {
+		x.fail(err)
+	}
+	return err
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/revgate/projector/projector/driver"
 )
 
 // work handles the events of one partition in order, in batches of what has
@@ -198,6 +200,8 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	e := x.engine
 	if batch[0].d.Settle != nil {
 		e = e.outOfOrder() // a persistent group's
+	} else if x.holdsBack(batch) {
+		ctx = driver.HoldBack(ctx) // written at the next checkpoint (see behindSave)
 	}
 	all := e.handleBatch(ctx, events, routes)
 	for i, it := range batch {
@@ -219,6 +223,22 @@ func (x *run) handleBatch(ctx context.Context, batch []item) {
 	}
 }
 
+// holdsBack reports whether the writes of batch may be held back in the
+// engine's store (a flusher): its events were delivered before the
+// source reached its head, and the run flushes before it says it has
+// caught up (settled), once they are handled.
+func (x *run) holdsBack(batch []item) bool {
+	if !x.engine.holdsBack() {
+		return false
+	}
+	if !x.r.caughtUp.Load() {
+		return true
+	}
+	last := batch[len(batch)-1]
+	at := x.headAt.Load()
+	return last.tracked && at > 0 && last.seq < at
+}
+
 // settle counts an event's results and completes it, or fails the run.
 func (x *run) settle(ctx context.Context, it item, results []Result, err error) {
 	r := x.r
@@ -238,7 +258,11 @@ func (x *run) settle(ctx context.Context, it item, results []Result, err error) 
 		r.counts.unrouted.Add(1)
 	}
 	r.unknown.note(x.engine.registry, *it.d.Event, results, r.logger)
-	r.count(*it.d.Event, results)
+	if driver.HeldBack(ctx) {
+		r.count(*it.d.Event, results, &x.heldApplied)
+	} else {
+		r.count(*it.d.Event, results, &r.counts.applied)
+	}
 	if it.d.Settle != nil {
 		x.settleDelivery(it, results)
 		err = nil // the source owns the failure
@@ -333,14 +357,17 @@ func (a *alsoFailed) Error() string {
 
 func (a *alsoFailed) Unwrap() error { return a.first }
 
-// count counts the outcomes of ev's results. An event set aside (skipped
-// with no document, or parked) and delivered again counts as a duplicate.
-func (r *Runner) count(ev Event, results []Result) {
+// count counts the outcomes of ev's results, those applied into applied
+// (the runner's count, or, for an event whose writes may be held back, the
+// run's count of those it adds once they are written). An event set aside
+// (skipped with no document, or parked) and delivered again counts as a
+// duplicate.
+func (r *Runner) count(ev Event, results []Result, applied *atomic.Uint64) {
 	for _, res := range results {
 		r.counts.waits.Add(uint64(res.Waits))
 		switch res.Outcome {
 		case Applied:
-			r.counts.applied.Add(1)
+			applied.Add(1)
 		case Duplicate:
 			r.counts.duplicates.Add(1)
 		case Skipped:

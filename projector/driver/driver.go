@@ -196,3 +196,21 @@ type InboxStore interface {
 	// there already.
 	Receive(ctx context.Context, projection, eventID string) error
 }
+
+type holdBackKey struct{}
+
+// HoldBack returns ctx marked so that a store may hold back the batch
+// writes made under it: a GuardedBatchStore's PutGuardedMany may keep the
+// documents in memory, checked against the document as the store keeps it,
+// and the next LoadGuardedMany under such a context reads them from there.
+// Such a store has a method Flush(ctx) error that writes what it holds
+// back, and writes a document it holds back before any other read or write
+// of it. A runner marks the batches it handles behind the head, and
+// flushes before it stores a checkpoint and before it says it has caught
+// up, so that a checkpoint covers only what is written.
+func HoldBack(ctx context.Context) context.Context {
+	return context.WithValue(ctx, holdBackKey{}, true)
+}
+
+// HeldBack reports whether ctx lets a store hold writes back ([HoldBack]).
+func HeldBack(ctx context.Context) bool { v, _ := ctx.Value(holdBackKey{}).(bool); return v }
