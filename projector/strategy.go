@@ -257,11 +257,15 @@ func streamKey(stream string) string {
 
 var streamKeys = strings.NewReplacer("%", "%25", ".", "%2E", "$", "%24")
 
-// isNil reports whether v is nil, or a nil pointer in an interface.
+// isNil reports whether v is nil, or a nil pointer, map, func, channel or
+// slice in an interface.
 func isNil(v any) bool {
 	if v == nil {
 		return true
 	}
-	rv := reflect.ValueOf(v)
-	return rv.Kind() == reflect.Pointer && rv.IsNil()
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -39,6 +39,9 @@ var ErrNotYet = errors.New("read model has not caught up")
 // switch by the projection's own collection (mongostore, for the rebuilds
 // that switched since this version).
 func WaitForRevision(ctx context.Context, store driver.Store, collection, id string, revision uint64, policy retry.Policy) error {
+	if isNil(store) {
+		return errors.New("projector: WaitForRevision: the store is nil")
+	}
 	seen := int64(-1)
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
 		active, err := activeCollection(ctx, store, "", collection)
@@ -122,6 +125,9 @@ type reacher interface {
 // (mongostore), the wait given the collection waits for the lowest of
 // them, and given a segment's name for that segment's alone.
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
+	if isNil(checkpoints) {
+		return errors.New("projector: WaitForPosition: the checkpoint store is nil")
+	}
 	var seen *Checkpoint
 	err := retry.Do(ctx, policy, func(ctx context.Context) error {
 		collection, segment, _ := strings.Cut(name, segmentSeparator)

@@ -8,6 +8,7 @@ import (
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
+	"github.com/revgate/projector/retry"
 )
 
 // A test that forgot its store (a nil *mongostore.Store, as a helper that
@@ -42,6 +43,12 @@ func TestProve_and_CheckDocument_name_what_is_nil(t *testing.T) {
 		"CheckDocument, nil store": func() error {
 			evs := projectortest.NewLog(reg).MustAppend(t, "sensor-1", readingTaken{})
 			return projectortest.CheckDocument(ctx, nilStore, p, "1", evs)
+		},
+		"WaitForRevision, nil store": func() error {
+			return projector.WaitForRevision(ctx, nilStore, p.Collection(), "1", 0, retry.Policy{})
+		},
+		"WaitForPosition, nil store": func() error {
+			return projector.WaitForPosition(ctx, nilStore, p.Collection(), 0, retry.Policy{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
