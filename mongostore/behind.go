@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -36,7 +37,8 @@ const behindLimit = 32 << 20
 //     before each checkpoint it stores, and before it says it has caught
 //     up (then the store forgets what it keeps), so that a checkpoint
 //     covers only what is written. A batch that finds behindLimit bytes
-//     kept flushes too, and the store then forgets what it keeps;
+//     kept as it reads flushes too, and the store then forgets what it
+//     keeps: memory is bounded by the limit and one batch's documents;
 //   - any other read or write of a kept document (an event at the head, the
 //     gate, a replay, WaitForRevision) writes it first, and the store
 //     forgets it.
@@ -55,6 +57,11 @@ type behindSet struct {
 	docs  map[cacheKey]*behindDoc
 	bytes int
 	limit int
+	// lost is, by collection, the first write a flush found another writer
+	// had made impossible: every flush of the collection reports it until
+	// one that forgets (a run's end or start) has, so that no checkpoint
+	// moves past the events of the write lost.
+	lost map[string]error
 	// flush lets one flush write at a time: a document stays in docs while
 	// it is written, so that batches find it there, and a read that must
 	// see it on the server waits for the flush under way.
@@ -77,6 +84,20 @@ type behindDoc struct {
 	meta  driver.Meta
 	state any
 	gen   uint64 // moves with each write held back
+	// sent are the write tokens of the documents flushes sent since the
+	// last one known to have taken, in flushes cut short: the server may
+	// hold one of them (see settleMissed).
+	sent []string
+}
+
+// weight is what d counts against the store's limit: its bytes, twice
+// when decoded too, and the entry.
+func (d *behindDoc) weight() int {
+	w := len(d.doc) + 128
+	if d.state != nil {
+		w += len(d.doc)
+	}
+	return w
 }
 
 // holdsBack reports whether ctx lets this store keep documents and hold
@@ -93,6 +114,9 @@ func (s *Store) holdsBack(ctx context.Context) bool {
 // (hold); until then the next read decodes it. A document that does not
 // decode is left out, and not kept: its write is then not held back.
 func (s *Store) keptOrFound(ctx context.Context, collection string, ids []string, newState func() any) (map[string]driver.Guarded, error) {
+	if err := s.flushIfFull(ctx); err != nil {
+		return nil, err
+	}
 	out := make(map[string]driver.Guarded, len(ids))
 	missing := ids[:0:0]
 	for _, id := range ids {
@@ -143,7 +167,9 @@ func (s *Store) lend(collection, id string, newState func() any) (g driver.Guard
 	}
 	if d.state != nil {
 		g = driver.Guarded{Meta: d.meta, State: d.state}
+		b.bytes -= d.weight()
 		d.state = nil
+		b.bytes += d.weight()
 		return g, true, true, nil
 	}
 	state := newState()
@@ -164,8 +190,9 @@ func (s *Store) keep(collection, id string, raw bson.Raw, meta driver.Meta) {
 	if _, ok := b.docs[k]; ok {
 		return
 	}
-	b.docs[k] = &behindDoc{found: raw != nil, doc: raw, meta: meta}
-	b.bytes += len(raw)
+	d := &behindDoc{found: raw != nil, doc: raw, meta: meta}
+	b.docs[k] = d
+	b.bytes += d.weight()
 }
 
 // hold holds back the write of put, encoded as doc, to a kept document,
@@ -182,14 +209,14 @@ func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) bool {
 	case !ok:
 		return false
 	case insert && d.found, !insert && (!d.found || put.Expected != d.meta.Version):
-		d.state = nil // what was lent is not given back
 		return false
 	}
 	if !d.dirty {
 		d.dirty, d.insert, d.from = true, insert, d.meta.Version
 	}
-	b.bytes += len(doc) - len(d.doc)
+	b.bytes -= d.weight()
 	d.found, d.doc, d.meta, d.state, d.gen = true, doc, put.Meta, put.State, d.gen+1
+	b.bytes += d.weight()
 	return true
 }
 
@@ -208,7 +235,7 @@ func (s *Store) holdPuts(ctx context.Context, collection string, puts []driver.P
 		}
 		ok[i] = s.hold(collection, p, doc)
 	}
-	return ok, s.flushIfFull(ctx)
+	return ok, nil
 }
 
 // flushIfFull flushes and forgets what the store keeps once it keeps its
@@ -224,21 +251,46 @@ func (s *Store) flushIfFull(ctx context.Context) error {
 	return s.flushWhere(ctx, func(cacheKey) bool { return true }, true)
 }
 
-// Flush writes every document whose writes the store holds back, batched
-// catch-up's under [driver.HoldBack] (see behind.go). An error leaves held
-// back what it did not write; one that wraps [retry.Permanent] names a
-// document another writer changed after the store read it, whose writes
-// are dropped.
+// Flush writes every document of collections (of any collection, given
+// none) whose writes the store holds back, batched catch-up's under
+// [driver.HoldBack] (see behind.go). An error leaves held back what it did
+// not write. One that wraps [retry.Permanent] names a document of
+// collections another writer changed after the store read it, whose
+// writes are dropped: every flush of its collection says so again until
+// one that forgets.
 //
 // Under a context marked by [driver.HoldBack] (a runner's checkpoint while
 // it is behind the head) the store goes on keeping the documents it
-// wrote, for the batches to come; otherwise (the runner caught up, or
-// stopping) it forgets them.
-func (s *Store) Flush(ctx context.Context) error {
+// wrote, for the batches to come. Otherwise (a run's start or end) it
+// forgets them, and the loss it has said.
+func (s *Store) Flush(ctx context.Context, collections ...string) error {
 	if s.behind == nil {
 		return nil
 	}
-	return s.flushWhere(ctx, func(cacheKey) bool { return true }, !driver.HeldBack(ctx))
+	match := func(cacheKey) bool { return true }
+	if len(collections) > 0 {
+		set := make(map[string]bool, len(collections))
+		for _, c := range collections {
+			set[c] = true
+		}
+		match = func(k cacheKey) bool { return set[k.collection] }
+	}
+	forget := !driver.HeldBack(ctx)
+	err := s.flushWhere(ctx, match, forget)
+	b := s.behind
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c, lost := range b.lost {
+		if match(cacheKey{collection: c}) {
+			if !errors.Is(err, lost) {
+				err = errors.Join(err, lost)
+			}
+			if forget {
+				delete(b.lost, c)
+			}
+		}
+	}
+	return err
 }
 
 // release writes the documents of ids of collection whose writes are held
@@ -298,7 +350,7 @@ func (s *Store) flushWhere(ctx context.Context, match func(cacheKey) bool, forge
 		for k, d := range b.docs {
 			if match(k) && !d.dirty {
 				delete(b.docs, k)
-				b.bytes -= len(d.doc)
+				b.bytes -= d.weight()
 			}
 		}
 		b.mu.Unlock()
@@ -333,9 +385,10 @@ func (s *Store) flushColl(ctx context.Context, collection string, docs []flushed
 		}
 	}
 	if err == nil {
-		err = s.insertedByToken(ctx, coll, docs, inserts, ok)
+		err = s.settleMissed(ctx, coll, docs, ok)
 	}
 	if err != nil {
+		s.sent(docs)
 		return fmt.Errorf("mongostore: write %d documents of %s held back: %w", len(docs), collection, err)
 	}
 	var lost []string
@@ -345,12 +398,34 @@ func (s *Store) flushColl(ctx context.Context, collection string, docs []flushed
 		}
 		s.written(d, ok[i])
 	}
-	if len(lost) > 0 {
-		return retry.Permanent(fmt.Errorf("mongostore: %d documents of %s held back for batched catch-up were changed "+
-			"by another writer after this store read them (%q first): their events are applied again from the checkpoint",
-			len(lost), collection, lost[0]))
+	if len(lost) == 0 {
+		return nil
 	}
-	return nil
+	err = retry.Permanent(fmt.Errorf("mongostore: %d documents of %s held back for batched catch-up were changed "+
+		"by another writer after this store read them (%q first): their events are applied again from the checkpoint",
+		len(lost), collection, lost[0]))
+	s.behind.mu.Lock()
+	if s.behind.lost == nil {
+		s.behind.lost = map[string]error{}
+	}
+	if s.behind.lost[collection] == nil {
+		s.behind.lost[collection] = err
+	}
+	s.behind.mu.Unlock()
+	return err
+}
+
+// sent notes, of docs, what a flush cut short sent: the server may hold
+// it, which the next flush's conditions do not expect.
+func (s *Store) sent(docs []flushed) {
+	b := s.behind
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, d := range docs {
+		if cur, ok := b.docs[d.key]; ok {
+			cur.sent = append(cur.sent, tokenOf(d.doc))
+		}
+	}
 }
 
 // written notes that the flush wrote d (took), or that its write missed:
@@ -361,39 +436,53 @@ func (s *Store) written(d flushed, took bool) {
 	b := s.behind
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	s.cacheDrop(d.key.collection, d.key.id) // what the cache holds of it is older
 	cur, ok := b.docs[d.key]
 	switch {
 	case !ok:
 	case !took:
 		delete(b.docs, d.key)
-		b.bytes -= len(cur.doc)
+		b.bytes -= cur.weight()
 	case cur.gen == d.gen:
-		cur.dirty, cur.insert = false, false
+		cur.dirty, cur.insert, cur.sent = false, false, nil
 	default:
-		cur.insert, cur.from = false, d.meta.Version
+		cur.insert, cur.from, cur.sent = false, d.meta.Version, nil
 	}
 }
 
-// insertedByToken sets ok[i] for the inserts of which that did not take
-// but whose document holds their write token: a flush cut short after it
-// wrote them, and done again.
-func (s *Store) insertedByToken(ctx context.Context, coll *mongo.Collection, docs []flushed, inserts []int, ok []bool) error {
+// settleMissed settles the writes of docs that did not take (ok[i] false:
+// an insert that found a document, a replace that found another version).
+// One whose document holds its own write token took (tookByToken has
+// seen to the replaces). One whose document holds the token of a write a
+// flush cut short sent (behindDoc.sent) took an earlier state of it: it is
+// written over that, conditional on its version. Any other stays missed.
+func (s *Store) settleMissed(ctx context.Context, coll *mongo.Collection, docs []flushed, ok []bool) error {
 	var ids []string
-	for _, i := range inserts {
+	for i, d := range docs {
 		if !ok[i] {
-			ids = append(ids, docs[i].key.id)
+			ids = append(ids, d.key.id)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	now, err := s.findMany(ctx, coll, ids, bson.D{{Key: fieldWrite, Value: 1}})
+	now, err := s.findMany(ctx, coll, ids, bson.D{{Key: fieldWrite, Value: 1}, {Key: fieldMeta + ".v", Value: 1}})
 	if err != nil {
 		return err
 	}
-	for _, i := range inserts {
-		if cur, found := now[docs[i].key.id]; !ok[i] && found {
-			ok[i] = tokenOf(cur) == tokenOf(docs[i].doc)
+	for i, d := range docs {
+		cur, found := now[d.key.id]
+		switch {
+		case ok[i] || !found:
+		case tokenOf(cur) == tokenOf(d.doc):
+			ok[i] = true
+		case slices.Contains(d.sent, tokenOf(cur)):
+			v, _ := cur.Lookup(fieldMeta, "v").AsInt64OK()
+			took, err := s.replaceIf(ctx, coll, d.key.id, metaVersion(v), d.doc)
+			if err != nil {
+				return err
+			}
+			ok[i] = took
 		}
 	}
 	return nil

@@ -3,10 +3,13 @@ package mongostore_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/mongostore"
@@ -204,7 +207,7 @@ func TestWriteBehind_a_document_changed_by_another_writer_fails_the_flush_for_go
 	if ok, err := other.PutGuarded(ctx, coll, "x", 1, driver.Meta{Version: 2}, &tally{N: 40}); err != nil || !ok {
 		t.Fatalf("the other writer: %v %v", ok, err)
 	}
-	err := s.Flush(ctx)
+	err := s.Flush(behind)
 	if err == nil || !retry.IsPermanent(err) || !strings.Contains(err.Error(), `"x"`) || !strings.Contains(err.Error(), "another writer") {
 		t.Fatalf("Flush = %v, want a permanent error that names x and another writer", err)
 	}
@@ -214,13 +217,78 @@ func TestWriteBehind_a_document_changed_by_another_writer_fails_the_flush_for_go
 	if got, _, _ := onServer(t, db, coll, "y"); got.N != 2 {
 		t.Errorf("y = %+v, want the write held back", got)
 	}
-	if err := s.Flush(ctx); err != nil {
-		t.Errorf("a second flush: %v, want nothing left to write", err)
+	// The loss is said again by every flush of the collection, so that no
+	// checkpoint moves past it, until one that forgets (a run's end).
+	if err := s.Flush(behind, coll); !retry.IsPermanent(err) {
+		t.Errorf("a second flush: %v, want the loss said again", err)
+	}
+	if err := s.Flush(behind, "other"); err != nil {
+		t.Errorf("a flush of another collection: %v, want nothing of this one's loss", err)
+	}
+	if err := s.Flush(ctx, coll); !retry.IsPermanent(err) {
+		t.Errorf("a flush that forgets: %v, want the loss said once more", err)
+	}
+	if err := s.Flush(ctx, coll); err != nil {
+		t.Errorf("after a flush that forgot: %v, want nothing", err)
 	}
 }
 
-// A store that keeps its limit writes what it holds back, and forgets
-// what it keeps: its memory is bounded by the limit, not by the documents.
+// A flush cut short after the server took some of its writes (here, as
+// its inserts are answered) leaves those documents on the server with
+// writes the next flush's conditions do not expect: the next flush knows
+// them for its own, by their write tokens, and writes over them; no other
+// writer is reported.
+func TestWriteBehind_a_flush_cut_short_is_done_again_without_a_false_loss(t *testing.T) {
+	name := mongotest.Database(t).Name()
+	var cut atomic.Pointer[context.CancelFunc]
+	monitor := &event.CommandMonitor{Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+		if c := cut.Load(); c != nil && e.CommandName == "insert" {
+			(*c)()
+		}
+	}}
+	client, err := mongo.Connect(options.Client().ApplyURI(mongotest.URI(t)).SetMonitor(monitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	s, db := mongostore.New(client.Database(name)), mongotest.Client(t).Database(name)
+	ctx := context.Background()
+	behind := driver.HoldBack(ctx)
+	const coll = "summaries"
+	if ok, err := s.PutGuardedMany(ctx, coll, []driver.Put{put("old", 0, 1)}); err != nil || !ok[0] {
+		t.Fatal(ok, err)
+	}
+	batch := func(puts ...driver.Put) {
+		t.Helper()
+		if _, err := s.LoadGuardedMany(behind, coll, []string{"new", "old"}, newTally); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := s.PutGuardedMany(behind, coll, puts); err != nil || !ok[0] || !ok[1] {
+			t.Fatal(ok, err)
+		}
+	}
+	batch(put("new", 0, 1), put("old", 1, 2))
+	fctx, cancel := context.WithCancel(behind)
+	cut.Store(&cancel)
+	err = s.Flush(fctx)
+	cut.Store(nil)
+	if err == nil {
+		t.Fatal("the flush was not cut short")
+	}
+	batch(put("new", 1, 2), put("old", 2, 3))
+	if err := s.Flush(behind); err != nil {
+		t.Fatalf("the flush after one cut short: %v, want no loss (permanent %v)", err, retry.IsPermanent(err))
+	}
+	for id, want := range map[string]int{"new": 2, "old": 3} {
+		if got, v, _ := onServer(t, db, coll, id); got.N != want || v != int64(want) {
+			t.Errorf("%s = %+v at version %d, want %d", id, got, v, want)
+		}
+	}
+}
+
+// A store that keeps its limit as a batch reads writes what it holds
+// back, and forgets what it keeps: its memory is bounded by the limit and
+// a batch, not by the documents.
 func TestWriteBehind_a_store_at_its_limit_writes_and_forgets(t *testing.T) {
 	s, w, db := countedStore(t, mongostore.WithBehindLimit(1))
 	ctx := context.Background()
@@ -232,8 +300,14 @@ func TestWriteBehind_a_store_at_its_limit_writes_and_forgets(t *testing.T) {
 	if ok, err := s.PutGuardedMany(behind, coll, []driver.Put{put("a", 0, 3)}); err != nil || !ok[0] {
 		t.Fatalf("%v %v", ok, err)
 	}
+	if w.Of(coll) != 0 {
+		t.Fatalf("%d writes: want a held back", w.Of(coll))
+	}
+	if _, err := s.LoadGuardedMany(behind, coll, []string{"b"}, newTally); err != nil {
+		t.Fatal(err)
+	}
 	if got, _, found := onServer(t, db, coll, "a"); !found || got.N != 3 || w.Of(coll) != 1 {
-		t.Errorf("a = %+v (found %v) after %d writes: want written at once, the store at its limit", got, found, w.Of(coll))
+		t.Errorf("a = %+v (found %v) after %d writes: want written as the next batch read, the store at its limit", got, found, w.Of(coll))
 	}
 	// Forgotten: a write without a batch's read is not held back.
 	if ok, err := s.PutGuardedMany(behind, coll, []driver.Put{put("a", 1, 4)}); err != nil || ok[0] {

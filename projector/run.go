@@ -41,8 +41,10 @@ type run struct {
 	// last drop: the first is logged, the others summed (see settle).
 	unsettled atomic.Int64
 	// heldApplied counts the events applied by writes the store may hold
-	// back: they count as applied once written (flush).
+	// back: they count as applied once written (flush). lostWrites: a
+	// flush found some lost; no checkpoint is stored after it.
 	heldApplied atomic.Uint64
+	lostWrites  atomic.Bool
 
 	failOnce sync.Once
 	failure  error
@@ -88,6 +90,11 @@ func (x *run) execute(ctx context.Context) error {
 	x.engine = r.engine.waitsEndAt(waitStop)
 	x.workCtx = workCtx
 
+	// What the store holds back of an earlier run's documents is written
+	// and forgotten: this run reads them again, from its checkpoint.
+	if err := x.engine.flush(ctx); err != nil && ctx.Err() == nil {
+		r.logger.Warn("writing what an earlier run held back", "err", err)
+	}
 	workers := x.startWorkers(workCtx)
 	defer r.busy.Store(nil)
 	saverDone := make(chan struct{})
@@ -118,6 +125,11 @@ func (x *run) execute(ctx context.Context) error {
 	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
 	defer cancel()
 	saveErr := x.save(saveCtx)
+	// Whatever is still held back (the checkpoint did not move) is written,
+	// and the store forgets this run's documents.
+	if err := x.flush(saveCtx, false); err != nil && saveErr == nil && x.failure == nil {
+		saveErr = err
+	}
 	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
 	return x.outcome(saveCtx, readErr, saveErr)
 }

@@ -401,7 +401,7 @@ func (x *run) settled() {
 	}
 	// What was held back behind the head is written before the runner says
 	// it is caught up: its readers then see every event up to the head.
-	if err := x.flush(x.workCtx, false); err != nil {
+	if err := x.flush(x.workCtx, false); err != nil { // (its own timeout)
 		r.logger.Warn("caught up, but writing the documents held back failed: not ready yet", "err", err)
 		return
 	}

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,6 +75,9 @@ func (x *run) save(ctx context.Context) error {
 	if stale {
 		return nil
 	}
+	if x.lostWrites.Load() {
+		return errors.New("projector: the checkpoint is not stored: writes held back were lost")
+	}
 	// Every write of the deliveries the mark covers was made (or held
 	// back) before the mark was read: written now, the checkpoint covers
 	// durable effects only.
@@ -104,7 +108,7 @@ func (x *run) save(ctx context.Context) error {
 // flusher is a store that may hold batches' writes back
 // ([driver.HoldBack]), and writes them when flushed.
 type flusher interface {
-	Flush(ctx context.Context) error
+	Flush(ctx context.Context, collections ...string) error
 }
 
 // holdsBack reports whether the engine's store may hold batches' writes
@@ -123,13 +127,18 @@ func (e *Engine) holdsBack() bool {
 	return false
 }
 
-// flush writes what the engine's store holds back, if it holds writes back.
+// flush writes what the engine's store holds back of its projections'
+// documents, if it holds writes back.
 func (e *Engine) flush(ctx context.Context) error {
 	f, ok := e.store.(flusher)
 	if !ok {
 		return nil
 	}
-	if err := f.Flush(ctx); err != nil {
+	collections := make([]string, len(e.projections))
+	for i, p := range e.projections {
+		collections[i] = p.Collection()
+	}
+	if err := f.Flush(ctx, collections...); err != nil {
 		return fmt.Errorf("projector: writing the documents held back: %w", err)
 	}
 	return nil
@@ -142,28 +151,36 @@ func (e *Engine) flush(ctx context.Context) error {
 const behindSave = 10 * time.Second
 
 // flush writes what the engine's store holds back, and counts the events
-// those writes applied. A flush that found documents held back changed by
-// another writer stops the run: their events are applied again from the
-// checkpoint, by the next run. Any other error is the store's, tried again
-// at the next flush.
-// behind: the run goes on behind the head, and the store keeps the
-// documents it writes for the batches to come; otherwise it forgets them.
+// those writes applied; behind: the run goes on behind the head, and the
+// store keeps the documents it writes for the batches to come (otherwise,
+// at a run's start and end and as it catches up, it forgets them). A flush
+// that found documents held back changed by another writer stops the run,
+// and no checkpoint is stored after it: their events are applied again
+// from the checkpoint, by the next run. Any other error is the store's,
+// tried again at the next flush.
 func (x *run) flush(ctx context.Context, behind bool) error {
 	if !x.engine.holdsBack() {
 		return nil
 	}
+	// Its own time: up to 32 MiB of documents, past a save's timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
 	if behind {
 		ctx = driver.HoldBack(ctx)
 	}
 	n := x.heldApplied.Swap(0)
 	err := x.engine.flush(ctx)
-	if err == nil {
+	switch {
+	case err == nil:
 		x.r.counts.applied.Add(n)
-		return nil
-	}
-	x.heldApplied.Add(n)
-	if retry.IsPermanent(err) {
+	case retry.IsPermanent(err):
+		x.lostWrites.Store(true) // and n are applied again by the next run
 		x.fail(err)
+	default:
+		x.heldApplied.Add(n)
 	}
 	return err
 }
+
+// flushTimeout bounds one flush of what a store holds back.
+const flushTimeout = 2 * time.Minute

@@ -2,13 +2,17 @@ package projector_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/internal/sourcetest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/projector/driver"
 )
 
 // A runner catching up in small batches writes the summaries its events
@@ -53,4 +57,71 @@ func TestWriteBehind_a_runner_writes_each_summary_once_per_checkpoint_not_once_p
 		t.Errorf("applied %d, want each of the %d events once", got, l.carts.Total)
 	}
 	m.check(t, l, fastStore, slowStore)
+}
+
+// foreignWrite is a store that, once a batch has held back a write of
+// document id, writes that document itself through another store, as a
+// second writer of the projection would.
+type foreignWrite struct {
+	*mongostore.Store
+	other *mongostore.Store
+	id    string
+	once  sync.Once
+	err   error
+}
+
+func (f *foreignWrite) PutGuardedMany(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
+	ok, err := f.Store.PutGuardedMany(ctx, collection, puts)
+	for i, p := range puts {
+		if p.ID == f.id && driver.HeldBack(ctx) && err == nil && ok[i] {
+			f.once.Do(func() {
+				var l streamsLedger
+				meta, _, lerr := f.other.LoadGuarded(context.Background(), collection, p.ID, &l)
+				if lerr != nil {
+					f.err = lerr
+					return
+				}
+				meta.Version++
+				_, f.err = f.other.PutGuarded(context.Background(), collection, p.ID, meta.Version-1, meta, &l)
+			})
+		}
+	}
+	return ok, err
+}
+
+// A summary another writer changes while the runner holds its writes
+// back: the runner stops with one line that says so, and stores no
+// checkpoint past the events of the write it lost (here none at all: the
+// loss is found at the first flush, and the final one does not move the
+// checkpoint either), so that its next run applies them again.
+func TestWriteBehind_a_summary_changed_by_another_writer_stops_the_run_before_its_checkpoint(t *testing.T) {
+	l := newESDBLog(t, 48, 25, 12, 12)
+	m := multiStreams[0]
+	base := newStore(t)
+	// group-0 exists on the server before the run: the other writer moves it.
+	first := l.events(t)[0]
+	e0 := m.engine(t, base)
+	if _, err := e0.Handle(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := strings.CutPrefix(first.StreamID, cart.StreamPrefix)
+	s := &foreignWrite{Store: base, other: mongostore.New(base.Database()), id: m.doc(id)}
+	// The runner's engine writes through the store that lets the other writer in.
+	e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{m.projection()}, projector.WithRetry(patient()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sourcetest.NewRunner(t, "summaries", e, l.source(t), base,
+		projector.WithBatch(2, 5*time.Millisecond), projector.WithCheckpointEvery(1_000_000, time.Hour), projector.WithWorkers(m.workers))
+	x := sourcetest.Start(t, r)
+	err = x.Wait(t)
+	if s.err != nil {
+		t.Fatalf("the other writer: %v", s.err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "another writer") || !strings.Contains(err.Error(), s.id) {
+		t.Fatalf("Run = %v, want it stopped by the write another writer made impossible (%s)", err, s.id)
+	}
+	if cp, err := base.LoadCheckpoint(context.Background(), "summaries"); err != nil || cp != nil {
+		t.Errorf("checkpoint %v (%v), want none stored past the lost write", cp, err)
+	}
 }
