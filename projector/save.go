@@ -32,8 +32,11 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		case <-tick.C:
 		case <-x.saveNow:
 		}
-		if x.engine.holdsBack() && !x.r.caughtUp.Load() && time.Since(last) < max(x.r.interval, behindSave) {
-			continue // behind the head: writes held back wait for fewer, larger flushes
+		if x.engine.holdsBack() && !x.r.caughtUp.Load() && x.r.inFlight.Load() > 0 && time.Since(last) < max(x.r.interval, behindSave) {
+			// Behind the head with events queued: writes held back wait
+			// for fewer, larger flushes. (Idle, as behind a source that
+			// never says it reached its head, they wait an interval.)
+			continue
 		}
 		last = time.Now()
 		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
@@ -144,10 +147,10 @@ func (e *Engine) flush(ctx context.Context) error {
 	return nil
 }
 
-// behindSave is how often, at least, a runner behind the head whose store
-// holds writes back stores its checkpoint (each store writes what is held
-// back first): held back, a document fed by events spread over the
-// catch-up is written once a checkpoint, not once a batch.
+// behindSave is how often, at least, a runner behind the head with events
+// queued, whose store holds writes back, stores its checkpoint (each store
+// writes what is held back first): held back, a document fed by events
+// spread over the catch-up is written once a checkpoint, not once a batch.
 const behindSave = 10 * time.Second
 
 // flush writes what the engine's store holds back, and counts the events
