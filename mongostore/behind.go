@@ -220,9 +220,9 @@ func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) bool {
 	return true
 }
 
-// holdPuts holds puts back; ok[i] reports whether
-// puts[i] is held (the document as kept allowed it). When the store keeps
-// its limit, it flushes, and forgets what it keeps.
+// holdPuts holds puts back; ok[i] reports whether puts[i] is held (the
+// document as kept allowed it). The store's limit is seen to as a batch
+// reads (keptOrFound).
 func (s *Store) holdPuts(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	ok := make([]bool, len(puts))
 	for i, p := range puts {
@@ -362,28 +362,14 @@ func (s *Store) flushWhere(ctx context.Context, match func(cacheKey) bool, forge
 // conditional on what the server had when the store read it.
 func (s *Store) flushColl(ctx context.Context, collection string, docs []flushed) error {
 	coll := s.db.Collection(collection)
-	raws := make([]bson.Raw, len(docs))
-	var inserts, replaced []int
-	var reps []replacement
+	ids, raws, from := make([]string, len(docs)), make([]bson.Raw, len(docs)), make([]int64, len(docs))
 	for i, d := range docs {
-		raws[i] = d.doc
+		ids[i], raws[i], from[i] = d.key.id, d.doc, d.from
 		if d.insert {
-			inserts = append(inserts, i)
-			continue
-		}
-		reps = append(reps, replacement{id: d.key.id, c: metaVersion(d.from), doc: d.doc})
-		replaced = append(replaced, i)
-	}
-	ok := make([]bool, len(docs))
-	err := s.insertMany(ctx, coll, raws, inserts, ok)
-	if err == nil && len(reps) > 0 {
-		var took []bool
-		if took, err = s.replaceMany(ctx, coll, reps); err == nil {
-			for j, i := range replaced {
-				ok[i] = took[j]
-			}
+			from[i] = -1
 		}
 	}
+	ok, err := s.putVersioned(ctx, coll, ids, raws, from)
 	if err == nil {
 		err = s.settleMissed(ctx, coll, docs, ok)
 	}

@@ -166,33 +166,48 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 	if err := s.release(ctx, collection, ids...); err != nil {
 		return nil, err
 	}
-	coll := s.db.Collection(collection)
 	docs := make([]bson.Raw, len(puts))
+	from := make([]int64, len(puts))
 	for i, p := range puts {
 		s.cacheDrop(collection, p.ID)
 		d, err := s.encodeFor(ctx, p.State, guardedFields(p.ID, p.Meta)...)
 		if err != nil && !errors.Is(err, driver.ErrUnencodable) {
 			return nil, err
 		}
-		docs[i] = d
+		docs[i], from[i] = d, p.Expected
 	}
-	ok := make([]bool, len(puts))
-	var inserts []int
-	var reps []replacement
-	var replaced []int
+	ok, err := s.putVersioned(ctx, s.db.Collection(collection), ids, docs, from)
+	if err != nil {
+		return nil, err
+	}
 	for i, p := range puts {
-		switch {
-		case docs[i] == nil:
-			continue
-		case p.Expected < 0:
-			inserts = append(inserts, i)
-			continue
+		if ok[i] {
+			s.cachePut(collection, p.ID, driver.Head{}, docs[i])
 		}
-		reps = append(reps, replacement{id: p.ID, c: metaVersion(p.Expected), doc: docs[i]})
-		replaced = append(replaced, i)
+	}
+	return ok, nil
+}
+
+// putVersioned writes docs[i], document ids[i] (nil: not sent), as an
+// insert where from[i] is below 0, else as a replace conditional on the
+// stored version from[i]: unordered, in chunks. ok[i] reports whether
+// docs[i] took.
+func (s *Store) putVersioned(ctx context.Context, coll *mongo.Collection, ids []string, docs []bson.Raw, from []int64) ([]bool, error) {
+	ok := make([]bool, len(docs))
+	var inserts, replaced []int
+	var reps []replacement
+	for i, doc := range docs {
+		switch {
+		case doc == nil:
+		case from[i] < 0:
+			inserts = append(inserts, i)
+		default:
+			reps = append(reps, replacement{id: ids[i], c: metaVersion(from[i]), doc: doc})
+			replaced = append(replaced, i)
+		}
 	}
 	if err := s.insertMany(ctx, coll, docs, inserts, ok); err != nil {
-		return nil, fmt.Errorf("mongostore: insert into %s: %w", collection, err)
+		return nil, fmt.Errorf("mongostore: insert into %s: %w", coll.Name(), err)
 	}
 	if len(reps) > 0 {
 		took, err := s.replaceMany(ctx, coll, reps)
@@ -201,11 +216,6 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 		}
 		for j, i := range replaced {
 			ok[i] = took[j]
-		}
-	}
-	for i, p := range puts {
-		if ok[i] {
-			s.cachePut(collection, p.ID, driver.Head{}, docs[i])
 		}
 	}
 	return ok, nil

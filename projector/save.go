@@ -133,10 +133,10 @@ func (e *Engine) holdsBack() bool {
 // flush writes what the engine's store holds back of its projections'
 // documents, if it holds writes back.
 func (e *Engine) flush(ctx context.Context) error {
-	f, ok := e.store.(flusher)
-	if !ok {
+	if !e.holdsBack() {
 		return nil
 	}
+	f := e.store.(flusher)
 	collections := make([]string, len(e.projections))
 	for i, p := range e.projections {
 		collections[i] = p.Collection()
@@ -162,9 +162,6 @@ const behindSave = 10 * time.Second
 // from the checkpoint, by the next run. Any other error is the store's,
 // tried again at the next flush.
 func (x *run) flush(ctx context.Context, behind bool) error {
-	if !x.engine.holdsBack() {
-		return nil
-	}
 	// Its own time: up to 32 MiB of documents, past a save's timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()

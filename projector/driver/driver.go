@@ -203,9 +203,9 @@ type holdBackKey struct{}
 // writes made under it: a GuardedBatchStore's PutGuardedMany may keep the
 // documents in memory, checked against the document as the store keeps it,
 // and the next LoadGuardedMany under such a context reads them from there.
-// Such a store has a method Flush(ctx) error that writes what it holds
-// back, and writes a document it holds back before any other read or write
-// of it. A runner marks the batches it handles behind the head, and
+// Such a store has a method Flush(ctx, collections ...string) error that
+// writes what it holds back of those collections, and writes a document it
+// holds back before any other read or write of it. A runner marks the batches it handles behind the head, and
 // flushes before it stores a checkpoint and before it says it has caught
 // up, so that a checkpoint covers only what is written.
 func HoldBack(ctx context.Context) context.Context {
