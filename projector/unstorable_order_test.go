@@ -21,12 +21,19 @@ import (
 
 // slowUpdates is the store with every Update slowed down: the event in
 // flight stays there while the next one of its document queues behind it.
+// The first Update of each document says which it is on entered as it
+// begins.
 type slowUpdates struct {
 	*mongostore.Store
-	delay time.Duration
+	delay   time.Duration
+	seen    *sync.Map
+	entered chan string
 }
 
 func (s slowUpdates) Update(ctx context.Context, collection, id string, from uint64, head driver.Head, state any) (bool, error) {
+	if _, again := s.seen.LoadOrStore(id, true); !again {
+		s.entered <- id
+	}
 	time.Sleep(s.delay)
 	return s.Store.Update(ctx, collection, id, from, head, state)
 }
@@ -45,7 +52,7 @@ func TestEngine_the_event_behind_an_unstorable_one_is_not_parked_with_its_refusa
 		}
 	})
 	s := newStore(t)
-	st := slowUpdates{Store: s, delay: 10 * time.Millisecond}
+	st := slowUpdates{Store: s, delay: 10 * time.Millisecond, seen: &sync.Map{}, entered: make(chan string, 1)}
 	soon := patient()
 	soon.MaxElapsed = 5 * time.Second
 	e, err := projector.NewEngine(st, ledgerRegistry(), []projector.Definition{accounts()}, projector.WithRetry(soon),
@@ -66,7 +73,10 @@ func TestEngine_the_event_behind_an_unstorable_one_is_not_parked_with_its_refusa
 		var wg sync.WaitGroup
 		var rRefused, rNext []projector.Result
 		wg.Go(func() { rRefused, _ = e.Handle(ctx, refused) })
-		time.Sleep(3 * time.Millisecond) // refused is in its Update: next queues behind it
+		if id := <-st.entered; "acct-"+id != refused.StreamID {
+			t.Fatalf("the first Update is of document %s, want %s's", id, refused.StreamID)
+		}
+		// refused is in its Update: next queues behind it.
 		wg.Go(func() { rNext, _ = e.Handle(ctx, next) })
 		wg.Wait()
 		if len(rRefused) != 1 || rRefused[0].Outcome != projector.Parked {
