@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/event"
@@ -50,9 +51,12 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	defer notMongo(nil)
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(timeout).
-		SetConnectTimeout(timeout)
+		// A handshake that gets no reply fails before the ping's timeout,
+		// for that ping to say so (silent).
+		SetConnectTimeout(timeout * 3 / 4)
+	var silent atomic.Bool
 	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
-		watchWireErrors(opts, notMongo)
+		watchWireErrors(opts, notMongo, &silent)
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
@@ -74,47 +78,71 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			// Stopped (the caller's context ended), not timed out.
 			return nil, fmt.Errorf("mongostore: stopped while connecting to %s: %w", strings.Join(cs.Hosts, ","), ctx.Err())
 		}
+		if silent.Load() {
+			return nil, fmt.Errorf("mongostore: the server at %s took the connection but did not answer the MongoDB handshake within %v "+
+				"(is it the right port? an HTTP server waits so): %w", strings.Join(cs.Hosts, ","), timeout, err)
+		}
 		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", strings.Join(cs.Hosts, ","), timeout, err)
 	}
 	return client, nil
 }
 
-// errNotMongo is the address of a server that answered with what no
-// MongoDB sends: a reply whose length, the first 4 bytes of a wire protocol
-// message, is out of bounds. A server that speaks first in a binary
-// protocol does (an HTTP/2 or gRPC server: an event store without TLS, its
-// port given as MongoDB's); one that waits for a request it can read
-// (HTTP/1), or ends the connection (TLS), does not, and the first ping
-// waits until the driver's server selection times out, as before.
-type errNotMongo string
+// errNotMongo is a server that answered the MongoDB handshake as no
+// MongoDB does: at, its address; why, how.
+type errNotMongo struct{ at, why string }
 
 func (e errNotMongo) Error() string {
-	return fmt.Sprintf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): "+
-		"its reply does not begin as a MongoDB message does", string(e))
+	return fmt.Sprintf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): %s", e.at, e.why)
 }
+
+// How a server answers the handshake as no MongoDB does (the driver's own
+// words for it, x/mongo/driver/topology's errResponseTooLarge and
+// parseWmSizeBytes, and its connection's read of a reply's header):
+//   - framed: a reply whose length, its first 4 bytes, is out of bounds.
+//     A server that speaks first in a binary protocol sends one (an HTTP/2
+//     or gRPC server: an event store without TLS, its port given as
+//     MongoDB's);
+//   - closed: the server ends the connection instead of replying. A TLS
+//     server does, to a client that does not begin with TLS (a MongoDB
+//     that requires TLS, its URI without tls=true, or an HTTPS port). It
+//     is said at the second heartbeat that finds so, half a second after
+//     the first, not at the first: a server going down may close one;
+//   - silent (no error of its own): a server waits for a request it can
+//     read (HTTP/1): the handshake times out, and the error says so.
+const (
+	wireTooLarge     = "length of read message too large"
+	wireMalformed    = "malformed message length"
+	wireClosed       = "connection closed unexpectedly by the other side"
+	wireHeaderRead   = "incomplete read of message header"
+	closedHandshakes = 2
+)
 
 // watchWireErrors has the client of opts end its first ping with
-// errNotMongo (by cancel) at the first heartbeat that fails so; later
-// calls of cancel do nothing.
-func watchWireErrors(opts *options.ClientOptions, cancel context.CancelCauseFunc) {
+// errNotMongo (by cancel) once heartbeats fail so, and sets silent when
+// the last heartbeat failed waiting for the reply's header; later calls of
+// cancel do nothing.
+func watchWireErrors(opts *options.ClientOptions, cancel context.CancelCauseFunc, silent *atomic.Bool) {
+	var closed atomic.Int32
 	opts.SetServerMonitor(&event.ServerMonitor{ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
-		if notWireProtocol(e.Failure) {
-			// "host:port[-2]": the server's address, and the connection's.
-			at, _, _ := strings.Cut(e.ConnectionID, "[")
-			cancel(errNotMongo(at))
+		if e.Failure == nil {
+			return
+		}
+		// "host:port[-2]": the server's address, and the connection's.
+		at, _, _ := strings.Cut(e.ConnectionID, "[")
+		msg := e.Failure.Error()
+		silent.Store(strings.Contains(msg, wireHeaderRead) && errors.Is(e.Failure, context.DeadlineExceeded))
+		switch {
+		case strings.Contains(msg, wireTooLarge), strings.Contains(msg, wireMalformed):
+			cancel(errNotMongo{at, "its reply does not begin as a MongoDB message does"})
+		case strings.Contains(msg, wireHeaderRead) && strings.Contains(msg, wireClosed):
+			if closed.Add(1) >= closedHandshakes {
+				cancel(errNotMongo{at, "it closes the connection at the handshake, as a server that speaks TLS does " +
+					"(a MongoDB that requires TLS: add tls=true to the URI)"})
+			}
+		default:
+			closed.Store(0)
 		}
 	}})
-}
-
-// notWireProtocol reports whether err is a reply framed as no MongoDB
-// frames one (the driver's own words for it: x/mongo/driver/topology's
-// errResponseTooLarge and parseWmSizeBytes).
-func notWireProtocol(err error) bool {
-	if err == nil {
-		return false
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "length of read message too large") || strings.Contains(msg, "malformed message length")
 }
 
 // Open connects to uri (see [Connect]) and returns a store on database that
