@@ -258,30 +258,43 @@ func (s *Store) encodeFor(ctx context.Context, state any, owned ...bson.E) (bson
 }
 
 // nanIn returns the path of the first NaN in doc (prefix its own path).
+// It walks doc's bytes without copying them, and builds the path only of
+// a NaN found.
 func nanIn(doc bson.Raw, prefix string) (string, bool) {
+	key, found := nanAt(doc)
+	if !found {
+		return "", false
+	}
+	if prefix != "" {
+		key = prefix + "." + key
+	}
+	return key, true
+}
+
+// nanAt returns the path, within doc, of its first NaN.
+func nanAt(doc bson.Raw) (string, bool) {
 	elems, err := doc.Elements()
 	if err != nil {
 		return "", false
 	}
 	for _, e := range elems {
-		path := e.Key()
-		if prefix != "" {
-			path = prefix + "." + path
-		}
 		v := e.Value()
+		var inner bson.Raw
 		switch v.Type {
 		case bson.TypeDouble:
 			if math.IsNaN(v.Double()) {
-				return path, true
+				return e.Key(), true
 			}
+			continue
 		case bson.TypeEmbeddedDocument:
-			if p, ok := nanIn(v.Document(), path); ok {
-				return p, true
-			}
+			inner = v.Document()
 		case bson.TypeArray:
-			if p, ok := nanIn(bson.Raw(v.Array()), path); ok {
-				return p, true
-			}
+			inner = bson.Raw(v.Array())
+		default:
+			continue
+		}
+		if p, ok := nanAt(inner); ok {
+			return e.Key() + "." + p, true
 		}
 	}
 	return "", false

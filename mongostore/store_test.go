@@ -89,6 +89,12 @@ func TestStore_refuses_a_state_it_cannot_store(t *testing.T) {
 			t.Errorf("PutGuarded %T: err = %v, want driver.ErrUnencodable", st, err)
 		}
 	}
+	if strings.HasPrefix(mongotest.Server(t), "FerretDB") {
+		deep := struct{ Rooms []map[string]float64 }{Rooms: []map[string]float64{{"a": 1}, {"b": math.NaN()}}}
+		if err := s.Insert(ctx, "docs", "d1", driver.Head{}, deep); err == nil || !strings.Contains(err.Error(), " rooms.1.b is NaN") {
+			t.Errorf("a NaN deep in the state: err = %v, want it to name its path, rooms.1.b", err)
+		}
+	}
 	// The store still writes: no connection was lost, and nothing refused
 	// was written.
 	if err := s.Insert(ctx, "docs", "d1", driver.Head{}, struct{ Avg float64 }{Avg: 2.5}); err != nil {
