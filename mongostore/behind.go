@@ -198,8 +198,9 @@ func (s *Store) keep(collection, id string, raw bson.Raw, meta driver.Meta) {
 // hold holds back the write of put, encoded as doc, to a kept document,
 // and reports whether the document as the store keeps it allowed it, as
 // the server would have (an insert where there is none; a replace from the
-// version it is at).
-func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) bool {
+// version it is at); kept: the store keeps the document (else it holds
+// nothing, and the server is to say).
+func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) (held, kept bool) {
 	b := s.behind
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -207,9 +208,9 @@ func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) bool {
 	insert := put.Expected < 0
 	switch {
 	case !ok:
-		return false
+		return false, false
 	case insert && d.found, !insert && (!d.found || put.Expected != d.meta.Version):
-		return false
+		return false, true
 	}
 	if !d.dirty {
 		d.dirty, d.insert, d.from = true, insert, d.meta.Version
@@ -217,14 +218,18 @@ func (s *Store) hold(collection string, put driver.Put, doc bson.Raw) bool {
 	b.bytes -= d.weight()
 	d.found, d.doc, d.meta, d.state, d.gen = true, doc, put.Meta, put.State, d.gen+1
 	b.bytes += d.weight()
-	return true
+	return true, true
 }
 
 // holdPuts holds puts back; ok[i] reports whether puts[i] is held (the
-// document as kept allowed it). The store's limit is seen to as a batch
-// reads (keptOrFound).
+// document as kept allowed it), or written: a document the store no
+// longer keeps (a flush at the limit forgot it while a batch folded it)
+// is written now, conditional on the version the batch read, as without
+// holding back. The store's limit is seen to as a batch reads
+// (keptOrFound).
 func (s *Store) holdPuts(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	ok := make([]bool, len(puts))
+	var now []int
 	for i, p := range puts {
 		doc, err := s.encodeFor(ctx, p.State, guardedFields(p.ID, p.Meta)...)
 		if errors.Is(err, driver.ErrUnencodable) {
@@ -233,7 +238,25 @@ func (s *Store) holdPuts(ctx context.Context, collection string, puts []driver.P
 		if err != nil {
 			return nil, err
 		}
-		ok[i] = s.hold(collection, p, doc)
+		held, kept := s.hold(collection, p, doc)
+		ok[i] = held
+		if !kept {
+			now = append(now, i)
+		}
+	}
+	if len(now) == 0 {
+		return ok, nil
+	}
+	written := make([]driver.Put, len(now))
+	for j, i := range now {
+		written[j] = puts[i]
+	}
+	took, err := s.putNow(ctx, collection, written)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range now {
+		ok[i] = took[j]
 	}
 	return ok, nil
 }

@@ -309,8 +309,19 @@ func TestWriteBehind_a_store_at_its_limit_writes_and_forgets(t *testing.T) {
 	if got, _, found := onServer(t, db, coll, "a"); !found || got.N != 3 || w.Of(coll) != 1 {
 		t.Errorf("a = %+v (found %v) after %d writes: want written as the next batch read, the store at its limit", got, found, w.Of(coll))
 	}
-	// Forgotten: a write without a batch's read is not held back.
-	if ok, err := s.PutGuardedMany(behind, coll, []driver.Put{put("a", 1, 4)}); err != nil || ok[0] {
-		t.Errorf("a write of a document the store forgot: %v %v, want not held back", ok, err)
+	// Forgotten (as a batch that folded it writes it, when another
+	// batch's read found the store at its limit): a write is not held
+	// back, but written at once, conditional on the version it is from.
+	if ok, err := s.PutGuardedMany(behind, coll, []driver.Put{put("a", 1, 4)}); err != nil || !ok[0] {
+		t.Errorf("a write of a document the store forgot: %v %v, want it written", ok, err)
+	}
+	if got, v, found := onServer(t, db, coll, "a"); !found || got.N != 4 || v != 2 || w.Of(coll) != 2 {
+		t.Errorf("a = %+v at version %d (found %v) after %d writes: want written at once, at version 2", got, v, found, w.Of(coll))
+	}
+	if ok, err := s.PutGuardedMany(behind, coll, []driver.Put{put("a", 1, 5)}); err != nil || ok[0] {
+		t.Errorf("a write from version 1 of a document at version 2: %v %v, want it refused", ok, err)
+	}
+	if got, _, _ := onServer(t, db, coll, "a"); got.N != 4 {
+		t.Errorf("a = %+v after a refused write: want it unchanged, n 4", got)
 	}
 }

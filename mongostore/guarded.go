@@ -159,6 +159,11 @@ func (s *Store) PutGuardedMany(ctx context.Context, collection string, puts []dr
 	if s.holdsBack(ctx) {
 		return s.holdPuts(ctx, collection, puts)
 	}
+	return s.putNow(ctx, collection, puts)
+}
+
+// putNow writes puts, as PutGuardedMany does without holding back.
+func (s *Store) putNow(ctx context.Context, collection string, puts []driver.Put) ([]bool, error) {
 	ids := make([]string, len(puts))
 	for i, p := range puts {
 		ids[i] = p.ID
