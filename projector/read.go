@@ -254,6 +254,9 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 		}
 		return true
 	}
+	if d.Checkpoint != nil && !x.withinLag(ctx) {
+		return false
+	}
 	it := item{d: d, key: r.engine.partitionKey(ctx, d.Event), queued: time.Now()}
 	if d.Checkpoint != nil {
 		it.seq, it.tracked = x.tr.add(d.Checkpoint), true
@@ -270,6 +273,45 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 		return false
 	}
 }
+
+// withinLag waits, under a HandledIDs window (windowLag), until the
+// deliveries since the stored checkpoint are fewer than the window, asking
+// the saver to store it meanwhile: what a crash makes the source deliver
+// again then stays within the window, whatever the pace of the stores. It
+// reports false when ctx ends first.
+func (x *run) withinLag(ctx context.Context) bool {
+	r := x.r
+	if r.lagLimit == 0 || r.checkpoints == nil {
+		return true
+	}
+	if x.tr.sinceTaken() < 2*r.lagLimit {
+		return true
+	}
+	// Batches filling write what they hold: no more comes until the
+	// checkpoint is stored.
+	for _, h := range x.heads {
+		select {
+		case h <- struct{}{}:
+		default:
+		}
+	}
+	defer x.staleHeads()
+	for x.tr.sinceTaken() >= 2*r.lagLimit {
+		select {
+		case x.saveNow <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(lagPoll):
+		}
+	}
+	return true
+}
+
+// lagPoll is how often withinLag looks again while it waits.
+const lagPoll = 2 * time.Millisecond
 
 // handOver hands the settled deliveries received together to handleApart.
 func (x *run) handOver() {

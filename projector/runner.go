@@ -35,13 +35,16 @@ type Runner struct {
 	buffer      int
 	every       int
 	interval    time.Duration
-	reconnect   retry.Policy
-	drain       time.Duration
-	batch       int
-	window      time.Duration
-	batchBytes  int
-	logger      *slog.Logger
-	seed        maphash.Seed
+	// lagLimit, when above 0, is the most deliveries the stored checkpoint
+	// may lag what the runner has handled (see windowLag).
+	lagLimit   int
+	reconnect  retry.Policy
+	drain      time.Duration
+	batch      int
+	window     time.Duration
+	batchBytes int
+	logger     *slog.Logger
+	seed       maphash.Seed
 
 	running   atomic.Bool
 	caughtUp  atomic.Bool                    // the source said it reached the head
@@ -90,7 +93,9 @@ func WithBuffer(n int) RunnerOption { return func(r *Runner) { r.buffer = n } }
 // WithCheckpointEvery stores the checkpoint once it has passed events
 // deliveries, and at least every interval while it moves (defaults: 500 and 1s).
 // Fewer stores cost less; more replay after a crash. A clean stop always
-// stores it.
+// stores it. An engine with a [HandledIDs] projection has it stored, too,
+// once it has passed half the smallest window of such a projection, so
+// that what a crash replays stays within the window.
 func WithCheckpointEvery(events int, interval time.Duration) RunnerOption {
 	return func(r *Runner) { r.every, r.interval = events, interval }
 }
@@ -259,7 +264,28 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
 	r.warnWindows()
+	r.lagLimit = windowLag(engine)
 	return r, nil
+}
+
+// windowLag is the most deliveries a runner of e may handle past its
+// stored checkpoint: half the smallest [HandledIDs] window of e's
+// projections (0: none, no bound). A document under HandledIDs may be
+// written with events past the checkpoint (a batch's write; one held
+// back, written by a flush of its store at its limit, or before an event
+// handled alone), and after a crash those events come again: the
+// window must still hold them, with the events in flight. So a runner
+// stores its checkpoint once it has passed that many, as it does every
+// [WithCheckpointEvery] events, and holds no checkpoint back past it while
+// catching up (see behindSave).
+func windowLag(e *Engine) int {
+	lag := 0
+	for _, p := range e.projections {
+		if h, ok := keeperOf(p).(handledIDs); ok && (lag == 0 || max(h.window/2, 1) < lag) {
+			lag = max(h.window/2, 1)
+		}
+	}
+	return lag
 }
 
 // warnWindows warns of a [HandledIDs] window that the runner's workers can

@@ -11,7 +11,7 @@ import (
 )
 
 func (x *run) completed(seq uint64) {
-	if x.tr.done(seq) >= x.r.every {
+	if n := x.tr.done(seq); n >= x.r.every || (x.r.lagLimit > 0 && n >= x.r.lagLimit) {
 		select {
 		case x.saveNow <- struct{}{}:
 		default:
@@ -32,10 +32,7 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		case <-tick.C:
 		case <-x.saveNow:
 		}
-		if x.engine.holdsBack() && !x.r.caughtUp.Load() && x.r.inFlight.Load() > 0 && time.Since(last) < max(x.r.interval, behindSave) {
-			// Behind the head with events queued: writes held back wait
-			// for fewer, larger flushes. (Idle, as behind a source that
-			// never says it reached its head, they wait an interval.)
+		if x.holdsSave(last) {
 			continue
 		}
 		last = time.Now()
@@ -47,6 +44,21 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 		x.clearError(sctx)
 		cancel()
 	}
+}
+
+// holdsSave reports whether the saver, which last stored the checkpoint
+// at last, lets this turn go by: behind the head with events queued,
+// writes held back wait for fewer, larger flushes, up to behindSave, and,
+// under a HandledIDs window, up to half of it (windowLag). (Idle, as
+// behind a source that never says it reached its head, they wait an
+// interval.)
+func (x *run) holdsSave(last time.Time) bool {
+	r := x.r
+	if !x.engine.holdsBack() || r.caughtUp.Load() || r.inFlight.Load() == 0 || time.Since(last) >= max(r.interval, behindSave) {
+		return false
+	}
+	_, passed := x.tr.peek()
+	return r.lagLimit == 0 || passed < r.lagLimit
 }
 
 // clearError clears, once the runner has caught up, the error an earlier

@@ -96,6 +96,14 @@ func (t *tracker) passed(n uint64) bool {
 	return t.low >= n
 }
 
+// sinceTaken returns how many deliveries were added since the last take:
+// those a run started again from the mark taken then would get again.
+func (t *tracker) sinceTaken() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.moved + len(t.entries)
+}
+
 // pending returns how many deliveries are not yet behind the mark.
 func (t *tracker) pending() int {
 	t.mu.Lock()

@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -124,4 +125,78 @@ func TestWriteBehind_a_summary_changed_by_another_writer_stops_the_run_before_it
 	if cp, err := base.LoadCheckpoint(context.Background(), "summaries"); err != nil || cp != nil {
 		t.Errorf("checkpoint %v (%v), want none stored past the lost write", cp, err)
 	}
+}
+
+// Under HandledIDs, a summary written with events past the stored
+// checkpoint (a flush at the store's limit, an event handled alone) gets
+// them again after a crash, and its window must still hold them: a runner
+// stores its checkpoint once it has passed half the smallest window,
+// whatever WithCheckpointEvery says, and holds none back past that while
+// catching up (it would otherwise wait 10 s between checkpoints, with
+// writes held back).
+func TestWriteBehind_a_runner_under_a_handled_ids_window_stores_its_checkpoint_within_half_the_window(t *testing.T) {
+	l := newESDBLog(t, 47, 25, 12, 12)
+	const window = 40
+	m := multiStream{"handled ids small", projector.HandledIDs(window), oneDocument, 1}
+	store := newStore(t)
+	saves := &savedPositions{Store: store}
+	r := sourcetest.NewRunner(t, "summary", m.engine(t, store), l.source(t), saves,
+		projector.WithBatch(2, 5*time.Millisecond), projector.WithCheckpointEvery(1_000_000, time.Hour), projector.WithWorkers(1))
+	x := sourcetest.Start(t, r)
+	x.WaitFor(t, "caught up", func(st projector.RunnerStats) bool { return st.CaughtUp })
+	st := r.Stats()
+	if err := x.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d events, %d checkpoints stored before the stop", st.Events, st.Saved)
+	if want := st.Events / (4 * window / 2); st.Saved < want {
+		t.Errorf("%d checkpoints stored over %d events under a window of %d: want one at least every %d events or so (%d or more)",
+			st.Saved, st.Events, window, window/2, want)
+	}
+	// What a crash at any moment would deliver again of the summary's
+	// events: those after the checkpoint stored last, up to the next.
+	var at []uint64
+	for _, ev := range l.events(t) {
+		at = append(at, ev.Position)
+	}
+	prev := uint64(0)
+	for _, cp := range saves.positions() {
+		n := 0
+		for _, p := range at {
+			if p > prev && p <= cp {
+				n++
+			}
+		}
+		if n > window {
+			t.Errorf("%d of the summary's events between the checkpoints at %d and %d: more than its window of %d", n, prev, cp, window)
+		}
+		prev = cp
+	}
+	if got := r.Stats().Applied; got != uint64(l.carts.Total) {
+		t.Errorf("applied %d, want each of the %d events once", got, l.carts.Total)
+	}
+}
+
+// savedPositions is a store that notes the position of each checkpoint
+// it stores.
+type savedPositions struct {
+	*mongostore.Store
+	mu    sync.Mutex
+	saved []uint64
+}
+
+func (s *savedPositions) SaveCheckpoint(ctx context.Context, name string, cp projector.Checkpoint) error {
+	if err := s.Store.SaveCheckpoint(ctx, name, cp); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saved = append(s.saved, cp.Position)
+	return nil
+}
+
+func (s *savedPositions) positions() []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.saved)
 }
