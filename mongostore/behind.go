@@ -410,9 +410,13 @@ func (s *Store) flushColl(ctx context.Context, collection string, docs []flushed
 	if len(lost) == 0 {
 		return nil
 	}
-	err = retry.Permanent(fmt.Errorf("mongostore: %d documents of %s held back for batched catch-up were changed "+
-		"by another writer after this store read them (%q first): their events are applied again from the checkpoint",
-		len(lost), collection, lost[0]))
+	which := fmt.Sprintf("%d documents of %s held back for batched catch-up were changed by another writer after this store read them (%q first)",
+		len(lost), collection, lost[0])
+	if len(lost) == 1 {
+		which = fmt.Sprintf("document %q of %s, held back for batched catch-up, was changed by another writer after this store read it",
+			lost[0], collection)
+	}
+	err = retry.Permanent(fmt.Errorf("mongostore: %s: their events are applied again from the checkpoint", which))
 	s.behind.mu.Lock()
 	if s.behind.lost == nil {
 		s.behind.lost = map[string]error{}

@@ -308,8 +308,20 @@ func (x *run) fail(err error) {
 	})
 	if !first {
 		x.failMu.Lock()
+		defer x.failMu.Unlock()
+		// The same failure said again (a loss of writes held back, which
+		// every flush of its collection reports until the run ends) is
+		// named once.
+		line, _, _ := strings.Cut(err.Error(), "\n")
+		if strings.Contains(x.failure.Error(), line) {
+			return
+		}
+		for _, also := range x.alsoFailed {
+			if strings.Contains(also.Error(), line) {
+				return
+			}
+		}
 		x.alsoFailed = append(x.alsoFailed, err)
-		x.failMu.Unlock()
 	}
 }
 

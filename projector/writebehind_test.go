@@ -122,6 +122,9 @@ func TestWriteBehind_a_summary_changed_by_another_writer_stops_the_run_before_it
 	if err == nil || !strings.Contains(err.Error(), "another writer") || !strings.Contains(err.Error(), s.id) {
 		t.Fatalf("Run = %v, want it stopped by the write another writer made impossible (%s)", err, s.id)
 	}
+	if n := strings.Count(err.Error(), "another writer"); n != 1 {
+		t.Errorf("Run = %v: the loss said %d times, want once (every flush of its collection reports it)", err, n)
+	}
 	if cp, err := base.LoadCheckpoint(context.Background(), "summaries"); err != nil || cp != nil {
 		t.Errorf("checkpoint %v (%v), want none stored past the lost write", cp, err)
 	}
