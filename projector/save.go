@@ -159,10 +159,12 @@ func (e *Engine) flush(ctx context.Context) error {
 	return nil
 }
 
-// behindSave is how often, at least, a runner behind the head with events
-// queued, whose store holds writes back, stores its checkpoint (each store
-// writes what is held back first): held back, a document fed by events
-// spread over the catch-up is written once a checkpoint, not once a batch.
+// behindSave is how often a runner behind the head with events queued,
+// whose store holds writes back, stores its checkpoint (each store writes
+// what is held back first), rather than every interval or every events
+// (under a HandledIDs window, also every half window: windowLag): held
+// back, a document fed by events spread over the catch-up is written once
+// a checkpoint, not once a batch.
 const behindSave = 10 * time.Second
 
 // flush writes what the engine's store holds back, and counts the events
