@@ -257,8 +257,9 @@ func segmentsBehind(all map[string]mongostore.CheckpointStatus, collection strin
 }
 
 // lastOfAppend returns the checkpoint of the last event of the append at
-// commit position end (the head of $all): the events of one append share
-// their commit position and differ in their prepare one.
+// commit position end (the head of $all): the events of a transaction
+// written by the legacy TCP API share their commit position and differ in
+// their prepare one (a gRPC append gives each event its own).
 func lastOfAppend(ctx context.Context, c *rebuildConfig, client eventStore, end uint64) (projector.Checkpoint, error) {
 	last := projector.Checkpoint{Position: end}
 	if end == 0 {

@@ -142,8 +142,9 @@ func TestSegmentCheckpoints_a_segment_needs_only_the_events_past_its_own_checkpo
 	}
 }
 
-// The events of one append share a commit position and differ by their
-// prepare positions, and a checkpoint can fall between them: a segment
+// The events of a transaction written by the legacy TCP API share a
+// commit position and differ by their prepare positions, and a checkpoint
+// can fall between them: a segment
 // resumed from one still needs the rest of its append, and a run resumes
 // from the lowest checkpoint by both positions.
 func TestSegmentCheckpoints_a_checkpoint_inside_an_append(t *testing.T) {
@@ -392,9 +393,10 @@ func TestSegmentCheckpoints_a_save_that_fails_on_several_segments_is_one_line(t 
 	}
 }
 
-// The events of one append share a commit position. A segment stored
-// inside the last append of $all (at its commit position, before its last
-// prepare one) has events of it still to apply: a segmented rebuild must
+// The events of a transaction written by the legacy TCP API share a
+// commit position. A segment stored inside the last such append of $all
+// (at its commit position, before its last prepare one) has events of it
+// still to apply: a segmented rebuild must
 // not count it caught up (it would switch readers without them).
 func TestSegmentsBehind_a_checkpoint_inside_the_last_append_is_behind(t *testing.T) {
 	last := projector.Checkpoint{Position: 60, Prepare: 58}

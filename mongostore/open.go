@@ -51,12 +51,12 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 	defer notMongo(nil)
 	opts := options.Client().ApplyURI(uri).
 		SetServerSelectionTimeout(timeout).
-		// A handshake that gets no reply fails before the ping's timeout,
-		// for that ping to say so (silent).
-		SetConnectTimeout(timeout * 3 / 4)
-	var silent atomic.Bool
+		// A handshake that gets no reply fails well before the ping's
+		// timeout, for the ping to say so (handshakeSilent).
+		SetConnectTimeout(timeout / 2)
+	var last atomic.Int32 // how the last handshake failed (handshake*)
 	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
-		watchWireErrors(opts, notMongo, &silent)
+		watchWireErrors(opts, notMongo, &last)
 	}
 	client, err := mongo.Connect(opts)
 	if err != nil {
@@ -78,11 +78,16 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 			// Stopped (the caller's context ended), not timed out.
 			return nil, fmt.Errorf("mongostore: stopped while connecting to %s: %w", strings.Join(cs.Hosts, ","), ctx.Err())
 		}
-		if silent.Load() {
-			return nil, fmt.Errorf("mongostore: the server at %s took the connection but did not answer the MongoDB handshake within %v "+
-				"(is it the right port? an HTTP server waits so): %w", strings.Join(cs.Hosts, ","), timeout, err)
+		hosts := strings.Join(cs.Hosts, ",")
+		switch last.Load() {
+		case handshakeClosed:
+			return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: the server there closed the connection at each handshake "+
+				"(a TLS port: a MongoDB that requires TLS needs tls=true in the URI; or a proxy whose MongoDB is not up yet): %w", hosts, timeout, err)
+		case handshakeSilent:
+			return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: the server there took the connection but did not answer the handshake "+
+				"(is it the right port? a server of another protocol, such as HTTP, waits so; or a MongoDB too busy to answer): %w", hosts, timeout, err)
 		}
-		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", strings.Join(cs.Hosts, ","), timeout, err)
+		return nil, fmt.Errorf("mongostore: no MongoDB answered at %s within %v: %w", hosts, timeout, err)
 	}
 	return client, nil
 }
@@ -95,54 +100,60 @@ func (e errNotMongo) Error() string {
 	return fmt.Sprintf("mongostore: the server at %s does not answer as MongoDB (is it the right port?): %s", e.at, e.why)
 }
 
-// How a server answers the handshake as no MongoDB does (the driver's own
-// words for it, x/mongo/driver/topology's errResponseTooLarge and
-// parseWmSizeBytes, and its connection's read of a reply's header):
-//   - framed: a reply whose length, its first 4 bytes, is out of bounds.
-//     A server that speaks first in a binary protocol sends one (an HTTP/2
-//     or gRPC server: an event store without TLS, its port given as
-//     MongoDB's);
-//   - closed: the server ends the connection instead of replying. A TLS
-//     server does, to a client that does not begin with TLS (a MongoDB
-//     that requires TLS, its URI without tls=true, or an HTTPS port). It
-//     is said at the second heartbeat that finds so, half a second after
-//     the first, not at the first: a server going down may close one;
-//   - silent (no error of its own): a server waits for a request it can
-//     read (HTTP/1): the handshake times out, and the error says so.
+// How a heartbeat's handshake fails (the driver's own words for it,
+// x/mongo/driver/topology's errResponseTooLarge and parseWmSizeBytes, and
+// its connection's read of a reply's header):
+//   - a reply whose length, its first 4 bytes, is out of bounds: no
+//     MongoDB sends one, and a server that speaks first in a binary
+//     protocol does (an HTTP/2 or gRPC server: an event store without
+//     TLS, its port given as MongoDB's). Said at once (errNotMongo);
+//   - the server ends the connection instead of replying (handshakeClosed).
+//     A TLS server does, to a client that does not begin with TLS, but so
+//     does a proxy whose MongoDB is not up yet, or a MongoDB at its limit
+//     of connections: the driver goes on trying until the timeout, which
+//     then says so;
+//   - no reply within the connect timeout (handshakeSilent): a server that
+//     waits for a request it can read (HTTP/1), or a MongoDB too busy.
 const (
-	wireTooLarge     = "length of read message too large"
-	wireMalformed    = "malformed message length"
-	wireClosed       = "connection closed unexpectedly by the other side"
-	wireHeaderRead   = "incomplete read of message header"
-	closedHandshakes = 2
+	wireTooLarge   = "length of read message too large"
+	wireMalformed  = "malformed message length"
+	wireClosed     = "connection closed unexpectedly by the other side"
+	wireHeaderRead = "incomplete read of message header"
+)
+
+// How the last handshake failed, as watchWireErrors notes it.
+const (
+	handshakeOther int32 = iota
+	handshakeClosed
+	handshakeSilent
 )
 
 // watchWireErrors has the client of opts end its first ping with
-// errNotMongo (by cancel) once heartbeats fail so, and sets silent when
-// the last heartbeat failed waiting for the reply's header; later calls of
-// cancel do nothing.
-func watchWireErrors(opts *options.ClientOptions, cancel context.CancelCauseFunc, silent *atomic.Bool) {
-	var closed atomic.Int32
-	opts.SetServerMonitor(&event.ServerMonitor{ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
-		if e.Failure == nil {
-			return
-		}
-		// "host:port[-2]": the server's address, and the connection's.
-		at, _, _ := strings.Cut(e.ConnectionID, "[")
-		msg := e.Failure.Error()
-		silent.Store(strings.Contains(msg, wireHeaderRead) && errors.Is(e.Failure, context.DeadlineExceeded))
-		switch {
-		case strings.Contains(msg, wireTooLarge), strings.Contains(msg, wireMalformed):
-			cancel(errNotMongo{at, "its reply does not begin as a MongoDB message does"})
-		case strings.Contains(msg, wireHeaderRead) && strings.Contains(msg, wireClosed):
-			if closed.Add(1) >= closedHandshakes {
-				cancel(errNotMongo{at, "it closes the connection at the handshake, as a server that speaks TLS does " +
-					"(a MongoDB that requires TLS: add tls=true to the URI)"})
+// errNotMongo (by cancel) at the first heartbeat whose reply no MongoDB
+// sends, and notes in last how each heartbeat's handshake failed (or
+// that one succeeded); later calls of cancel do nothing.
+func watchWireErrors(opts *options.ClientOptions, cancel context.CancelCauseFunc, last *atomic.Int32) {
+	opts.SetServerMonitor(&event.ServerMonitor{
+		ServerHeartbeatSucceeded: func(*event.ServerHeartbeatSucceededEvent) { last.Store(handshakeOther) },
+		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
+			if e.Failure == nil {
+				return
 			}
-		default:
-			closed.Store(0)
-		}
-	}})
+			msg := e.Failure.Error()
+			switch {
+			case strings.Contains(msg, wireTooLarge), strings.Contains(msg, wireMalformed):
+				// "host:port[-2]": the server's address, and the connection's.
+				at, _, _ := strings.Cut(e.ConnectionID, "[")
+				cancel(errNotMongo{at, "its reply does not begin as a MongoDB message does"})
+			case strings.Contains(msg, wireHeaderRead) && strings.Contains(msg, wireClosed):
+				last.Store(handshakeClosed)
+			case strings.Contains(msg, wireHeaderRead) && errors.Is(e.Failure, context.DeadlineExceeded):
+				last.Store(handshakeSilent)
+			default:
+				last.Store(handshakeOther)
+			}
+		},
+	})
 }
 
 // Open connects to uri (see [Connect]) and returns a store on database that

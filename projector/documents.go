@@ -24,7 +24,8 @@ type partialCheckpoints interface {
 	// NeedsEvent reports whether the event at checkpoint at must still be
 	// applied to document id: the store covers the document, and its
 	// checkpoint for the document is before at (by commit position, then by
-	// prepare position: the events of one append share a commit position).
+	// prepare position: the events of a transaction written by the legacy TCP
+	// API share a commit position).
 	// The runner may ask about one event more than once.
 	NeedsEvent(id string, at Checkpoint) bool
 }

@@ -274,18 +274,20 @@ func (x *run) dispatchEvent(ctx context.Context, d Delivery, more bool) bool {
 	}
 }
 
-// withinLag waits, under a HandledIDs window (windowLag), until the
-// deliveries since the stored checkpoint are fewer than the window, asking
-// the saver to store it meanwhile: what a crash makes the source deliver
-// again then stays within the window, whatever the pace of the stores. It
-// reports false when ctx ends first.
+// withinLag waits, under a HandledIDs window (smallestWindow), until
+// fewer than a window of deliveries follow the stored checkpoint, having
+// asked the saver to store it (the saver is asked again as deliveries
+// complete, and tries again every interval if a store fails): what a
+// crash makes the source deliver again then stays within the window,
+// whatever the pace of the stores. It reports false when ctx ends first.
 func (x *run) withinLag(ctx context.Context) bool {
 	r := x.r
-	if r.lagLimit == 0 || r.checkpoints == nil {
+	if r.idsWindow == 0 || x.tr.sinceTaken() < r.idsWindow {
 		return true
 	}
-	if x.tr.sinceTaken() < 2*r.lagLimit {
-		return true
+	select {
+	case x.saveNow <- struct{}{}:
+	default:
 	}
 	// Batches filling write what they hold: no more comes until the
 	// checkpoint is stored.
@@ -296,11 +298,7 @@ func (x *run) withinLag(ctx context.Context) bool {
 		}
 	}
 	defer x.staleHeads()
-	for x.tr.sinceTaken() >= 2*r.lagLimit {
-		select {
-		case x.saveNow <- struct{}{}:
-		default:
-		}
+	for x.tr.sinceTaken() >= r.idsWindow {
 		select {
 		case <-ctx.Done():
 			return false

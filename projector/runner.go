@@ -35,16 +35,17 @@ type Runner struct {
 	buffer      int
 	every       int
 	interval    time.Duration
-	// lagLimit, when above 0, is the most deliveries the stored checkpoint
-	// may lag what the runner has handled (see windowLag).
-	lagLimit   int
-	reconnect  retry.Policy
-	drain      time.Duration
-	batch      int
-	window     time.Duration
-	batchBytes int
-	logger     *slog.Logger
-	seed       maphash.Seed
+	// idsWindow, when above 0, is the most deliveries that may follow the
+	// stored checkpoint, and saveAt how many passed make the runner store
+	// it (see smallestWindow).
+	idsWindow, saveAt int
+	reconnect         retry.Policy
+	drain             time.Duration
+	batch             int
+	window            time.Duration
+	batchBytes        int
+	logger            *slog.Logger
+	seed              maphash.Seed
 
 	running   atomic.Bool
 	caughtUp  atomic.Bool                    // the source said it reached the head
@@ -264,28 +265,30 @@ func NewRunner(name string, engine *Engine, source Source, checkpoints Checkpoin
 		return nil, fmt.Errorf("projector: runner %q: %w", name, err)
 	}
 	r.warnWindows()
-	r.lagLimit = windowLag(engine)
+	if n := smallestWindow(engine); n > 0 && checkpoints != nil {
+		r.idsWindow, r.saveAt = n, max(n/2, 1)
+	}
 	return r, nil
 }
 
-// windowLag is the most deliveries a runner of e may handle past its
-// stored checkpoint: half the smallest [HandledIDs] window of e's
-// projections (0: none, no bound). A document under HandledIDs may be
-// written with events past the checkpoint (a batch's write; one held
-// back, written by a flush of its store at its limit, or before an event
-// handled alone), and after a crash those events come again: the
-// window must still hold them, with the events in flight. So a runner
-// stores its checkpoint once it has passed that many, as it does every
-// [WithCheckpointEvery] events, and holds no checkpoint back past it while
-// catching up (see behindSave).
-func windowLag(e *Engine) int {
-	lag := 0
+// smallestWindow is the smallest [HandledIDs] window of e's projections
+// (0: none). A document under HandledIDs may be written with events past
+// the stored checkpoint (a batch's write; one held back, written by a
+// flush of its store at its limit, or before an event handled alone), and
+// after a crash those events come again: the window must still hold them.
+// So a runner with a checkpoint store stores its checkpoint once half the
+// window has passed, as it does every [WithCheckpointEvery] events (and
+// holds none back past that while catching up: see behindSave), and its
+// reader waits while a window of deliveries follow the stored checkpoint
+// (withinLag).
+func smallestWindow(e *Engine) int {
+	n := 0
 	for _, p := range e.projections {
-		if h, ok := keeperOf(p).(handledIDs); ok && (lag == 0 || max(h.window/2, 1) < lag) {
-			lag = max(h.window/2, 1)
+		if h, ok := keeperOf(p).(handledIDs); ok && (n == 0 || h.window < n) {
+			n = h.window
 		}
 	}
-	return lag
+	return n
 }
 
 // warnWindows warns of a [HandledIDs] window that the runner's workers can

@@ -11,7 +11,7 @@ import (
 )
 
 func (x *run) completed(seq uint64) {
-	if n := x.tr.done(seq); n >= x.r.every || (x.r.lagLimit > 0 && n >= x.r.lagLimit) {
+	if n := x.tr.done(seq); n >= x.r.every || (x.r.saveAt > 0 && n >= x.r.saveAt) {
 		select {
 		case x.saveNow <- struct{}{}:
 		default:
@@ -49,7 +49,7 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 // holdsSave reports whether the saver, which last stored the checkpoint
 // at last, lets this turn go by: behind the head with events queued,
 // writes held back wait for fewer, larger flushes, up to behindSave, and,
-// under a HandledIDs window, up to half of it (windowLag). (Idle, as
+// under a HandledIDs window, up to half of it (smallestWindow). (Idle, as
 // behind a source that never says it reached its head, they wait an
 // interval.)
 func (x *run) holdsSave(last time.Time) bool {
@@ -58,7 +58,7 @@ func (x *run) holdsSave(last time.Time) bool {
 		return false
 	}
 	_, passed := x.tr.peek()
-	return r.lagLimit == 0 || passed < r.lagLimit
+	return r.saveAt == 0 || passed < r.saveAt
 }
 
 // clearError clears, once the runner has caught up, the error an earlier
@@ -83,11 +83,15 @@ func (x *run) save(ctx context.Context) error {
 	r := x.r
 	r.saveMu.Lock()
 	defer r.saveMu.Unlock()
-	mark, _ := x.tr.peek()
+	mark, passed := x.tr.peek()
 	r.savedMu.Lock()
-	stale := mark == nil || (r.saved != nil && mark.Position <= r.saved.Position)
+	stale := mark == nil || (r.saved != nil && !mark.past(*r.saved))
 	r.savedMu.Unlock()
 	if stale {
+		// What the mark passed since is at or before the stored
+		// checkpoint (delivered again after a resubscription): a run
+		// started from it would not get it again.
+		x.tr.taken(passed)
 		return nil
 	}
 	if x.lostWrites.Load() {
@@ -112,7 +116,7 @@ func (x *run) save(ctx context.Context) error {
 	if err := r.checkpoints.SaveCheckpoint(ctx, r.name, *mark); err != nil {
 		return err
 	}
-	x.tr.take()
+	x.tr.taken(passed)
 	r.savedMu.Lock()
 	r.saved = mark
 	r.savedMu.Unlock()
@@ -162,7 +166,7 @@ func (e *Engine) flush(ctx context.Context) error {
 // behindSave is how often a runner behind the head with events queued,
 // whose store holds writes back, stores its checkpoint (each store writes
 // what is held back first), rather than every interval or every events
-// (under a HandledIDs window, also every half window: windowLag): held
+// (under a HandledIDs window, also every half window: smallestWindow): held
 // back, a document fed by events spread over the catch-up is written once
 // a checkpoint, not once a batch.
 const behindSave = 10 * time.Second

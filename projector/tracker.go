@@ -43,7 +43,7 @@ func (t *tracker) done(seq uint64) int {
 	t.entries[seq-t.low].done = true
 	n := 0
 	for n < len(t.entries) && t.entries[n].done {
-		if cp := t.entries[n].cp; cp != nil && (t.mark == nil || cp.Position > t.mark.Position) {
+		if cp := t.entries[n].cp; cp != nil && (t.mark == nil || cp.past(*t.mark)) {
 			c := *cp
 			t.mark = &c
 		}
@@ -58,17 +58,13 @@ func (t *tracker) done(seq uint64) int {
 	return t.moved
 }
 
-// take returns the mark and how many deliveries it passed since the last take.
-func (t *tracker) take() (*Checkpoint, int) {
+// taken notes that a checkpoint at the mark peek returned, with count n,
+// is stored: the deliveries the mark passes after that one are counted
+// from it.
+func (t *tracker) taken(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	moved := t.moved
-	t.moved = 0
-	if t.mark == nil {
-		return nil, moved
-	}
-	c := *t.mark
-	return &c, moved
+	t.moved = max(t.moved-n, 0)
 }
 
 // peek returns the mark, leaving the count.
@@ -96,8 +92,8 @@ func (t *tracker) passed(n uint64) bool {
 	return t.low >= n
 }
 
-// sinceTaken returns how many deliveries were added since the last take:
-// those a run started again from the mark taken then would get again.
+// sinceTaken returns how many deliveries were added since the mark last
+// taken: those a run started again from that checkpoint would get again.
 func (t *tracker) sinceTaken() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()

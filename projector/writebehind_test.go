@@ -46,7 +46,7 @@ func TestWriteBehind_a_runner_writes_each_summary_once_per_checkpoint_not_once_p
 		t.Fatal(err)
 	}
 	const documents = 5
-	t.Logf("%d events in %d batches, %d checkpoints stored: %d writes of the %d summaries", st.Batched, st.Batches, st.Saved, written, documents)
+	t.Logf("%d events in %d batches, %d checkpoints stored, %d drops: %d writes of the %d summaries", st.Batched, st.Batches, st.Saved, st.Drops, written, documents)
 	if st.Batches < 20 {
 		t.Fatalf("%d batches: the catch-up was not batched", st.Batches)
 	}
