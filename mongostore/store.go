@@ -251,28 +251,15 @@ func (s *Store) encodeFor(ctx context.Context, state any, owned ...bson.E) (bson
 	if err != nil || !s.bulkLimits(ctx).noNaN {
 		return doc, err
 	}
-	if path, ok := nanIn(doc, ""); ok {
+	if path, ok := nanIn(doc); ok {
 		return nil, fmt.Errorf("mongostore: encode %T: %s is NaN, which the server (FerretDB) does not store: %w", state, path, driver.ErrUnencodable)
 	}
 	return doc, nil
 }
 
-// nanIn returns the path of the first NaN in doc (prefix its own path).
-// It walks doc's bytes without copying them, and builds the path only of
-// a NaN found.
-func nanIn(doc bson.Raw, prefix string) (string, bool) {
-	key, found := nanAt(doc)
-	if !found {
-		return "", false
-	}
-	if prefix != "" {
-		key = prefix + "." + key
-	}
-	return key, true
-}
-
-// nanAt returns the path, within doc, of its first NaN.
-func nanAt(doc bson.Raw) (string, bool) {
+// nanIn returns the path, within doc, of its first NaN. It builds the
+// path only of a NaN found.
+func nanIn(doc bson.Raw) (string, bool) {
 	elems, err := doc.Elements()
 	if err != nil {
 		return "", false
@@ -293,7 +280,7 @@ func nanAt(doc bson.Raw) (string, bool) {
 		default:
 			continue
 		}
-		if p, ok := nanAt(inner); ok {
+		if p, ok := nanIn(inner); ok {
 			return e.Key() + "." + p, true
 		}
 	}
