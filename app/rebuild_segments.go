@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -249,7 +248,7 @@ func segmentsBehind(all map[string]mongostore.CheckpointStatus, collection strin
 	}
 	var behind []int
 	for k := range n {
-		if cp := all[segment.CheckpointName(collection, k, n)].Checkpoint; cp == nil || neutral.Past(last, *cp) {
+		if cp := all[segment.CheckpointName(collection, k, n)].Checkpoint; cp == nil || last.After(*cp) {
 			behind = append(behind, k)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -59,7 +58,7 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	from, ok := c.from[k]
-	need := !ok || neutral.Past(at, from)
+	need := !ok || at.After(from)
 	if need {
 		c.take(k, at)
 	}
@@ -73,7 +72,7 @@ func (c *segmentCheckpoints) NeedsEvent(id string, at projector.Checkpoint) bool
 // counted again. c.mu is held.
 func (c *segmentCheckpoints) take(k int, at projector.Checkpoint) {
 	c.makeMaps()
-	if last, ok := c.last[k]; ok && !neutral.Past(at, last) {
+	if last, ok := c.last[k]; ok && !at.After(last) {
 		return
 	}
 	c.last[k] = at
@@ -87,7 +86,7 @@ func (c *segmentCheckpoints) counted(k int, cp projector.Checkpoint) (total uint
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ts := c.taken[k]
-	for n < len(ts) && !neutral.Past(ts[n], cp) {
+	for n < len(ts) && !ts[n].After(cp) {
 		n++
 	}
 	return c.events[k] + uint64(n), n
@@ -162,7 +161,7 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 		switch {
 		case cp == nil:
 			none = true
-		case low == nil || neutral.Past(*low, *cp):
+		case low == nil || low.After(*cp):
 			low = cp
 		}
 	}

@@ -85,7 +85,7 @@ func (x *run) save(ctx context.Context) error {
 	defer r.saveMu.Unlock()
 	mark, passed := x.tr.peek()
 	r.savedMu.Lock()
-	stale := mark == nil || (r.saved != nil && !mark.past(*r.saved))
+	stale := mark == nil || (r.saved != nil && !mark.After(*r.saved))
 	r.savedMu.Unlock()
 	if stale {
 		// What the mark passed since is at or before the stored

@@ -104,11 +104,11 @@ type AnchoredSource interface {
 	Check(ctx context.Context, cp Checkpoint) error
 }
 
-// past reports whether c is past o in the source's order: by Position,
+// After reports whether c is past o in the source's order: by Position,
 // then by Prepare (the events of a transaction written by the legacy TCP
 // API share their commit position in $all, their prepare positions apart;
 // a gRPC append gives each event its own).
-func (c Checkpoint) past(o Checkpoint) bool {
+func (c Checkpoint) After(o Checkpoint) bool {
 	return c.Position > o.Position || c.Position == o.Position && c.Prepare > o.Prepare
 }
 

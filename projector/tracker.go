@@ -43,7 +43,7 @@ func (t *tracker) done(seq uint64) int {
 	t.entries[seq-t.low].done = true
 	n := 0
 	for n < len(t.entries) && t.entries[n].done {
-		if cp := t.entries[n].cp; cp != nil && (t.mark == nil || cp.past(*t.mark)) {
+		if cp := t.entries[n].cp; cp != nil && (t.mark == nil || cp.After(*t.mark)) {
 			c := *cp
 			t.mark = &c
 		}

@@ -148,7 +148,7 @@ func (c *catchUp) Next(ctx context.Context) (projector.Delivery, error) {
 	for {
 		m := c.recv(ctx)
 		lone := m.Checkpoint != nil && m.Event == nil && m.EventErr == nil
-		if lone && c.last != nil && Past(*c.last, *m.Checkpoint) {
+		if lone && c.last != nil && c.last.After(*m.Checkpoint) {
 			continue // the node's, behind where a head scan moved: not backwards
 		}
 		if m.Checkpoint != nil {

@@ -69,7 +69,7 @@ func NewHead(o AllOptions, scan ScanAll) *Head {
 func (h *Head) After(ctx context.Context, last *projector.Checkpoint) (*projector.Checkpoint, error) {
 	var out *projector.Checkpoint
 	err := h.scan(ctx, last, HeadScanLimit, func(r Record) bool {
-		if last != nil && !Past(r.Checkpoint, *last) {
+		if last != nil && !r.Checkpoint.After(*last) {
 			return true // the record at last itself (or one of its commit)
 		}
 		if h.keeps(r.Stream, r.Type) {
@@ -125,12 +125,6 @@ func (o AllOptions) keeps() func(stream, eventType string) bool {
 		}
 		return false
 	}
-}
-
-// Past reports whether a is past b in $all: by commit position, then by
-// prepare position (the records of one commit share its commit position).
-func Past(a, b projector.Checkpoint) bool {
-	return a.Position > b.Position || a.Position == b.Position && a.Prepare > b.Prepare
 }
 
 func ascii(s string) bool {

@@ -13,7 +13,6 @@ import (
 	"hash/fnv"
 	"strings"
 
-	"github.com/revgate/projector/internal/neutral"
 	"github.com/revgate/projector/projector"
 )
 
@@ -94,7 +93,7 @@ func mix(h uint32) uint32 {
 }
 
 // Lowest is where a runner's n segments are, all together: the lowest, in
-// $all's order (neutral.Past), of their checkpoints (of gives the one
+// $all's order (projector.Checkpoint.After), of their checkpoints (of gives the one
 // stored under a name, nil when none), a segment without one counting from
 // the runner's own (own, that of the runner before it was split, or of the
 // rebuild it goes on from); nil when one has none at all.
@@ -108,7 +107,7 @@ func Lowest(runner string, n int, own *projector.Checkpoint, of func(name string
 		if cp == nil {
 			return nil
 		}
-		if low == nil || neutral.Past(*low, *cp) {
+		if low == nil || low.After(*cp) {
 			low = cp
 		}
 	}
