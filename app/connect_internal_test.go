@@ -3,11 +3,11 @@ package app
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/revgate/projector/internal/nettest"
 	"github.com/revgate/projector/kurrent"
 )
 
@@ -15,23 +15,10 @@ import (
 // timeout, not when the official client's call it abandoned returns (its
 // Close waits up to 5 s for that call).
 func TestDial_gives_up_at_the_connect_timeout_on_a_server_that_never_answers(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	s := servers{esdb: "esdb://" + silent.Addr().String() + "?tls=false", timeout: 200 * time.Millisecond, dial: kurrent.Dial}
+	silent := nettest.Silent(t)
+	s := servers{esdb: "esdb://" + silent + "?tls=false", timeout: 200 * time.Millisecond, dial: kurrent.Dial}
 	began := time.Now()
-	_, err = dial(context.Background(), s, slog.New(slog.DiscardHandler))
+	_, err := dial(context.Background(), s, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "does not answer within 200ms") {
 		t.Fatalf("dial = %v, want that it does not answer", err)
 	}

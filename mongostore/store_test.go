@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/nettest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projector/driver"
@@ -463,22 +464,8 @@ func TestConnect_a_server_that_closes_each_handshake_is_said_so(t *testing.T) {
 // another protocol that waits for its request, HTTP/1) is said so when
 // the timeout ends, not as no server at all.
 func TestConnect_a_server_that_never_answers_the_handshake_is_said_so(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, conn) }() // reads, never answers
-		}
-	}()
-	host := ln.Addr().String()
-	_, err = mongostore.Connect(context.Background(), "mongodb://"+host+"/", 2*time.Second)
+	host := nettest.Silent(t)
+	_, err := mongostore.Connect(context.Background(), "mongodb://"+host+"/", 2*time.Second)
 	want := "mongostore: no MongoDB answered at " + host + " within 2s: the server there took the connection but did not answer the handshake"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v, want one containing %q", err, want)

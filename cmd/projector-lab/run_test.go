@@ -26,6 +26,7 @@ import (
 	"github.com/revgate/projector/internal/cart"
 	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/internal/mongotest"
+	"github.com/revgate/projector/internal/nettest"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -266,21 +267,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	// silent takes connections and says nothing.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	silent := nettest.Silent(t) // takes connections and says nothing
 	// Something else listens there: it hangs up on what it does not speak.
 	other, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -306,7 +293,7 @@ func TestRun_bad_input_gives_a_clear_error_and_exit_code_within_10s(t *testing.T
 		{"unparsable kurrentdb", []string{"run", "--esdb", "kurrentdb://u:hunter2@:zz", "--mongo", mongo}, 2, "--esdb: kurrent: KurrentDB connection string"},
 		{"unparsable mongo", []string{"run", "--esdb", srv.URI(), "--mongo", "mongodb://u:hunter2@host:99999"}, 2, "--mongo: mongostore: invalid MongoDB URI"},
 		{"esdb refusing", []string{"run", "--esdb", "esdb://127.0.0.1:1?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "nothing answers at 127.0.0.1:1 (connection refused)"},
-		{"esdb not answering", []string{"run", "--esdb", "esdb://" + silent.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
+		{"esdb not answering", []string{"run", "--esdb", "esdb://" + silent + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "2s"}, 1, "does not answer within 2s"},
 		{"esdb on another server's port", []string{"run", "--esdb", "esdb://" + other.Addr().String() + "?tls=false", "--mongo", mongo, "--http", "", "--connect-timeout", "1m"}, 1,
 			"the server there does not answer as EventStoreDB (is it the right port?)"},
 		{"esdb without TLS", []string{"run", "--esdb", "esdb://" + srv.Addr(), "--mongo", mongo, "--http", ""}, 1, "does not speak TLS: add ?tls=false to the connection string"},
