@@ -142,7 +142,14 @@ func (c *segmentCheckpoints) LoadCheckpoint(ctx context.Context, name string) (*
 		c.events[k] = counts[own].Events
 		c.mu.Unlock()
 		if cp != nil {
-			if err := c.save(ctx, name, k, *cp); err != nil {
+			// Claimed under this lease's token. Still under a lease left
+			// held (errUnderAnotherLease), the claim waits for it to
+			// expire, and the run goes on from the checkpoint meanwhile.
+			switch err := c.save(ctx, name, k, *cp); {
+			case errors.Is(err, errUnderAnotherLease):
+				c.g.logger.Info("a segment's checkpoint is still under another lease: it is stored once that one expires",
+					"projection", c.g.sl.name, "segment", k, "err", err)
+			case err != nil:
 				return nil, err
 			}
 		} else if !baseRead {
@@ -201,7 +208,10 @@ func (c *segmentCheckpoints) SaveCheckpoint(ctx context.Context, name string, cp
 // process still holds the segment's lease is another lease's: a rebuild's,
 // written before its switch and not let go (the rebuild stopped between
 // its switch and the release of its leases). The checkpoint is stored once
-// that lease expires; meanwhile it is not, and the segment is kept. A
+// that lease expires; meanwhile it is not, the segment is kept, and the
+// save fails with errUnderAnotherLease: the runner must not take the
+// checkpoint as stored (under a HandledIDs window, it reads no further
+// than the window past the one stored). A
 // refusal when the renewal that tells which does not answer in time is an
 // error, as the store's own are: the segment is kept, and the next save
 // looks again.
@@ -230,9 +240,7 @@ func (c *segmentCheckpoints) save(ctx context.Context, name string, k int, cp pr
 		// looks again; the segment is kept.
 		return fmt.Errorf("segment %d: its checkpoint was refused, and whether this process still holds the segment is not known: %w", k, herr)
 	case held:
-		c.g.logger.Info("a segment's checkpoint is still under another lease: it is stored once that one expires",
-			"projection", c.g.sl.name, "segment", k, "err", err)
-		return nil
+		return fmt.Errorf("segment %d: %w (%w)", k, errUnderAnotherLease, err)
 	}
 	c.g.logger.Warn("a checkpoint save was refused (fenced): another process holds the segment now; this process drops it",
 		"projection", c.g.sl.name, "segment", k, "token", h.token(), "err", err)
@@ -253,6 +261,11 @@ func (c *segmentCheckpoints) RecordError(ctx context.Context, name, message stri
 func (c *segmentCheckpoints) ClearError(ctx context.Context, name string) error {
 	return c.g.s.store.ClearError(ctx, name)
 }
+
+// errUnderAnotherLease: a segment's checkpoint is refused under the lease
+// this process holds, as another lease's (a rebuild's, left held) still
+// covers it; it is stored once that one expires.
+var errUnderAnotherLease = errors.New("its checkpoint is still under another lease (a rebuild's, left held): it is stored once that lease expires")
 
 // segmentSaveTimeout bounds the writes of one checkpoint under the
 // segments of a run.

@@ -85,3 +85,57 @@ func TestSegments_a_lost_segments_checkpoint_does_not_move_past_the_events_it_pa
 		})
 	}
 }
+
+// A segment's checkpoint left under a rebuild's lease (the rebuild
+// stopped between its switch and the release of its leases) is not
+// stored by the run that holds the segment until that lease expires: the
+// save says so, and is not taken as stored (a runner under a HandledIDs
+// window reads no further than the window past the checkpoint stored).
+// The load goes on from the checkpoint meanwhile; once the lease has
+// expired, the save stores it.
+func TestSegments_a_checkpoint_under_a_rebuilds_lease_is_not_said_stored_until_it_is(t *testing.T) {
+	ctx := context.Background()
+	db := mongotest.Database(t)
+	store := mongostore.New(db)
+	const ttl = 3 * time.Second
+	rl, err := store.AcquireLease(ctx, segment.LeaseName(rebuildGroup("coll"), 0, 2), "rebuild host/9/dead", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := segment.CheckpointName("coll", 0, 2)
+	if err := store.SaveCheckpointUnder(ctx, name, projector.Checkpoint{Position: 50}, rl, 0); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	g := segmentsOf(store, "A", 2, &log)
+	c := checkpointsOf(g, map[int]*heldLease{0: unrenewed(t, store, segment.LeaseName("p", 0, 2), "A", time.Minute)})
+	if cp, err := c.LoadCheckpoint(ctx, "coll"); err != nil || cp == nil || cp.Position != 50 {
+		t.Fatalf("load under the rebuild's lease: %v, %v; want position 50 and no error", cp, err)
+	}
+	stored := func() uint64 {
+		t.Helper()
+		cp, err := store.LoadCheckpoint(ctx, name)
+		if err != nil || cp == nil {
+			t.Fatalf("segment 0's checkpoint: %v, %v", cp, err)
+		}
+		return cp.Position
+	}
+	err = c.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 60})
+	if at := stored(); at == 50 && !errors.Is(err, errUnderAnotherLease) {
+		t.Fatalf("a save refused under the rebuild's lease returned %v with the checkpoint still at 50: the runner takes it as stored", err)
+	}
+	if c.held[0].isLost() {
+		t.Fatal("the segment was dropped: its own lease is valid")
+	}
+	deadline := time.Now().Add(ttl + 20*time.Second)
+	for {
+		err = c.SaveCheckpoint(ctx, "coll", projector.Checkpoint{Position: 70})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil || stored() != 70 {
+		t.Fatalf("after the rebuild's lease expired: save %v, checkpoint at %d; want nil and 70", err, stored())
+	}
+}
