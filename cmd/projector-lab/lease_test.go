@@ -288,8 +288,10 @@ func TestRun_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_pro
 func TestRebuild_on_the_embedded_server_after_a_kill_takes_over_the_lease_of_the_process_gone(t *testing.T) {
 	srv := esdbtest.New(t)
 	appendCarts(t, srv.Client(t), 0, 100, 20, map[string][]projector.Event{})
-	args := []string{"rebuild", cart.DetailsName, "--esdb", srv.URI(), "--data-dir", t.TempDir(), "--workers", "1", "--batch", "1"}
-	first := startBinary(t, args...)
+	args := []string{"rebuild", cart.DetailsName, "--esdb", srv.URI(), "--data-dir", t.TempDir()}
+	// One event at a time, so that it is killed mid-way; the second takes
+	// the defaults.
+	first := startBinary(t, append(args, "--workers", "1", "--batch", "1")...)
 	waitFor(t, first, regexp.MustCompile(`(\d+) events \(`)) // its progress: it holds the lease
 	first.cmd.Process.Signal(syscall.SIGKILL)
 	<-first.done
