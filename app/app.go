@@ -64,8 +64,9 @@ type Projection struct {
 	// Required.
 	Reads Filter
 	// Workers handle events at once, a stream's events in order (0:
-	// --workers; always 1 for a strategy that needs the log in order, such
-	// as GlobalPosition).
+	// --workers). A strategy that needs the log in order, such as
+	// GlobalPosition, takes one: 0 gives it one, whatever --workers says,
+	// and more is refused.
 	Workers int
 	// Batch is how many queued events a worker folds and writes together
 	// while catching up (0: --batch; 1 turns batching off).

@@ -26,7 +26,8 @@ type Delivery struct {
 	// (default 3).
 	MaxTimes int
 	// Workers deliver at once, each taking the next delivery of one shuffled
-	// list, so events of a stream arrive out of order (default 8).
+	// list, so events of a stream arrive out of order (default 8; 1, and no
+	// more, under a strategy that needs the log in order).
 	Workers int
 	// Shuffle delivers in a random order; otherwise in log order with the
 	// late copies.
@@ -124,10 +125,11 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // to say, so the documents would equal folds that route them the same way.
 //
 // A projection under [projector.GlobalPosition] takes its events in log
-// order from one consumer, as its runner does: prove it with Delivery{
-// Workers: 1} and without Shuffle (a late copy is then a duplicate, as it
-// is in production); shuffled, Prove reports the late events it applies out
-// of order as differences, which is what that strategy cannot take.
+// order from one consumer, as its runner does: Prove delivers them so (one
+// worker, unless Workers says otherwise; a late copy is then a duplicate,
+// as it is in production), and refuses more than one worker, Shuffle or
+// SeparateEngines for it, as a runner refuses them, rather than report as
+// the projection's the differences that out-of-order delivery makes.
 func Prove[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S], streams map[string][]any, d Delivery) (Report, error) {
 	switch {
 	case store == nil || reflect.ValueOf(store).Kind() == reflect.Pointer && reflect.ValueOf(store).IsNil():
@@ -137,7 +139,10 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 	case p == nil:
 		return Report{}, errors.New("projectortest: Prove needs a projection, not nil")
 	}
-	d = withDefaults(d)
+	d, err := withDefaults(d, p)
+	if err != nil {
+		return Report{}, err
+	}
 	if err := checkSeparateEngines(ctx, store, d); err != nil {
 		return Report{}, err
 	}
@@ -506,15 +511,41 @@ func checkDecode(registry *projector.Registry, events []projector.Event) error {
 	return nil
 }
 
-// withDefaults is d with the defaults of the settings it leaves at zero.
-func withDefaults(d Delivery) Delivery {
+// withDefaults is d with the defaults of the settings it leaves at zero,
+// for proving definition p: one worker for a strategy that needs the log
+// in order, which refuses what would deliver out of it.
+func withDefaults(d Delivery, p projector.Definition) (Delivery, error) {
 	if d.MaxTimes < 1 {
 		d.MaxTimes = 3
 	}
-	if d.Workers < 1 {
+	ordered := p.Strategy().NeedsOrderedSource()
+	switch {
+	case d.Workers < 1 && ordered:
+		d.Workers = 1
+	case d.Workers < 1:
 		d.Workers = 8
 	}
-	return d
+	if ordered && (d.Workers > 1 || d.Shuffle || d.SeparateEngines) {
+		return d, fmt.Errorf("projectortest: projection %s uses the %s strategy, which takes the log in order from one consumer "+
+			"(its runner refuses more): prove it with one worker (Delivery's default for it), without Shuffle or SeparateEngines, not %s",
+			p.Name(), p.Strategy(), outOfOrder(d))
+	}
+	return d, nil
+}
+
+// outOfOrder names what d sets that delivers events out of the log's order.
+func outOfOrder(d Delivery) string {
+	var set []string
+	if d.Workers > 1 {
+		set = append(set, fmt.Sprintf("%d workers", d.Workers))
+	}
+	if d.Shuffle {
+		set = append(set, "Shuffle")
+	}
+	if d.SeparateEngines {
+		set = append(set, "SeparateEngines")
+	}
+	return strings.Join(set, ", ")
 }
 
 // gatePolicy is the gate's retry policy under d: its own, else 5 ms

@@ -546,6 +546,21 @@ func TestProveProbe_global_position_one_worker(t *testing.T) {
 	})
 	_, err := rvProve(t, reg, p, rvReadings(2, 5, 4, time.UTC), projectortest.Delivery{Workers: 1, MaxTimes: 3, Seed: 41})
 	rvExpectPass(t, err)
+	// Delivery's defaults deliver to it as its runner does: one worker.
+	rep, err := rvProve(t, reg, p, rvReadings(2, 5, 4, time.UTC), projectortest.Delivery{Seed: 42})
+	rvExpectPass(t, err)
+	if rep.Duplicates == 0 {
+		t.Errorf("Delivery{} under GlobalPosition: %v; want its late copies taken for duplicates", rep)
+	}
+	// What would deliver out of the log's order is refused before any
+	// delivery, naming it, rather than reported as the projection's fault.
+	for _, d := range []projectortest.Delivery{{Workers: 4}, {Shuffle: true}} {
+		rep, err := rvProve(t, reg, p, rvReadings(2, 5, 4, time.UTC), d)
+		if err == nil || errors.Is(err, projectortest.ErrNotExactlyOnce) || rep.Deliveries != 0 ||
+			!strings.Contains(err.Error(), "global position strategy") || !strings.Contains(err.Error(), "one worker") {
+			t.Errorf("Delivery%+v under GlobalPosition: %v, %v; want refused before any delivery, saying it takes one worker", d, rep, err)
+		}
+	}
 }
 
 type rvTags struct {
