@@ -26,6 +26,7 @@ type parkedDoc struct {
 	Stream     string     `bson:"stream"`
 	Revision   int64      `bson:"revision"`
 	Position   int64      `bson:"position"`
+	Prepare    int64      `bson:"prepare,omitempty"` // below position (a legacy TCP transaction's event); none: at it
 	EventID    string     `bson:"eventId"`
 	Type       string     `bson:"type"`
 	Data       []byte     `bson:"data"`
@@ -70,6 +71,9 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 		Revision: int64(p.StreamRevision), Position: int64(position), EventID: p.ID, Type: p.Type,
 		Data: p.Data, Metadata: p.Metadata, Created: p.Created, Error: p.Error, Attempts: p.Attempts, ParkedAt: p.ParkedAt, Held: p.Held, Collection: p.Collection,
 	}
+	if p.Prepare < position {
+		d.Prepare = int64(p.Prepare)
+	}
 	// Looked up first: inside a transaction (the inbox strategy) a failed
 	// insert would abort it.
 	coll := s.db.Collection(ParkedCollection)
@@ -86,7 +90,7 @@ func (s *Store) Park(ctx context.Context, p projector.ParkedEvent) (bool, error)
 				return false, nil
 			}
 			if d.Position == 0 {
-				d.Position = old.Position // the event as delivered had it
+				d.Position, d.Prepare = old.Position, old.Prepare // the event as delivered had them
 			}
 			if _, err := coll.ReplaceOne(ctx, bson.D{{Key: fieldID, Value: old.ID}}, d); err != nil {
 				return false, fmt.Errorf("mongostore: park %s: %w", d.ID, err)
@@ -144,7 +148,7 @@ func (s *Store) parked(ctx context.Context, filter bson.D, what string) ([]proje
 	for i, d := range docs {
 		out[i] = projector.ParkedEvent{
 			Event: projector.Event{ID: d.EventID, Type: d.Type, StreamID: d.Stream, StreamRevision: uint64(d.Revision),
-				Position: uint64(d.Position), Data: d.Data, Metadata: d.Metadata, Created: d.Created},
+				Position: uint64(d.Position), Prepare: uint64(d.Prepare), Data: d.Data, Metadata: d.Metadata, Created: d.Created},
 			Projection: d.Projection, Document: d.Document,
 			Error: d.Error, Attempts: d.Attempts, ParkedAt: d.ParkedAt, Held: d.Held, Collection: d.Collection, Record: d.ID,
 		}

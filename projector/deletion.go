@@ -123,7 +123,7 @@ func (e *Engine) deletedDocument(p Definition, ev Event, d deletion) (of Event, 
 		return Event{}, "", false
 	}
 	// Routed as an event of the deleted stream would be.
-	of = Event{ID: ev.ID, Type: ev.Type, StreamID: d.stream, Position: ev.Position, Created: ev.Created, Data: ev.Data}
+	of = Event{ID: ev.ID, Type: ev.Type, StreamID: d.stream, Position: ev.Position, Prepare: ev.Prepare, Created: ev.Created, Data: ev.Data}
 	id, ok, err := p.Route(of)
 	if err != nil || !ok {
 		return Event{}, "", false

@@ -21,6 +21,11 @@ type Event struct {
 	// the source does not tell it (an event read from its stream: see
 	// [OnEvent]).
 	Position uint64
+	// Prepare is its prepare position in $all: Position itself for an event
+	// appended by gRPC; below it for the events of a transaction written
+	// by the legacy TCP API, which share their commit position (0: not
+	// told, taken as Position).
+	Prepare uint64
 	// Data is the payload as stored (JSON for registered types).
 	Data []byte
 	// Metadata is the event's metadata as stored.

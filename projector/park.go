@@ -149,14 +149,14 @@ func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result
 	switch {
 	case err != nil:
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1}), true
-	case !found || meta.Position < ev.Position:
+	case !found || ev.at().After(appliedAt(meta)):
 		return Result{}, false // the gate applies it
-	case meta.Position == ev.Position:
+	case ev.at() == appliedAt(meta):
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}, true
 	}
-	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%d, the event's %d): "+
+	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%s, the event's %s): "+
 		"it moved past the event without its effect, or got it when the event was delivered again after the router's fix, and its position cannot tell which; "+
-		"a rebuild of the projection folds it exactly once", t.id, meta.Position, ev.Position))), true
+		"a rebuild of the projection folds it exactly once", t.id, appliedAt(meta), ev.at()))), true
 }
 
 // pastWindow is the failure of a replay of ev, parked with no document,
@@ -249,7 +249,7 @@ func (e *Engine) parkHole(ctx context.Context, t target, ev Event, h hole, gone 
 	}
 	_, err := e.parker.Park(ctx, ParkedEvent{
 		Event: Event{ID: fmt.Sprintf("gone:%s@%d-%d", ev.StreamID, h.from, h.to), Type: GoneType,
-			StreamID: ev.StreamID, StreamRevision: h.from, Position: ev.Position},
+			StreamID: ev.StreamID, StreamRevision: h.from, Position: ev.Position, Prepare: ev.Prepare},
 		Projection: t.p.Name(), Document: t.id,
 		Error: gone.Error(), Attempts: 1, ParkedAt: time.Now().UTC(), Collection: t.p.Collection(),
 	})

@@ -1,11 +1,18 @@
 package projector
 
-import "github.com/revgate/projector/projector/driver"
+import (
+	"cmp"
+
+	"github.com/revgate/projector/projector/driver"
+)
 
 // GlobalPosition applies an event only if its global position is past the
 // last one the document applied. Cheap, but valid only when one consumer sees
 // the events in log order: the runner refuses it with a persistent
-// subscription group or with more than one worker.
+// subscription group or with more than one worker. Positions are ordered
+// as $all orders them ([Checkpoint.After]): by commit position, then by
+// prepare position, so that the events of a transaction written by the
+// legacy TCP API, which share their commit position, each apply.
 func GlobalPosition() Strategy { return Strategy{globalPosition{}} }
 
 type globalPosition struct{ versioned }
@@ -16,15 +23,32 @@ func (g globalPosition) check(d stored, ev Event, _ bool) (verdict, error) {
 	if err := needPosition(g, ev); err != nil {
 		return 0, err
 	}
-	if d.found && d.meta.Position >= ev.Position {
+	if d.found && !ev.at().After(appliedAt(d.meta)) {
 		return duplicate, nil
 	}
 	return apply, nil
 }
 
 func (globalPosition) record(d stored, ev Event) stored {
-	d.meta.Position = ev.Position
+	d.meta.Position, d.meta.Prepare = ev.Position, 0
+	if at := ev.at(); at.Prepare != at.Position {
+		d.meta.Prepare = at.Prepare
+	}
 	return d
+}
+
+// at is where ev stands in $all, as checkpoints are ordered: an event
+// whose prepare position is not told stands at its commit position.
+func (ev Event) at() Checkpoint {
+	return Checkpoint{Position: ev.Position, Prepare: cmp.Or(ev.Prepare, ev.Position)}
+}
+
+// appliedAt is where the last event a document applied under
+// [GlobalPosition] stands in $all: a document whose meta has no prepare
+// position (its event's was its commit position, or an earlier version
+// wrote it) stands at its commit position, past every event of it.
+func appliedAt(m driver.Meta) Checkpoint {
+	return Checkpoint{Position: m.Position, Prepare: cmp.Or(m.Prepare, m.Position)}
 }
 
 func (globalPosition) needs(store driver.Store) error { return needGuarded(store, "global position") }

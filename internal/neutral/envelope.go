@@ -46,12 +46,15 @@ func Envelope(event, link *Recorded, commit *uint64) (projector.Event, error) {
 		}
 		return projector.Event{}, errors.New("delivery without an event")
 	}
-	position := event.Commit
+	position, prepare := event.Commit, event.Prepare
 	if position == 0 && commit != nil && link == nil {
-		position = *commit
+		position, prepare = *commit, 0
 	}
 	if position == math.MaxUint64 {
-		position = 0 // a node's read of a stream gives none (-1): unknown
+		position, prepare = 0, 0 // a node's read of a stream gives none (-1): unknown
+	}
+	if prepare == math.MaxUint64 || prepare > position {
+		prepare = 0 // not told: taken as the commit position
 	}
 	return projector.Event{
 		ID:             event.ID.String(),
@@ -59,6 +62,7 @@ func Envelope(event, link *Recorded, commit *uint64) (projector.Event, error) {
 		StreamID:       event.Stream,
 		StreamRevision: event.Revision,
 		Position:       position,
+		Prepare:        prepare,
 		Data:           event.Data,
 		Metadata:       event.Metadata,
 		Created:        event.Created,

@@ -118,8 +118,11 @@ type Meta struct {
 	Version int64
 	// Revisions: last revision applied per source stream (RevisionMap).
 	Revisions map[string]uint64
-	// Position: global position of the last event applied (GlobalPosition).
+	// Position: global position of the last event applied (GlobalPosition),
+	// and Prepare its prepare position where that is below Position (an
+	// event of a transaction written by the legacy TCP API; 0 otherwise).
 	Position uint64
+	Prepare  uint64
 	// Handled: the last events applied, oldest first (HandledIDs); Evicted:
 	// the highest position among those that left the window.
 	Handled []Handled
