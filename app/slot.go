@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -252,7 +253,9 @@ func (s *slot) run(ctx context.Context, store *mongostore.Store, follow bool, lo
 		cancel()
 		select {
 		case to := <-switched:
-			if ctx.Err() == nil && err == nil {
+			// A segment's last store refused under a rebuild's lease left
+			// held is stored by the run that follows.
+			if ctx.Err() == nil && (err == nil || errors.Is(err, errUnderAnotherLease)) {
 				logger.Info("readers switched to a rebuilt collection: following it", "projection", s.name, "from", coll, "to", to)
 				continue
 			}

@@ -155,8 +155,9 @@ func (d checkpointDoc) checkpoint() (*projector.Checkpoint, error) {
 }
 
 // SaveCheckpoint implements [projector.CheckpointStore]. It only moves a
-// checkpoint forward: when a later one is stored already (another process
-// under the same name got further), it leaves that one. The write is
+// checkpoint forward ([projector.Checkpoint.After]): when a later one is
+// stored already (another process under the same name got further), it
+// leaves that one. The write is
 // acknowledged by the server before it returns, under the client's write
 // concern (majority on a replica set by default).
 func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Checkpoint) error {
@@ -164,11 +165,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 		return fmt.Errorf("mongostore: checkpoint %q: position %s does not fit a BSON int64", name, c)
 	}
 	set := checkpointSet(c)
-	// A missing position (a record holding only an error) counts as behind.
-	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$or", Value: bson.A{
-		bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
-		bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
-	}}}
+	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$or", Value: notAfter(c)}}
 	coll := s.db.Collection(checkpointCollection)
 	_, err := coll.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
@@ -185,6 +182,19 @@ func (s *Store) SaveCheckpoint(ctx context.Context, name string, c projector.Che
 		return fmt.Errorf("mongostore: save checkpoint %q: %w", name, err)
 	}
 	return nil
+}
+
+// notAfter matches a checkpoint record that c is not behind: at or before
+// c by commit position, then by prepare position (the events of a legacy
+// TCP transaction share their commit position), or without a position (a
+// record holding only an error).
+func notAfter(c projector.Checkpoint) bson.A {
+	return bson.A{
+		bson.D{{Key: "position", Value: bson.D{{Key: "$lt", Value: int64(c.Position)}}}},
+		bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: bson.D{{Key: "$lte", Value: int64(c.Prepare)}}}},
+		bson.D{{Key: "position", Value: int64(c.Position)}, {Key: "prepare", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
+	}
 }
 
 // checkpointSet is what a checkpoint write sets.

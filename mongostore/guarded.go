@@ -18,14 +18,15 @@ import (
 const fieldMeta = "_meta"
 
 type metaDoc struct {
-	Version   int64          `bson:"v"`
-	Revisions revisionsField `bson:"revs,omitempty"` // revisions.go
-	Position  int64          `bson:"pos,omitempty"`
-	Prepare   int64          `bson:"prep,omitempty"`    // below pos (a legacy TCP transaction's event); none: at pos
-	Handled   []byte         `bson:"hids,omitempty"`    // handled.go
-	OldForm   []handledDoc   `bson:"handled,omitempty"` // read, not written
-	Evicted   int64          `bson:"evicted,omitempty"`
-	Replayed  string         `bson:"replayed,omitempty"`
+	Version     int64          `bson:"v"`
+	Revisions   revisionsField `bson:"revs,omitempty"` // revisions.go
+	Position    int64          `bson:"pos,omitempty"`
+	Prepare     int64          `bson:"prep,omitempty"`    // below pos (a legacy TCP transaction's event); none: at pos
+	Handled     []byte         `bson:"hids,omitempty"`    // handled.go
+	OldForm     []handledDoc   `bson:"handled,omitempty"` // read, not written
+	Evicted     int64          `bson:"evicted,omitempty"`
+	EvictedPrep int64          `bson:"evp,omitempty"` // the prepare position of evicted, where below it
+	Replayed    string         `bson:"replayed,omitempty"`
 }
 
 type handledDoc struct {
@@ -34,14 +35,14 @@ type handledDoc struct {
 }
 
 func toMetaDoc(m driver.Meta) metaDoc {
-	d := metaDoc{Version: m.Version, Position: int64(m.Position), Prepare: int64(m.Prepare), Evicted: int64(m.Evicted), Replayed: m.Replayed}
+	d := metaDoc{Version: m.Version, Position: int64(m.Position), Prepare: int64(m.Prepare), Evicted: int64(m.Evicted), EvictedPrep: int64(m.EvictedPrepare), Replayed: m.Replayed}
 	d.Revisions = m.Revisions
 	d.Handled = encodeHandled(m.Handled)
 	return d
 }
 
 func (d metaDoc) meta() (driver.Meta, error) {
-	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Prepare: uint64(d.Prepare), Evicted: uint64(d.Evicted), Replayed: d.Replayed}
+	m := driver.Meta{Version: d.Version, Position: uint64(d.Position), Prepare: uint64(d.Prepare), Evicted: uint64(d.Evicted), EvictedPrepare: uint64(d.EvictedPrep), Replayed: d.Replayed}
 	if len(d.Revisions) > 0 {
 		m.Revisions = d.Revisions
 	}

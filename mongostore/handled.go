@@ -18,7 +18,10 @@ import (
 //
 //	tag 1, the 16 bytes of an id that is a UUID in its canonical form, or
 //	tag 2, the id's length (uvarint) and its bytes;
-//	then its position's difference from the entry before (zig-zag varint).
+//	then its position's difference from the entry before (zig-zag varint);
+//	tags 3 and 4 are 1 and 2 for an event whose prepare position is below
+//	its commit position (one of a transaction written by the legacy TCP
+//	API), followed by how far below (uvarint).
 //
 // A window of 2,000 UUIDs takes about 38 KB. Documents written with the
 // array ("handled") are still read; the next write stores the binary form.
@@ -26,6 +29,9 @@ import (
 const (
 	handledUUID   = 1
 	handledString = 2
+	// withPrepare is added to the tag of an entry that has a prepare
+	// position of its own.
+	withPrepare = 2
 )
 
 // encodeHandled encodes a window.
@@ -36,16 +42,23 @@ func encodeHandled(h []driver.Handled) []byte {
 	out := make([]byte, 0, len(h)*20)
 	prev := int64(0)
 	for _, x := range h {
+		prepared := byte(0)
+		if x.Prepare != 0 && x.Prepare < x.Position {
+			prepared = withPrepare
+		}
 		if id, err := uuid.Parse(x.ID); err == nil && id.String() == x.ID {
-			out = append(out, handledUUID)
+			out = append(out, handledUUID+prepared)
 			out = append(out, id[:]...)
 		} else {
-			out = append(out, handledString)
+			out = append(out, handledString+prepared)
 			out = binary.AppendUvarint(out, uint64(len(x.ID)))
 			out = append(out, x.ID...)
 		}
 		out = binary.AppendVarint(out, int64(x.Position)-prev)
 		prev = int64(x.Position)
+		if prepared != 0 {
+			out = binary.AppendUvarint(out, x.Position-x.Prepare)
+		}
 	}
 	return out
 }
@@ -58,7 +71,11 @@ func decodeHandled(b []byte) ([]driver.Handled, error) {
 	prev := int64(0)
 	for len(b) > 0 {
 		var id string
-		switch tag := b[0]; {
+		tag, prepared := b[0], false
+		if tag > withPrepare {
+			tag, prepared = tag-withPrepare, true
+		}
+		switch {
 		case tag == handledUUID && len(b) >= 17:
 			var u uuid.UUID
 			copy(u[:], b[1:17])
@@ -78,7 +95,15 @@ func decodeHandled(b []byte) ([]driver.Handled, error) {
 		}
 		b = b[k:]
 		prev += d
-		out = append(out, driver.Handled{ID: id, Position: uint64(prev)})
+		x := driver.Handled{ID: id, Position: uint64(prev)}
+		if prepared {
+			below, k := binary.Uvarint(b)
+			if k <= 0 || below == 0 || below > x.Position {
+				return nil, fmt.Errorf("%w: a prepare position at entry %d", errHandled, len(out))
+			}
+			b, x.Prepare = b[k:], x.Position-below
+		}
+		out = append(out, x)
 	}
 	return out, nil
 }

@@ -23,6 +23,14 @@ func TestHandledWindow_comes_back_as_written(t *testing.T) {
 			{ID: "", Position: 0},
 			{ID: strings.Repeat("x", 300), Position: 1<<63 - 1},
 		},
+		// The events of a legacy TCP transaction: one commit position, their
+		// prepare positions below it.
+		{
+			{ID: "6f1c3b8e-1d2a-4b5c-9e7f-0a1b2c3d4e5f", Position: 100, Prepare: 60},
+			{ID: "order-17/line-2", Position: 100, Prepare: 70},
+			{ID: "6f1c3b8e-1d2a-4b5c-9e7f-0a1b2c3d4e60", Position: 100},
+			{ID: "order-17/line-3", Position: 110},
+		},
 	} {
 		got, err := decodeHandled(encodeHandled(h))
 		if err != nil || !reflect.DeepEqual(got, h) {
@@ -36,7 +44,11 @@ func TestHandledWindow_comes_back_as_written(t *testing.T) {
 	if n := len(encodeHandled(window)); n > 2000*19 {
 		t.Errorf("a window of 2,000 UUIDs takes %d bytes, want at most 19 an id", n)
 	}
-	for _, bad := range [][]byte{{9}, {handledUUID, 1, 2}, {handledString, 5, 'a'}, {handledString, 1, 'a'}} {
+	bad := [][]byte{{9}, {handledUUID, 1, 2}, {handledString, 5, 'a'}, {handledString, 1, 'a'},
+		{handledString + withPrepare, 1, 'a', 20},     // no prepare position
+		{handledString + withPrepare, 1, 'a', 20, 0},  // one not below
+		{handledString + withPrepare, 1, 'a', 20, 11}} // one below 0
+	for _, bad := range bad {
 		if _, err := decodeHandled(bad); !errors.Is(err, errHandled) {
 			t.Errorf("%v: %v, want errHandled", bad, err)
 		}

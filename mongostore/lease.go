@@ -236,10 +236,7 @@ func (s *Store) leaseOf(ctx context.Context, name string) (Lease, error) {
 // none; took is false when it exists and matches not.
 func (s *Store) saveFenced(ctx context.Context, name string, c projector.Checkpoint, set bson.D, fences bson.A) (took bool, err error) {
 	filter := bson.D{{Key: fieldID, Value: name}, {Key: "$and", Value: bson.A{
-		bson.D{{Key: "$or", Value: bson.A{
-			bson.D{{Key: "position", Value: bson.D{{Key: "$lte", Value: int64(c.Position)}}}},
-			bson.D{{Key: "position", Value: bson.D{{Key: "$exists", Value: false}}}},
-		}}},
+		bson.D{{Key: "$or", Value: notAfter(c)}},
 		bson.D{{Key: "$or", Value: fences}},
 	}}}
 	_, err = s.db.Collection(checkpointCollection).UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: set}}, options.UpdateOne().SetUpsert(true))

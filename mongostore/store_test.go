@@ -195,6 +195,11 @@ func TestCheckpoint_saved_loaded_and_only_moved_forward(t *testing.T) {
 		{projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}},
 		{projector.Checkpoint{Position: 5}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}}, // not backwards
 		{projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}, projector.Checkpoint{Position: 1 << 40, Prepare: 1<<40 + 7}},
+		// Inside a legacy TCP transaction (one commit position): forward by
+		// prepare position, never back.
+		{projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 80}, projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 80}},
+		{projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 90}, projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 90}},
+		{projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 70}, projector.Checkpoint{Position: 1<<40 + 100, Prepare: 1<<40 + 90}},
 	}
 	for i, st := range steps {
 		if err := s.SaveCheckpoint(ctx, "sub", st.save); err != nil {

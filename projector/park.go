@@ -143,15 +143,22 @@ func (e *Engine) replayUnrouted(ctx context.Context, p Definition, ev Event) Res
 // pastPosition is the failure of a replay of ev, parked with no document,
 // to document t under [GlobalPosition], where t is past ev's position
 // (past): whether t has ev's effect cannot be told. A document at ev's
-// position has it (applied).
+// position has it (applied). So is one inside ev's transaction (at its
+// commit position, before it) when ev's record does not tell its prepare
+// position (an earlier version parked it): ev may be the one it is at.
 func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result, past bool) {
 	meta, found, err := e.docs().LoadGuarded(ctx, t.p.Collection(), t.id, nil)
+	at, applied := ev.at(), appliedAt(meta)
 	switch {
 	case err != nil:
 		return e.fail(t, ev, failure{err: err, wanted: -1, seen: -1, attempts: 1}), true
-	case !found || ev.at().After(appliedAt(meta)):
+	case !found:
 		return Result{}, false // the gate applies it
-	case ev.at() == appliedAt(meta):
+	case ev.Prepare == 0 && at.Position == applied.Position && applied.Prepare < applied.Position:
+		// Not told: past, below.
+	case at.After(applied):
+		return Result{}, false
+	case at == applied:
 		return Result{Projection: t.p.Name(), Document: t.id, Outcome: Applied}, true
 	}
 	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%s, the event's %s): "+
@@ -173,11 +180,11 @@ func (e *Engine) pastWindow(ctx context.Context, t target, ev Event) (r Result, 
 	if _, err := e.keeperOf(t.p).check(stored{found: found, meta: meta}, ev, false); !errors.Is(err, ErrOutsideWindow) {
 		return Result{}, false // the gate applies it, or finds it a duplicate
 	}
-	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: %w (position %d, document %q's window starts after %d): "+
+	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: %w (position %s, document %q's window starts after %s): "+
 		"it was parked with no document (its router could not route it), and the document has handled more events since than its window keeps, "+
 		"so whether it got the event when it was delivered again cannot be told; a rebuild of the projection folds it exactly once "+
 		"(replay such an event before its document handles as many events as the window holds)",
-		ErrOutsideWindow, ev.Position, t.id, meta.Evicted))), true
+		ErrOutsideWindow, ev.at(), t.id, evictedAt(meta)))), true
 }
 
 // GoneType is the type of the record [Park] leaves for a hole in a stream:

@@ -20,24 +20,34 @@ func (x *run) completed(seq uint64) {
 }
 
 // saver stores the checkpoint every interval, and sooner when it has passed
-// enough events.
+// enough events. After a store that failed, it tries again at the next
+// interval: the events completed meanwhile, each of which asks for a
+// store while the checkpoint lags, would otherwise have it tried, and
+// logged, once an event (a store that refuses it at once, as a segment's
+// under another lease does).
 func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(x.r.interval)
 	defer tick.Stop()
 	last := time.Now()
+	failed := false
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 		case <-x.saveNow:
+			if failed {
+				continue
+			}
 		}
 		if x.holdsSave(last) {
 			continue
 		}
 		last = time.Now()
 		sctx, cancel := context.WithTimeout(ctx, saveTimeout)
-		if err := x.save(sctx); err != nil && ctx.Err() == nil {
+		err := x.save(sctx)
+		failed = err != nil
+		if err != nil && ctx.Err() == nil {
 			x.r.logger.Warn("storing the checkpoint", "err", err)
 		}
 		x.settled() // at the head, once a flush that failed there has been done

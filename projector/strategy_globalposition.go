@@ -1,10 +1,6 @@
 package projector
 
-import (
-	"cmp"
-
-	"github.com/revgate/projector/projector/driver"
-)
+import "github.com/revgate/projector/projector/driver"
 
 // GlobalPosition applies an event only if its global position is past the
 // last one the document applied. Cheap, but valid only when one consumer sees
@@ -38,9 +34,13 @@ func (globalPosition) record(d stored, ev Event) stored {
 }
 
 // at is where ev stands in $all, as checkpoints are ordered: an event
-// whose prepare position is not told stands at its commit position.
+// whose prepare position is not told (0, or past its commit position,
+// which no event store gives) stands at its commit position.
 func (ev Event) at() Checkpoint {
-	return Checkpoint{Position: ev.Position, Prepare: cmp.Or(ev.Prepare, ev.Position)}
+	if ev.Prepare == 0 || ev.Prepare > ev.Position {
+		return Checkpoint{Position: ev.Position, Prepare: ev.Position}
+	}
+	return Checkpoint{Position: ev.Position, Prepare: ev.Prepare}
 }
 
 // appliedAt is where the last event a document applied under
@@ -48,7 +48,7 @@ func (ev Event) at() Checkpoint {
 // position (its event's was its commit position, or an earlier version
 // wrote it) stands at its commit position, past every event of it.
 func appliedAt(m driver.Meta) Checkpoint {
-	return Checkpoint{Position: m.Position, Prepare: cmp.Or(m.Prepare, m.Position)}
+	return Event{Position: m.Position, Prepare: m.Prepare}.at()
 }
 
 func (globalPosition) needs(store driver.Store) error { return needGuarded(store, "global position") }

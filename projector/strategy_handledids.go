@@ -33,18 +33,46 @@ func (h handledIDs) check(d stored, ev Event, _ bool) (verdict, error) {
 	if slices.ContainsFunc(d.meta.Handled, func(x driver.Handled) bool { return x.ID == ev.ID }) {
 		return duplicate, nil
 	}
-	if d.found && ev.Position <= d.meta.Evicted {
-		return refuse, fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, d.meta.Evicted)
+	return outsideWindow(d.found, d.meta, ev)
+}
+
+// outsideWindow refuses ev, not in a window of a document (found) whose
+// meta is m, when it stands at or before the window's start (m's
+// evicted position, ordered as $all orders positions: the events of a
+// legacy TCP transaction share their commit position).
+func outsideWindow(found bool, m driver.Meta, ev Event) (verdict, error) {
+	if start := evictedAt(m); found && !ev.at().After(start) {
+		return refuse, fmt.Errorf("%w: position %s, window starts after %s", ErrOutsideWindow, ev.at(), start)
 	}
 	return apply, nil
 }
 
+// evictedAt is where the window of m starts: after this position.
+func evictedAt(m driver.Meta) Checkpoint { return Event{Position: m.Evicted, Prepare: m.EvictedPrepare}.at() }
+
+// handledOf is ev as a window remembers it.
+func handledOf(ev Event) driver.Handled {
+	h := driver.Handled{ID: ev.ID, Position: ev.Position}
+	if at := ev.at(); at.Prepare != at.Position {
+		h.Prepare = at.Prepare
+	}
+	return h
+}
+
+// evict moves m's evicted position to x's, which leaves the window, where
+// x is past it.
+func evict(m *driver.Meta, x driver.Handled) {
+	if (Event{Position: x.Position, Prepare: x.Prepare}).at().After(evictedAt(*m)) {
+		m.Evicted, m.EvictedPrepare = x.Position, x.Prepare
+	}
+}
+
 // record: the event's id at the end of the window, the oldest ones out.
 func (h handledIDs) record(d stored, ev Event) stored {
-	d.meta.Handled = append(slices.Clone(d.meta.Handled), driver.Handled{ID: ev.ID, Position: ev.Position})
+	d.meta.Handled = append(slices.Clone(d.meta.Handled), handledOf(ev))
 	if over := len(d.meta.Handled) - h.window; over > 0 {
 		for _, x := range d.meta.Handled[:over] {
-			d.meta.Evicted = max(d.meta.Evicted, x.Position)
+			evict(&d.meta, x)
 		}
 		d.meta.Handled = d.meta.Handled[over:]
 	}
@@ -90,20 +118,17 @@ func (t *handledTally) check(ev Event, _ bool) (verdict, error) {
 	if _, ok := t.ids[ev.ID]; ok {
 		return duplicate, nil
 	}
-	if t.found && ev.Position <= t.m.Evicted {
-		return refuse, fmt.Errorf("%w: position %d, window starts after %d", ErrOutsideWindow, ev.Position, t.m.Evicted)
-	}
-	return apply, nil
+	return outsideWindow(t.found, t.m, ev)
 }
 
 func (t *handledTally) record(ev Event) {
-	t.handled = append(t.handled, driver.Handled{ID: ev.ID, Position: ev.Position})
+	t.handled = append(t.handled, handledOf(ev))
 	t.ids[ev.ID] = struct{}{}
 	t.found = true
 	for len(t.handled)-t.start > t.h.window {
 		x := t.handled[t.start]
 		delete(t.ids, x.ID)
-		t.m.Evicted = max(t.m.Evicted, x.Position)
+		evict(&t.m, x)
 		t.start++
 	}
 }

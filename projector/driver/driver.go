@@ -124,18 +124,24 @@ type Meta struct {
 	Position uint64
 	Prepare  uint64
 	// Handled: the last events applied, oldest first (HandledIDs); Evicted:
-	// the highest position among those that left the window.
-	Handled []Handled
-	Evicted uint64
+	// the highest position among those that left the window, and
+	// EvictedPrepare its prepare position where that is below it (as
+	// Prepare is Position's).
+	Handled        []Handled
+	Evicted        uint64
+	EvictedPrepare uint64
 	// Replayed is the parked event last replayed into the document: the
 	// replay's write sets it with its change, and later writes keep it.
 	Replayed string
 }
 
-// Handled is an event a HandledIDs window remembers.
+// Handled is an event a HandledIDs window remembers: its id, its commit
+// position, and its prepare position where that is below it (an event of
+// a transaction written by the legacy TCP API; 0 otherwise).
 type Handled struct {
 	ID       string
 	Position uint64
+	Prepare  uint64
 }
 
 // GuardedStore is what the strategies other than the revision gate need of

@@ -3,7 +3,7 @@
 // internal, not a command), and its functions longer than a bound. It
 // prints both, and exits 1 when either is over its limit.
 //
-//	go run ./scripts/codesize [-exported 659] [-lines 80] [-names-reported] [-v] [root]
+//	go run ./scripts/codesize [-exported 661] [-lines 80] [-names-reported] [-v] [root]
 //
 // Exported names are counted as go doc shows them to a user: types,
 // functions, variables and constants; methods of exported types; fields of
@@ -25,7 +25,7 @@ import (
 )
 
 func main() {
-	maxExported := flag.Int("exported", 659, "most exported names allowed across the public packages")
+	maxExported := flag.Int("exported", 661, "most exported names allowed across the public packages")
 	maxLines := flag.Int("lines", 80, "most lines allowed in a function")
 	verbose := flag.Bool("v", false, "list the names of each package")
 	namesReported := flag.Bool("names-reported", false, "report the exported names without failing over their limit")
