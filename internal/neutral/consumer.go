@@ -101,6 +101,14 @@ func (c *consumer[E]) Next(ctx context.Context) (projector.Delivery, error) {
 		e, deliveries := m.event, m.deliveries
 		return projector.Delivery{Event: &ev, Settle: func(results []projector.Result) error {
 			s := c.opts.Decide(results, deliveries)
+			if why, ok := c.ledger.behind(results); ok && !s.Ack && s.Action == ActionRetry {
+				// Its document waits for an event parked here: delivered
+				// again, it would wait again, up to MaxDeliveries times,
+				// and hold a place in the group's buffer meanwhile.
+				s = Settlement{Action: ActionPark, Reason: "its document stays behind an event parked in the group (" + why + "): " + s.Reason}
+				c.opts.Logger.Warn("parked an event at once: its document stays behind an event parked in the group, until the group's parked events are replayed",
+					"group", c.opts.Group, "stream", ev.StreamID, "revision", ev.StreamRevision)
+			}
 			if s.GaveUp {
 				c.opts.Logger.Error("parked an event that kept failing: the documents it feeds stay behind it until the group's parked events are replayed",
 					"group", c.opts.Group, "stream", ev.StreamID, "revision", ev.StreamRevision, "deliveries", deliveries, "err", s.Reason)

@@ -1,6 +1,7 @@
 package neutral
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -197,6 +198,27 @@ func (l *Ledger) Blocked() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// behind reports whether an event's results failed only in ways that may
+// pass, each on a document that stays behind an event the consumer parked
+// (Blocked), and why the first such document does: delivered again, it
+// would wait for that event again, until the parked events are replayed.
+func (l *Ledger) behind(results []projector.Result) (why string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range results {
+		if r.Outcome != projector.Failed {
+			continue
+		}
+		var perr *projector.Error
+		w, blocked := l.blocked[blockedDoc{r.Projection, r.Document}]
+		if !errors.As(r.Err, &perr) || !perr.Retryable() || !blocked {
+			return "", false
+		}
+		why = cmp.Or(why, w)
+	}
+	return why, why != ""
 }
 
 // Note records what the results of an event settled as s say of the
