@@ -108,6 +108,12 @@ func (q *queue) wait(ctx, stop context.Context, t *ticket) error {
 		}
 	}
 	if failed != nil && (!anyReached || reached < failed.rev) {
+		var root *predecessorError
+		if errors.As(failed.err, &root) {
+			// It failed behind an earlier one: named is the one that failed
+			// first, not each in between (a message that grew with each).
+			return root
+		}
 		return &predecessorError{rev: failed.rev, err: failed.err}
 	}
 	return nil

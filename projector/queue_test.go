@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,6 +89,11 @@ func TestGate_events_queued_behind_a_missing_predecessor_wait_once_and_fail_toge
 		}
 		if !perr.Retryable() {
 			t.Fatalf("revision %d: a missing predecessor may still arrive; the failure should be retryable", rev)
+		}
+		// Each names the event that failed first, once: not each one in
+		// between (a message that grew with every event behind it).
+		if msg := r.Err.Error(); strings.Count(msg, "of this document failed") != 1 || !strings.Contains(msg, "event at revision 3 of this document failed") {
+			t.Errorf("revision %d: %s\nwant it to name revision 3's failure, once", rev, msg)
 		}
 	}
 	// Revision 3 read the store once per attempt and once more for the error

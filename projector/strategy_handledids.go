@@ -48,7 +48,9 @@ func outsideWindow(found bool, m driver.Meta, ev Event) (verdict, error) {
 }
 
 // evictedAt is where the window of m starts: after this position.
-func evictedAt(m driver.Meta) Checkpoint { return Event{Position: m.Evicted, Prepare: m.EvictedPrepare}.at() }
+func evictedAt(m driver.Meta) Checkpoint {
+	return Event{Position: m.Evicted, Prepare: m.EvictedPrepare}.at()
+}
 
 // handledOf is ev as a window remembers it.
 func handledOf(ev Event) driver.Handled {

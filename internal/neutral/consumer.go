@@ -105,7 +105,7 @@ func (c *consumer[E]) Next(ctx context.Context) (projector.Delivery, error) {
 				// Its document waits for an event parked here: delivered
 				// again, it would wait again, up to MaxDeliveries times,
 				// and hold a place in the group's buffer meanwhile.
-				s = Settlement{Action: ActionPark, Reason: "its document stays behind an event parked in the group (" + why + "): " + s.Reason}
+				s = Settlement{Action: ActionPark, Reason: "its document stays behind an event parked in the group: " + why}
 				c.opts.Logger.Warn("parked an event at once: its document stays behind an event parked in the group, until the group's parked events are replayed",
 					"group", c.opts.Group, "stream", ev.StreamID, "revision", ev.StreamRevision)
 			}

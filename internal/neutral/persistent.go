@@ -237,7 +237,9 @@ func (l *Ledger) Note(results []projector.Result, s Settlement) {
 			if l.blocked == nil {
 				l.blocked = map[blockedDoc]string{}
 			}
-			l.blocked[d] = s.Reason
+			if _, ok := l.blocked[d]; !ok { // why it stays behind the first
+				l.blocked[d] = s.Reason
+			}
 		}
 	}
 }

@@ -39,11 +39,17 @@ func TestConsumer_parks_at_once_an_event_of_a_document_behind_one_it_parked(t *t
 	if why, ok := l.behind(failed("a-1", waited)); !ok || !strings.Contains(why, "insufficient funds") {
 		t.Errorf("a later event of a-1, waiting for it: behind %v (%q); want behind, saying why", ok, why)
 	}
+	// Parked at once in turn, it leaves why a-1 stays behind as it was:
+	// the first event's failure, not a reason that grows with each.
+	l.Note(failed("a-1", waited), Settlement{Action: ActionPark, Reason: "its document stays behind an event parked in the group: ..."})
+	if why, _ := l.behind(failed("a-1", waited)); why != s.Reason {
+		t.Errorf("after a later event parked at once, a-1 is behind %q, want %q", why, s.Reason)
+	}
 	for name, rs := range map[string][]projector.Result{
 		"waiting on another document": failed("a-2", waited),
-		"failing for good on a-1":      failed("a-1", domain),
-		"applied":                      {{Projection: "accounts", Document: "a-1", Outcome: projector.Applied}},
-		"on a-1 and another document":  append(failed("a-1", waited), failed("a-2", waited)...),
+		"failing for good on a-1":     failed("a-1", domain),
+		"applied":                     {{Projection: "accounts", Document: "a-1", Outcome: projector.Applied}},
+		"on a-1 and another document": append(failed("a-1", waited), failed("a-2", waited)...),
 	} {
 		if _, ok := l.behind(rs); ok {
 			t.Errorf("%s: behind; want it settled as before", name)
