@@ -57,7 +57,7 @@ func newRunnerCollector(runners []runnerView, head *headSampler, registry *proje
 		subscriptions: d("subscriptions_total", "Subscriptions opened."),
 		drops:         d("subscription_drops_total", "Subscriptions that dropped and were opened again."),
 		position:      d("checkpoint_position", "Stored checkpoint: commit position in $all (a revision for a stream subscription)."),
-		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled; under --group, when every event delivered to this consumer has its outcome (between two deliveries of a backlog it may read 1 for a moment)."),
+		caughtUp:      d("caught_up", "1 when everything up to the head of the subscription has been handled; under --group, when the server feeds the group live (it has read $all to its end) and this consumer is connected, as /readyz tells it."),
 		up:            d("up", "1 while the projection runs; 0 while it stands by (another process holds its lease) or is stopped at an event that failed (for good under the block policy, or until it is tried again), or, under --group and the block policy, while events that kept failing are parked in its group."),
 		connected: d("connected", "1 while the projection runs with its subscription open on the event store (under --group, its consumer's); "+
 			"0 while it is not open (the event store does not answer, the subscription is opening) or the projection is down here "+
@@ -142,7 +142,7 @@ func (c *runnerCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.position, float64(st.Checkpoint.Position), name)
 		}
 		up := 0.0
-		if r.CaughtUp() {
+		if r.Current() && r.Down() == "" { // as /readyz tells it
 			up = 1
 		}
 		gauge(c.caughtUp, up, name)
