@@ -32,14 +32,18 @@ func Connect(ctx context.Context, uri string, timeout time.Duration) (*mongo.Cli
 		return nil, err
 	}
 	if len(cs.Hosts) == 1 && cs.Scheme == connstring.SchemeMongoDB {
-		// A refused connection is known at once, not when the driver's
-		// server selection gives up.
+		// A refused connection, or a host name that does not exist, is
+		// known at once, not when the driver's server selection gives up.
 		dctx, cancel := context.WithTimeout(ctx, timeout)
 		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", cs.Hosts[0])
 		cancel()
 		var sys *os.SyscallError
-		if errors.As(err, &sys) {
+		var dns *net.DNSError
+		switch {
+		case errors.As(err, &sys):
 			return nil, fmt.Errorf("mongostore: no MongoDB answered at %s: nothing listens there (%v)", cs.Hosts[0], sys.Err)
+		case errors.As(err, &dns) && dns.IsNotFound:
+			return nil, fmt.Errorf("mongostore: no MongoDB at %s: no such host (%v)", cs.Hosts[0], dns)
 		}
 		if conn != nil {
 			conn.Close()

@@ -166,6 +166,24 @@ func TestConnect_bad_input_fails_fast_with_a_clear_error(t *testing.T) {
 	}
 }
 
+// A host name that does not exist is said so at once, in one line, not
+// after the connect timeout with the driver's description of its topology.
+func TestConnect_a_host_that_does_not_exist_is_said_so_at_once(t *testing.T) {
+	const host = "no-such-host.invalid"
+	var dns *net.DNSError
+	if _, err := net.LookupHost(host); !errors.As(err, &dns) || !dns.IsNotFound {
+		t.Skipf("this machine's resolver does not say that %s does not exist (%v)", host, err)
+	}
+	start := time.Now()
+	_, err := mongostore.Connect(context.Background(), "mongodb://"+host+":27017", 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "no MongoDB at "+host+":27017: no such host") || strings.Contains(err.Error(), "topology") {
+		t.Fatalf("err = %v, want one line saying there is no such host", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("took %v, want it said before the connect timeout (20s)", took)
+	}
+}
+
 func TestStore_capabilities_tell_FerretDB_from_MongoDB(t *testing.T) {
 	s := mongostore.New(mongotest.Database(t))
 	caps, err := s.Capabilities(context.Background())
