@@ -123,7 +123,10 @@ type reacher interface {
 // (<collection>/segment-<k>-of-<N>, k the FNV-1a 32-bit hash of the
 // document id modulo N); on a store that tells where they are all together
 // (mongostore), the wait given the collection waits for the lowest of
-// them, and given a segment's name for that segment's alone.
+// them, and given a segment's name for that segment's alone. position is
+// a commit position: inside a transaction written by the legacy TCP API,
+// whose events share theirs, the wait returns once the checkpoint has
+// reached the first of them, not the last; wait for one past it there.
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	if isNil(checkpoints) {
 		return errors.New("projector: WaitForPosition: the checkpoint store is nil")
