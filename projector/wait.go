@@ -126,7 +126,8 @@ type reacher interface {
 // them, and given a segment's name for that segment's alone. position is
 // a commit position: inside a transaction written by the legacy TCP API,
 // whose events share theirs, the wait returns once the checkpoint has
-// reached the first of them, not the last; wait for one past it there.
+// reached the first of them, not the last (a gRPC append gives each event
+// its own).
 func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name string, position uint64, policy retry.Policy) error {
 	if isNil(checkpoints) {
 		return errors.New("projector: WaitForPosition: the checkpoint store is nil")
