@@ -163,7 +163,7 @@ func (e *Engine) pastPosition(ctx context.Context, t target, ev Event) (r Result
 	}
 	return e.fail(t, ev, permanent(fmt.Errorf("not replayed: under the global position strategy, document %q is past this event's position (%s, the event's %s): "+
 		"it moved past the event without its effect, or got it when the event was delivered again after the router's fix, and its position cannot tell which; "+
-		"a rebuild of the projection folds it exactly once", t.id, appliedAt(meta), ev.at()))), true
+		"a rebuild of the projection folds it exactly once", t.id, applied, at))), true
 }
 
 // pastWindow is the failure of a replay of ev, parked with no document,

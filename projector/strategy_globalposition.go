@@ -26,30 +26,39 @@ func (g globalPosition) check(d stored, ev Event, _ bool) (verdict, error) {
 }
 
 func (globalPosition) record(d stored, ev Event) stored {
-	d.meta.Position, d.meta.Prepare = ev.Position, 0
-	if at := ev.at(); at.Prepare != at.Position {
-		d.meta.Prepare = at.Prepare
-	}
+	d.meta.Position, d.meta.Prepare = ev.Position, ev.ownPrepare()
 	return d
 }
 
-// at is where ev stands in $all, as checkpoints are ordered: an event
-// whose prepare position is not told (0, or past its commit position,
-// which no event store gives) stands at its commit position.
-func (ev Event) at() Checkpoint {
-	if ev.Prepare == 0 || ev.Prepare > ev.Position {
-		return Checkpoint{Position: ev.Position, Prepare: ev.Position}
+// positionAt is where an event of commit position position and prepare
+// position prepare stands in $all, as checkpoints are ordered: a prepare
+// position not told (0, or past the commit position, which no event store
+// gives) stands at the commit position.
+func positionAt(position, prepare uint64) Checkpoint {
+	if prepare == 0 || prepare > position {
+		prepare = position
 	}
-	return Checkpoint{Position: ev.Position, Prepare: ev.Prepare}
+	return Checkpoint{Position: position, Prepare: prepare}
+}
+
+// at is where ev stands in $all.
+func (ev Event) at() Checkpoint { return positionAt(ev.Position, ev.Prepare) }
+
+// ownPrepare is what a document's meta keeps of ev's prepare position: it,
+// where it is below ev's commit position (an event of a legacy TCP
+// transaction); 0 otherwise.
+func (ev Event) ownPrepare() uint64 {
+	if at := ev.at(); at.Prepare != at.Position {
+		return at.Prepare
+	}
+	return 0
 }
 
 // appliedAt is where the last event a document applied under
 // [GlobalPosition] stands in $all: a document whose meta has no prepare
 // position (its event's was its commit position, or an earlier version
 // wrote it) stands at its commit position, past every event of it.
-func appliedAt(m driver.Meta) Checkpoint {
-	return Event{Position: m.Position, Prepare: m.Prepare}.at()
-}
+func appliedAt(m driver.Meta) Checkpoint { return positionAt(m.Position, m.Prepare) }
 
 func (globalPosition) needs(store driver.Store) error { return needGuarded(store, "global position") }
 

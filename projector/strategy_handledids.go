@@ -48,23 +48,17 @@ func outsideWindow(found bool, m driver.Meta, ev Event) (verdict, error) {
 }
 
 // evictedAt is where the window of m starts: after this position.
-func evictedAt(m driver.Meta) Checkpoint {
-	return Event{Position: m.Evicted, Prepare: m.EvictedPrepare}.at()
-}
+func evictedAt(m driver.Meta) Checkpoint { return positionAt(m.Evicted, m.EvictedPrepare) }
 
 // handledOf is ev as a window remembers it.
 func handledOf(ev Event) driver.Handled {
-	h := driver.Handled{ID: ev.ID, Position: ev.Position}
-	if at := ev.at(); at.Prepare != at.Position {
-		h.Prepare = at.Prepare
-	}
-	return h
+	return driver.Handled{ID: ev.ID, Position: ev.Position, Prepare: ev.ownPrepare()}
 }
 
 // evict moves m's evicted position to x's, which leaves the window, where
 // x is past it.
 func evict(m *driver.Meta, x driver.Handled) {
-	if (Event{Position: x.Position, Prepare: x.Prepare}).at().After(evictedAt(*m)) {
+	if positionAt(x.Position, x.Prepare).After(evictedAt(*m)) {
 		m.Evicted, m.EvictedPrepare = x.Position, x.Prepare
 	}
 }
