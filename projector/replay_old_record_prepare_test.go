@@ -21,8 +21,7 @@ func TestGlobalPosition_an_old_parked_record_without_prepare_is_not_applied_twic
 	ctx := context.Background()
 	var fixed atomic.Bool
 	p := wards(projector.GlobalPosition(), &fixed)
-	ev := projector.Event{ID: "00000000-0000-0000-0000-000000000070", StreamID: "patient-2", Position: 100, Prepare: 70,
-		Type: "patient.admitted", Data: []byte(`{}`), Created: t0}
+	ev := wardEventAt("patient-2", "patient.admitted", 100, 70, nil) // no ward in its metadata
 	s := newStore(t)
 	e := faultEngine(t, s, wardRegistry(), projector.Park, []projector.Event{ev}, p)
 	fixed.Store(true)

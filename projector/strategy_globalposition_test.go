@@ -24,8 +24,7 @@ func TestGlobalPosition_applies_each_event_of_a_transaction_that_shares_a_commit
 			p := wards(projector.GlobalPosition(), &fixed)
 			w1 := []byte(`{"ward": "w1"}`)
 			at := func(stream string, typ string, position, prepare uint64) projector.Event {
-				return projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", prepare), StreamID: stream,
-					Position: position, Prepare: prepare, Type: typ, Data: []byte(`{}`), Metadata: w1, Created: t0}
+				return wardEventAt(stream, typ, position, prepare, w1)
 			}
 			raw := []projector.Event{
 				at("patient-1", "patient.admitted", 100, 70),
@@ -77,8 +76,7 @@ func TestGlobalPosition_a_parked_event_of_a_transaction_replays_by_its_prepare_p
 	var fixed atomic.Bool
 	p := wards(projector.GlobalPosition(), &fixed)
 	ev := func(stream string, meta []byte, prepare uint64) projector.Event {
-		return projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", prepare), StreamID: stream,
-			Position: 100, Prepare: prepare, Type: "patient.admitted", Data: []byte(`{}`), Metadata: meta, Created: t0}
+		return wardEventAt(stream, "patient.admitted", 100, prepare, meta)
 	}
 	raw := []projector.Event{ev("patient-1", []byte(`{"ward": "w1"}`), 70), ev("patient-2", nil, 80), ev("patient-3", []byte(`{"ward": "w1"}`), 90)}
 	s := newStore(t)
@@ -94,4 +92,12 @@ func TestGlobalPosition_a_parked_event_of_a_transaction_replays_by_its_prepare_p
 	if _, _, err := projector.ReadDocument(ctx, s, p, "w1", &w); err != nil || res.Outcome != projector.Failed || w != (ward{Occupied: 2, Admissions: 2}) {
 		t.Errorf("replay into a ward at 100/90: %v (%v), w1 %+v (%v); want refused, w1 as it was", res.Outcome, res.Err, w, err)
 	}
+}
+
+// wardEventAt is a ward log's event of stream, undecoded, at commit
+// position position and prepare position prepare (the events of a legacy
+// TCP transaction share the first), its id from the second.
+func wardEventAt(stream, typ string, position, prepare uint64, meta []byte) projector.Event {
+	return projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", prepare), StreamID: stream,
+		Position: position, Prepare: prepare, Type: typ, Data: []byte(`{}`), Metadata: meta, Created: t0}
 }

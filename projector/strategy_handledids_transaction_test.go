@@ -27,9 +27,7 @@ func TestHandledIDs_applies_each_event_of_a_transaction_larger_than_its_window(t
 			w1 := []byte(`{"ward": "w1"}`)
 			var raw []projector.Event
 			for i, prepare := range []uint64{60, 70, 80, 90} {
-				raw = append(raw, projector.Event{ID: fmt.Sprintf("00000000-0000-0000-0000-%012d", prepare),
-					StreamID: fmt.Sprintf("patient-%d", i), Position: 100, Prepare: prepare,
-					Type: "patient.admitted", Data: []byte(`{}`), Metadata: w1, Created: t0})
+				raw = append(raw, wardEventAt(fmt.Sprintf("patient-%d", i), "patient.admitted", 100, prepare, w1))
 			}
 			s := newStore(t)
 			e := faultEngine(t, s, wardRegistry(), projector.Block, raw, p)
