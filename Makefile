@@ -1,7 +1,8 @@
 # The tests run with -race on a real Mongo wire-protocol server that they start
-# themselves: embedded FerretDB, on a throwaway PostgreSQL server when one is
-# installed (several times faster), else on SQLite; MONGO_URI selects a real
-# MongoDB instead.
+# themselves: FerretDB on a throwaway PostgreSQL server when one is installed
+# (several times faster), in one process of its own built without -race that
+# every test process shares (scripts/with-postgres --ferretdb), else embedded
+# in each test process on SQLite; MONGO_URI selects a real MongoDB instead.
 
 GO ?= go
 PKGS ?= ./...
@@ -23,7 +24,7 @@ BOTH_CLIENTS ?= -ldflags=-X=google.golang.org/protobuf/reflect/protoregistry.con
 EXAMPLES ?= examples/library
 
 test:
-	scripts/with-postgres $(GO) test -race -count=1 -timeout 25m $(BOTH_CLIENTS) $(PKGS)
+	scripts/with-postgres --ferretdb $(GO) test -race -count=1 -timeout 25m $(BOTH_CLIENTS) $(PKGS)
 	for m in $(EXAMPLES); do (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
 
 # The same tests on FerretDB's SQLite backend, the embedded default.

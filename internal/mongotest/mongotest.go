@@ -1,8 +1,9 @@
 // Package mongotest gives tests a fresh database on a real server that speaks
 // the MongoDB wire protocol, started by the tests themselves:
 //
-//   - MONGO_URI set: that server (a real MongoDB; a replica set for the tests
-//     that need transactions);
+//   - MONGO_URI set: that server (a real MongoDB, a replica set for the tests
+//     that need transactions; or the FerretDB that scripts/with-postgres
+//     --ferretdb starts for a whole run, out of the race detector's way);
 //   - otherwise: FerretDB, embedded in the test process, on SQLite in a
 //     temporary directory, or on PostgreSQL when PROJECTOR_TEST_POSTGRES names
 //     a server (a URL such as postgres://postgres@127.0.0.1:5432/postgres; each
@@ -138,7 +139,15 @@ func start() (*server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s=%s: %w", EnvMongoURI, uri, err)
 		}
-		return &server{name: "MongoDB at " + EnvMongoURI, uri: uri, client: client}, nil
+		// A real MongoDB, or the FerretDB scripts/with-postgres --ferretdb
+		// started for the whole run: the tests that differ between the two
+		// ask Server which it is.
+		caps, err := mongostore.New(client.Database("admin")).Capabilities(context.Background())
+		if err != nil {
+			_ = client.Disconnect(context.Background())
+			return nil, fmt.Errorf("%s=%s: %w", EnvMongoURI, uri, err)
+		}
+		return &server{name: caps.Server + " at " + EnvMongoURI, uri: uri, client: client}, nil
 	}
 	return startFerretDB()
 }
