@@ -98,11 +98,14 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // form is named T but the type's name now is "T.vM", that name stands for
 // T (the newest M, if several types are so named). A field
 // that holds something else ("one", an object) makes the event undecodable
-// ([ErrUndecodable]): its shape cannot be told. The registry cannot tell a
-// version newer than the current one from the current one, so a producer
-// that writes a new shape ahead of the projector's upgrade writes events
-// the projector decodes as T: deploy the projector that knows a version
-// first, or let the new version's events carry a new type name. Events
+// ([ErrUndecodable]): its shape cannot be told. Where the current shape is
+// registered as T, the registry cannot tell a version newer than the
+// current one from the current one, so a producer that writes a new shape
+// ahead of the projector's upgrade writes events the projector decodes as
+// T: deploy the projector that knows a version first, or let the new
+// version's events carry a new type name. Where it is registered as
+// "T.vM", a version newer than M makes the event undecodable, rather than
+// read as an older form (T, with no version, say). Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -283,9 +286,10 @@ func as(v any, t reflect.Type) (out any, err error) {
 // under: the event's type with its metadata's version (see
 // [Registry.VersionField]), else its type. Under VersionField, type T
 // whose name now is "T.vN" (no form is named T) is that form's: an event
-// of it without a version, or with one no form has, is read as "T.vN",
-// the newest form so named (the type's name now, or an older name it was
-// renamed from), as an event of T is read as T when T is a name.
+// of it without a version, or with an older one no form has, is read as
+// "T.vN", the newest form so named (the type's name now, or an older name
+// it was renamed from), as an event of T is read as T when T is a name; of
+// a newer one, it does not decode (see newerThanKnown).
 func (r *Registry) formOf(e Event) (form, string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -304,6 +308,13 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		if f, ok := r.forms[key]; ok {
 			return f, key, true
 		}
+		if newest := r.newerThanKnown(e.Type, v); newest != "" && ok {
+			// Not the current shape either, whose version is known: it
+			// does not decode (rather than as an older form's shape).
+			f.err = fmt.Errorf("its metadata's %q is %s, a version newer than %s, the newest this registry knows: deploy the projector that knows version %s before the writers that write it",
+				r.versionField, v, newest, v)
+			return f, name, ok
+		}
 		f.none = key
 	case held != "" && ok:
 		// A version that is none: the event's shape cannot be told, and
@@ -311,6 +322,28 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		f.err = fmt.Errorf("its metadata's %q is %s, not a version (a number, or a string of one, with or without a \"v\")", r.versionField, held)
 	}
 	return f, name, ok
+}
+
+// newerThanKnown returns the newest form "T.vN" of type name t when
+// version v is newer than N and no type is named t now: then the current
+// shape's version is known (N, or a type's name now that is not t), and an
+// event of version v has a shape the registry has never seen. It returns
+// "" otherwise; where t is a type's name now, its version is not known,
+// and a version no form has is read as t (see [Registry.VersionField]).
+// The caller holds r.mu.
+func (r *Registry) newerThanKnown(t, v string) string {
+	newest, versioned := r.newest[t]
+	if !versioned {
+		return ""
+	}
+	if f, ok := r.forms[t]; ok && f.name == t {
+		return ""
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n > versionNumber(newest) {
+		return newest
+	}
+	return ""
 }
 
 // noteNewest notes name, a form's, as the newest of its kind when it is

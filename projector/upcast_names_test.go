@@ -45,9 +45,9 @@ type ScoreV3 struct {
 
 // Under VersionField, type "Score" whose name now is "Score.v3" (no form
 // is named "Score") is known (Has): an event of it without a version, or
-// with one no form has, is read as "Score.v3", as an event of T is read as
-// T when T is a name; one whose version is none does not decode. None is
-// passed over as a type nobody registered.
+// with an older one no form has, is read as "Score.v3", as an event of T is
+// read as T when T is a name; one whose version is none, or newer than 3,
+// does not decode. None is passed over as a type nobody registered.
 func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_without_a_version(t *testing.T) {
 	r := projector.NewRegistry().VersionField("schemaVersion")
 	projector.Register[ScoreV3](r, "Score.v3", projector.Upcast("Score.v1", func(v ScoreV1) (ScoreV3, error) {
@@ -67,7 +67,7 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 		{"v3", `{"schemaVersion":"v3"}`, `{"points":4}`, ScoreV3{Points: 4}},
 		{"no version", `{}`, `{"points":5}`, ScoreV3{Points: 5}},
 		{"no metadata", ``, `{"points":6}`, ScoreV3{Points: 6}},
-		{"a version no form has", `{"schemaVersion":4}`, `{"points":7}`, ScoreV3{Points: 7}},
+		{"an older version no form has", `{"schemaVersion":2}`, `{"points":7}`, ScoreV3{Points: 7}},
 	} {
 		ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(c.meta), Data: []byte(c.data)})
 		if err != nil || ev.Payload != c.want {
@@ -78,6 +78,50 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 	// Named as stored, and as the form it is read as.
 	if want := `: Score (read as Score.v3) event e `; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
 		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable saying %q`, err, want)
+	}
+	// A shape the registry has never seen: not read as v3's.
+	_, err = r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":4}`), Data: []byte(`{"points":7}`)})
+	if want := `"schemaVersion" is 4, a version newer than Score.v3, the newest this registry knows`; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a version newer than the current one: %v, want ErrUndecodable saying %q", err, want)
+	}
+}
+
+// WeightV1 and Weight are a type whose events were stored without a version
+// while it was in pounds ("Weight", read through an upcaster), and are
+// stored with version 2 in their metadata now that it is in grams (its name
+// now "Weight.v2"). An event of version 3, from a writer deployed before
+// the projector that knows it, is a shape the registry has never seen: it
+// does not decode, rather than going through the pounds' upcaster as the
+// unversioned "Weight" form (the registry knows the current version is 2).
+type WeightV1 struct {
+	Pounds float64 `json:"lb"`
+}
+
+type Weight struct {
+	Grams int `json:"g"`
+}
+
+func TestRegistry_does_not_read_a_version_newer_than_the_current_one_as_the_unversioned_older_form(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[Weight](r, "Weight.v2", projector.Upcast("Weight", func(v WeightV1) (Weight, error) {
+		return Weight{Grams: int(v.Pounds * 453.59237)}, nil
+	}))
+	for _, c := range []struct {
+		name, meta, data string
+		want             any
+	}{
+		{"no version: pounds", ``, `{"lb":2}`, Weight{Grams: 907}},
+		{"version 2: grams", `{"schemaVersion":2}`, `{"g":70500}`, Weight{Grams: 70500}},
+	} {
+		ev, err := r.Decode(projector.Event{ID: "e", Type: "Weight", Metadata: []byte(c.meta), Data: []byte(c.data)})
+		if err != nil || ev.Payload != c.want {
+			t.Errorf("%s: %#v, %v; want %#v", c.name, ev.Payload, err, c.want)
+		}
+	}
+	ev, err := r.Decode(projector.Event{ID: "e", Type: "Weight", StreamID: "patient-7", Metadata: []byte(`{"schemaVersion":3}`), Data: []byte(`{"kg":70.5}`)})
+	want := `payload does not decode: Weight event e (stream "patient-7", revision 0): its metadata's "schemaVersion" is 3, a version newer than Weight.v2, the newest this registry knows: deploy the projector that knows version 3 before the writers that write it`
+	if !errors.Is(err, projector.ErrUndecodable) || err.Error() != want || ev.Payload != nil {
+		t.Errorf("version 3: %#v, %v; want no payload and\n%s", ev.Payload, err, want)
 	}
 }
 
