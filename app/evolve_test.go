@@ -238,7 +238,7 @@ func TestStatus_keeps_the_unknown_types_of_every_run_and_says_which_this_build_r
 	code, out, stderr := run(c, nil, append([]string{"status"}, common...)...)
 	for _, want := range []string{
 		"tickets met events of types nobody registered: ticket.archived (1), ticket.closed (1)",
-		"ticket.archived, ticket.closed: a rename or a new version without its upcaster? once a build registers them, tickets rebuild tickets folds them in",
+		"ticket.archived, ticket.closed: a rename or a new version without its upcaster? if tickets is to handle them, once a build registers them, tickets rebuild tickets folds them in",
 	} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status after three runs: exit %d, want %q\n%s\n%s", code, want, out, stderr)

@@ -937,8 +937,8 @@ func printStatus(w io.Writer, lines []projectionStatus, bin string) error {
 				strings.Join(s.RegisteredNow, ", "), bin, s.Projection)
 		}
 		if len(s.Unregistered) > 0 {
-			fmt.Fprintf(w, "  %s: a rename or a new version without its upcaster? once a build registers them, %s rebuild %s folds them in\n",
-				strings.Join(s.Unregistered, ", "), bin, s.Projection)
+			fmt.Fprintf(w, "  %s: a rename or a new version without its upcaster? if %s is to handle them, once a build registers them, %s rebuild %s folds them in\n",
+				strings.Join(s.Unregistered, ", "), s.Projection, bin, s.Projection)
 		}
 	}
 	return nil
