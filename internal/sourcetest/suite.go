@@ -26,17 +26,22 @@ import (
 )
 
 // Run runs the suite, one subtest per behaviour, each on a server and a
-// database of its own, through kit's client.
+// database of its own, through kit's client. The subtests run in parallel
+// with each other (go test's -parallel bounds how many at once): most of
+// their time is spent waiting on the servers and on timers.
 func Run(t *testing.T, kit Kit) {
 	if kit.Dial == nil {
 		t.Fatal("sourcetest: the kit has no Dial")
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { c.run(t, setUp(t, kit)) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, setUp(t, kit))
+		})
 	}
 }
 
-// Names lists the suite's subtests, in the order Run runs them.
+// Names lists the suite's subtests, in the order Run starts them.
 func Names() []string {
 	out := make([]string, len(cases))
 	for i, c := range cases {
