@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/revgate/projector/app"
+	"github.com/revgate/projector/internal/mongotest"
 	"github.com/revgate/projector/kurrent"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -84,6 +85,7 @@ func run(c app.Config, env map[string]string, args ...string) (code int, stdout,
 }
 
 func TestCatalog_a_bad_catalog_fails_before_any_IO_with_one_line_and_exit_2(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	good := app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")}
 	noHandlers := projector.New[ticket]("empty", projector.StreamSuffix("ticket/"))
 	strays := tickets("strays")
@@ -305,7 +307,7 @@ func TestConfig_added_commands_run_with_the_invocation_and_only_the_visible_ones
 // other takes the flag's, and one under the global-position strategy gets
 // the one worker it needs without asking.
 func TestRun_a_projections_own_workers_win_over_the_flag(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	for i := range 3 {
 		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: "x"}, noted{Text: "a"}, noted{Text: "b"})
@@ -335,7 +337,7 @@ func TestRun_a_projections_own_workers_win_over_the_flag(t *testing.T) {
 // A projection that parks its own failed events (OnFailure(Park), not the
 // flag) can have them replayed, and can be rebuilt past them.
 func TestReplayParked_and_rebuild_of_a_projection_that_parks_by_itself(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	picky := projector.New[ticket]("picky", projector.StreamSuffix("ticket/")).OnFailure(projector.Park)
 	projector.Create(picky, func(opened) (ticket, error) { return ticket{}, nil })
@@ -392,7 +394,7 @@ func desks(fixed bool) *projector.Projection[ticket] {
 // the event store given (the engine reads their streams to route them); without
 // it, replay-parked says what to give.
 func TestReplayParked_of_a_projection_that_ties_streams_reads_them_from_the_event_store(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "d1"}, noted{Text: "a"}, noted{Text: "bad"}, noted{Text: "c"})
 	servers.Append(t, registry(), "ticket/2", opened{ID: "d1"}, noted{Text: "a"})
@@ -445,7 +447,7 @@ func TestEventTypes_the_server_sends_exactly_the_types_named(t *testing.T) {
 	notes := counter("notes", "ticket.noted")
 	c := app.Config{Name: "tickets", Registry: reg, Dial: kurrent.Dial, Projections: []app.Projection{{Definition: notes, Reads: app.EventTypes("ticket.noted")}}}
 
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var wanted []projector.Event
 	for i := range 4 {
@@ -493,7 +495,7 @@ func TestApp_links_no_test_double_and_no_embedded_server(t *testing.T) {
 // A projection whose IDFunc wants none of what its subscription reads is
 // said so, once caught up, instead of looking healthy with nothing applied.
 func TestRun_a_projection_that_routes_none_of_its_events_is_told_so(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	mismatched := projector.New[ticket]("tickets", projector.StreamSuffix("tkt/"))
@@ -560,7 +562,20 @@ func TestMain(m *testing.M) {
 	if c, ok := binaries[os.Getenv("APP_TEST_MAIN")]; ok {
 		app.Main(c()) // exits
 	}
-	os.Exit(m.Run())
+	os.Exit(mongotest.Main(m))
+}
+
+// startServers starts the test's servers as e2e.StartServers does, on the
+// Mongo-wire server the package's tests share (internal/mongotest's: the
+// run's FerretDB, or MONGO_URI's), where o names none, rather than on one
+// embedded in the test process for each test; each test has a database of
+// its own there (Servers.Database).
+func startServers(t testing.TB, o e2e.Options) *e2e.Servers {
+	t.Helper()
+	if o.MongoURI == "" {
+		o.MongoURI = mongotest.URI(t)
+	}
+	return e2e.StartServers(t, o)
 }
 
 // startBinary runs this test binary as the program binaries[name], with args.
@@ -582,7 +597,7 @@ func startBinary(t *testing.T, name string, args ...string) (cmd *exec.Cmd, stde
 // strategies that fit, and the document is the fold of the stream that fed
 // it first (nothing of the other applied, nothing counted a duplicate).
 func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_projection(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	streams := map[string][]projector.Event{
 		"ticket/1": servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}),
@@ -616,7 +631,7 @@ func TestRun_a_document_fed_by_two_streams_under_the_revision_gate_stops_the_pro
 // filter reads: a quiet projection among busy streams is not shown behind
 // by the others' events.
 func TestStatus_counts_behind_only_the_events_the_projection_reads(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "b"})
 	for i := range 20 {
@@ -652,7 +667,8 @@ func TestStatus_counts_behind_only_the_events_the_projection_reads(t *testing.T)
 // it runs, within the bound of WaitCheckpoint: status does not show it
 // behind, and a restart does not read the others' events again.
 func TestRun_a_quiet_filtered_projection_s_checkpoint_follows_the_head(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	events := servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
@@ -681,7 +697,7 @@ func TestRun_a_quiet_filtered_projection_s_checkpoint_follows_the_head(t *testin
 // applied, and the replay's count says so apart from the events it
 // applied.
 func TestReplayParked_counts_the_events_with_nothing_to_apply_apart(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	build := func(fixed bool) *projector.Projection[ticket] {
 		route := projector.StreamSuffix("ticket/")
@@ -725,7 +741,7 @@ func TestReplayParked_counts_the_events_with_nothing_to_apply_apart(t *testing.T
 // stream, is left out of the fold and parked: the replay says so, names
 // it, and exits 1, rather than report every event replayed.
 func TestReplayParked_says_which_events_folding_anew_left_out_and_parked(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	build := func(fixed bool) app.Config {
 		p := projector.New[ticket]("strict", projector.StreamSuffix("ticket/"))
@@ -771,7 +787,7 @@ func TestReplayParked_says_which_events_folding_anew_left_out_and_parked(t *test
 // --database) names the databases of the server in which a projector
 // stored checkpoints.
 func TestStatus_in_a_database_without_checkpoints_names_those_with_some(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: desks(true), Reads: app.StreamPrefix("ticket/")})
@@ -790,7 +806,7 @@ func TestStatus_in_a_database_without_checkpoints_names_those_with_some(t *testi
 // A Dial that returns no client and no error is said in one line, as a
 // Dial that fails: no command panics on it.
 func TestDial_that_returns_no_client_is_one_line(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	c.Dial = func(string, *slog.Logger) (*subscription.Client, error) { return nil, nil }
 	for _, cmd := range [][]string{

@@ -24,7 +24,8 @@ import (
 // in turn, told that it is superseded (a rebuild by it would undo the
 // upgrade).
 func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	version := func(v int) app.Config {
@@ -108,7 +109,7 @@ func itoa(n int) string { return string(rune('0' + n)) }
 // Events stored in an older form go in as they are (the test kit takes
 // them), and the document moves past those it does not know.
 func TestRun_and_status_report_the_unknown_types_met(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	events := servers.Append(t, registry(), "ticket/1", opened{ID: "1"},
 		projector.Event{Type: "ticket.noted.v2", Data: []byte(`{"text": "new"}`)},
@@ -172,7 +173,7 @@ func TestRun_and_status_report_the_unknown_types_met(t *testing.T) {
 // A rebuild of a projection that never ran (new, or renamed) says there was
 // no collection before, instead of one kept.
 func TestRebuild_of_a_projection_that_never_ran_says_it_had_no_collection(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
@@ -216,7 +217,8 @@ type closed struct{}
 // them still miss them. A build that registers one now says so, and that
 // the documents need a rebuild.
 func TestStatus_keeps_the_unknown_types_of_every_run_and_says_which_this_build_registers_now(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	common := []string{"--mongo", servers.MongoURI(), "--database", db.Name()}

@@ -24,7 +24,7 @@ import (
 // when it ends, names the failure in one line per projection, not the
 // panic's stack (the log has it).
 func TestRun_the_exit_line_of_a_panicked_projection_is_one_line(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var broken atomic.Bool
 	broken.Store(true)
@@ -56,7 +56,7 @@ func TestRun_the_exit_line_of_a_panicked_projection_is_one_line(t *testing.T) {
 // a monitoring script can tell without parsing its output. Its last line
 // names the stopped projection and its error.
 func TestStatus_exits_3_when_a_projection_has_stopped(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var broken atomic.Bool
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "fine"})
@@ -102,7 +102,7 @@ func TestStatus_exits_3_when_a_projection_has_stopped(t *testing.T) {
 // its collections and segments) ends it as a stop does later: exit 0, not
 // a failure that blames a server for not answering in time.
 func TestRun_stopped_while_it_starts_exits_0(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
@@ -118,7 +118,7 @@ func TestRun_stopped_while_it_starts_exits_0(t *testing.T) {
 // status on the data dir of a run on the embedded server reads it through
 // that run's server, instead of refusing the dir as in use.
 func TestStatus_on_the_data_dir_of_a_running_embedded_server_reads_through_it(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	c.Embedded = embedmongo.Start
@@ -184,7 +184,7 @@ func TestRebuild_stopped_before_it_began_does_not_exit_0(t *testing.T) {
 // status --parked names the document a parked event was meant for (which
 // moved past it), as it names a held one's.
 func TestStatus_parked_names_the_document_of_a_parked_event(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var broken atomic.Bool
 	broken.Store(true)
@@ -222,7 +222,7 @@ func TestStatus_of_a_data_dir_that_does_not_exist_fails_and_makes_none(t *testin
 // checkpoints, parked events, errors), without the head, then exits 1:
 // during an outage is when it matters.
 func TestStatus_with_the_event_store_down_shows_the_store_and_exits_1(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})

@@ -15,7 +15,8 @@ import (
 // model empty or keyed wrong: run says so once it first reaches the head.
 // A projection set up right says neither.
 func TestRun_warns_at_the_head_of_an_empty_collection_and_of_ids_that_begin_with_a_separator(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	noSeparator := func(name string) *projector.Projection[ticket] {
 		p := projector.New[ticket](name, projector.StreamSuffix("ticket"))

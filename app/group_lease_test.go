@@ -21,7 +21,7 @@ import (
 // consumes the group. The second stands by (/readyz would say so), and
 // takes over when the first stops: every ticket ends as its fold.
 func TestRun_group_on_a_server_without_atomic_conditional_writes_is_consumed_by_one_process_at_a_time(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	args := []string{"run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
@@ -88,7 +88,7 @@ func waitNotes(t *testing.T, db *mongo.Database, want map[string]int, r *e2e.Run
 // stands down while it holds any, as it does for a catch-up run or a
 // replay, rather than write beside it; every ticket ends as its fold.
 func TestRun_group_consumer_stands_down_for_a_run_in_segments(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	common := []string{"--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--log-level", "info"}

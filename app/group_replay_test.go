@@ -20,6 +20,7 @@ import (
 // group's lease the active one let go, and consumed beside the replay
 // (a review's test).
 func TestRun_group_standbys_on_FerretDB_do_not_consume_while_replay_parked_holds_the_projection_lease(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	servers := e2e.StartServers(t, e2e.Options{})
 	db := servers.Database(t)
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})

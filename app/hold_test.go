@@ -36,7 +36,7 @@ func fragile(broken *atomic.Bool) *projector.Projection[ticket] {
 // held ticket and its events; after the fix, replay-parked brings the held
 // ticket to exactly the fold of its events, and frees it.
 func TestRun_hold_quarantines_one_document_and_replay_parked_brings_it_to_the_fold(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	var broken atomic.Bool
 	broken.Store(true)

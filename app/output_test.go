@@ -13,7 +13,7 @@ import (
 // from other goroutines: Run's writers, here the bytes.Buffers of run, need
 // not be safe for concurrent use (under -race, a race fails this test).
 func TestRun_writes_its_output_one_write_at_a_time(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	for i := range 150 {
 		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "bad"}, noted{Text: "good"})
 	}

@@ -227,6 +227,7 @@ func twoRebuilders(t *testing.T, bFails bool) {
 // head of $all yet (events were appended during the rebuild), is not done:
 // readers switch only once the runs have caught up.
 func TestRebuildSegments_a_process_is_not_done_before_its_run_has_caught_up(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
 	p := Projection{Definition: cart.NewDetailsProjection()}

@@ -21,7 +21,7 @@ import (
 // longer moves.
 func TestReadHelpers_follow_a_rebuilds_switch(t *testing.T) {
 	ctx := context.Background()
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
 	db := servers.Database(t)
@@ -62,7 +62,7 @@ func TestReadHelpers_follow_a_rebuilds_switch(t *testing.T) {
 // they switch to would run in segments where run runs it in one process).
 func TestRebuild_begun_in_one_process_is_not_resumed_in_segments(t *testing.T) {
 	ctx := context.Background()
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	evs := servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "b"})
 	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
 	db := servers.Database(t)
@@ -109,7 +109,7 @@ func TestRebuild_NAME_between_flags(t *testing.T) {
 // its segments are being taken. Once that period is past (--lease), it is.
 func TestStatus_a_rebuild_just_begun_is_not_interrupted_yet(t *testing.T) {
 	ctx := context.Background()
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"})
 	c := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})
 	db := servers.Database(t)

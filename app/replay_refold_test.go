@@ -38,7 +38,7 @@ func threads(fixed bool) *projector.Projection[thread] {
 // its last, not the replayed one. Without it, the event applies last, and
 // the operator is told that --esdb would put it in its place.
 func TestReplayParked_with_the_event_store_folds_a_gated_document_anew_from_its_stream(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "bad"}, noted{Text: "c"})
 	broken := config(app.Projection{Definition: threads(false), Reads: app.StreamPrefix("ticket/")})
 	fixed := config(app.Projection{Definition: threads(true), Reads: app.StreamPrefix("ticket/")})

@@ -18,7 +18,7 @@ import (
 // segments while it waits: version 0's process takes its share back, and
 // every segment keeps reaching the head.
 func TestRun_segments_a_process_waiting_for_a_switch_leaves_its_share_to_the_others(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	version := func(v int) app.Config {

@@ -39,8 +39,12 @@ func (h *headOnly) Head(ctx context.Context) (uint64, error) {
 // it is retrying. Once the event store answers it again, it takes its
 // share again.
 func TestSegments_a_process_cut_off_from_the_event_store_hands_its_segments_over(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	for name, src := range map[string]projector.Source{"its runner never connected": noSource{}, "its runner connected, nothing delivered": silentSource{}} {
-		t.Run(name, func(t *testing.T) { cutOffHandsOver(t, src) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cutOffHandsOver(t, src)
+		})
 	}
 }
 
@@ -111,8 +115,10 @@ func (h *slowHead) Head(ctx context.Context) (uint64, error) {
 // (half a lease): slow is not cut off. (Leases of 2s: 1s ones went
 // unrenewed on a loaded machine.)
 func TestSegments_a_quiet_connected_process_keeps_its_segments(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	for _, delay := range []time.Duration{0, time.Second} {
 		t.Run(delay.String(), func(t *testing.T) {
+			t.Parallel()
 			const lease = 2 * time.Second
 			sl, runs, held, log := sharedBy(t, mongostore.New(mongotest.Database(t)), &slowHead{delay: delay}, silentSource{}, lease)
 			waitUntil(t, "A runs both segments", func() bool { return runs.Load() > 0 && held() == 2 })

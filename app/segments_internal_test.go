@@ -340,6 +340,7 @@ func TestSegments_stand_by_while_the_projections_own_lease_is_held(t *testing.T)
 // while it goes on balancing: a process that joins meanwhile gets its
 // share at once, not after the wait.
 func TestSegments_a_process_waiting_to_run_again_hands_a_joiner_its_share(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	store := mongostore.New(mongotest.Database(t))
 	const lease = time.Second

@@ -48,6 +48,7 @@ func (l *lockedBuf) String() string {
 // never both win (the replay holds the projection's lease while the
 // segmented process holds segments).
 func TestSegments_take_and_a_replay_never_both_win(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	ctx := context.Background()
 	store := mongostore.New(mongotest.Database(t))
 	both, replayWins, segWins := 0, 0, 0
@@ -91,8 +92,10 @@ func TestSegments_take_and_a_replay_never_both_win(t *testing.T) {
 // of the processes' heartbeats (segment.Live, in want) fails: the run over
 // it stops, and the stale checkpoint save is fenced.
 func TestSegments_a_lost_segment_stops_running_also_while_the_processes_cannot_be_read(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
 	for _, poison := range []bool{false, true} {
 		t.Run(fmt.Sprintf("members_unreadable=%v", poison), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithCancel(context.Background())
 			db := mongotest.Database(t)
 			store := mongostore.New(db)

@@ -16,7 +16,7 @@ import (
 // is refused up front: at its switch the run would be refused the new
 // collection, and its whole process would stop.
 func TestRebuild_in_segments_beside_a_run_without_them_is_refused(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	for i := range 5 {
 		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
@@ -43,7 +43,7 @@ func TestRebuild_in_segments_beside_a_run_without_them_is_refused(t *testing.T) 
 // replay-parked --lease 0 while run --segments processes hold the
 // projection's segments is refused, as with a lease.
 func TestReplayParked_without_a_lease_beside_segmented_processes_is_refused(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})

@@ -23,7 +23,7 @@ import (
 // not its segment's document, and the segment that holds it is past the
 // record, so the live document is not marked deleted.
 func TestRun_segments_a_takeover_does_not_delete_again_a_document_written_again_since(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	ctx := context.Background()
 	first := servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
@@ -84,7 +84,7 @@ func TestRun_segments_a_takeover_does_not_delete_again_a_document_written_again_
 // (--lease 0): rebuild --segments refuses to start beside one that holds
 // the projection's lease (TestRebuild_in_segments_beside_a_run_without_them_is_refused).
 func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segments(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	for i := range 5 {
 		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
@@ -120,7 +120,7 @@ func TestRun_without_segments_is_refused_a_collection_a_rebuild_split_in_segment
 // on: run with leases warns at start that a process paused past its lease
 // can write an older change over a newer one; without leases it does not.
 func TestRun_warns_of_None_with_leases(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"})
 	c := config(app.Projection{Definition: tickets("tickets").Idempotency(projector.None()), Reads: app.StreamPrefix("ticket/")})
@@ -141,7 +141,7 @@ func TestRun_warns_of_None_with_leases(t *testing.T) {
 // switch once rebuild --segments 2 of version 1 has filled its collection:
 // it runs the new collection's segments to the head.
 func TestRun_segments_refused_by_another_version_follow_the_switch_of_its_rebuild(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	version := func(v int) app.Config {
@@ -198,7 +198,7 @@ func TestRun_segments_refused_by_another_version_follow_the_switch_of_its_rebuil
 // its switch they would all stop (a run in another number is refused), and
 // nobody would run the projection.
 func TestRebuild_segments_in_another_number_than_the_running_processes_is_refused(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
@@ -222,14 +222,14 @@ func TestRebuild_segments_in_another_number_than_the_running_processes_is_refuse
 // status says that the checkpoint was taken in another log, as run finds
 // when it starts, and exits 3, instead of counting the events behind it.
 func TestStatus_says_a_checkpoint_of_another_event_store_before_run_refuses_it(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"})
 	c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 	r := e2e.StartCommand(t, c, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(), "--http", "", "--lease", "0")
 	r.WaitCheckpoint(t, db, "tickets", servers.Head())
 	r.Stop(t)
-	other := e2e.StartServers(t, e2e.Options{MongoURI: servers.MongoURI()})
+	other := startServers(t, e2e.Options{MongoURI: servers.MongoURI()})
 	for i := range 10 {
 		other.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "b"})
 	}
@@ -268,7 +268,7 @@ func TestRebuild_and_run_refuse_a_lease_under_a_second(t *testing.T) {
 // record went to another worker than its stream, and the old fold could
 // stay, by timing).
 func TestRun_workers_apply_a_deletion_record_in_order_with_its_stream(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	ctx := context.Background()
 	const n = 12
@@ -304,7 +304,7 @@ func TestRun_workers_apply_a_deletion_record_in_order_with_its_stream(t *testing
 // under leases, beside a projection that runs in one process at a time:
 // one process, two numbers. Without leases it is refused, saying why.
 func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_not_split(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	ctx := context.Background()
 	for i := range 6 {

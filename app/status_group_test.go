@@ -16,7 +16,7 @@ import (
 // it and how to see it, not that nothing started, and counts no events
 // behind from the start of $all.
 func TestStatus_without_group_says_which_projections_a_group_feeds(t *testing.T) {
-	servers := e2e.StartServers(t, e2e.Options{})
+	servers := startServers(t, e2e.Options{})
 	db := servers.Database(t)
 	servers.Append(t, registry(), "ticket/1", opened{ID: "1"}, noted{Text: "a"}, noted{Text: "b"})
 	// What run --group records of the projection's group.

@@ -177,6 +177,7 @@ func ledgerDocuments(t *testing.T, s *mongostore.Store, coll string) map[string]
 // the outcome the per-event path gives it, each event is applied once, and
 // the documents are the per-event path's.
 func TestMultiStream_batches_equal_the_per_event_path_under_duplicates(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 41, 25, 10, 10)
 	all := l.events(t)
 	for _, m := range multiStreams {
@@ -234,6 +235,7 @@ func TestMultiStream_batches_equal_the_per_event_path_under_duplicates(t *testin
 // checkpoint: each event is applied once over both runs, in batches, and the
 // documents are those of the per-event path.
 func TestMultiStream_runner_equals_the_per_event_path_through_duplicates_drops_and_a_restart(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 43, 25, 12, 12)
 	all := l.events(t)
 	for _, m := range multiStreams {

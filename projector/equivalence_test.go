@@ -302,6 +302,7 @@ func deliveries(r *rand.Rand, events []projector.Event) []projector.Event {
 // in each projection), each event is applied once in all, and the documents
 // are the per-event path's.
 func TestStreamFold_equivalent_to_the_per_event_path_under_duplicates(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 21, 30, 10, 10)
 	all := l.events(t)
 	r := rand.New(rand.NewPCG(21, 22))
@@ -436,6 +437,7 @@ func (l *esdbLog) runToEnd(t *testing.T, r *projector.Runner) projector.RunnerSt
 // stream folds applies each event once, counts the overlaps as duplicates,
 // and leaves the per-event runner's documents.
 func TestStreamFold_equivalent_to_the_per_event_path_through_dropped_subscriptions(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 31, 30, 10, 10)
 	const drops = 3
 	run := func(name string, store *mongostore.Store, folds bool) (projector.RunnerStats, *projector.Engine, int) {
@@ -620,6 +622,7 @@ func firstOfNth(events []projector.Event, n int) uint64 {
 // event is lost and none applied twice: every ledger holds each event of
 // its cart once, and the documents are those of the per-event path.
 func TestStreamFold_a_restart_in_the_middle_of_a_fold_loses_nothing_and_applies_nothing_twice(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 41, 30, 10, 10)
 	slowStore := newStore(t)
 	slow := l.runToEnd(t, sourcetest.NewRunner(t, "per-event", equivEngine(t, slowStore, l.client, false), l.source(t), slowStore,
@@ -748,6 +751,7 @@ func TestStreamFold_a_restart_in_the_middle_of_a_fold_loses_nothing_and_applies_
 // README's limits of the embedded server; TestStreamFold_beside_a_
 // concurrent_writer has one in another engine and checks documents only.)
 func TestStreamFold_equivalent_to_the_per_event_path_beside_a_concurrent_writer_and_appends(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	l := newESDBLog(t, 51, 30, 10, 6)
 	fastStore := newStore(t)
 	e := equivEngine(t, fastStore, l.client, true)

@@ -22,6 +22,7 @@ import (
 // it, stays counted once, as parked. Either way each delivery has one
 // outcome, which the in-flight count of a group's consumer relies on.
 func TestPark_an_event_parked_beside_the_one_handled_counts_once(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	for _, c := range []struct {
 		name, typ, data     string
 		parked, parkedLater uint64

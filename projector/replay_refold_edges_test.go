@@ -249,6 +249,7 @@ func (f *failingParker) Park(ctx context.Context, pe projector.ParkedEvent) (boo
 // and writes nothing: a document never moves past an event without its
 // record.
 func TestReplay_folding_anew_writes_nothing_when_parking_a_left_out_event_fails(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	ctx := context.Background()
 	s := newStore(t)
 	fp := &failingParker{Store: s, typ: "RvAdded"}

@@ -204,6 +204,7 @@ func TestPark_an_unroutable_event_delivered_again_is_parked_and_counted_once(t *
 // are parked, once each. Under block the runner stops at a bad event, with
 // the message of the rule.
 func TestRoutedAway_the_client_summary_traps_through_a_runner(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	server := esdbtest.New(t)
 	client := dialESDB(t, server)
 	app := appender{client}

@@ -121,6 +121,7 @@ type CardDrafted struct{ CardID string }
 // events twice before the batch's fold stopped running handlers past its
 // stop.)
 func TestRunner_a_stream_whose_first_routed_event_is_not_its_first_folds_in_its_batch(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	reg := kanbanRegistry()
 	projector.Register[CardDrafted](reg, "CardDrafted")
 	log := projectortest.NewLog(reg)

@@ -110,6 +110,7 @@ type undecodedCounter struct {
 // and of one the projection does not handle), under skip and park, for
 // each strategy the batch folds.
 func TestUndecodableBatch_versioned_undecodable_batch_handle_runner_agree(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	strategies := map[string]func() projector.Strategy{
 		"revisionmap": projector.RevisionMap,
 		"handledids":  func() projector.Strategy { return projector.HandledIDs(100) },

@@ -44,6 +44,7 @@ func (s slowUpdates) Update(ctx context.Context, collection, id string, from uin
 // them. Under Park the refused deposit is parked and the next one must
 // apply: it has nothing to do with the refusal.
 func TestEngine_the_event_behind_an_unstorable_one_is_not_parked_with_its_refusal(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	const n = 200
 	raw := rawLog(t, ledgerRegistry(), func(add func(string, ...any)) {
 		for i := range n {

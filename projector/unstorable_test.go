@@ -172,6 +172,7 @@ func TestEngine_a_state_the_store_cannot_keep_fails_at_once_under_Block(t *testi
 // for one fed by many under each versioned strategy: the deposit the store
 // cannot keep is parked, and the checkpoint reaches the head.
 func TestRunner_catches_up_past_a_state_the_store_cannot_keep(t *testing.T) {
+	t.Parallel() // long, and on a database and servers of its own
 	for name, def := range map[string]projector.Definition{
 		"accounts":                accounts(),
 		"branches/RevisionMap":    branches(projector.RevisionMap()),
