@@ -114,7 +114,7 @@ func (h *creationHold) Insert(ctx context.Context, coll, id string, rev driver.H
 }
 
 func TestGate_concurrent_shuffled_delivery_equals_the_in_order_fold(t *testing.T) {
-	t.Parallel() // long, and on a database and servers of its own
+	t.Parallel()            // long, and on a database and servers of its own
 	const eventsPerCart = 8 // one per goroutine
 	for _, carts := range []int{1, 50} {
 		for _, mode := range []string{"an_engine_per_goroutine", "one_shared_engine"} {
