@@ -99,7 +99,7 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // T (the newest M, if several types are so named). A field
 // that holds something else ("one", an object) makes the event undecodable
 // ([ErrUndecodable]): its shape cannot be told. Where the current shape is
-// registered as T, the registry cannot tell a version newer than the
+// registered as T (or [Renamed] from T), the registry cannot tell a version newer than the
 // current one from the current one, so a producer that writes a new shape
 // ahead of the projector's upgrade writes events the projector decodes as
 // T: deploy the projector that knows a version first, or let the new
@@ -308,6 +308,9 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		if f, ok := r.forms[key]; ok {
 			return f, key, true
 		}
+		if written, ok := r.versions[key]; ok { // "T.v02", "T.V2"
+			return r.forms[written], written, true
+		}
 		if newest := r.newerThanKnown(e.Type, v); newest != "" && ok {
 			// Not the current shape either, whose version is known: it
 			// does not decode (rather than as an older form's shape).
@@ -336,8 +339,13 @@ func (r *Registry) newerThanKnown(t, v string) string {
 	if !versioned {
 		return ""
 	}
-	if f, ok := r.forms[t]; ok && f.name == t {
-		return ""
+	if f, ok := r.forms[t]; ok && f.current() {
+		// t holds the current shape (the name now, or one it was Renamed
+		// from): its version is not known, unless the newest "t.vN" holds
+		// it too, and so names it.
+		if nf := r.forms[newest]; !nf.current() || nf.t != f.t {
+			return ""
+		}
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n > versionNumber(newest) {
@@ -346,13 +354,20 @@ func (r *Registry) newerThanKnown(t, v string) string {
 	return ""
 }
 
-// noteNewest notes name, a form's, as the newest of its kind when it is
-// "T.vN" with the highest N of them (see formOf); of two with the same N
-// ("T.v3", "T.v03"), the first in order of their names.
-func (r *Registry) noteNewest(name string) {
+// noteVersion notes name, a form's, when it is "T.vN": as version N of T,
+// under "T.vN" written as formOf looks it up (for "T.v02" or "T.V2"; the
+// first so written keeps it), and as the newest of its kind when N is the
+// highest of them (see formOf); of two with the same N ("T.v3", "T.v03"),
+// the first in order of their names.
+func (r *Registry) noteVersion(name string) {
 	m := versionKey.FindStringSubmatch(name)
 	if m == nil {
 		return
+	}
+	if key := m[1] + ".v" + strconv.Itoa(versionNumber(name)); key != name {
+		if _, taken := r.versions[key]; !taken {
+			r.versions[key] = name
+		}
 	}
 	if cur, ok := r.newest[m[1]]; ok {
 		if n, c := versionNumber(name), versionNumber(cur); n < c || n == c && name >= cur {
@@ -364,7 +379,7 @@ func (r *Registry) noteNewest(name string) {
 
 // versionNumber is N of a name "T.vN" (0 if it does not fit an int).
 func versionNumber(name string) int {
-	n, _ := strconv.Atoi(name[strings.LastIndex(name, ".v")+2:])
+	n, _ := strconv.Atoi(name[strings.LastIndexAny(name, "vV")+1:])
 	return n
 }
 
@@ -486,5 +501,12 @@ func (r *Registry) versionedAs(form string) (string, bool) {
 	return "", false
 }
 
-// versionKey is a form's name that names a version: "T.vN".
-var versionKey = regexp.MustCompile(`^(.+)\.v[0-9]+$`)
+// versionKey is a form's name that names a version: "T.vN" ("T.VN").
+var versionKey = regexp.MustCompile(`^(.+)\.[vV][0-9]+$`)
+
+// current reports whether f holds its type's current shape: it is the name
+// now, or a name the type was renamed from (through the repair from the
+// name now, if there is one).
+func (f form) current() bool {
+	return len(f.steps) == 0 || len(f.steps) == 1 && f.steps[0].from == f.name
+}

@@ -155,3 +155,62 @@ func TestRegister_a_repair_given_twice_says_so(t *testing.T) {
 	}()
 	projector.Register[Points](projector.NewRegistry(), "Points", projector.Upcast("Points", mend), projector.Upcast("Points", mend))
 }
+
+// ScoreV1Pts is the first shape of an event now registered as Points under
+// another name: "Score" was Renamed (its events stored as "Score" hold
+// today's shape) and "Score.v1" is upcast. Writers keep writing "Score"
+// with version 2, today's: the current version is not known to the
+// registry (no form names it), and those events decode as the current
+// shape, not as a version newer than "Score.v1".
+type ScoreV1Pts struct {
+	Pts int `json:"pts"`
+}
+
+func TestRegistry_a_renamed_current_shape_with_a_versioned_older_form_reads_the_current_version(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[Points](r, "billing.Points", projector.Renamed("Score"),
+		projector.Upcast("Score.v1", func(v ScoreV1Pts) (Points, error) { return Points{Points: 10 * v.Pts}, nil }))
+	for _, c := range []struct{ meta, data string }{{``, `{"points":5}`}, {`{"schemaVersion":2}`, `{"points":5}`}, {`{"schemaVersion":1}`, `{"pts":5}`}} {
+		want := Points{Points: 5}
+		if c.data == `{"pts":5}` {
+			want = Points{Points: 50}
+		}
+		ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(c.meta), Data: []byte(c.data)})
+		if err != nil || ev.Payload != want {
+			t.Errorf("Score, metadata %q: %#v, %v; want %#v", c.meta, ev.Payload, err, want)
+		}
+	}
+}
+
+// WeightKg is a shape of Weight in kilograms. A form whose name writes its
+// version otherwise than formOf spells it ("Weight.v02", "Weight.V2") is
+// still that version: an event with version 2 in its metadata goes through
+// its upcaster, not read as another form (a wrong document, no error).
+type WeightKg struct {
+	Kg float64 `json:"kg"`
+}
+
+func TestRegistry_a_version_form_written_with_a_leading_zero_or_a_capital_V_is_that_version(t *testing.T) {
+	kg := func(v WeightKg) (Weight, error) { return Weight{Grams: int(v.Kg * 1000)}, nil }
+	for _, c := range []struct {
+		name, current, form string
+		metas               []string
+	}{
+		{"leading zero", "Weight.v3", "Weight.v02", []string{`{"schemaVersion":2}`, `{"schemaVersion":"02"}`, `{"schemaVersion":"v02"}`}},
+		{"capital V", "Weight", "Weight.V2", []string{`{"schemaVersion":"V2"}`, `{"schemaVersion":2}`}},
+	} {
+		r := projector.NewRegistry().VersionField("schemaVersion")
+		projector.Register[Weight](r, c.current, projector.Upcast(c.form, kg))
+		for _, meta := range c.metas {
+			ev, err := r.Decode(projector.Event{ID: "e", Type: "Weight", Metadata: []byte(meta), Data: []byte(`{"kg":70.5,"g":1}`)})
+			if err != nil || ev.Payload != (Weight{Grams: 70500}) {
+				t.Errorf("%s, metadata %s: %#v, %v; want Weight{70500} through the upcaster from %s", c.name, meta, ev.Payload, err, c.form)
+			}
+		}
+		p := projector.New[int]("weights", projector.StreamSuffix("patient-"))
+		projector.On(p, func(n int, _ Weight) (int, error) { return n + 1, nil })
+		if got := projector.HandledTypes(r, p); !slices.Contains(got, "Weight") || !slices.Contains(got, c.form) {
+			t.Errorf("%s: HandledTypes %q lacks Weight or %s, names its events are stored under", c.name, got, c.form)
+		}
+	}
+}
