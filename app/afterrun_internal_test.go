@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,5 +51,29 @@ func TestAfterRun_a_stop_during_a_retry_is_no_failure(t *testing.T) {
 		if hinted := err != nil && strings.Contains(err.Error(), "--on-failure block"); hinted != c.wantErr {
 			t.Errorf("%s: err %v; want how to go on past it: %v", c.name, err, c.wantErr)
 		}
+	}
+}
+
+// A stop whose last checkpoint could not be stored (MongoDB did not
+// answer) is no clean stop: the run says so, in one line naming the
+// projection, and returns the error (exit status 1); a call the stop itself
+// cut short is no failure.
+func TestAfterRun_a_stop_that_could_not_store_its_checkpoint_says_so(t *testing.T) {
+	var log bytes.Buffer
+	s := &session{logger: slog.New(slog.NewTextHandler(&log, nil)), c: &runConfig{}}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	sl := &slot{name: "p", projection: Projection{Definition: projector.New[struct{}]("p", projector.StreamSuffix("p-"))}}
+	notStored := fmt.Errorf("projector: runner %q: storing the checkpoint: %w", "p", context.DeadlineExceeded)
+	again, err := s.afterRun(stopped, sl, notStored, pace.New(restarts))
+	if again || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("again %v, err %v; want the store's error, and not to run again", again, err)
+	}
+	if want := `level=ERROR msg="projection stopped, but not cleanly: the next run resumes from its last stored checkpoint (and applies nothing twice)" projection=p err="projector: runner \"p\": storing the checkpoint: context deadline exceeded"`; !strings.Contains(log.String(), want) {
+		t.Errorf("log:\n%s\nwant a line\n%s", log.String(), want)
+	}
+	cut := fmt.Errorf("projector: runner %q: storing the checkpoint: %w", "p", context.Canceled)
+	if again, err := s.afterRun(stopped, sl, cut, pace.New(restarts)); again || err != nil {
+		t.Errorf("a store the stop cut short: again %v, err %v; want neither", again, err)
 	}
 }

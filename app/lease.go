@@ -203,6 +203,11 @@ func (h *heldLease) isLost() bool {
 	}
 }
 
+// letGoWait bounds a release of a lease, and of a process's heartbeat: a
+// MongoDB that does not answer in it will not answer the others of a stop
+// either, and the lease expires by itself.
+const letGoWait = 5 * time.Second
+
 // release stops renewing and lets the lease go. One known lost is let go
 // too: a renewal that came late (a loaded machine) leaves the lease this
 // process's in the store until it expires, and the release is conditional
@@ -211,7 +216,7 @@ func (h *heldLease) release() {
 	h.stop()
 	<-h.done
 	l := h.current()
-	wait := h.ttl
+	wait := min(h.ttl, letGoWait)
 	if h.isLost() {
 		// Let go in passing: it expires by itself, and MongoDB, which did
 		// not answer its renewal, may not answer this either (a stop

@@ -336,6 +336,9 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 		defer stop()
 	}
 	s.logger.Info("projector runs", "esdb", s.client.String(), "mongo", s.mongo, "database", s.c.database, "projections", strings.Join(names(s.c.selected), ","), "group", s.c.group)
+	defer context.AfterFunc(ctx, func() {
+		s.logger.Info("stopping: the events being handled finish, then the checkpoints are stored", "drain_timeout", s.c.drainTimeout)
+	})()
 	errs := s.runSlots(runCtx, stopAll)
 	stopAll()
 	samplerDone := make(chan struct{})
@@ -786,6 +789,13 @@ func (s *session) afterRun(ctx context.Context, sl *slot, err error, pacer *pace
 		// Stopped while an event that may succeed later failed: it was
 		// not stopped for good (it would run again), whichever came first.
 		return false, nil
+	case ctx.Err() != nil && !errors.As(err, &failed) && !errors.Is(err, context.Canceled):
+		// Stopped, and a call failed by itself as it stopped (the last
+		// checkpoint's store, on a MongoDB that did not answer): said, and
+		// the exit status says it.
+		s.logger.Error("projection stopped, but not cleanly: the next run resumes from its last stored checkpoint (and applies nothing twice)",
+			errAttrs(err, "projection", sl.name)...)
+		return false, err
 	case ctx.Err() != nil && !errors.As(err, &failed):
 		// Stopped while it started or stored (its indexes, its version,
 		// a checkpoint): the stop is what made the call fail, as

@@ -862,16 +862,18 @@ func (g *segments) lostAll() bool {
 // processes take them without waiting for their leases to expire. The run
 // has stopped.
 func (g *segments) releaseAll() {
+	var wg sync.WaitGroup
 	for _, k := range g.keys() {
-		g.release(k, "stopping")
+		wg.Go(func() { g.release(k, "stopping") }) // together: a stop waits letGoWait at most
 	}
+	wg.Wait()
 	g.sl.leader.Store(false)
 }
 
 // leave lets go of this process's heartbeat: the others count it out at
 // once.
 func (g *segments) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), g.s.c.lease)
+	ctx, cancel := context.WithTimeout(context.Background(), min(g.s.c.lease, letGoWait))
 	defer cancel()
 	if err := segment.Leave(ctx, g.s.store.Database(), g.work.group, g.s.holder); err != nil {
 		g.logger.Warn("leaving the projection's processes", "projection", g.sl.name, "err", err)

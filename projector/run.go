@@ -115,14 +115,17 @@ func (x *run) execute(ctx context.Context) error {
 	}()
 	x.drain(workers, stopWork)
 	x.noteUnsettled()
-	// The saver's store call, if one is under way, ends (its own timeout
-	// bounds it) before the last one: cancelled, it could still reach the
-	// store after the last and, where conditional writes are not atomic
-	// (FerretDB), store an older checkpoint over it.
+	// The stores after the drain take saveTimeout in all, so that a stop
+	// on a MongoDB that does not answer ends within the drain timeout and
+	// it. The saver's store call, if one is under way, ends (its own
+	// timeout bounds it) before the last one: cancelled, it could still
+	// reach the store after the last and, where conditional writes are not
+	// atomic (FerretDB), store an older checkpoint over it.
+	storeBy := time.Now().Add(saveTimeout)
 	close(stopSaver)
 	<-saverDone
 	stopWork()
-	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveTimeout)
+	saveCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), storeBy)
 	defer cancel()
 	saveErr := x.save(saveCtx)
 	// Whatever is still held back (the checkpoint did not move) is written,
