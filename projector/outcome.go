@@ -198,6 +198,11 @@ func (e *Engine) report(t target, ev Event, f failure, outcome Outcome) Result {
 			// resumes from its checkpoint, which logs it stopped): not
 			// an error yet.
 			level = slog.LevelWarn
+		case outcome == Failed && e.policyOf(t.p) == Hold:
+			// Its document is held at it next ("document held", at Warn,
+			// holdFailed): quarantined, as a parked event is, not an error
+			// that stops anything.
+			level = slog.LevelWarn
 		}
 		switch outcome {
 		case Skipped:
