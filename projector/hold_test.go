@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/internal/cart"
+	"github.com/revgate/projector/internal/lockedbuf"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
 	"github.com/revgate/projector/projectortest"
@@ -125,10 +127,24 @@ func TestHold_a_poison_event_holds_its_document_only_and_replay_brings_it_to_the
 			}
 			all, carts, poisoned := holdLog(t, n)
 			s := newStore(t)
-			e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(patient()), projector.WithParker(s))
+			var logs lockedbuf.Buffer
+			e, err := projector.NewEngine(s, cart.Registry(), []projector.Definition{p}, projector.WithRetry(patient()), projector.WithParker(s),
+				projector.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Quarantined, not an error: the event that holds its document is
+			// logged at warn, with its error, and then the hold.
+			t.Cleanup(func() {
+				for _, want := range []string{`level=WARN msg="event failed" projection=trail document=` + poisoned, `level=WARN msg="document held: `} {
+					if !strings.Contains(logs.String(), want) {
+						t.Errorf("the log lacks %s:\n%s", want, logs.String())
+					}
+				}
+				if strings.Contains(logs.String(), "level=ERROR") {
+					t.Errorf("an error line, though the document is held:\n%s", logs.String())
+				}
+			})
 			opts := []projector.RunnerOption{projector.WithWorkers(2), projector.WithReconnect(fastReconnect())}
 			if !batched {
 				opts = append(opts, projector.WithBatch(1, 0))
