@@ -38,7 +38,7 @@ func (c *runConfig) checkSegments() error {
 
 // errSegmentCount: a process was given another number of segments than the
 // projection's collection was split into by its first segmented run.
-var errSegmentCount = errors.New("the projection runs in another number of segments")
+var errSegmentCount = errors.New("the projection runs in segments, and not as this process would run it")
 
 // followSegments sets how many segments this process runs slot sl's
 // projection in: --segments; without it, the number the collection's first
