@@ -99,13 +99,14 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // T (the newest M, if several types are so named). A field
 // that holds something else ("one", an object) makes the event undecodable
 // ([ErrUndecodable]): its shape cannot be told. Where the current shape is
-// registered as T (or [Renamed] from T), the registry cannot tell a version newer than the
-// current one from the current one, so a producer that writes a new shape
-// ahead of the projector's upgrade writes events the projector decodes as
-// T: deploy the projector that knows a version first, or let the new
-// version's events carry a new type name. Where it is registered as
-// "T.vM", a version newer than M makes the event undecodable, rather than
-// read as an older form (T, with no version, say). Events
+// registered as T (or [Renamed] from T), the registry cannot tell a
+// version newer than the current one from the current one, so a producer
+// that writes a new shape ahead of the projector's upgrade writes events
+// the projector decodes as T: deploy the projector that knows a version
+// first, or let the new version's events carry a new type name. Where it
+// is registered as "T.vM", a version newer than M makes the event
+// undecodable, rather than read as an older form (T, with no version,
+// say). Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -328,12 +329,13 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 }
 
 // newerThanKnown returns the newest form "T.vN" of type name t when
-// version v is newer than N and no type is named t now: then the current
-// shape's version is known (N, or a type's name now that is not t), and an
-// event of version v has a shape the registry has never seen. It returns
-// "" otherwise; where t is a type's name now, its version is not known,
-// and a version no form has is read as t (see [Registry.VersionField]).
-// The caller holds r.mu.
+// version v is newer than N and the events of t without a version are not
+// of the current shape (t is an older form, or none): then the current
+// shape's version is known, and an event of version v has a shape the
+// registry has never seen. It returns "" otherwise; where t holds the
+// current shape (its name now, or one it was renamed from), the current
+// version is not known, and a version no form has is read as t (see
+// [Registry.VersionField]). The caller holds r.mu.
 func (r *Registry) newerThanKnown(t, v string) string {
 	newest, versioned := r.newest[t]
 	if !versioned {
