@@ -40,6 +40,13 @@ func (x *run) saver(ctx context.Context, stop <-chan struct{}) {
 				continue
 			}
 		}
+		select {
+		case <-stop:
+			// Told to stop while a tick was due too (select picks either):
+			// a store begun now would outlast the stop's bound on them.
+			return
+		default:
+		}
 		if x.holdsSave(last) {
 			continue
 		}

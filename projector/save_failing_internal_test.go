@@ -69,3 +69,46 @@ func (h countingHandler) Handle(ctx context.Context, rec slog.Record) error {
 	}
 	return h.Handler.Handle(ctx, rec)
 }
+
+// blockingCheckpoints holds each save until released: a store that does
+// not answer.
+type blockingCheckpoints struct {
+	saves   atomic.Int64
+	began   chan struct{}
+	release chan struct{}
+}
+
+func (*blockingCheckpoints) LoadCheckpoint(context.Context, string) (*Checkpoint, error) {
+	return nil, nil
+}
+
+func (b *blockingCheckpoints) SaveCheckpoint(ctx context.Context, _ string, _ Checkpoint) error {
+	if b.saves.Add(1) == 1 {
+		close(b.began)
+	}
+	<-b.release
+	return errors.New("no answer")
+}
+
+// Told to stop while a store is under way, the saver begins no other once
+// it ends, although its tick is due too: the stores of a stop are bounded
+// (the last one's deadline counts from the drain), and one begun after the
+// stop would outlast it.
+func TestSaver_told_to_stop_during_a_store_begins_no_other(t *testing.T) {
+	for i := range 20 {
+		cps := &blockingCheckpoints{began: make(chan struct{}), release: make(chan struct{})}
+		r := &Runner{name: "r", every: 1, interval: time.Millisecond, checkpoints: cps, logger: slog.New(slog.DiscardHandler)}
+		x := &run{r: r, tr: newTracker(nil), saveNow: make(chan struct{}, 1), engine: &Engine{core: &core{}}}
+		x.completed(x.tr.add(&Checkpoint{Position: 1}))
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); x.saver(context.Background(), stop) }()
+		<-cps.began
+		close(stop)
+		time.Sleep(5 * time.Millisecond) // ticks come due meanwhile
+		close(cps.release)
+		<-done
+		if n := cps.saves.Load(); n != 1 {
+			t.Fatalf("round %d: %d stores, want the one under way only", i, n)
+		}
+	}
+}
