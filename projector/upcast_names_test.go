@@ -59,21 +59,13 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 	if near, ok := r.Near("Score"); ok {
 		t.Errorf(`Near("Score") = %q: a known type is near nothing`, near)
 	}
-	for _, c := range []struct {
-		name, meta, data string
-		want             any
-	}{
+	checkDecodes(t, r, "Score", []decodeCase{
 		{"v1", `{"schemaVersion":1}`, `{"pts":2}`, ScoreV3{Points: 20}},
 		{"v3", `{"schemaVersion":"v3"}`, `{"points":4}`, ScoreV3{Points: 4}},
 		{"no version", `{}`, `{"points":5}`, ScoreV3{Points: 5}},
 		{"no metadata", ``, `{"points":6}`, ScoreV3{Points: 6}},
 		{"an older version no form has", `{"schemaVersion":2}`, `{"points":7}`, ScoreV3{Points: 7}},
-	} {
-		ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(c.meta), Data: []byte(c.data)})
-		if err != nil || ev.Payload != c.want {
-			t.Errorf("%s: %#v, %v; want %#v", c.name, ev.Payload, err, c.want)
-		}
-	}
+	})
 	_, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":"one"}`), Data: []byte(`{"points":4}`)})
 	// Named as stored, and as the form it is read as.
 	if want := `: Score (read as Score.v3) event e `; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
@@ -106,18 +98,10 @@ func TestRegistry_does_not_read_a_version_newer_than_the_current_one_as_the_unve
 	projector.Register[Weight](r, "Weight.v2", projector.Upcast("Weight", func(v WeightV1) (Weight, error) {
 		return Weight{Grams: int(v.Pounds * 453.59237)}, nil
 	}))
-	for _, c := range []struct {
-		name, meta, data string
-		want             any
-	}{
+	checkDecodes(t, r, "Weight", []decodeCase{
 		{"no version: pounds", ``, `{"lb":2}`, Weight{Grams: 907}},
 		{"version 2: grams", `{"schemaVersion":2}`, `{"g":70500}`, Weight{Grams: 70500}},
-	} {
-		ev, err := r.Decode(projector.Event{ID: "e", Type: "Weight", Metadata: []byte(c.meta), Data: []byte(c.data)})
-		if err != nil || ev.Payload != c.want {
-			t.Errorf("%s: %#v, %v; want %#v", c.name, ev.Payload, err, c.want)
-		}
-	}
+	})
 	ev, err := r.Decode(projector.Event{Type: "Weight", StreamID: "patient-7", Metadata: []byte(`{"schemaVersion":3}`), Data: []byte(`{"kg":70.5}`)})
 	// (An event built by hand, with no id: none in the message.)
 	want := `payload does not decode: Weight event (stream "patient-7", revision 0): its metadata's "schemaVersion" is 3, a version newer than Weight.v2, the newest this registry knows: deploy the projector that knows version 3 before the writers that write it`
@@ -170,14 +154,28 @@ func TestRegistry_a_renamed_current_shape_with_a_versioned_older_form_reads_the_
 	r := projector.NewRegistry().VersionField("schemaVersion")
 	projector.Register[Points](r, "billing.Points", projector.Renamed("Score"),
 		projector.Upcast("Score.v1", func(v ScoreV1Pts) (Points, error) { return Points{Points: 10 * v.Pts}, nil }))
-	for _, c := range []struct{ meta, data string }{{``, `{"points":5}`}, {`{"schemaVersion":2}`, `{"points":5}`}, {`{"schemaVersion":1}`, `{"pts":5}`}} {
-		want := Points{Points: 5}
-		if c.data == `{"pts":5}` {
-			want = Points{Points: 50}
-		}
-		ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(c.meta), Data: []byte(c.data)})
-		if err != nil || ev.Payload != want {
-			t.Errorf("Score, metadata %q: %#v, %v; want %#v", c.meta, ev.Payload, err, want)
+	checkDecodes(t, r, "Score", []decodeCase{
+		{"no version", ``, `{"points":5}`, Points{Points: 5}},
+		{"version 2, today's", `{"schemaVersion":2}`, `{"points":5}`, Points{Points: 5}},
+		{"version 1", `{"schemaVersion":1}`, `{"pts":5}`, Points{Points: 50}},
+	})
+}
+
+// decodeCase is an event as stored, by its metadata and data, and the
+// payload it must decode to.
+type decodeCase struct {
+	name, meta, data string
+	want             any
+}
+
+// checkDecodes decodes an event of type typ for each case, and fails t for
+// each that does not give its payload.
+func checkDecodes(t *testing.T, r *projector.Registry, typ string, cases []decodeCase) {
+	t.Helper()
+	for _, c := range cases {
+		ev, err := r.Decode(projector.Event{ID: "e", Type: typ, Metadata: []byte(c.meta), Data: []byte(c.data)})
+		if err != nil || ev.Payload != c.want {
+			t.Errorf("%s, %s: %#v, %v; want %#v", typ, c.name, ev.Payload, err, c.want)
 		}
 	}
 }
