@@ -297,8 +297,9 @@ func (c *benchCommand) expectDetails() error {
 type benchPhase struct {
 	name     string
 	took     time.Duration
-	peakHeap uint64 // the bench's heap in use at its peak, above what it was before
-	events   int    // how many events the way handled (B may take a sample)
+	peakHeap uint64  // the bench's heap in use at its peak, above what it was before
+	events   int     // how many events the way handled (B may take a sample)
+	cores    float64 // the machine's cores busy on average while it ran (busyCores; -1: unknown)
 }
 
 // rate is the way's events per second.
@@ -314,9 +315,11 @@ func (c *benchCommand) measure(ctx context.Context, name string, fn func(db *mon
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	peak, stop := heapPeak()
+	cores := busyCores()
 	began := time.Now()
 	own, err := fn(db)
 	took := time.Since(began)
+	busy := cores()
 	if own > 0 {
 		took = own
 	}
@@ -329,7 +332,7 @@ func (c *benchCommand) measure(ctx context.Context, name string, fn func(db *mon
 		extra = p - before.HeapInuse
 	}
 	fmt.Fprintf(c.stderr, "  %s: %v\n", name, took.Round(time.Millisecond))
-	return benchPhase{name, took, extra, c.elog.total}, db, nil
+	return benchPhase{name, took, extra, c.elog.total, busy}, db, nil
 }
 
 // benchDatabases are the databases the bench made in this process, each
@@ -379,19 +382,20 @@ func (c *benchCommand) warmUp(ctx context.Context) error {
 
 // benchRounds is what the rounds of A, D, L and R measured.
 type benchRounds struct {
-	a, d, l, r   []time.Duration // each way's time, round by round
-	aReps        []childReport   // A's reports, round by round
-	heapA, heapL uint64          // the highest peak heap of A's and L's rounds
-	maxRSS       int64           // the highest peak resident set of A's rounds
-	wrong        int             // the most documents of A that differ from the fold in a round
-	g            groupRounds     // G's rounds, with --group-consumers
+	a, d, l, r   []time.Duration      // each way's time, round by round
+	cores        map[string][]float64 // the machine's cores busy during A, L and R, round by round
+	aReps        []childReport        // A's reports, round by round
+	heapA, heapL uint64               // the highest peak heap of A's and L's rounds
+	maxRSS       int64                // the highest peak resident set of A's rounds
+	wrong        int                  // the most documents of A that differ from the fold in a round
+	g            groupRounds          // G's rounds, with --group-consumers
 }
 
 // runRounds runs A, L and R (and D), in turns, --rounds times: the medians
 // are reported, so that one slow run of one way on a shared machine does
 // not decide a ratio.
 func (c *benchCommand) runRounds(ctx context.Context) (*benchRounds, error) {
-	rs := &benchRounds{}
+	rs := &benchRounds{cores: map[string][]float64{}}
 	for round := range c.rounds {
 		if err := c.runRound(ctx, round, rs); err != nil {
 			return nil, err
@@ -411,6 +415,7 @@ func (c *benchCommand) runRound(ctx context.Context, round int, rs *benchRounds)
 	rs.wrong = max(rs.wrong, c.want.wrong(ctx, dbA))
 	rs.maxRSS = max(rs.maxRSS, rep.maxRSS)
 	rs.a, rs.aReps, rs.heapA = append(rs.a, a.took), append(rs.aReps, rep), max(rs.heapA, a.peakHeap)
+	rs.cores["A"] = append(rs.cores["A"], a.cores)
 	if c.details != nil {
 		d, err := c.runD(ctx)
 		if err != nil {
@@ -423,11 +428,12 @@ func (c *benchCommand) runRound(ctx context.Context, round int, rs *benchRounds)
 		return err
 	}
 	rs.l, rs.heapL = append(rs.l, l.took), max(rs.heapL, l.peakHeap)
+	rs.cores["L"] = append(rs.cores["L"], l.cores)
 	r, _, err := c.measure(ctx, "R", func(*mongo.Database) (time.Duration, error) { return benchRead(ctx, c.elog.client, c.elog.total) })
 	if err != nil {
 		return err
 	}
-	rs.r = append(rs.r, r.took)
+	rs.r, rs.cores["R"] = append(rs.r, r.took), append(rs.cores["R"], r.cores)
 	if c.groupConsumers > 0 {
 		g, wrong, err := c.runG(ctx, round)
 		if err != nil {
@@ -532,8 +538,8 @@ func (c *benchCommand) runB(ctx context.Context) (*benchPhase, error) {
 // went to (resA).
 func (c *benchCommand) report(rs *benchRounds, b *benchPhase, resA childReport) {
 	total := c.elog.total
-	a := benchPhase{"A", median(rs.a), rs.heapA, total}
-	l := benchPhase{"L", median(rs.l), rs.heapL, total}
+	a := benchPhase{"A", median(rs.a), rs.heapA, total, medianCores(rs.cores["A"])}
+	l := benchPhase{"L", median(rs.l), rs.heapL, total, medianCores(rs.cores["L"])}
 	phases := []benchPhase{a}
 	if b != nil {
 		phases = append(phases, *b)
@@ -542,7 +548,39 @@ func (c *benchCommand) report(rs *benchRounds, b *benchPhase, resA childReport) 
 	c.printTable(phases, rs)
 	c.printRatios(a, b, l, rs)
 	c.printBreakdown(resA, median(rs.r))
+	c.printCores(rs)
 	c.printGroup(rs)
+}
+
+// printCores prints how many of the machine's cores were busy during A, L
+// and R (the medians of their rounds): where L and R keep every core busy,
+// no overlap of reading and writing brings A below F.
+func (c *benchCommand) printCores(rs *benchRounds) {
+	a, l, r := medianCores(rs.cores["A"]), medianCores(rs.cores["L"]), medianCores(rs.cores["R"])
+	if a < 0 || l < 0 || r < 0 {
+		return
+	}
+	fmt.Fprintf(c.stdout, "  the machine's cores busy (of %d; every process, the servers' too; medians): A %.2f, L %.2f, R %.2f; "+
+		"the least time reading and writing in full overlap could take, with no other work, is F's CPU over %d cores: %v\n",
+		runtime.NumCPU(), a, l, r, runtime.NumCPU(), overlapFloor(median(rs.r), r, median(rs.l), l).Round(time.Millisecond))
+}
+
+// overlapFloor is the least time R's and L's work (their times and the
+// cores they kept busy) could take done at once on this machine's cores:
+// their CPU time over the cores, and no less than the longer of the two.
+func overlapFloor(r time.Duration, rCores float64, l time.Duration, lCores float64) time.Duration {
+	cpu := time.Duration((r.Seconds()*rCores + l.Seconds()*lCores) / float64(runtime.NumCPU()) * float64(time.Second))
+	return max(cpu, r, l)
+}
+
+// medianCores is the median of cores busy over rounds, -1 when a round
+// could not measure it.
+func medianCores(cs []float64) float64 {
+	if len(cs) == 0 || slices.Contains(cs, -1) {
+		return -1
+	}
+	s := slices.Sorted(slices.Values(cs))
+	return s[len(s)/2]
 }
 
 // printTable prints a row for each of phases, the last of which is L, then
