@@ -21,7 +21,8 @@ var ErrNotYet = errors.New("read model has not caught up")
 // WaitForRevision is read-your-writes for an API: after appending an event at
 // stream revision revision, it waits until document id of collection has
 // applied it (its revision is at least revision), reading with backoff under
-// policy and bounded by ctx. The error wraps [ErrNotYet] and says where the
+// policy and bounded by ctx. The error wraps [ErrNotYet] (and
+// [context.Cause] of ctx, when ctx ended the wait) and says where the
 // document was. It is for documents under the revision gate (one stream per
 // document); for documents fed by several streams, wait on the position
 // ([WaitForPosition]).
@@ -70,11 +71,20 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 	}
 	switch {
 	case errors.Is(err, ErrNotYet) || ctx.Err() != nil:
-		return fmt.Errorf("projector: %s/%s wanted at revision %d, saw %s: %w", collection, id, revision, where, ErrNotYet)
+		return fmt.Errorf("projector: %s/%s wanted at revision %d, saw %s: %w", collection, id, revision, where, notYet(ctx))
 	case errors.Is(err, errNotGated):
 		return fmt.Errorf("projector: %s/%s: %w", collection, id, err)
 	}
 	return fmt.Errorf("projector: waiting for %s/%s: %w", collection, id, err)
+}
+
+// notYet is [ErrNotYet], with what ended the wait when its context did (a
+// deadline, or a caller that went away), so that errors.Is tells them apart.
+func notYet(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w (%w)", ErrNotYet, context.Cause(ctx))
+	}
+	return ErrNotYet
 }
 
 // notGated is ErrNotYet where document id of collection is not there,
@@ -108,7 +118,8 @@ type reacher interface {
 
 // WaitForPosition is read-your-writes by global position: it waits until the
 // checkpoint of subscription name has reached position (every event up to it
-// is applied), under policy and bounded by ctx. The error wraps [ErrNotYet].
+// is applied), under policy and bounded by ctx. The error wraps [ErrNotYet]
+// (and [context.Cause] of ctx, when ctx ended the wait).
 //
 // name is the runner's: under the projector command line, the collection the
 // projection writes, which a rebuild changes: given the projection's own
@@ -160,7 +171,7 @@ func WaitForPosition(ctx context.Context, checkpoints CheckpointStore, name stri
 		return nil
 	}
 	if errors.Is(err, ErrNotYet) || ctx.Err() != nil {
-		return fmt.Errorf("projector: checkpoint of %q wanted at %d, saw %s: %w", name, position, checkpointAttr(seen), ErrNotYet)
+		return fmt.Errorf("projector: checkpoint of %q wanted at %d, saw %s: %w", name, position, checkpointAttr(seen), notYet(ctx))
 	}
 	return fmt.Errorf("projector: waiting for the checkpoint of %q: %w", name, err)
 }

@@ -84,6 +84,32 @@ func TestWaitForPosition_follows_the_checkpoint(t *testing.T) {
 	}
 }
 
+// A wait its context ends says so beside ErrNotYet, so that an API tells a
+// deadline (answer 504) from a client that went away; one its policy ends
+// says only ErrNotYet.
+func TestWait_ended_by_its_context_wraps_the_contexts_error_too(t *testing.T) {
+	s := newStore(t)
+	p := shortWait()
+	p.MaxElapsed = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := projector.WaitForRevision(ctx, s, cart.DetailsName, "absent", 0, p)
+	if !errors.Is(err, projector.ErrNotYet) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitForRevision past its deadline: %v; want ErrNotYet and DeadlineExceeded", err)
+	}
+	gone, stop := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, stop)
+	err = projector.WaitForPosition(gone, s, "none", 10, p)
+	if !errors.Is(err, projector.ErrNotYet) || !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitForPosition cancelled: %v; want ErrNotYet and Canceled", err)
+	}
+	p.MaxElapsed = 50 * time.Millisecond
+	err = projector.WaitForPosition(context.Background(), s, "none", 10, p)
+	if !errors.Is(err, projector.ErrNotYet) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitForPosition out of policy: %v; want ErrNotYet alone", err)
+	}
+}
+
 // A document kept under another strategy than the revision gate has no
 // revision: waiting on one fails at once, saying to wait on the position,
 // rather than run out saying it saw no document.

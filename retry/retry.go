@@ -19,6 +19,7 @@
 package retry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,6 +142,7 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 	attempts := 0
 	var last error
 	stopped := false // the attempt's own error ended the loop
+	during := false  // ctx ended during an attempt, not a wait
 	res, err := backoff.RetryNotifyWithTimerAndData(func() (T, error) {
 		attempts++
 		v, err := op(ctx)
@@ -148,8 +150,12 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 			return v, nil
 		}
 		last = err
-		if IsPermanent(err) || ctx.Err() != nil || (p.ShouldRetry != nil && !p.ShouldRetry(err)) {
+		if IsPermanent(err) || (p.ShouldRetry != nil && !p.ShouldRetry(err)) {
 			stopped = true
+			return v, backoff.Permanent(err)
+		}
+		if ctx.Err() != nil {
+			during = true
 			return v, backoff.Permanent(err)
 		}
 		if l.halted() {
@@ -165,8 +171,11 @@ func DoValue[T any](ctx context.Context, p Policy, op func(ctx context.Context) 
 	case err == nil || stopped:
 		return res, err
 	case ctx.Err() != nil:
-		if last == nil {
-			return res, ctx.Err()
+		switch {
+		case last == nil || errors.Is(last, ctx.Err()):
+			return res, cmp.Or(last, ctx.Err())
+		case during:
+			return res, fmt.Errorf("%w during an attempt: %w", ctx.Err(), last)
 		}
 		return res, fmt.Errorf("%w while waiting to retry (last error: %w)", ctx.Err(), last)
 	case l.halted():

@@ -3,6 +3,7 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -188,6 +189,35 @@ func TestDo_context_cancel_stops_a_wait_at_once(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Fatalf("calls = %d, want 1", calls)
+	}
+}
+
+// A context that ends during an attempt, whose error does not say so (a
+// driver's "server selection error"), still gives an error that matches
+// ctx.Err(), with the attempt's.
+func TestDo_context_ended_during_an_attempt_matches_ctx_err_and_keeps_the_attempts_error(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	attempts := 0
+	err := retry.Do(ctx, retry.Default(), func(context.Context) error {
+		attempts++
+		cancel()
+		return errFlaky
+	})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, errFlaky) {
+		t.Fatalf("err = %v: want both the cancellation and the attempt's error", err)
+	}
+	if want := "context canceled during an attempt: "; !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %q, want it to begin %q", err, want)
+	}
+	if attempts != 1 {
+		t.Errorf("attempts = %d, want 1", attempts)
+	}
+	// An attempt's error that says so already is returned as it is.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	own := fmt.Errorf("read: %w", context.Canceled)
+	err = retry.Do(ctx2, retry.Default(), func(context.Context) error { cancel2(); return own })
+	if err != own {
+		t.Errorf("err = %v, want the attempt's own %v", err, own)
 	}
 }
 
