@@ -32,7 +32,8 @@ func NewLog(registry *projector.Registry) *Log {
 
 // Append records payloads at the end of stream and returns them as the engine
 // receives them: encoded, decoded, with ids, revisions and positions. It fails
-// only for a payload whose type is not registered.
+// only for a payload whose type is not registered, and then appends none of
+// them, as an event store appends a batch.
 //
 // A payload that is a [projector.Event] is an event as stored, in an older
 // form maybe: its Type and Data (and its Metadata, when it has some) are
@@ -53,15 +54,18 @@ func (l *Log) AppendWithMetadata(stream string, metadata []byte, payloads ...any
 	for _, p := range payloads {
 		ev, err := encode(l.registry, p, metadata)
 		if err != nil {
-			return nil, err
+			return nil, err // nothing appended: as a store appends, all or none
 		}
+		out = append(out, ev)
+	}
+	for i, ev := range out {
 		l.position++
 		ev.ID, ev.StreamID, ev.StreamRevision, ev.Position, ev.Created = uuid.NewString(), stream, l.streams[stream], l.position, l.clock()
 		l.streams[stream]++
 		if ev.Payload == nil {
 			ev, _ = l.registry.Decode(ev) // an event as stored: undecoded when it does not decode
 		}
-		out = append(out, ev)
+		out[i] = ev
 	}
 	return out, nil
 }

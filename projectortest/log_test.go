@@ -30,6 +30,15 @@ func TestLog_assigns_revisions_per_stream_and_positions_globally(t *testing.T) {
 	if _, err := log.Append("a", struct{}{}); err == nil {
 		t.Fatal("an unregistered payload was appended")
 	}
+	// A batch with one payload that cannot be appended appends none:
+	// the next event takes the revision and position the batch would have.
+	if _, err := log.Append("a", tick{5}, struct{}{}); err == nil {
+		t.Fatal("a batch with an unregistered payload was appended")
+	}
+	next := log.MustAppend(t, "a", tick{6})
+	if next[0].StreamRevision != 3 || next[0].Position != 5 {
+		t.Fatalf("after a refused batch: revision %d, position %d; want 3 and 5 (nothing of it appended)", next[0].StreamRevision, next[0].Position)
+	}
 }
 
 func TestRedeliver_delivers_each_event_1_to_n_times_copies_after_the_original(t *testing.T) {
