@@ -223,7 +223,8 @@ func parseSampler(name, arg string) (sdktrace.Sampler, error) {
 }
 
 // startTracing sets up the SDK as c says and makes it the global tracer
-// provider; stop flushes the spans and shuts it down.
+// provider; stop flushes the spans, shuts it down and puts back the
+// globals it replaced.
 func startTracing(ctx context.Context, c tracingConfig, name string, stderr io.Writer) (stop func(context.Context) error, err error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", c.service)),
@@ -248,10 +249,19 @@ func startTracing(ctx context.Context, c tracingConfig, name string, stderr io.W
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
+	// The globals the program had (a provider of its own, maybe) are its
+	// again once the command ends: a provider shut down is left to no one.
+	oldTP, oldProp, oldHandler := otel.GetTracerProvider(), otel.GetTextMapPropagator(), otel.GetErrorHandler()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tracingError(stderr, name, err) }))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	return tp.Shutdown, nil
+	return func(ctx context.Context) error {
+		err := tp.Shutdown(ctx)
+		otel.SetTracerProvider(oldTP)
+		otel.SetTextMapPropagator(oldProp)
+		otel.SetErrorHandler(oldHandler)
+		return err
+	}, nil
 }
 
 // tracingShutdown bounds how long the spans of a command that ends may take

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/revgate/projector/app"
 )
@@ -24,9 +25,18 @@ func TestRun_tracing_is_set_up_from_OTEL_variables_and_flushed_at_exit(t *testin
 		span.End()
 		return nil
 	}}}
+	// The program's own provider is its again after the command.
+	mine := sdktrace.NewTracerProvider()
+	defer mine.Shutdown(context.Background())
+	before := otel.GetTracerProvider()
+	otel.SetTracerProvider(mine)
+	defer otel.SetTracerProvider(before)
 	code, _, stderr = run(c, map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "traced-test"}, "traced")
 	if code != 0 || !strings.Contains(stderr, `"Name":"the-command's-span"`) {
 		t.Fatalf("console exporter: exit %d, stderr %q; want the span, flushed at exit", code, stderr)
+	}
+	if got := otel.GetTracerProvider(); got != mine {
+		t.Fatalf("after the command, the global tracer provider is %T %p, not the program's own %p", got, got, mine)
 	}
 	code, _, stderr = run(c, map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, "traced")
 	if code != 0 || strings.Contains(stderr, "the-command's-span") {
