@@ -535,6 +535,22 @@ var binaries = map[string]func() app.Config{
 	"all-tickets": func() app.Config {
 		return config(app.Projection{Definition: allTickets(), Reads: app.StreamPrefix("ticket/")})
 	},
+	"stuck-tickets": func() app.Config {
+		// A step that never returns once it meets a note "stuck" (a user's
+		// loop that does not end), having said so in the file
+		// APP_TEST_STUCK names.
+		p := projector.New[ticket]("tickets", projector.StreamSuffix("ticket/"))
+		projector.Create(p, func(opened) (ticket, error) { return ticket{}, nil })
+		projector.On(p, func(t ticket, n noted) (ticket, error) {
+			if n.Text == "stuck" {
+				os.WriteFile(os.Getenv("APP_TEST_STUCK"), []byte("stuck"), 0o600)
+				select {}
+			}
+			t.Notes++
+			return t, nil
+		})
+		return config(app.Projection{Definition: p, Reads: app.StreamPrefix("ticket/")})
+	},
 	"no-dial": func() app.Config {
 		c := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")})
 		c.Dial = nil
@@ -581,8 +597,15 @@ func startServers(t testing.TB, o e2e.Options) *e2e.Servers {
 // startBinary runs this test binary as the program binaries[name], with args.
 func startBinary(t *testing.T, name string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer) {
 	t.Helper()
+	return startBinaryEnv(t, name, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env (KEY=value) added to the
+// program's environment.
+func startBinaryEnv(t *testing.T, name string, env []string, args ...string) (cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
 	cmd = exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "APP_TEST_MAIN="+name)
+	cmd.Env = append(append(os.Environ(), "APP_TEST_MAIN="+name), env...)
 	stderr = new(bytes.Buffer)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {

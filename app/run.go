@@ -52,7 +52,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
-	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish (the stop then takes 15s more at most: the checkpoints' stores, the leases let go)")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish (the stop then takes 15s more at most: the checkpoints' stores, the leases let go; a step that never returns is given up on 20s after it, exit 1)")
 	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked, which they look for every second)")
 	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it, and a process without --segments runs each projection in its recorded number)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
@@ -339,7 +339,10 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	defer context.AfterFunc(ctx, func() {
 		s.logger.Info("stopping: the events being handled finish, then the checkpoints are stored", "drain_timeout", s.c.drainTimeout)
 	})()
-	errs := s.runSlots(runCtx, stopAll)
+	errs, err := s.runSlotsBounded(ctx, runCtx, stopAll)
+	if err != nil {
+		return err
+	}
 	stopAll()
 	samplerDone := make(chan struct{})
 	go func() { sampler.Wait(); close(samplerDone) }()
@@ -702,6 +705,38 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 	}
 	wg.Wait()
 	return errs
+}
+
+// stopGrace is how much longer than --drain-timeout a stop may take before
+// the projector gives up on it: the checkpoints' stores take 10 s at most,
+// the leases let go 5 s (letGoWait), and 5 s spare.
+const stopGrace = 20 * time.Second
+
+// errStopUnbounded: a stop that did not end in time.
+var errStopUnbounded = errors.New("the stop did not end in time: a projection's step, or a call to the store, does not return; " +
+	"leaving it unfinished (the events being handled are delivered again from the checkpoint)")
+
+// runSlotsBounded is runSlots, bounded once ctx is done (a SIGTERM) by
+// --drain-timeout and stopGrace: a runner waits for the events being
+// handled to return, and a projection's step that does not return (it has
+// no context to end it), or a store call that ignores its context, would
+// hold the process past any grace period an orchestrator gives it, and
+// then be killed without a word.
+func (s *session) runSlotsBounded(ctx, runCtx context.Context, stopAll context.CancelFunc) ([]error, error) {
+	done := make(chan []error, 1)
+	go func() { done <- s.runSlots(runCtx, stopAll) }()
+	select {
+	case errs := <-done:
+		return errs, nil
+	case <-ctx.Done():
+	}
+	bound := s.c.drainTimeout + stopGrace
+	select {
+	case errs := <-done:
+		return errs, nil
+	case <-time.After(bound):
+		return nil, fmt.Errorf("%w (%v after it began: --drain-timeout %v and %v)", errStopUnbounded, bound, s.c.drainTimeout, stopGrace)
+	}
 }
 
 // restarts paces the runs again of a projection whose event failed in a way

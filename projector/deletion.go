@@ -187,10 +187,10 @@ func (e *Engine) deleteDocument(ctx context.Context, t target, ev Event, d delet
 // a stream gives no log positions): the record applies, as it does in the
 // log's order. A tombstoned stream is never written again.
 func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool, error) {
-	if e.streams == nil || d.tombstone {
+	if e.streamReader() == nil || d.tombstone {
 		return false, nil
 	}
-	first, err := e.streams.FirstRevision(ctx, d.stream)
+	first, err := e.streamReader().FirstRevision(ctx, d.stream)
 	switch {
 	case err == nil && first > 0 && rev >= first:
 		return true, nil
@@ -211,11 +211,11 @@ func (e *Engine) writtenSince(ctx context.Context, d deletion, rev uint64) (bool
 // cannot be read). Any other error of the read is returned: the record is
 // tried again, not applied on a guess.
 func (e *Engine) writtenAgainFrom(ctx context.Context, stream string) (int64, error) {
-	if e.history == nil {
+	if e.streamHistory() == nil {
 		return -1, nil
 	}
 	tb := int64(-1)
-	err := e.history.ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
+	err := e.streamHistory().ReadStream(ctx, "$$"+stream, 0, func(ev Event) error {
 		tb = -1
 		if t, ok := truncateBefore(ev); ok && t < math.MaxInt64 {
 			tb = int64(t)

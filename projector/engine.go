@@ -53,8 +53,7 @@ type core struct {
 	queue       *queue
 	onFailure   FailurePolicy
 	parker      Parker
-	streams     StreamReader  // nil: holes are not known
-	history     StreamHistory // nil: batches fold only their own events
+	readers     atomic.Pointer[streamReaders] // nil: none (see streamReader, streamHistory)
 	noFolds     bool
 	ran         atomic.Bool // a runner has run the engine: its stream reader is settled
 	knownSize   int
@@ -129,7 +128,9 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 	for _, o := range opts {
 		o(e)
 	}
-	e.history, _ = e.streams.(StreamHistory)
+	if r := e.readers.Load(); r != nil {
+		r.history, _ = r.streams.(StreamHistory)
+	}
 	e.tracer = tracerOf(e.tracerProvider)
 	e.known = newKnown(cmp.Or(e.knownSize, defaultKnownDocuments))
 	e.holds = newHolds()
@@ -157,7 +158,7 @@ func NewEngine(store driver.Store, registry *Registry, projections []Definition,
 		return nil, err
 	}
 	for _, p := range projections {
-		if len(p.tiedStreams()) > 0 && e.history == nil {
+		if len(p.tiedStreams()) > 0 && e.streamHistory() == nil {
 			return nil, fmt.Errorf("projector: projection %q ties streams (TieStreams): the engine needs a stream reader that reads streams, a StreamHistory (WithStreamReader)", p.Name())
 		}
 	}
@@ -507,7 +508,7 @@ func (e *Engine) unroutable(ctx context.Context, u unrouted, ev Event, undecodab
 	var readErr error
 	if k := e.keeperOf(u.p); k.everyRevision() {
 		feeds := ""
-		if e.history != nil {
+		if e.streamHistory() != nil {
 			t, err := e.readTie(ctx, u.p, ev.StreamID, 0, ev.StreamRevision)
 			if err == nil && t.doc != "" {
 				fed = t.doc

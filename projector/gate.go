@@ -493,7 +493,7 @@ func (e *Engine) firstWait(ctx context.Context, k keeper, t target, ev Event, ap
 			return out, rev, err
 		}
 	}
-	if e.streams != nil {
+	if e.streamReader() != nil {
 		// Late, or gone from the stream?
 		if out, rev, passed, err := e.passHole(ctx, k, t, ev, apply, attempts); passed || err != nil {
 			return out, rev, err

@@ -262,7 +262,7 @@ func (e *Engine) guardedWait(ctx context.Context, k keeper, t target, ev Event, 
 			return out, true, err
 		}
 	}
-	if e.streams == nil || !k.everyRevision() {
+	if e.streamReader() == nil || !k.everyRevision() {
 		return step{}, true, errNotVisible
 	}
 	// Late, or gone from the stream? Asked once, on the first wait.

@@ -478,7 +478,7 @@ func (e *Engine) ReplayHeld(ctx context.Context, name string, held []ParkedEvent
 		out.Document = held[0].Document
 	}
 	if p == nil {
-		out.Left, out.Err = held, fmt.Errorf("%w: %q", ErrNotParked, name)
+		out.Left, out.Err = held, fmt.Errorf("%w: %q", ErrUnknownProjection, name)
 		return out
 	}
 	events := slices.Clone(held)

@@ -113,7 +113,10 @@ type Result struct {
 	// Waits is how many times the gate waited with backoff for the document
 	// to reach the event's predecessor (or for a write that matched nothing).
 	Waits int
-	// Err is set when Outcome is Failed, Skipped or Parked: an [*Error].
+	// Err is set when Outcome is Failed, Skipped, Parked or Held: an
+	// [*Error] (errors.As), which says the event and why, except for an
+	// event of a batch left alone ([ErrNotHandled]) and a replay of a
+	// projection the engine does not run ([ErrUnknownProjection]).
 	Err error
 }
 

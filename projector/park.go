@@ -284,8 +284,8 @@ func countParkedBeside(ctx context.Context) {
 	}
 }
 
-// ErrNotParked: replaying an event of a projection the engine does not run.
-var ErrNotParked = errors.New("no such projection in this engine")
+// ErrUnknownProjection: replaying an event of a projection the engine does not run.
+var ErrUnknownProjection = errors.New("no such projection in this engine")
 
 // Replay applies a parked event, once its projection is fixed, to the
 // document as it is now. The document already counts the event (the engine
@@ -328,7 +328,7 @@ func (e *Engine) Replay(ctx context.Context, pe ParkedEvent) Result {
 	p := e.projection(pe.Projection)
 	ev := pe.Event
 	if p == nil {
-		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrNotParked, pe.Projection)}
+		return Result{Projection: pe.Projection, Document: pe.Document, Outcome: Failed, Err: fmt.Errorf("%w: %q", ErrUnknownProjection, pe.Projection)}
 	}
 	t := target{p, pe.Document}
 	if pe.Held {
@@ -429,7 +429,7 @@ func (e *Engine) replayAt(ctx context.Context, t target, ev Event, pe ParkedEven
 // or stream that cannot be read is a failure too, not a permanent one: the
 // event stays parked.
 func (e *Engine) strayAt(ctx context.Context, t target, ev Event) (failure, bool) {
-	if e.history == nil || !e.keeperOf(t.p).everyRevision() || ev.StreamRevision == 0 {
+	if e.streamHistory() == nil || !e.keeperOf(t.p).everyRevision() || ev.StreamRevision == 0 {
 		return failure{}, false
 	}
 	had, err := e.hadStream(ctx, t, ev.StreamID)

@@ -24,7 +24,7 @@ var errNoRefold = errors.New("the stream does not start at revision 0")
 // anew may have applied it already (it no longer failed), and only a fold
 // anew gives it once.
 func (e *Engine) refolds(t target, head driver.Head) bool {
-	return e.history != nil && !e.noFolds && !head.Deleted && t.p.deletionPolicy() != RemoveDocument
+	return e.streamHistory() != nil && !e.noFolds && !head.Deleted && t.p.deletionPolicy() != RemoveDocument
 }
 
 // refold folds document t anew, as the projection is built now, from the

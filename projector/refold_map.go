@@ -27,7 +27,7 @@ const maxRefoldStreams = 1000
 // its stream after it, ev applied as it is keeps every stream's order.
 func (e *Engine) refoldsMap(meta driver.Meta, ev Event) bool {
 	have, seen := meta.Revisions[streamKey(ev.StreamID)]
-	return e.history != nil && !e.noFolds && seen && have > ev.StreamRevision
+	return e.streamHistory() != nil && !e.noFolds && seen && have > ev.StreamRevision
 }
 
 // refoldMap folds document t anew, as the projection is built now, from

@@ -147,7 +147,10 @@ func WithBatch(size int, window time.Duration) RunnerOption {
 func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes = n } }
 
 // WithDrainTimeout bounds how long a stopping runner waits for the events being
-// handled (default 30s); past it they are abandoned, uncheckpointed. A wait
+// handled (default 30s); past it they are abandoned, uncheckpointed: their
+// context is cancelled, and [Runner.Run] returns once they return. A
+// projection's step has no context: one that never returns holds Run
+// (the projector command gives up on it 20 s later, and exits 1). A wait
 // for a predecessor (the gate's) is not waited for: it ends as the runner
 // starts stopping, and its event is left for the next run.
 func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }
@@ -603,11 +606,10 @@ func checkpointAttr(c *Checkpoint) string {
 // no stream reader, no runner has run it yet, and the source reads streams;
 // else it logs what the engine goes without.
 func (r *Runner) lendStreams(engine *Engine, source Source) {
-	if engine.streams != nil {
+	if engine.streamReader() != nil {
 		return
 	}
-	if h, ok := source.(StreamHistory); ok && !engine.ran.Load() {
-		engine.streams, engine.history = h, h
+	if h, ok := source.(StreamHistory); ok && !engine.ran.Load() && engine.readers.CompareAndSwap(nil, &streamReaders{h, h}) {
 		r.logger.Debug("the engine reads the source's streams: stream folds and holes")
 		return
 	}

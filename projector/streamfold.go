@@ -84,7 +84,7 @@ func (e *Engine) streamFolds(p Definition) bool {
 // for deliveries out of it; under the revision gate, and under a revision
 // map, which gates each stream as the gate does.
 func (e *Engine) fillsGaps(p Definition) bool {
-	if e.history == nil || e.noFolds || p.deletionPolicy() == RemoveDocument {
+	if e.streamHistory() == nil || e.noFolds || p.deletionPolicy() == RemoveDocument {
 		return false
 	}
 	switch e.keeperOf(p).(type) {
@@ -410,7 +410,7 @@ func (b *batchRun) extendOne(ctx context.Context, p Definition, fd *folder) {
 	}
 	fd.readFrom = fd.rev + 1
 	tracing := b.tracing()
-	err := b.history.ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
+	err := b.streamHistory().ReadStream(ctx, stream, fd.rev+1, func(ev Event) error {
 		decoded, err := b.registry.Decode(ev)
 		if err != nil {
 			return ErrStopRead

@@ -57,7 +57,9 @@ var (
 // WithStreamReader lets the gate ask the event store about holes in a
 // stream (see [StreamReader]). Without it, a predecessor that is gone is
 // waited for like a late one, and the event fails when the retries run out.
-func WithStreamReader(r StreamReader) Option { return func(e *Engine) { e.streams = r } }
+func WithStreamReader(r StreamReader) Option {
+	return func(e *Engine) { e.readers.Store(&streamReaders{streams: r}) }
+}
 
 // hole is what the event store says of the events between a document and
 // an event that waits for its predecessor.
@@ -190,10 +192,10 @@ func (h hole) err(t target, stream string, rev uint64) error {
 // gone.
 func (e *Engine) holeBefore(ctx context.Context, t target, ev Event, found bool, rev uint64) (hole, error) {
 	n := ev.StreamRevision
-	if e.streams == nil || n == 0 {
+	if e.streamReader() == nil || n == 0 {
 		return hole{}, nil
 	}
-	first, err := e.streams.FirstRevision(ctx, ev.StreamID)
+	first, err := e.streamReader().FirstRevision(ctx, ev.StreamID)
 	deleted := errors.Is(err, ErrStreamDeleted)
 	switch {
 	case deleted:
@@ -261,7 +263,7 @@ func awayParts(p Definition, away []routedAway) (parts []string, declined string
 // t's document never had the stream (not found) and its earlier events
 // feed another document, ev is the one routed away (stray).
 func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found bool, from uint64) (hole, error) {
-	if e.history == nil || from >= ev.StreamRevision {
+	if e.streamHistory() == nil || from >= ev.StreamRevision {
 		return hole{}, nil
 	}
 	var away []routedAway
@@ -308,7 +310,7 @@ func (e *Engine) routedAwayBefore(ctx context.Context, t target, ev Event, found
 func (e *Engine) readStream(ctx context.Context, stream string, from uint64, each func(Event) error) error {
 	var mu sync.Mutex
 	done := false
-	err := e.history.ReadStream(ctx, stream, from, func(ev Event) error {
+	err := e.streamHistory().ReadStream(ctx, stream, from, func(ev Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if done {
@@ -357,10 +359,10 @@ func (e *Engine) routeIn(ctx context.Context, p Definition, ev Event) routedAway
 // longer holds its events, so a creation event starts it over instead of
 // being a second creation.
 func (e *Engine) startsOver(ctx context.Context, stream string, rev uint64) (bool, error) {
-	if e.streams == nil {
+	if e.streamReader() == nil {
 		return false, nil
 	}
-	first, err := e.streams.FirstRevision(ctx, stream)
+	first, err := e.streamReader().FirstRevision(ctx, stream)
 	switch {
 	case errors.Is(err, ErrStreamDeleted):
 		return true, nil
@@ -368,4 +370,28 @@ func (e *Engine) startsOver(ctx context.Context, stream string, rev uint64) (boo
 		return false, fmt.Errorf("reading where stream %q starts: %w", stream, err)
 	}
 	return rev < first, nil
+}
+
+// streamReaders are the engine's readers of streams: set by
+// [WithStreamReader], or lent by the first runner of an engine that has
+// none (Runner.lendStreams), while other goroutines may handle events.
+type streamReaders struct {
+	streams StreamReader  // nil: holes are not known
+	history StreamHistory // nil: batches fold only their own events
+}
+
+// streamReader is the engine's reader of streams, nil for none.
+func (e *Engine) streamReader() StreamReader {
+	if r := e.readers.Load(); r != nil {
+		return r.streams
+	}
+	return nil
+}
+
+// streamHistory is the engine's reader of streams' events, nil for none.
+func (e *Engine) streamHistory() StreamHistory {
+	if r := e.readers.Load(); r != nil {
+		return r.history
+	}
+	return nil
 }

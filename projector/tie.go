@@ -177,7 +177,7 @@ var errTieGone = fmt.Errorf("%w: its router declines it, and its stream, which t
 // the event is the projection's to leave alone, or the engine reads no
 // streams.
 func (e *Engine) declined(ctx context.Context, p Definition, ev Event) error {
-	if e.history == nil || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
+	if e.streamHistory() == nil || !e.keeperOf(p).everyRevision() || !handlesType(p, ev.Payload) {
 		return nil
 	}
 	known, _ := e.ties.Peek(tieKey{p.Name(), ev.StreamID})
@@ -333,7 +333,7 @@ func (e *Engine) readTie(ctx context.Context, p Definition, stream string, from,
 // deleted reports whether stream has no events left to read (its read
 // failed because it is gone, not because the event store did not answer).
 func (e *Engine) deleted(ctx context.Context, stream string) bool {
-	_, err := e.history.FirstRevision(ctx, stream)
+	_, err := e.streamHistory().FirstRevision(ctx, stream)
 	return errors.Is(err, ErrStreamDeleted)
 }
 
