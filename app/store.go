@@ -81,15 +81,24 @@ func OpenStore(ctx context.Context, o StoreOptions) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the store, and the embedded server if it started one.
-func (s *Store) Close() {
+// Close closes the store, waiting closeStoreWait at most for its calls
+// in flight, and the embedded server if it started one.
+func (s *Store) Close() error {
+	var errs []error
 	if s.Store != nil {
-		s.Store.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), closeStoreWait)
+		defer cancel()
+		errs = append(errs, s.Store.Close(ctx))
 	}
 	if s.Embedded != nil {
 		s.Embedded.Close()
 	}
+	return errors.Join(errs...)
 }
+
+// closeStoreWait bounds how long [Store.Close] waits for the store's calls
+// in flight: a MongoDB that does not answer does not hold a command's end.
+const closeStoreWait = 10 * time.Second
 
 // Where says where the read models are, for messages: the embedded server
 // and its data, or the MongoDB given (never its password).
