@@ -694,11 +694,24 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 	var wg sync.WaitGroup
 	for i, sl := range s.slots {
 		wg.Go(func() {
-			keep := s.keepRunning
-			if sl.segments > 1 {
-				keep = s.keepSegments
+			for {
+				keep := s.keepRunning
+				if sl.segments > 1 {
+					keep = s.keepSegments
+				}
+				errs[i] = keep(ctx, sl)
+				if !s.refollowSegments(ctx, sl, errs[i]) {
+					break
+				}
 			}
-			if errs[i] = keep(ctx, sl); errs[i] != nil && !isEventFailure(errs[i]) {
+			if errors.Is(errs[i], errSegmentCount) && sl.down.Load() == nil {
+				// Met on a switch to a collection split anew, by a run
+				// without segments: said as a run in segments says it.
+				sl.setDown("blocked: " + errs[i].Error())
+				s.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", errs[i])
+			}
+			if errs[i] != nil && !stopsItsOwn(errs[i]) {
+				s.logger.Error("the process stops: a projection stopped for a reason that is no event's", "projection", sl.name, "err", errs[i])
 				stopAll()
 			}
 		})
@@ -758,8 +771,9 @@ func (s *session) keepRunning(ctx context.Context, sl *slot) error {
 			return nil
 		}
 		if err != nil {
+			// MongoDB did not answer for minutes: the process stops
+			// (runSlots), for a supervisor to see.
 			sl.setDown("blocked: " + firstLine(err.Error(), "the log"))
-			s.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)
 			return err
 		}
 		runCtx, cancel := context.WithCancel(ctx)
@@ -939,12 +953,14 @@ func (s *session) awaitSwitch(ctx context.Context, sl *slot, why error) error {
 	}
 }
 
-// isEventFailure reports an error that stops one projection alone: an event
-// failed, its checkpoint is from another event store, or another version of
-// it built its collection.
-func isEventFailure(err error) bool {
+// stopsItsOwn reports an error that stops one projection alone: an event
+// failed, its checkpoint is from another event store, another version of
+// it built its collection, or its collection is split in another number of
+// segments than this process runs.
+func stopsItsOwn(err error) bool {
 	var failed *projector.Error
-	return errors.As(err, &failed) || errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion)
+	return errors.As(err, &failed) || errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion) ||
+		errors.Is(err, errSegmentCount)
 }
 
 // runner makes the runner of one projection writing to collection; its

@@ -47,7 +47,7 @@ var errSegmentCount = errors.New("the projection runs in segments, and not as th
 // the number, and one process runs projections of different numbers.
 func (s *session) followSegments(ctx context.Context, sl *slot, collection string) error {
 	sl.segments = s.c.segments
-	if s.c.segmentsGiven || s.c.segments > 1 || s.c.lease == 0 || s.c.group != "" {
+	if !s.followsSegments() {
 		return nil // given, or left to segmentCount to refuse
 	}
 	n, err := segment.Count(ctx, s.store.Database(), collection)
@@ -61,6 +61,35 @@ func (s *session) followSegments(ctx context.Context, sl *slot, collection strin
 		s.logger.Warn(notExclusive, "projection", sl.name)
 	}
 	return nil
+}
+
+// followsSegments reports whether this process runs each projection in the
+// number of segments its collection records (followSegments), rather than
+// in one it was given.
+func (s *session) followsSegments() bool {
+	return !s.c.segmentsGiven && s.c.segments <= 1 && s.c.lease > 0 && s.c.group == ""
+}
+
+// refollowSegments reports whether slot sl, whose run ended with err, is
+// to run again in another number of segments: its collection is split in
+// another number than it ran in (a rebuild switched to one it split
+// anew), and this process follows the recorded number.
+func (s *session) refollowSegments(ctx context.Context, sl *slot, err error) bool {
+	if !errors.Is(err, errSegmentCount) || !s.followsSegments() || ctx.Err() != nil {
+		return false
+	}
+	coll, cerr := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
+	if cerr != nil {
+		return false
+	}
+	was := sl.segments
+	if s.followSegments(ctx, sl, coll) != nil || sl.segments == was {
+		return false
+	}
+	s.logger.Info("the projection's collection is split in another number of segments (a rebuild switched to it): this process follows",
+		"projection", sl.name, "collection", coll, "segments", sl.segments, "was", was)
+	sl.setDown("")
+	return true
 }
 
 // segmentCount records the number of segments this process runs slot
@@ -535,6 +564,8 @@ func (g *segments) settle(ctx context.Context, err error, pacer *pace.Pacer) (st
 			return true, err
 		}
 		return false, nil
+	case errors.Is(err, errSegmentCount) && g.s.followsSegments():
+		return true, err // followed (refollowSegments)
 	case errors.Is(err, projector.ErrForeignCheckpoint) || errors.Is(err, errOtherVersion) || errors.Is(err, errSegmentCount):
 		sl.setDown("blocked: " + err.Error())
 		g.logger.Error("projection stopped; the other projections go on", "projection", sl.name, "err", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kurrent-io/KurrentDB-Client-Go/kurrentdb"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/revgate/projector/app"
 	"github.com/revgate/projector/internal/segment"
@@ -369,5 +370,105 @@ func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_no
 		if err := db.Collection(coll).FindOne(ctx, bson.D{{Key: "_id", Value: "11"}}).Decode(&doc); err != nil || doc.Notes != 2 {
 			t.Errorf("%s: ticket 11 has %d notes (%v), want 2", coll, doc.Notes, err)
 		}
+	}
+}
+
+// switchToSplit makes the switch a rebuild of tickets in 2 segments makes:
+// readers switched to a collection recorded as split in 2, which it returns.
+func switchToSplit(t *testing.T, db *mongo.Database) string {
+	t.Helper()
+	ctx := context.Background()
+	store := mongostore.New(db)
+	building, err := store.StartRebuild(ctx, "tickets", "tickets_split")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := segment.Record(ctx, db, "tickets", building, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.FinishRebuild(ctx, "tickets", building, "tickets"); err != nil {
+		t.Fatal(err)
+	}
+	return building
+}
+
+// A process that runs a projection in the number of segments its
+// collection records (run with --lease and without --segments) follows a
+// switch of readers to a collection split in another number (a rebuild's,
+// whose processes started while it ran): it runs the new collection in its
+// segments, rather than stop there, and stop its other projections too.
+func TestRun_without_segments_follows_a_switch_to_a_collection_split_anew(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
+	db := servers.Database(t)
+	ctx := context.Background()
+	for i := range 6 {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
+	}
+	both := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("ticket_copy"), Reads: app.StreamPrefix("ticket/")})
+	following := e2e.StartCommand(t, both, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
+		"--http", "", "--checkpoint-interval", "100ms", "--lease", "2s")
+	following.WaitCheckpoint(t, db, "tickets", servers.Head())
+	building := switchToSplit(t, db)
+	for i := 6; i < 9; i++ {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "b"})
+	}
+	head := servers.Head()
+	store := mongostore.New(db)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		cp, err := store.Reached(ctx, building)
+		if err == nil && cp != nil && cp.Position >= head {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new collection %s, split in 2, did not reach the head %d in a minute (%v, %v):\n%s", building, head, cp, err, following.Stderr())
+		}
+	}
+	following.WaitCheckpoint(t, db, "ticket_copy", head)
+	if !strings.Contains(following.Stderr(), `msg="the projection's collection is split in another number of segments (a rebuild switched to it): this process follows" projection=tickets collection=`+building+` segments=2 was=1`) {
+		t.Errorf("the process did not say it follows the new number:\n%s", following.Stderr())
+	}
+	if strings.Contains(following.Stderr(), "level=ERROR") {
+		t.Errorf("an error was logged while following:\n%s", following.Stderr())
+	}
+	if n, err := db.Collection(building).CountDocuments(ctx, bson.D{}); err != nil || n != 9 {
+		t.Errorf("%s holds %d documents (%v), want 9", building, n, err)
+	}
+	if code := following.Stop(t); code != 0 {
+		t.Errorf("stopped: exit %d\n%s", code, following.Stderr())
+	}
+}
+
+// A process given --segments cannot follow such a switch: that projection
+// stops, says why, and /readyz with it, and the process's other
+// projections go on.
+func TestRun_given_segments_stops_at_a_switch_to_another_number_and_the_others_go_on(t *testing.T) {
+	t.Parallel() // mostly waiting, on servers and a database of its own
+	servers := startServers(t, e2e.Options{})
+	db := servers.Database(t)
+	for i := range 6 {
+		servers.Append(t, registry(), fmt.Sprintf("ticket/%d", i), opened{ID: fmt.Sprint(i)}, noted{Text: "a"})
+	}
+	both := config(app.Projection{Definition: tickets("tickets"), Reads: app.StreamPrefix("ticket/")},
+		app.Projection{Definition: tickets("ticket_copy"), Reads: app.StreamPrefix("ticket/")})
+	given := e2e.StartCommand(t, both, "run", "--esdb", servers.ESDBURI(), "--mongo", servers.MongoURI(), "--database", db.Name(),
+		"--http", "", "--checkpoint-interval", "100ms", "--lease", "2s", "--segments", "1")
+	given.WaitCheckpoint(t, db, "tickets", servers.Head())
+	switchToSplit(t, db)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(given.Stderr(), `msg="projection stopped; the other projections go on" projection=tickets`); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tickets did not stop at the switch in a minute:\n%s", given.Stderr())
+		}
+	}
+	servers.Append(t, registry(), "ticket/9", opened{ID: "9"})
+	given.WaitCheckpoint(t, db, "ticket_copy", servers.Head())
+	select {
+	case <-given.Done():
+		t.Fatalf("the process ended with tickets:\n%s", given.Stderr())
+	default:
+	}
+	if code := given.Stop(t); code != 1 {
+		t.Errorf("stopped with tickets stopped: exit %d, want 1\n%s", code, given.Stderr())
 	}
 }
