@@ -296,11 +296,6 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 		s.slots[i] = &slot{name: p.Definition.Name(), projection: p}
 		if s.c.group != "" {
 			s.slots[i].groupName = groupName(s.c.group, p.Definition.Name())
-			// A rebuild in this database then knows the group is this
-			// deployment's.
-			if err := s.store.RecordGroup(ctx, p.Definition.Name(), s.slots[i].groupName); err != nil {
-				return startError(ctx, err)
-			}
 		}
 		views[i] = s.slots[i]
 	}
@@ -318,6 +313,17 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 			return startError(ctx, err)
 		}
 		if _, err := s.build(sl, nil)(ctx, coll); err != nil {
+			return startError(ctx, err)
+		}
+	}
+	// A rebuild in this database then knows the group is this
+	// deployment's: recorded once the run is not refused, so that a
+	// refused --group does not mark the projection fed by a group.
+	for _, sl := range s.slots {
+		if sl.groupName == "" {
+			continue
+		}
+		if err := s.store.RecordGroup(ctx, sl.name, sl.groupName); err != nil {
 			return startError(ctx, err)
 		}
 	}

@@ -342,6 +342,17 @@ func TestRun_without_segments_follows_the_recorded_number_beside_a_projection_no
 	if code != 1 || !strings.Contains(stderr, "runs in 2 segments") || !strings.Contains(stderr, "not 1: run it with --segments 2") {
 		t.Errorf("run --segments 1: exit %d; want 1, the given number refused\n%s", code, stderr)
 	}
+	// A group refused does not mark the projection fed by a group (which
+	// status would then say, and a rebuild look for).
+	code, _, stderr = run(both, nil, append([]string{"run", "--group", "g1", "--lease", "2s"}, common...)...)
+	if code != 1 || !strings.Contains(stderr, "does not run a projection split in segments") {
+		t.Errorf("run --group: exit %d; want 1, a group refused on a projection in segments\n%s", code, stderr)
+	}
+	for _, name := range []string{"tickets", "ticket_copy"} {
+		if cols, err := store.CollectionsOf(ctx, name); err != nil || len(cols.Groups) > 0 {
+			t.Errorf("after a refused run --group, %s is recorded fed by groups %v (%v)", name, cols.Groups, err)
+		}
+	}
 	r := e2e.StartCommand(t, both, append([]string{"run", "--lease", "2s"}, common...)...)
 	reached(r, "tickets", servers.Head())
 	reached(r, "ticket_copy", servers.Head())
