@@ -99,6 +99,20 @@ func TestRun_refuses_a_collection_another_version_built_and_rebuild_moves_it_on(
 	if code := old.Stop(t); code != 1 {
 		t.Fatalf("the old version, refused, stopped: exit %d, want 1\n%s", code, old.Stderr())
 	}
+	// A rebuild by the old version would switch readers back to its fold:
+	// refused, readers left where they are, unless it is the purpose.
+	code, out, stderr = run(version(0), nil, append([]string{"rebuild", "tickets"}, common...)...)
+	want := "collection " + active + ", which readers of projection tickets use, was built by version 1, newer than this binary's version 0"
+	if code != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "give --roll-back") {
+		t.Fatalf("a rebuild by the older version: exit %d, %s%s; want 1 and %q", code, out, stderr, want)
+	}
+	if now, _ := mongostore.New(db).ActiveCollection(context.Background(), "tickets", "tickets"); now != active {
+		t.Fatalf("readers moved from %s to %s on a refused rebuild", active, now)
+	}
+	code, out, stderr = run(version(0), nil, append([]string{"rebuild", "tickets", "--roll-back"}, common...)...)
+	if code != 0 || !strings.Contains(out, "readers now use tickets_r") {
+		t.Fatalf("a rebuild by the older version, --roll-back: exit %d\n%s\n%s", code, out, stderr)
+	}
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }

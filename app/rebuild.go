@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
@@ -25,6 +27,7 @@ type rebuildConfig struct {
 	onFailure      string
 	policy         projector.FailurePolicy
 	segments       int
+	rollBack       bool
 	lease          time.Duration
 	logLevel       string
 	// logger is the engine's and runners' log, on stderr at logLevel.
@@ -40,6 +43,7 @@ func (x *cli) runRebuild(ctx context.Context, inv Invocation) error {
 	eventSpansFlag(fs, &c.eventSpans)
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (the rebuild stops at it), hold, park or skip (as for run); a projection's own OnFailure wins")
 	fs.IntVar(&c.segments, "segments", 1, "split the new collection's documents into this many segments, shared by every process that runs this same rebuild, each holding the leases of its share (as run --segments does; needs --lease); readers switch once every segment has caught up, and run --segments N goes on from each segment's checkpoint; set once per rebuild: its first process records it")
+	fs.BoolVar(&c.rollBack, "roll-back", false, "rebuild with a binary whose projection version is older than the one that built the collection readers use now: readers then switch back to the older version's fold (refused without it)")
 	fs.DurationVar(&c.lease, "lease", 15*time.Second, "with --segments above 1: a process holds the leases of its segments in MongoDB and renews them; another takes a dead process's segments within this time")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "the level of the engine's log on stderr (events parked, skipped or held, types nobody registered): debug, info, warn or error")
 	fs.Usage = func() {
@@ -86,6 +90,9 @@ with run --segments N.
 	if err := refuseGroups(ctx, client, opened.Store, name, x.cat.names(), inv.Stderr); err != nil {
 		return err
 	}
+	if err := refuseRollBack(ctx, opened.Store, p, c.rollBack); err != nil {
+		return err
+	}
 	if c.segments > 1 {
 		return x.rebuildSegments(ctx, &c, p, client, opened.Store, inv)
 	}
@@ -95,6 +102,50 @@ with run --segments N.
 	}
 	defer held.release()
 	return x.rebuild(ctx, &c, p, client, opened.Store, inv)
+}
+
+// freshCollection is name, or name with a number after it, such that no
+// collection of that name exists and projection's record names none: a
+// rebuild begun in the second the one before it began (named after the
+// second) would otherwise fill the collection readers use.
+func freshCollection(ctx context.Context, store *mongostore.Store, projection, name string) (string, error) {
+	cols, err := store.CollectionsOf(ctx, projection)
+	if err != nil {
+		return "", err
+	}
+	candidate := name
+	for n := 2; ; n++ {
+		names, err := store.Database().ListCollectionNames(ctx, bson.D{{Key: "name", Value: candidate}})
+		if err != nil {
+			return "", fmt.Errorf("looking for a collection to rebuild into: %w", err)
+		}
+		if len(names) == 0 && !slices.Contains([]string{cols.Active, cols.Building, cols.Previous}, candidate) {
+			return candidate, nil
+		}
+		candidate = fmt.Sprintf("%s_%d", name, n)
+	}
+}
+
+// refuseRollBack refuses a rebuild of p by a binary whose version of it is
+// older than the version that built the collection its readers use: its
+// switch would put readers back on the older version's fold, undoing an
+// upgrade without a word (old code reading events it does not know as
+// older forms), unless rollBack says that is the purpose.
+func refuseRollBack(ctx context.Context, store *mongostore.Store, p Projection, rollBack bool) error {
+	name := p.Definition.Name()
+	active, err := store.ActiveCollection(ctx, name, p.Definition.Collection())
+	if err != nil {
+		return err
+	}
+	// Read, not claimed, where readers' collection records a version (as
+	// every run and rebuild since versions were recorded left it).
+	built, err := store.ClaimVersion(ctx, active, p.Version)
+	if err != nil || built <= p.Version || rollBack {
+		return err
+	}
+	return fmt.Errorf("collection %s, which readers of projection %s use, was built by version %d, newer than this binary's version %d: "+
+		"a rebuild by this binary would switch readers back to version %[4]d's fold, undoing the upgrade; rebuild with the binary of version %[3]d, "+
+		"or, to roll back on purpose, give --roll-back", active, name, built, p.Version)
 }
 
 // holdRebuild takes the lease of the rebuild of projection name: one
@@ -400,7 +451,11 @@ func ranUnder(ctx context.Context, store *mongostore.Store, collection string) b
 // one in progress, and returns its collection, which p's version builds.
 func (x *cli) startRebuild(ctx context.Context, store *mongostore.Store, p Projection) (string, error) {
 	def := p.Definition.Collection()
-	building, err := store.StartRebuild(ctx, p.Definition.Name(), fmt.Sprintf("%s_r%d", def, time.Now().Unix()))
+	fresh, err := freshCollection(ctx, store, p.Definition.Name(), fmt.Sprintf("%s_r%d", def, time.Now().Unix()))
+	if err != nil {
+		return "", err
+	}
+	building, err := store.StartRebuild(ctx, p.Definition.Name(), fresh)
 	if err != nil {
 		return "", err
 	}
