@@ -106,7 +106,9 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // first, or let the new version's events carry a new type name. Where it
 // is registered as "T.vM", a version newer than M makes the event
 // undecodable, rather than read as an older form (T, with no version,
-// say). Events
+// say), and so does an older version with no form of its own (2, where
+// the forms are T and "T.v3": a forgotten form, whose events T's upcaster
+// would read wrong without a word); 0 and 1 are T's. Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -290,7 +292,8 @@ func as(v any, t reflect.Type) (out any, err error) {
 // of it without a version, or with an older one no form has, is read as
 // "T.vN", the newest form so named (the type's name now, or an older name
 // it was renamed from), as an event of T is read as T when T is a name; of
-// a newer one, it does not decode (see newerThanKnown).
+// a newer one, or one between no form has, it does not decode (see
+// knownNewest).
 func (r *Registry) formOf(e Event) (form, string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -312,12 +315,24 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 		if written, ok := r.versions[key]; ok { // "T.v02", "T.V2"
 			return r.forms[written], written, true
 		}
-		if newest := r.newerThanKnown(e.Type, v); newest != "" && ok {
-			// Not the current shape either, whose version is known: it
-			// does not decode (rather than as an older form's shape).
-			f.err = fmt.Errorf("its metadata's %q is %s, a version newer than %s, the newest this registry knows: deploy the projector that knows version %s before the writers that write it",
-				r.versionField, v, newest, v)
-			return f, name, ok
+		if newest := r.knownNewest(e.Type); newest != "" && ok {
+			// The current shape's version is known, and v is not it: of a
+			// shape the registry has never seen, it does not decode
+			// (rather than as an older form's shape, or the current one).
+			n, err := strconv.Atoi(v)
+			switch _, unversioned := r.forms[e.Type]; {
+			case err != nil || n > versionNumber(newest):
+				f.err = fmt.Errorf("its metadata's %q is %s, a version newer than %s, the newest this registry knows: deploy the projector that knows version %s before the writers that write it",
+					r.versionField, v, newest, v)
+				return f, name, ok
+			case n > 1 || !unversioned:
+				// A version between: its form was forgotten, or is
+				// registered under another name.
+				f.err = fmt.Errorf("its metadata's %q is %s, a version older than %s, the newest this registry knows, and no form is registered for it: register %s (the shape of version %s) with its upcaster",
+					r.versionField, v, newest, key, v)
+				return f, name, ok
+			}
+			// 0 or 1, with the unversioned T an older form: T.
 		}
 		f.none = key
 	case held != "" && ok:
@@ -328,15 +343,17 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 	return f, name, ok
 }
 
-// newerThanKnown returns the newest form "T.vN" of type name t when
-// version v is newer than N and the events of t without a version are not
-// of the current shape (t is an older form, or none): then the current
-// shape's version is known, and an event of version v has a shape the
-// registry has never seen. It returns "" otherwise; where t holds the
-// current shape (its name now, or one it was renamed from), the current
-// version is not known, and a version no form has is read as t (see
-// [Registry.VersionField]). The caller holds r.mu.
-func (r *Registry) newerThanKnown(t, v string) string {
+// knownNewest returns the newest form "T.vN" of type name t when N is
+// the version of the current shape, known: the events of t without a
+// version are not of the current shape (t is an older form, or none), or
+// "T.vN" holds the current shape too. Then an event of a version no form
+// has is of a shape the registry has never seen (a version newer than N,
+// or one between whose form was forgotten), except 0 or 1 where t is a
+// form: t, the form before the first versioned one. It returns ""
+// otherwise; where t holds the current shape (its name now, or one it was
+// renamed from), the current version is not known, and a version no form
+// has is read as t (see [Registry.VersionField]). The caller holds r.mu.
+func (r *Registry) knownNewest(t string) string {
 	newest, versioned := r.newest[t]
 	if !versioned {
 		return ""
@@ -349,11 +366,7 @@ func (r *Registry) newerThanKnown(t, v string) string {
 			return ""
 		}
 	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n > versionNumber(newest) {
-		return newest
-	}
-	return ""
+	return newest
 }
 
 // noteVersion notes name, a form's, when it is "T.vN": as version N of T,

@@ -44,10 +44,11 @@ type ScoreV3 struct {
 }
 
 // Under VersionField, type "Score" whose name now is "Score.v3" (no form
-// is named "Score") is known (Has): an event of it without a version, or
-// with an older one no form has, is read as "Score.v3", as an event of T is
-// read as T when T is a name; one whose version is none, or newer than 3,
-// does not decode. None is passed over as a type nobody registered.
+// is named "Score") is known (Has): an event of it without a version is
+// read as "Score.v3", as an event of T is read as T when T is a name; one
+// whose version is none, newer than 3, or older with no form of its own
+// (2: a shape the registry has never seen), does not decode. None is
+// passed over as a type nobody registered.
 func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_without_a_version(t *testing.T) {
 	r := projector.NewRegistry().VersionField("schemaVersion")
 	projector.Register[ScoreV3](r, "Score.v3", projector.Upcast("Score.v1", func(v ScoreV1) (ScoreV3, error) {
@@ -64,9 +65,12 @@ func TestRegistry_reads_a_type_whose_names_are_all_versions_as_its_newest_withou
 		{"v3", `{"schemaVersion":"v3"}`, `{"points":4}`, ScoreV3{Points: 4}},
 		{"no version", `{}`, `{"points":5}`, ScoreV3{Points: 5}},
 		{"no metadata", ``, `{"points":6}`, ScoreV3{Points: 6}},
-		{"an older version no form has", `{"schemaVersion":2}`, `{"points":7}`, ScoreV3{Points: 7}},
 	})
-	_, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":"one"}`), Data: []byte(`{"points":4}`)})
+	_, err := r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":2}`), Data: []byte(`{"points":7}`)})
+	if want := `"schemaVersion" is 2, a version older than Score.v3, the newest this registry knows, and no form is registered for it: register Score.v2`; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("an older version no form has: %v, want ErrUndecodable saying %q", err, want)
+	}
+	_, err = r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":"one"}`), Data: []byte(`{"points":4}`)})
 	// Named as stored, and as the form it is read as.
 	if want := `: Score (read as Score.v3) event e `; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
 		t.Errorf(`a version that is none ("one"): %v, want ErrUndecodable saying %q`, err, want)
@@ -108,6 +112,54 @@ func TestRegistry_does_not_read_a_version_newer_than_the_current_one_as_the_unve
 	if !errors.Is(err, projector.ErrUndecodable) || err.Error() != want || ev.Payload != nil {
 		t.Errorf("version 3: %#v, %v; want no payload and\n%s", ev.Payload, err, want)
 	}
+}
+
+// PremiumV2 is a version of Premium whose form a team forgot when it
+// registered version 3 with an upcaster from the unversioned first form
+// (in euros): an event of version 2 does not decode, rather than go
+// through version 1's upcaster, which dropped its cents without a word.
+// Versions 0 and 1 are the unversioned form's, the one before the first
+// versioned one.
+type PremiumV1 struct {
+	Euros float64 `json:"euros"`
+}
+
+type PremiumV2 struct {
+	Cents int `json:"premiumCents"`
+}
+
+type PremiumV3 struct {
+	Cents    int    `json:"cents"`
+	Currency string `json:"currency"`
+}
+
+func TestRegistry_does_not_read_a_forgotten_version_between_as_the_unversioned_older_form(t *testing.T) {
+	r := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[PremiumV3](r, "Premium.v3", projector.Upcast("Premium", func(v PremiumV1) (PremiumV3, error) {
+		return PremiumV3{Cents: int(v.Euros * 100), Currency: "EUR"}, nil
+	}))
+	checkDecodes(t, r, "Premium", []decodeCase{
+		{"no version", ``, `{"euros":2}`, PremiumV3{Cents: 200, Currency: "EUR"}},
+		{"version 1", `{"schemaVersion":1}`, `{"euros":3}`, PremiumV3{Cents: 300, Currency: "EUR"}},
+		{"version 0", `{"schemaVersion":0}`, `{"euros":4}`, PremiumV3{Cents: 400, Currency: "EUR"}},
+		{"version 3", `{"schemaVersion":3}`, `{"cents":500,"currency":"USD"}`, PremiumV3{Cents: 500, Currency: "USD"}},
+	})
+	ev, err := r.Decode(projector.Event{ID: "e", Type: "Premium", StreamID: "policy-9", Metadata: []byte(`{"schemaVersion":2}`), Data: []byte(`{"premiumCents":81862}`)})
+	want := `payload does not decode: Premium event e (stream "policy-9", revision 0): its metadata's "schemaVersion" is 2, a version older than Premium.v3, ` +
+		`the newest this registry knows, and no form is registered for it: register Premium.v2 (the shape of version 2) with its upcaster`
+	if !errors.Is(err, projector.ErrUndecodable) || err.Error() != want || ev.Payload != nil {
+		t.Errorf("version 2: %#v, %v; want no payload and\n%s", ev.Payload, err, want)
+	}
+	// Registered (each upcaster gives the next form's shape), it is read
+	// as itself.
+	r2 := projector.NewRegistry().VersionField("schemaVersion")
+	projector.Register[PremiumV3](r2, "Premium.v3",
+		projector.Upcast("Premium", func(v PremiumV1) (PremiumV2, error) { return PremiumV2{Cents: int(v.Euros * 100)}, nil }),
+		projector.Upcast("Premium.v2", func(v PremiumV2) (PremiumV3, error) { return PremiumV3{Cents: v.Cents, Currency: "EUR"}, nil }))
+	checkDecodes(t, r2, "Premium", []decodeCase{
+		{"version 2, its form registered", `{"schemaVersion":2}`, `{"premiumCents":81862}`, PremiumV3{Cents: 81862, Currency: "EUR"}},
+		{"no version, through both", ``, `{"euros":2}`, PremiumV3{Cents: 200, Currency: "EUR"}},
+	})
 }
 
 // Points was "Score" with version 3 in the metadata, renamed: events of
