@@ -268,7 +268,8 @@ func TestStatus_keeps_the_unknown_types_of_every_run_and_says_which_this_build_r
 	newer.Registry = registry()
 	projector.Register[closed](newer.Registry, "ticket.closed")
 	code, out, stderr = run(newer, nil, append([]string{"status"}, common...)...)
-	want := "this build registers ticket.closed now: the documents that met those events passed over them, and miss them until tickets rebuild tickets"
+	want := "this build registers ticket.closed now: documents that passed over those events miss them until tickets rebuild tickets; " +
+		"those parked or held (under FailUnknownTypes) are applied by tickets replay-parked tickets (status --parked lists them)"
 	if code != 0 || !strings.Contains(out, want) {
 		t.Errorf("status of a build that registers ticket.closed: exit %d, want %q\n%s\n%s", code, want, out, stderr)
 	}

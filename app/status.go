@@ -933,7 +933,10 @@ func printStatus(w io.Writer, lines []projectionStatus, bin string) error {
 		}
 		fmt.Fprintf(w, "%s met events of types nobody registered: %s\n", s.Projection, countsString(s.UnknownTypes))
 		if len(s.RegisteredNow) > 0 {
-			fmt.Fprintf(w, "  this build registers %s now: the documents that met those events passed over them, and miss them until %s rebuild %s\n",
+			// Passed over, or failed under FailUnknownTypes and the policy
+			// the projector ran with: status knows neither of them.
+			fmt.Fprintf(w, "  this build registers %s now: documents that passed over those events miss them until %s rebuild %s; "+
+				"those parked or held (under FailUnknownTypes) are applied by %[2]s replay-parked %[3]s (status --parked lists them)\n",
 				strings.Join(s.RegisteredNow, ", "), bin, s.Projection)
 		}
 		if len(s.Unregistered) > 0 {
