@@ -89,16 +89,18 @@ func (s *slot) Down() string {
 }
 
 // groupBlocks reports whether events parked in the slot's persistent group
-// leave documents behind: it consumes a group under the block policy.
-func (s *slot) groupBlocks() bool { return s.group.Load() != nil && s.blocks.Load() }
+// leave documents behind: it consumes a group. Under every policy: what
+// the group parks is what kept failing without failing for good (under
+// block, an event that fails for good; under any, a predecessor that did
+// not come, a store that did not answer), whose documents wait behind it.
+func (s *slot) groupBlocks() bool { return s.group.Load() != nil }
 
-// groupDown says why the projection is blocked in its persistent group
-// under the block policy: events that kept failing were parked there, and
-// the documents they feed stay behind them until they are replayed. "" when
-// none are.
+// groupDown says why the projection is blocked in its persistent group:
+// events that kept failing were parked there, and the documents they feed
+// stay behind them until they are replayed. "" when none are.
 func (s *slot) groupDown() string {
 	g := s.group.Load()
-	if g == nil || !s.blocks.Load() {
+	if g == nil {
 		return ""
 	}
 	docs, parked := (*g).Blocked(), s.groupParked.Load()

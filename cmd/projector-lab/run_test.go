@@ -891,6 +891,17 @@ func TestRun_with_a_persistent_group_under_block_parks_a_failing_event_after_bou
 	if code := q.terminate(t); code != 1 {
 		t.Fatalf("second run: exit %d, want 1\n%s", code, q.stderrText())
 	}
+	// Under another policy too: what a group parks kept failing without
+	// failing for good there (a predecessor that did not come), and its
+	// documents wait behind it all the same.
+	parkRun := append([]string{"run", "--http", "127.0.0.1:0", "--group", "projector", "--on-failure", "park"}, common...)
+	r := startBinary(t, parkRun...)
+	rbase := "http://" + waitFor(t, r, regexp.MustCompile(`msg=http addr=(\S+)`))
+	waitFor(t, r, regexp.MustCompile(`msg="(runner starts)" runner=cart_details`))
+	waitReadyz(rbase, "(2 on the server)")
+	if code := r.terminate(t); code != 1 {
+		t.Fatalf("a run under park with events parked in its group: exit %d, want 1\n%s", code, r.stderrText())
+	}
 	for cid, evs := range carts {
 		if err := projectortest.CheckDocument(context.Background(), store, cart.NewDetailsProjection(), cid, evs); err != nil {
 			t.Error(err)
