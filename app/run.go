@@ -359,8 +359,12 @@ func (s *session) project(ctx context.Context, listener net.Listener) error {
 	}
 	for _, sl := range s.slots {
 		st := sl.Stats()
+		checkpoint := checkpointString(st.Checkpoint)
+		if sl.groupName != "" {
+			checkpoint = "the group's, on the server"
+		}
 		s.logger.Info("projection stopped", "projection", sl.name, "applied", st.Applied, "duplicates", st.Duplicates,
-			"skipped", st.Skipped, "parked", st.Parked+st.ParkedLater, "held", st.Held, "failed", st.Failed, "checkpoint", checkpointString(st.Checkpoint),
+			"skipped", st.Skipped, "parked", st.Parked+st.ParkedLater, "held", st.Held, "failed", st.Failed, "checkpoint", checkpoint,
 			"unknown_types", countsString(st.UnknownTypes))
 	}
 	return errors.Join(errs...)

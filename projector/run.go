@@ -133,7 +133,13 @@ func (x *run) execute(ctx context.Context) error {
 	if err := x.flush(saveCtx, false); err != nil && saveErr == nil && x.failure == nil {
 		saveErr = err
 	}
-	r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	if r.checkpoints == nil {
+		// A source that keeps its own position (a persistent group's is
+		// the server's): there is no checkpoint to say.
+		r.logger.Info("runner stops")
+	} else {
+		r.logger.Info("runner stops", "checkpoint", checkpointAttr(r.Stats().Checkpoint))
+	}
 	return x.outcome(saveCtx, readErr, saveErr)
 }
 
