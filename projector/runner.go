@@ -480,7 +480,10 @@ type RunnerStats struct {
 	Checkpoint *Checkpoint
 	// Subscriptions opened, and how many of them dropped.
 	Subscriptions, Drops uint64
-	CaughtUp             bool
+	// CaughtUp is [Runner.CaughtUp] when the stats were taken: false once
+	// Run has returned (a runner that does not run is behind whatever
+	// comes); whether it ever caught up is in its log.
+	CaughtUp bool
 	// Latest is the creation time of the newest event handled: how far the
 	// runner has got, in the source's time.
 	Latest time.Time
