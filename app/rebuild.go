@@ -137,8 +137,13 @@ func refuseRollBack(ctx context.Context, store *mongostore.Store, p Projection, 
 	if err != nil {
 		return err
 	}
-	// Read, not claimed, where readers' collection records a version (as
-	// every run and rebuild since versions were recorded left it).
+	// Only a collection something built (its checkpoint record holds its
+	// version) has a version to undo: ClaimVersion then reads it, and
+	// claims nothing for a collection nothing built.
+	cps, err := store.Checkpoints(ctx, active)
+	if err != nil || len(cps) == 0 {
+		return err
+	}
 	built, err := store.ClaimVersion(ctx, active, p.Version)
 	if err != nil || built <= p.Version || rollBack {
 		return err

@@ -415,19 +415,19 @@ func refuseOtherCount(ctx context.Context, store *mongostore.Store, name, active
 	now := time.Now()
 	if l := leases[name]; running <= 1 {
 		// Run without --segments: its process holds the projection's own
-		// lease, and would stop, with its other projections, at the switch.
+		// lease, and runs it in one process until the switch.
 		if !l.Held(now) || !strings.HasPrefix(l.Holder, runRole+" ") {
 			return nil
 		}
-		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d would stop its process at the switch (a run that started on a collection in one process is refused it split in segments); "+
+		return fmt.Errorf("%w: %s runs %s without segments: a rebuild in %d switches readers to a collection that process must then run in %d segments (it stops the projection there if it was given --segments); "+
 			"stop it first, then rebuild and run the new collection with --segments %d, or rebuild without --segments",
-			errSegmentCount, l.Holder, name, n, n)
+			errSegmentCount, l.Holder, name, n, n, n)
 	}
 	for lease, l := range leases {
 		if segment.IsLease(name, lease) && l.Held(now) {
-			return fmt.Errorf("%w: processes run %s in %d segments (%s holds one): a rebuild in %d would stop them all at its switch; "+
-				"rebuild it with --segments %d, or stop them first and run the new collection with --segments %d",
-				errSegmentCount, name, running, l.Holder, n, running, n)
+			return fmt.Errorf("%w: processes run %s in %d segments (%s holds one): a rebuild in %d switches readers to a collection they must then run in %d segments "+
+				"(those given --segments stop the projection there); rebuild it with --segments %d, or stop them first and run the new collection with --segments %d",
+				errSegmentCount, name, running, l.Holder, n, n, running, n)
 		}
 	}
 	return nil

@@ -85,7 +85,7 @@ func (x *cli) runReplayParked(ctx context.Context, inv Invocation) error {
 		if err := replayGroup(ctx, c.servers, groupName(c.group, name), inv.Stdout); err != nil {
 			return err
 		}
-		fmt.Fprintf(inv.Stderr, "(those are the events that kept failing under block; the ones the group's consumers parked under park are in the store: status --parked lists them, and replay-parked %s without --group applies them, the consumers standing down while it runs)\n", name)
+		fmt.Fprintf(inv.Stderr, "(those are the events that kept failing, which the group parked; the ones the group's consumers parked under park are in the store: status --parked lists them, and replay-parked %s without --group applies them, the consumers standing down while it runs)\n", name)
 		return nil
 	}
 	opened, err := x.openStore(ctx, c.servers, nil)

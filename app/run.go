@@ -52,7 +52,7 @@ func (x *cli) runFlags(c *runConfig, inv Invocation) *flag.FlagSet {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.onFailure, "on-failure", "block", "an event that fails permanently: block (its document waits; catch-up stops), hold (its document waits and its later events are recorded behind it in projector_parked, the others go on; replay-parked applies them), park (recorded in projector_parked for replay-parked, the document moves past it) or skip (the document moves past it); a projection's own OnFailure wins")
-	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish (the stop then takes 15s more at most: the checkpoints' stores, the leases let go; a step that never returns is given up on 20s after it, exit 1)")
+	fs.DurationVar(&c.drainTimeout, "drain-timeout", 20*time.Second, "on SIGTERM, how long events being handled may take to finish (the stop then takes 20s more at most: the checkpoints' stores, the leases and heartbeat let go; a step that never returns is given up on 30s after it, exit 1)")
 	fs.DurationVar(&c.lease, "lease", defaultLease, "each projection runs in one process at a time, which holds its lease in MongoDB and renews it; another process stands by and takes over within this time after the holder dies (0: no leases, for a single process; with --group, the consumers take none whatever it is, and stop while another process holds it: replay-parked, which they look for every second)")
 	fs.IntVar(&c.segments, "segments", 1, "split each projection's documents into this many segments, by a hash of the document id, shared by the processes that run it, each holding the leases of its share (needs --lease; set once per projection: its first segmented run records it, and a process without --segments runs each projection in its recorded number)")
 	fs.IntVar(&c.workers, "workers", projector.DefaultWorkers, "events handled at once per projection (one stream's events stay in order); a projection's own Workers wins")
@@ -376,9 +376,9 @@ const groupPoll = 2 * time.Second
 
 // watchGroups keeps what the server says of each slot's group, until ctx
 // is done: whether it feeds its consumers live (readiness: a group still
-// reading the log's history is behind), and, under the block policy, how
-// many events it parked, which leave documents behind, also after a
-// restart. It keeps the projection's error record too (what status reads):
+// reading the log's history is behind), and how many events it parked
+// (under any policy: what kept failing), which leave documents behind,
+// also after a restart. It keeps the projection's error record too (what status reads):
 // why it is blocked, or none.
 func (s *session) watchGroups(ctx context.Context) {
 	recorded := map[*slot]string{} // the record each slot last wrote
@@ -732,8 +732,9 @@ func (s *session) runSlots(ctx context.Context, stopAll context.CancelFunc) []er
 
 // stopGrace is how much longer than --drain-timeout a stop may take before
 // the projector gives up on it: the checkpoints' stores take 10 s at most,
-// the leases let go 5 s (letGoWait), and 5 s spare.
-const stopGrace = 20 * time.Second
+// the segments' leases let go 5 s and the heartbeat 5 s (letGoWait each),
+// and 10 s spare.
+const stopGrace = 30 * time.Second
 
 // errStopUnbounded: a stop that did not end in time.
 var errStopUnbounded = errors.New("the stop did not end in time: a projection's step, or a call to the store, does not return; " +
@@ -758,7 +759,11 @@ func (s *session) runSlotsBounded(ctx, runCtx context.Context, stopAll context.C
 	case errs := <-done:
 		return errs, nil
 	case <-time.After(bound):
-		return nil, fmt.Errorf("%w (%v after it began: --drain-timeout %v and %v)", errStopUnbounded, bound, s.c.drainTimeout, stopGrace)
+		// Said at once, before what closes after it (the HTTP server, the
+		// store) takes its own time.
+		err := fmt.Errorf("%w (%v after it began: --drain-timeout %v and %v)", errStopUnbounded, bound, s.c.drainTimeout, stopGrace)
+		s.logger.Error("giving up on the stop", "err", err)
+		return nil, err
 	}
 }
 

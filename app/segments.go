@@ -17,6 +17,7 @@ import (
 	"github.com/revgate/projector/internal/segment"
 	"github.com/revgate/projector/mongostore"
 	"github.com/revgate/projector/projector"
+	"github.com/revgate/projector/retry"
 )
 
 // maxSegments bounds run --segments.
@@ -78,12 +79,21 @@ func (s *session) refollowSegments(ctx context.Context, sl *slot, err error) boo
 	if !errors.Is(err, errSegmentCount) || !s.followsSegments() || ctx.Err() != nil {
 		return false
 	}
-	coll, cerr := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
-	if cerr != nil {
-		return false
-	}
 	was := sl.segments
-	if s.followSegments(ctx, sl, coll) != nil || sl.segments == was {
+	var coll string
+	// Read again while MongoDB does not answer (as runs start again after
+	// a wait), rather than stop the projection for good.
+	ferr := retry.Do(ctx, refollowRetries, func(ctx context.Context) error {
+		c, err := s.store.ActiveCollection(ctx, sl.name, sl.projection.Definition.Collection())
+		if err == nil {
+			coll, err = c, s.followSegments(ctx, sl, c)
+		}
+		if err != nil {
+			s.logger.Warn("reading the number of segments of the projection's collection", "projection", sl.name, "err", err)
+		}
+		return err
+	})
+	if ferr != nil || sl.segments == was {
 		return false
 	}
 	s.logger.Info("the projection's collection is split in another number of segments (a rebuild switched to it): this process follows",
@@ -91,6 +101,10 @@ func (s *session) refollowSegments(ctx context.Context, sl *slot, err error) boo
 	sl.setDown("")
 	return true
 }
+
+// refollowRetries paces refollowSegments' reads on a MongoDB that does not
+// answer: some minutes, as runs that fail again and again (maxRunFailures).
+var refollowRetries = retry.Policy{InitialDelay: time.Second, Multiplier: 2, MaxDelay: 30 * time.Second, MaxElapsed: 5 * time.Minute, MaxRetries: -1}
 
 // segmentCount records the number of segments this process runs slot
 // sl's projection in (followSegments) as the number of segments of

@@ -33,7 +33,7 @@ func TestRebuild_in_segments_beside_a_run_without_them_is_refused(t *testing.T) 
 	case <-time.After(2 * time.Second):
 	}
 	cols, _ := mongostore.New(db).CollectionsOf(context.Background(), "tickets")
-	if code == 0 || !strings.Contains(stderr, "runs tickets without segments: a rebuild in 2 would stop its process at the switch") ||
+	if code == 0 || !strings.Contains(stderr, "runs tickets without segments: a rebuild in 2 switches readers to a collection that process must then run in 2 segments") ||
 		plainCode != -1 || cols.Active != "" && cols.Active != "tickets" {
 		t.Errorf("rebuild --segments 2 beside a running plain run: exit %d; readers on %q; the plain run process then exited %d (-1: still running)\nrebuild:\n%s%s\nplain run's last lines:\n%s",
 			code, cols.Active, plainCode, out, stderr, tail(plain.Stderr(), 4))

@@ -211,7 +211,7 @@ func TestRebuild_segments_in_another_number_than_the_running_processes_is_refuse
 		}
 	}
 	code, out, stderr := run(c, nil, append([]string{"rebuild", "tickets", "--segments", "3", "--lease", "2s"}, common...)...)
-	if code != 1 || !strings.Contains(stderr, "processes run tickets in 2 segments") || !strings.Contains(stderr, "a rebuild in 3 would stop them") {
+	if code != 1 || !strings.Contains(stderr, "processes run tickets in 2 segments") || !strings.Contains(stderr, "a rebuild in 3 switches readers to a collection they must then run in 3 segments") {
 		t.Errorf("rebuild --segments 3 beside a run in 2: exit %d, want 1 and why\n%s\n%s", code, out, stderr)
 	}
 	if cols, err := mongostore.New(db).CollectionsOf(context.Background(), "tickets"); err != nil || cols.Building != "" {

@@ -162,7 +162,7 @@ func (x *cli) runStatus(ctx context.Context, inv Invocation) error {
 // printParked prints the parked events of the projections (--parked): the
 // store's, and, with --group, how many each group parked on the server (a
 // group's consumers park and hold in the store as a run does, and leave in
-// the group the events that kept failing under block). With --json and
+// the group the events that kept failing). With --json and
 // --group, the counts only: the group's, and the store's.
 func (c *statusConfig) printParked(ctx context.Context, inv Invocation, store *mongostore.Store, client eventStore, selected []Projection) error {
 	switch {

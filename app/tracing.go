@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"math"
 	"net/url"
@@ -251,12 +252,25 @@ func startTracing(ctx context.Context, c tracingConfig, name string, stderr io.W
 	tp := sdktrace.NewTracerProvider(opts...)
 	// The globals the program had (a provider of its own, maybe) are its
 	// again once the command ends: a provider shut down is left to no one.
+	// Where the program set none, the SDK's first setting makes its
+	// default ones forward to the command's for good: once the command has
+	// ended, its handler says errors as the SDK's default does (the
+	// standard logger), not in the ended command's log, and its provider,
+	// shut down, makes no spans.
 	oldTP, oldProp, oldHandler := otel.GetTracerProvider(), otel.GetTextMapPropagator(), otel.GetErrorHandler()
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { tracingError(stderr, name, err) }))
+	var ended atomic.Bool
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		if ended.Load() {
+			log.Print(err)
+			return
+		}
+		tracingError(stderr, name, err)
+	}))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return func(ctx context.Context) error {
 		err := tp.Shutdown(ctx)
+		ended.Store(true)
 		otel.SetTracerProvider(oldTP)
 		otel.SetTextMapPropagator(oldProp)
 		otel.SetErrorHandler(oldHandler)

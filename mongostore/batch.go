@@ -94,8 +94,8 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 			}
 		}
 		state := newState()
-		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Loaded{}, head, false, undecodable(collection, id, state, err)
+		if err := decodeState(collection, id, raw, state); err != nil {
+			return driver.Loaded{}, head, false, err
 		}
 		return driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state, Cached: cached != nil}, head, false, nil
 	})

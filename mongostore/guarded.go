@@ -84,8 +84,8 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, fieldMeta, err)
 	}
 	if state != nil {
-		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Meta{}, undecodable(collection, id, state, err)
+		if err := decodeState(collection, id, raw, state); err != nil {
+			return driver.Meta{}, err
 		}
 	}
 	meta, err := wrap.Meta.meta()

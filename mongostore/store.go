@@ -147,8 +147,8 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 		return driver.Head{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
 	if state != nil {
-		if err := bson.Unmarshal(raw, state); err != nil {
-			return driver.Head{}, false, undecodable(collection, id, state, err)
+		if err := decodeState(collection, id, raw, state); err != nil {
+			return driver.Head{}, false, err
 		}
 	}
 	return head, true, nil

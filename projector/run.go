@@ -175,9 +175,21 @@ func (x *run) drain(workers *sync.WaitGroup, stopWork context.CancelFunc) {
 	case <-time.After(r.drain):
 		r.logger.Warn("drain timeout: abandoning the events being handled", "timeout", r.drain)
 		stopWork()
-		<-drained
+		select {
+		case <-drained:
+		case <-time.After(abandonWait):
+			// Said now: a process killed while it waits says why.
+			r.logger.Error("the events being handled have not returned since they were abandoned: a projection's step, or a call to the store, "+
+				"does not return; the runner waits for it", "waited", abandonWait)
+			<-drained
+		}
 	}
 }
+
+// abandonWait is how long after abandoning the events being handled a
+// runner says that they have not returned (their store calls end with
+// their context; a step has none).
+const abandonWait = 5 * time.Second
 
 // outcome is what Run returns once the run has stopped: its first failure,
 // else the reader's error, else the last checkpoint's store error; a

@@ -149,8 +149,9 @@ func WithBatchBytes(n int) RunnerOption { return func(r *Runner) { r.batchBytes 
 // WithDrainTimeout bounds how long a stopping runner waits for the events being
 // handled (default 30s); past it they are abandoned, uncheckpointed: their
 // context is cancelled, and [Runner.Run] returns once they return. A
-// projection's step has no context: one that never returns holds Run
-// (the projector command gives up on it 20 s later, and exits 1). A wait
+// projection's step has no context: one that never returns holds Run (the
+// runner says so at error level 5 s after the timeout; the projector
+// command gives up on it 30 s after, and exits 1). A wait
 // for a predecessor (the gate's) is not waited for: it ends as the runner
 // starts stopping, and its event is left for the next run.
 func WithDrainTimeout(d time.Duration) RunnerOption { return func(r *Runner) { r.drain = d } }

@@ -58,7 +58,13 @@ var (
 // stream (see [StreamReader]). Without it, a predecessor that is gone is
 // waited for like a late one, and the event fails when the retries run out.
 func WithStreamReader(r StreamReader) Option {
-	return func(e *Engine) { e.readers.Store(&streamReaders{streams: r}) }
+	return func(e *Engine) {
+		if r == nil {
+			e.readers.Store(nil) // none: a runner may lend its source's
+			return
+		}
+		e.readers.Store(&streamReaders{streams: r})
+	}
 }
 
 // hole is what the event store says of the events between a document and

@@ -284,3 +284,47 @@ func TestEngine_a_stored_document_that_does_not_decode_fails_at_once(t *testing.
 		})
 	}
 }
+
+// A stored document with a field the projection's state has no field for
+// (one renamed without a bson tag keeping its stored name, "TotalCents"
+// stored as "totalcents", now "Balance") fails the event at once, naming
+// the field, under the revision gate and under a strategy of many streams,
+// per event and batched: decoded, the field's value was lost without a
+// word, and the document's next write dropped it.
+func TestEngine_a_stored_document_with_a_field_the_state_has_not_fails_at_once(t *testing.T) {
+	for _, strategy := range []projector.Strategy{projector.StreamRevision(), projector.RevisionMap()} {
+		for _, batched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/batched=%v", strategy, batched), func(t *testing.T) {
+				raw := rawLog(t, ledgerRegistry(), func(add func(string, ...any)) {
+					add("acct-a.1", AcctOpened{ID: "a.1"}, AcctDeposited{Cents: 100, Ref: 1}, AcctDeposited{Cents: 5, Ref: 2})
+				})
+				s := newStore(t)
+				var p projector.Definition = accounts()
+				id := "a.1"
+				if strategy != projector.StreamRevision() {
+					p, id = branches(strategy), "a"
+				}
+				e := faultEngine(t, s, ledgerRegistry(), projector.Park, raw, p)
+				deliver(e, raw[:2], false)
+				// The document as a build whose field had another name stored it.
+				if _, err := s.Database().Collection(p.Collection()).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: id}},
+					bson.D{{Key: "$set", Value: bson.D{{Key: "totalcents", Value: 100}}}}); err != nil {
+					t.Fatal(err)
+				}
+				rs := deliver(e, raw[2:], batched)[0]
+				var fe *projector.Error
+				if len(rs) != 1 || rs[0].Outcome != projector.Failed || !errors.As(rs[0].Err, &fe) {
+					t.Fatalf("%+v, want failed", rs)
+				}
+				if want := `the stored document has field "totalcents", which`; fe.Retryable() || !strings.Contains(fe.Error(), want) ||
+					!strings.Contains(fe.Error(), "bson:\"totalcents\"") {
+					t.Errorf("retryable %v: %v; want a permanent failure naming the field and the tag that keeps it", fe.Retryable(), fe)
+				}
+				doc, err := s.Database().Collection(p.Collection()).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Raw()
+				if err != nil || doc.Lookup("totalcents").IsZero() {
+					t.Errorf("the stored field was dropped (%v): %s", err, doc)
+				}
+			})
+		}
+	}
+}

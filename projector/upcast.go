@@ -108,7 +108,8 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // undecodable, rather than read as an older form (T, with no version,
 // say), and so does an older version with no form of its own (2, where
 // the forms are T and "T.v3": a forgotten form, whose events T's upcaster
-// would read wrong without a word); 0 and 1 are T's. Events
+// would read wrong without a word); 0 and 1 are T's where T is an older
+// form, and have no form otherwise. Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -320,19 +321,21 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 			// shape the registry has never seen, it does not decode
 			// (rather than as an older form's shape, or the current one).
 			n, err := strconv.Atoi(v)
-			switch _, unversioned := r.forms[e.Type]; {
+			switch tf, unversioned := r.forms[e.Type]; {
 			case err != nil || n > versionNumber(newest):
 				f.err = fmt.Errorf("its metadata's %q is %s, a version newer than %s, the newest this registry knows: deploy the projector that knows version %s before the writers that write it",
 					r.versionField, v, newest, v)
 				return f, name, ok
-			case n > 1 || !unversioned:
-				// A version between: its form was forgotten, or is
-				// registered under another name.
-				f.err = fmt.Errorf("its metadata's %q is %s, a version older than %s, the newest this registry knows, and no form is registered for it: register %s (the shape of version %s) with its upcaster",
+			case n > 1 || !unversioned || tf.current():
+				// An older version with no form: forgotten, or registered
+				// under another name.
+				f.err = fmt.Errorf("its metadata's %q is %s, a version older than %s, the newest this registry knows, and no form is registered for it: "+
+					"register %s (the shape of version %s) with its upcaster, or as a name of the current shape (Renamed) where it has that shape",
 					r.versionField, v, newest, key, v)
 				return f, name, ok
 			}
-			// 0 or 1, with the unversioned T an older form: T.
+			// 0 or 1, where the unversioned T is an older form (the one
+			// before the first versioned one): T.
 		}
 		f.none = key
 	case held != "" && ok:
@@ -348,8 +351,8 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 // version are not of the current shape (t is an older form, or none), or
 // "T.vN" holds the current shape too. Then an event of a version no form
 // has is of a shape the registry has never seen (a version newer than N,
-// or one between whose form was forgotten), except 0 or 1 where t is a
-// form: t, the form before the first versioned one. It returns ""
+// or one older whose form was forgotten), except 0 or 1 where t is an
+// older form: t, the form before the first versioned one. It returns ""
 // otherwise; where t holds the current shape (its name now, or one it was
 // renamed from), the current version is not known, and a version no form
 // has is read as t (see [Registry.VersionField]). The caller holds r.mu.

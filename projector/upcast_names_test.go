@@ -146,7 +146,7 @@ func TestRegistry_does_not_read_a_forgotten_version_between_as_the_unversioned_o
 	})
 	ev, err := r.Decode(projector.Event{ID: "e", Type: "Premium", StreamID: "policy-9", Metadata: []byte(`{"schemaVersion":2}`), Data: []byte(`{"premiumCents":81862}`)})
 	want := `payload does not decode: Premium event e (stream "policy-9", revision 0): its metadata's "schemaVersion" is 2, a version older than Premium.v3, ` +
-		`the newest this registry knows, and no form is registered for it: register Premium.v2 (the shape of version 2) with its upcaster`
+		`the newest this registry knows, and no form is registered for it: register Premium.v2 (the shape of version 2) with its upcaster, or as a name of the current shape (Renamed) where it has that shape`
 	if !errors.Is(err, projector.ErrUndecodable) || err.Error() != want || ev.Payload != nil {
 		t.Errorf("version 2: %#v, %v; want no payload and\n%s", ev.Payload, err, want)
 	}
@@ -178,6 +178,13 @@ func TestRegistry_reads_a_type_renamed_from_a_version_as_that_version_without_on
 	ev, err := r.Decode(projector.Event{ID: "e", Type: "Score", Data: []byte(`{"points":5}`)})
 	if err != nil || ev.Payload != (Points{Points: 5}) {
 		t.Errorf("Score without a version: %#v, %v; want Points{5}", ev.Payload, err)
+	}
+	checkDecodes(t, r, "Score", []decodeCase{{"version 3", `{"schemaVersion":3}`, `{"points":6}`, Points{Points: 6}}})
+	// Version 1 has no form, and no older form is named Score: its shape
+	// is not known (it is not read as the current one).
+	_, err = r.Decode(projector.Event{ID: "e", Type: "Score", Metadata: []byte(`{"schemaVersion":1}`), Data: []byte(`{"pts":5}`)})
+	if want := `"schemaVersion" is 1, a version older than Score.v3`; !errors.Is(err, projector.ErrUndecodable) || !strings.Contains(err.Error(), want) {
+		t.Errorf("version 1: %v, want ErrUndecodable saying %q", err, want)
 	}
 }
 

@@ -21,8 +21,8 @@ var ErrNotYet = errors.New("read model has not caught up")
 // WaitForRevision is read-your-writes for an API: after appending an event at
 // stream revision revision, it waits until document id of collection has
 // applied it (its revision is at least revision), reading with backoff under
-// policy and bounded by ctx. The error wraps [ErrNotYet] (and
-// [context.Cause] of ctx, when ctx ended the wait) and says where the
+// policy and bounded by ctx. The error wraps [ErrNotYet] (and ctx.Err(),
+// with its [context.Cause], when ctx ended the wait) and says where the
 // document was. It is for documents under the revision gate (one stream per
 // document); for documents fed by several streams, wait on the position
 // ([WaitForPosition]).
@@ -82,7 +82,10 @@ func WaitForRevision(ctx context.Context, store driver.Store, collection, id str
 // deadline, or a caller that went away), so that errors.Is tells them apart.
 func notYet(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w (%w)", ErrNotYet, context.Cause(ctx))
+		if cause := context.Cause(ctx); cause != err {
+			return fmt.Errorf("%w (%w: %w)", ErrNotYet, err, cause)
+		}
+		return fmt.Errorf("%w (%w)", ErrNotYet, err)
 	}
 	return ErrNotYet
 }
@@ -119,7 +122,7 @@ type reacher interface {
 // WaitForPosition is read-your-writes by global position: it waits until the
 // checkpoint of subscription name has reached position (every event up to it
 // is applied), under policy and bounded by ctx. The error wraps [ErrNotYet]
-// (and [context.Cause] of ctx, when ctx ended the wait).
+// (and ctx.Err(), with its [context.Cause], when ctx ended the wait).
 //
 // name is the runner's: under the projector command line, the collection the
 // projection writes, which a rebuild changes: given the projection's own

@@ -562,14 +562,14 @@ func (c *benchCommand) printCores(rs *benchRounds) {
 	}
 	fmt.Fprintf(c.stdout, "  the machine's cores busy (of %d; every process, the servers' too; medians): A %.2f, L %.2f, R %.2f; "+
 		"the least time reading and writing in full overlap could take, with no other work, is F's CPU over %d cores: %v\n",
-		runtime.NumCPU(), a, l, r, runtime.NumCPU(), overlapFloor(median(rs.r), r, median(rs.l), l).Round(time.Millisecond))
+		machineCores(), a, l, r, machineCores(), overlapFloor(median(rs.r), r, median(rs.l), l).Round(time.Millisecond))
 }
 
 // overlapFloor is the least time R's and L's work (their times and the
 // cores they kept busy) could take done at once on this machine's cores:
 // their CPU time over the cores, and no less than the longer of the two.
 func overlapFloor(r time.Duration, rCores float64, l time.Duration, lCores float64) time.Duration {
-	cpu := time.Duration((r.Seconds()*rCores + l.Seconds()*lCores) / float64(runtime.NumCPU()) * float64(time.Second))
+	cpu := time.Duration((r.Seconds()*rCores + l.Seconds()*lCores) / float64(machineCores()) * float64(time.Second))
 	return max(cpu, r, l)
 }
 

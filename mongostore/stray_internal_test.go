@@ -1,0 +1,62 @@
+package mongostore
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+type strayInner struct {
+	Floor int `bson:"floor"`
+}
+
+type strayState struct {
+	Charges  int64 `bson:"totalcharges"` // renamed, its stored name kept
+	Name     string
+	Skipped  string `bson:"-"`
+	Old      string `bson:"legacy,omitempty"`
+	Inner    strayInner
+	Flat     strayInner `bson:",inline"`
+	internal int
+}
+
+type strayOpen struct {
+	Name string         `bson:"name"`
+	Rest map[string]any `bson:",inline"`
+}
+
+// The keys a state type stores its fields under are the driver's: a
+// bson tag's name, else the field's name in lower case, the fields of an
+// inline struct flattened; a field of a stored document that is none of
+// them is stray, and the engine's own fields never are. A state that takes
+// any field (an inline map, a map) cannot say.
+func TestStrayField_is_a_stored_field_the_state_type_has_no_field_for(t *testing.T) {
+	doc := func(keys ...string) bson.Raw {
+		d := bson.D{{Key: "_id", Value: "x"}, {Key: "revision", Value: int64(3)}, {Key: "_stream", Value: "s"}, {Key: "_meta", Value: bson.D{}}}
+		for _, k := range keys {
+			d = append(d, bson.E{Key: k, Value: 1})
+		}
+		raw, err := bson.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, c := range []struct {
+		name  string
+		raw   bson.Raw
+		state any
+		want  string
+	}{
+		{"every field known", doc("totalcharges", "name", "legacy", "inner", "floor"), &strayState{}, ""},
+		{"a field renamed without its stored name", doc("name", "charges"), &strayState{}, "charges"},
+		{"a field tagged -", doc("skipped"), &strayState{}, "skipped"},
+		{"an unexported field", doc("internal"), &strayState{}, "internal"},
+		{"an inline map takes any field", doc("name", "anything"), &strayOpen{}, ""},
+		{"a map takes any field", doc("anything"), &map[string]any{}, ""},
+	} {
+		if got := strayField(c.raw, c.state); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
