@@ -118,6 +118,12 @@ var ErrNotExactlyOnce = errors.New("projection is not exactly-once under redeliv
 // [projector.RevisionMap], so the proof waits for none there; the other
 // strategies take events in any order.
 //
+// It fails before any delivery, wrapping [ErrNotExactlyOnce] and saying
+// why, where the fold is not a function of the events, which no delivery
+// can match: folded twice, a document's state differs (a handler reads the
+// clock or draws a random number; documents share a map or slice of their
+// starting state), or the router, asked again, sends an event elsewhere.
+//
 // It fails before any delivery where the projection handles a type of
 // which the streams hold events and its router sends none of them to a
 // document: that handler would never be called, and the engine passes over
@@ -172,6 +178,9 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		return e, err
 	}
 	byDoc := p.Documents(events)
+	if err := checkDeterministic(p, events, byDoc); err != nil {
+		return Report{}, err
+	}
 	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
 		return Report{}, err
 	}
