@@ -11,12 +11,13 @@ type strayInner struct {
 }
 
 type strayState struct {
-	Charges  int64 `bson:"totalcharges"` // renamed, its stored name kept
-	Name     string
-	Skipped  string `bson:"-"`
-	Old      string `bson:"legacy,omitempty"`
-	Inner    strayInner
-	Flat     strayInner `bson:",inline"`
+	Charges int64 `bson:"totalcharges"` // renamed, its stored name kept
+	Name    string
+	Skipped string `bson:"-"`
+	Old     string `bson:"legacy,omitempty"`
+	Inner   strayInner
+	Flat    strayInner `bson:",inline"`
+	//lint:ignore U1000 an unexported field, which the driver does not store, is what the test is about
 	internal int
 }
 

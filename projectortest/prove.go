@@ -178,16 +178,7 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		return e, err
 	}
 	byDoc := p.Documents(events)
-	if err := checkDeterministic(p, events, byDoc); err != nil {
-		return Report{}, err
-	}
-	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
-		return Report{}, err
-	}
-	if err := checkHandledRouted(registry, p, p.TiedStreams(), events, byDoc); err != nil {
-		return Report{}, err
-	}
-	if err := checkNoDocuments(ctx, store, p, byDoc); err != nil {
+	if err := checkBefore(ctx, store, registry, p, events, byDoc); err != nil {
 		return Report{}, err
 	}
 	// Delivered as a subscription delivers: undecoded, so that the engine
@@ -214,6 +205,23 @@ func Prove[S any](ctx context.Context, store driver.Store, registry *projector.R
 		return rep, err
 	}
 	return rep, checkOrders(p, byDoc, rand.New(rand.NewPCG(d.Seed, 0x5eed)))
+}
+
+// checkBefore is what Prove checks before any delivery: a fold that is a
+// function of its events, ties that stay, handlers that the router feeds,
+// and a collection without the documents yet.
+func checkBefore[S any](ctx context.Context, store driver.Store, registry *projector.Registry, p *projector.Projection[S],
+	events []projector.Event, byDoc map[string][]projector.Event) error {
+	if err := checkDeterministic(p, events, byDoc); err != nil {
+		return err
+	}
+	if err := checkTiesStay(registry, p, events, byDoc); err != nil {
+		return err
+	}
+	if err := checkHandledRouted(registry, p, p.TiedStreams(), events, byDoc); err != nil {
+		return err
+	}
+	return checkNoDocuments(ctx, store, p, byDoc)
 }
 
 // checkTiesStay fails where a stream moves between documents under a tie

@@ -35,7 +35,10 @@ func TestProve_says_a_fold_that_is_not_a_function_of_its_events(t *testing.T) {
 	}{
 		{"the clock", func() *projector.Projection[touched] {
 			p := projector.New[touched]("touched_clock", projector.StreamSuffix(cart.StreamPrefix))
-			projector.On(p, func(s touched, _ cart.ProductItemAddedToShoppingCart) (touched, error) { s.At = time.Now(); return s, nil })
+			projector.On(p, func(s touched, _ cart.ProductItemAddedToShoppingCart) (touched, error) {
+				s.At = time.Now()
+				return s, nil
+			})
 			return p
 		}, "is not a function of its events: folded twice"},
 		{"a shared map", func() *projector.Projection[touched] {
