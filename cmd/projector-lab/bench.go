@@ -556,8 +556,13 @@ func (c *benchCommand) report(rs *benchRounds, b *benchPhase, resA childReport) 
 // and R (the medians of their rounds): where L and R keep every core busy,
 // no overlap of reading and writing brings A below F.
 func (c *benchCommand) printCores(rs *benchRounds) {
+	if _, _, _, ok := machineTicks(); !ok {
+		return // not Linux
+	}
 	a, l, r := medianCores(rs.cores["A"]), medianCores(rs.cores["L"]), medianCores(rs.cores["R"])
 	if a < 0 || l < 0 || r < 0 {
+		// A way shorter than the clock ticks /proc/stat counts in.
+		fmt.Fprintf(c.stdout, "  the machine's cores busy (of %d): not measured, a way took less than the clock ticks they are counted in\n", machineCores())
 		return
 	}
 	fmt.Fprintf(c.stdout, "  the machine's cores busy (of %d; every process, the servers' too; medians): A %.2f, L %.2f, R %.2f; "+
