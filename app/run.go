@@ -912,7 +912,9 @@ func (s *session) followVersion(ctx context.Context, sl *slot, why error, away f
 	// once its rebuild switches readers); nothing here is to fix, and this
 	// process's last position and lag are not the projection's.
 	sl.setDown("standby: " + why.Error())
-	s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild switches readers, and the other projections go on",
+	// What the error says to do is this line's: stop this binary (a newer
+	// version built the collection), or rebuild with it (an older one).
+	s.logger.Error("projection stopped: another version of it built its collection; it runs again once a rebuild by this binary's version switches readers, and the other projections go on",
 		"projection", sl.name, "err", why)
 	if s.c.group != "" {
 		return why

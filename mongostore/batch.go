@@ -94,7 +94,7 @@ func (s *Store) LoadMany(ctx context.Context, collection string, ids []string, n
 			}
 		}
 		state := newState()
-		if err := decodeState(collection, id, raw, state); err != nil {
+		if err := decodeState(collection, id, raw, state, true); err != nil {
 			return driver.Loaded{}, head, false, err
 		}
 		return driver.Loaded{Revision: head.Revision, Stream: head.Stream, State: state, Cached: cached != nil}, head, false, nil

@@ -84,7 +84,7 @@ func decodeGuarded(collection, id string, raw bson.Raw, state any) (driver.Meta,
 		return driver.Meta{}, fmt.Errorf("mongostore: %s/%s: %s: %w", collection, id, fieldMeta, err)
 	}
 	if state != nil {
-		if err := decodeState(collection, id, raw, state); err != nil {
+		if err := decodeState(collection, id, raw, state, false); err != nil {
 			return driver.Meta{}, err
 		}
 	}

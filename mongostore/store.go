@@ -147,7 +147,7 @@ func (s *Store) Load(ctx context.Context, collection, id string, minRevision uin
 		return driver.Head{}, false, fmt.Errorf("mongostore: load %s/%s: %w", collection, id, err)
 	}
 	if state != nil {
-		if err := decodeState(collection, id, raw, state); err != nil {
+		if err := decodeState(collection, id, raw, state, true); err != nil {
 			return driver.Head{}, false, err
 		}
 	}

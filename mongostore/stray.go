@@ -11,16 +11,18 @@ import (
 	"github.com/revgate/projector/retry"
 )
 
-// strayField returns the first field of stored document raw that state, a
-// projection's state, has no field for, and the engine's own fields
-// ("_id", "revision" and those beginning with "_") aside; "" when there is
-// none, or when the state's type cannot say (not a struct, a type that
+// strayField returns the first top-level field of stored document raw that
+// state, a projection's state, has no field for (none that the driver
+// matches it to, in any case), holding a value (not null), the engine's
+// own fields aside ("_id", those beginning with "_", and, in a document
+// under the revision gate (gated), "revision"); "" when there is none, or
+// when the state's type cannot say (not a struct, a type that encodes or
 // decodes itself, a struct with an inline map that takes any field). A
 // field renamed without a bson tag that keeps its stored name ("Charges",
 // stored as "totalcharges" by the build before) is such a field: decoded,
 // its value would be lost without a word, and the document's next write
 // would drop it.
-func strayField(raw bson.Raw, state any) string {
+func strayField(raw bson.Raw, state any, gated bool) string {
 	keys := stateKeysOf(reflect.TypeOf(state))
 	if keys == nil {
 		return ""
@@ -31,10 +33,15 @@ func strayField(raw bson.Raw, state any) string {
 	}
 	for _, e := range elems {
 		k := e.Key()
-		if k == fieldID || k == FieldRevision || strings.HasPrefix(k, "_") || keys[k] {
-			continue
+		switch t := e.Value().Type; {
+		case k == fieldID || gated && k == FieldRevision || strings.HasPrefix(k, "_"):
+		case keys[k] || keys[strings.ToLower(k)]:
+			// Its field, or one the driver matches it to in another case.
+		case t == bson.TypeNull || t == bson.TypeUndefined:
+			// Nothing to lose.
+		default:
+			return k
 		}
-		return k
 	}
 	return ""
 }
@@ -44,19 +51,24 @@ func strayField(raw bson.Raw, state any) string {
 // does not decode, the document is at fault, and reading it again gives the
 // same (retry.Permanent).
 func strayError(collection, id string, state any, field string) error {
-	return retry.Permanent(fmt.Errorf("mongostore: decode %s/%s into %T: the stored document has field %q, which %[3]T has no field for "+
+	t := reflect.TypeOf(state)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return retry.Permanent(fmt.Errorf("mongostore: decode %s/%s into %v: the stored document has field %q, which %[3]v has no field for "+
 		"(a field renamed or removed without a new version? its value would be lost: keep its stored name with a bson tag, `bson:\"%[4]s\"`, "+
-		"or raise the projection's version and rebuild it)", collection, id, state, field))
+		"or raise the projection's version and rebuild it)", collection, id, t, field))
 }
 
 // decodeState decodes stored document raw of collection/id into state,
 // refusing one that does not fit it: that does not decode (undecodable), or
-// has a field state's type has no field for (strayField).
-func decodeState(collection, id string, raw bson.Raw, state any) error {
+// has a field state's type has no field for (strayField); gated: the
+// document is under the revision gate, whose "revision" is the engine's.
+func decodeState(collection, id string, raw bson.Raw, state any, gated bool) error {
 	if err := bson.Unmarshal(raw, state); err != nil {
 		return undecodable(collection, id, state, err)
 	}
-	if f := strayField(raw, state); f != "" {
+	if f := strayField(raw, state, gated); f != "" {
 		return strayError(collection, id, state, f)
 	}
 	return nil
@@ -70,8 +82,8 @@ var stateKeys sync.Map // reflect.Type -> map[string]bool (nil: cannot say)
 // t (a struct, or a pointer to one), as its struct codec names them: the
 // bson tag's name, else the field's name in lower case; the fields of an
 // inline struct flattened, a field tagged "-" left out. nil when t cannot
-// say: not a struct, one that (un)marshals itself, or one with an inline
-// map, which takes any field.
+// say: not a struct, one that encodes or decodes itself, or one with an
+// inline map, which takes any field.
 func stateKeysOf(t reflect.Type) map[string]bool {
 	if k, ok := stateKeys.Load(t); ok {
 		return k.(map[string]bool)
@@ -80,14 +92,19 @@ func stateKeysOf(t reflect.Type) map[string]bool {
 	if !structKeys(t, keys, 0) {
 		keys = nil
 	}
+	for k := range keys {
+		keys[strings.ToLower(k)] = true // the driver matches a key in another case too
+	}
 	stateKeys.Store(t, keys)
 	return keys
 }
 
-var (
-	unmarshalerType      = reflect.TypeFor[bson.Unmarshaler]()
-	valueUnmarshalerType = reflect.TypeFor[bson.ValueUnmarshaler]()
-)
+// codecTypes are the interfaces of a type that encodes or decodes itself,
+// whose stored fields its own code says.
+var codecTypes = []reflect.Type{
+	reflect.TypeFor[bson.Unmarshaler](), reflect.TypeFor[bson.ValueUnmarshaler](),
+	reflect.TypeFor[bson.Marshaler](), reflect.TypeFor[bson.ValueMarshaler](),
+}
 
 // structKeys adds the keys of struct type t's fields to keys, and reports
 // whether t says them all (see stateKeysOf).
@@ -98,8 +115,10 @@ func structKeys(t reflect.Type, keys map[string]bool, depth int) bool {
 	if t.Kind() != reflect.Struct || depth > 8 {
 		return false
 	}
-	if pt := reflect.PointerTo(t); pt.Implements(unmarshalerType) || pt.Implements(valueUnmarshalerType) {
-		return false
+	for _, c := range codecTypes {
+		if t.Implements(c) || reflect.PointerTo(t).Implements(c) {
+			return false
+		}
 	}
 	for i := range t.NumField() {
 		sf := t.Field(i)

@@ -21,6 +21,16 @@ type strayState struct {
 	internal int
 }
 
+// strayComputed encodes itself, with a field for readers that it does
+// not decode: its own code says its stored fields.
+type strayComputed struct {
+	Items []int `bson:"items"`
+}
+
+func (c strayComputed) MarshalBSON() ([]byte, error) {
+	return bson.Marshal(bson.D{{Key: "items", Value: c.Items}, {Key: "count", Value: len(c.Items)}})
+}
+
 type strayOpen struct {
 	Name string         `bson:"name"`
 	Rest map[string]any `bson:",inline"`
@@ -35,7 +45,11 @@ func TestStrayField_is_a_stored_field_the_state_type_has_no_field_for(t *testing
 	doc := func(keys ...string) bson.Raw {
 		d := bson.D{{Key: "_id", Value: "x"}, {Key: "revision", Value: int64(3)}, {Key: "_stream", Value: "s"}, {Key: "_meta", Value: bson.D{}}}
 		for _, k := range keys {
-			d = append(d, bson.E{Key: k, Value: 1})
+			var v any = 1
+			if k == "note" {
+				v = nil // a field removed that only ever held null
+			}
+			d = append(d, bson.E{Key: k, Value: v})
 		}
 		raw, err := bson.Marshal(d)
 		if err != nil {
@@ -47,16 +61,21 @@ func TestStrayField_is_a_stored_field_the_state_type_has_no_field_for(t *testing
 		name  string
 		raw   bson.Raw
 		state any
+		gated bool
 		want  string
 	}{
-		{"every field known", doc("totalcharges", "name", "legacy", "inner", "floor"), &strayState{}, ""},
-		{"a field renamed without its stored name", doc("name", "charges"), &strayState{}, "charges"},
-		{"a field tagged -", doc("skipped"), &strayState{}, "skipped"},
-		{"an unexported field", doc("internal"), &strayState{}, "internal"},
-		{"an inline map takes any field", doc("name", "anything"), &strayOpen{}, ""},
-		{"a map takes any field", doc("anything"), &map[string]any{}, ""},
+		{"every field known", doc("totalcharges", "name", "legacy", "inner", "floor"), &strayState{}, true, ""},
+		{"a field renamed without its stored name", doc("name", "charges"), &strayState{}, true, "charges"},
+		{"a field tagged -", doc("skipped"), &strayState{}, true, "skipped"},
+		{"an unexported field", doc("internal"), &strayState{}, true, "internal"},
+		{"a field the driver matches in another case", doc("TotalCharges", "NAME"), &strayState{}, true, ""},
+		{"a field that holds null", doc("note"), &strayState{}, true, ""},
+		{"revision, the state's own where the document is not gated", doc("name"), &strayState{}, false, "revision"},
+		{"a type that encodes itself", doc("items", "count"), &strayComputed{}, true, ""},
+		{"an inline map takes any field", doc("name", "anything"), &strayOpen{}, true, ""},
+		{"a map takes any field", doc("anything"), &map[string]any{}, true, ""},
 	} {
-		if got := strayField(c.raw, c.state); got != c.want {
+		if got := strayField(c.raw, c.state, c.gated); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
