@@ -65,6 +65,11 @@ func strayError(collection, id string, state any, field string) error {
 // has a field state's type has no field for (strayField); gated: the
 // document is under the revision gate, whose "revision" is the engine's.
 func decodeState(collection, id string, raw bson.Raw, state any, gated bool) error {
+	if stateKeysOf(reflect.TypeOf(state)) == nil {
+		// A state that takes any field (a map, an inline map) or decodes
+		// itself: given the state's fields alone, not the engine's.
+		raw = stateOnly(raw, gated)
+	}
 	if err := bson.Unmarshal(raw, state); err != nil {
 		return undecodable(collection, id, state, err)
 	}
@@ -72,6 +77,32 @@ func decodeState(collection, id string, raw bson.Raw, state any, gated bool) err
 		return strayError(collection, id, state, f)
 	}
 	return nil
+}
+
+// stateOnly is stored document raw without the engine's fields (ownFields,
+// guardedFields; "revision" under the revision gate only): the state's.
+func stateOnly(raw bson.Raw, gated bool) bson.Raw {
+	elems, err := raw.Elements()
+	if err != nil {
+		return raw
+	}
+	d := make(bson.D, 0, len(elems))
+	for _, e := range elems {
+		switch k := e.Key(); k {
+		case fieldID, fieldStream, fieldWrite, FieldDeleted, fieldMeta:
+		case FieldRevision:
+			if !gated {
+				d = append(d, bson.E{Key: k, Value: e.Value()})
+			}
+		default:
+			d = append(d, bson.E{Key: k, Value: e.Value()})
+		}
+	}
+	out, err := bson.Marshal(d)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 // stateKeys caches the keys each state type stores its fields under
