@@ -158,7 +158,8 @@ const movingTie = "the tied stream moves between documents, and a tie does not m
 func (h hole) err(t target, stream string, rev uint64) error {
 	if len(h.away) > 0 {
 		parts, declined := awayParts(t.p, h.away)
-		fix := "route them all to one document, or choose a strategy that needs no order, such as HandledIDs"
+		fix := "route them all to one document (a router that answers otherwise for one event is a bug); or, where a stream is meant to feed " +
+			"several documents, choose a strategy that needs no order, such as HandledIDs"
 		if moves := ties(t.p, stream) && slices.ContainsFunc(h.away, func(a routedAway) bool { return a.to != "" }); moves {
 			// Another strategy would not place the declined events of a
 			// stream that moves either: a tie does not move.
