@@ -106,10 +106,12 @@ var DropEvent = errors.New("projector: event dropped by its upcaster")
 // first, or let the new version's events carry a new type name. Where it
 // is registered as "T.vM", a version newer than M makes the event
 // undecodable, rather than read as an older form (T, with no version,
-// say), and so does an older version with no form of its own (2, where
-// the forms are T and "T.v3": a forgotten form, whose events T's upcaster
-// would read wrong without a word); 0 and 1 are T's where T is an older
-// form, and have no form otherwise. Events
+// say), and so does an older version with no form of its own where the
+// registry holds older forms of T (2, where the forms are T and "T.v3": a
+// forgotten form, whose events T's upcaster would read wrong without a
+// word); 0 and 1 are T's where T is an older form. Where it holds no older
+// form (versions that only added fields), an older version is read as the
+// current shape. Events
 // whose versions are in their type names ("CardMoved.v2", "CardMovedV2")
 // need no field: each name is a form of its own. It returns r.
 func (r *Registry) VersionField(field string) *Registry {
@@ -326,16 +328,20 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 				f.err = fmt.Errorf("its metadata's %q is %s, a version newer than %s, the newest this registry knows: deploy the projector that knows version %s before the writers that write it",
 					r.versionField, v, newest, v)
 				return f, name, ok
-			case n > 1 || !unversioned || tf.current():
-				// An older version with no form: forgotten, or registered
-				// under another name.
+			case unversioned && !tf.current() && n <= 1:
+				// 0 or 1, where the unversioned T is an older form (the one
+				// before the first versioned one): T.
+			case r.hasOlderForm(e.Type):
+				// An older version with no form, where the registry holds
+				// older forms of T (its shapes changed, each with a form):
+				// forgotten, or registered under another name. Where it
+				// holds none (versions that only added fields), it is read
+				// as the current shape, as before.
 				f.err = fmt.Errorf("its metadata's %q is %s, a version older than %s, the newest this registry knows, and no form is registered for it: "+
 					"register %s (the shape of version %s) with its upcaster, or as a name of the current shape (Renamed) where it has that shape",
 					r.versionField, v, newest, key, v)
 				return f, name, ok
 			}
-			// 0 or 1, where the unversioned T is an older form (the one
-			// before the first versioned one): T.
 		}
 		f.none = key
 	case held != "" && ok:
@@ -351,8 +357,9 @@ func (r *Registry) formOf(e Event) (form, string, bool) {
 // version are not of the current shape (t is an older form, or none), or
 // "T.vN" holds the current shape too. Then an event of a version no form
 // has is of a shape the registry has never seen (a version newer than N,
-// or one older whose form was forgotten), except 0 or 1 where t is an
-// older form: t, the form before the first versioned one. It returns ""
+// or, where older forms are registered, one older whose form was
+// forgotten), except 0 or 1 where t is an older form: t, the form before
+// the first versioned one. It returns ""
 // otherwise; where t holds the current shape (its name now, or one it was
 // renamed from), the current version is not known, and a version no form
 // has is read as t (see [Registry.VersionField]). The caller holds r.mu.
@@ -370,6 +377,24 @@ func (r *Registry) knownNewest(t string) string {
 		}
 	}
 	return newest
+}
+
+// hasOlderForm reports whether the registry holds a form of type name t
+// that is not its current shape: t itself, or a "t.vN", read through an
+// upcaster. The caller holds r.mu.
+func (r *Registry) hasOlderForm(t string) bool {
+	for name, f := range r.forms {
+		if f.current() {
+			continue
+		}
+		if name == t {
+			return true
+		}
+		if m := versionKey.FindStringSubmatch(name); m != nil && m[1] == t {
+			return true
+		}
+	}
+	return false
 }
 
 // noteVersion notes name, a form's, when it is "T.vN": as version N of T,
