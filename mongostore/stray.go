@@ -12,18 +12,18 @@ import (
 )
 
 // strayField returns the first top-level field of stored document raw that
-// state, a projection's state, has no field for (none that the driver
+// a projection's state, whose type stores its fields under keys
+// (stateKeysOf), has no field for (none that the driver
 // matches it to, in any case), holding a value (not null), the engine's
 // own fields aside ("_id", those beginning with "_", and, in a document
 // under the revision gate (gated), "revision"); "" when there is none, or
-// when the state's type cannot say (not a struct, a type that encodes or
-// decodes itself, a struct with an inline map that takes any field). A
+// when the state's type cannot say (keys nil: not a struct, a type that
+// encodes or decodes itself, a struct with an inline map). A
 // field renamed without a bson tag that keeps its stored name ("Charges",
 // stored as "totalcharges" by the build before) is such a field: decoded,
 // its value would be lost without a word, and the document's next write
 // would drop it.
-func strayField(raw bson.Raw, state any, gated bool) string {
-	keys := stateKeysOf(reflect.TypeOf(state))
+func strayField(raw bson.Raw, keys map[string]bool, gated bool) string {
 	if keys == nil {
 		return ""
 	}
@@ -34,7 +34,7 @@ func strayField(raw bson.Raw, state any, gated bool) string {
 	for _, e := range elems {
 		k := e.Key()
 		switch t := e.Value().Type; {
-		case k == fieldID || gated && k == FieldRevision || strings.HasPrefix(k, "_"):
+		case gated && k == FieldRevision || strings.HasPrefix(k, "_"): // "_id" too
 		case keys[k] || keys[strings.ToLower(k)]:
 			// Its field, or one the driver matches it to in another case.
 		case t == bson.TypeNull || t == bson.TypeUndefined:
@@ -65,7 +65,8 @@ func strayError(collection, id string, state any, field string) error {
 // has a field state's type has no field for (strayField); gated: the
 // document is under the revision gate, whose "revision" is the engine's.
 func decodeState(collection, id string, raw bson.Raw, state any, gated bool) error {
-	if stateKeysOf(reflect.TypeOf(state)) == nil {
+	keys := stateKeysOf(reflect.TypeOf(state))
+	if keys == nil {
 		// A state that takes any field (a map, an inline map) or decodes
 		// itself: given the state's fields alone, not the engine's.
 		raw = stateOnly(raw, gated)
@@ -73,7 +74,7 @@ func decodeState(collection, id string, raw bson.Raw, state any, gated bool) err
 	if err := bson.Unmarshal(raw, state); err != nil {
 		return undecodable(collection, id, state, err)
 	}
-	if f := strayField(raw, state, gated); f != "" {
+	if f := strayField(raw, keys, gated); f != "" {
 		return strayError(collection, id, state, f)
 	}
 	return nil
