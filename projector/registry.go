@@ -19,12 +19,14 @@ type Registry struct {
 	kin          map[string][]string // registered names by what close names share (see Near)
 	newest       map[string]string   // "T" to the newest form named "T.vN" (see formOf)
 	versions     map[string]string   // "T.vN" to the form written otherwise ("T.v0N", "T.VN")
+	older        map[string]bool     // "T" whose forms include an older shape, T or "T.vN" (see hasOlderForm)
 	versionField string              // the metadata field of an event's version ("": none)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{forms: map[string]form{}, byType: map[reflect.Type]string{}, kin: map[string][]string{}, newest: map[string]string{}, versions: map[string]string{}}
+	return &Registry{forms: map[string]form{}, byType: map[reflect.Type]string{}, kin: map[string][]string{}, newest: map[string]string{},
+		versions: map[string]string{}, older: map[string]bool{}}
 }
 
 // Register binds the event type name to the Go type E, whose payloads are
@@ -64,8 +66,11 @@ func Register[E any](r *Registry, name string, opts ...RegisterOption) {
 	}
 	r.byType[en.t] = name
 	r.addKin(forms)
-	for n := range forms {
+	for n, f := range forms {
 		r.noteVersion(n)
+		if !f.current() {
+			r.older[versionedBase(n)] = true
+		}
 	}
 }
 

@@ -381,20 +381,15 @@ func (r *Registry) knownNewest(t string) string {
 
 // hasOlderForm reports whether the registry holds a form of type name t
 // that is not its current shape: t itself, or a "t.vN", read through an
-// upcaster. The caller holds r.mu.
-func (r *Registry) hasOlderForm(t string) bool {
-	for name, f := range r.forms {
-		if f.current() {
-			continue
-		}
-		if name == t {
-			return true
-		}
-		if m := versionKey.FindStringSubmatch(name); m != nil && m[1] == t {
-			return true
-		}
+// upcaster (noted as they are registered). The caller holds r.mu.
+func (r *Registry) hasOlderForm(t string) bool { return r.older[t] }
+
+// versionedBase is T of a form named "T.vN", else name itself.
+func versionedBase(name string) string {
+	if m := versionKey.FindStringSubmatch(name); m != nil {
+		return m[1]
 	}
-	return false
+	return name
 }
 
 // noteVersion notes name, a form's, when it is "T.vN": as version N of T,
