@@ -23,7 +23,8 @@ import (
 func checkDeterministic[S any](p *projector.Projection[S], events []projector.Event, byDoc map[string][]projector.Event) error {
 	again := p.Documents(events)
 	for _, id := range slices.Sorted(maps.Keys(byDoc)) {
-		if a, b := eventIDs(byDoc[id]), eventIDs(again[id]); !slices.Equal(a, b) {
+		sameID := func(x, y projector.Event) bool { return x.ID == y.ID }
+		if a, b := byDoc[id], again[id]; !slices.EqualFunc(a, b, sameID) {
 			return fmt.Errorf("%w: the router is not a function of the event: asked again, it sent document %s of %s %d events, not %d "+
 				"(a router that reads the clock, draws a random number or keeps state)", ErrNotExactlyOnce, id, p.Collection(), len(b), len(a))
 		}
@@ -67,12 +68,4 @@ func checkDeterministic[S any](p *projector.Projection[S], events []projector.Ev
 		}
 	}
 	return nil
-}
-
-func eventIDs(evs []projector.Event) []string {
-	ids := make([]string, len(evs))
-	for i, ev := range evs {
-		ids[i] = ev.ID
-	}
-	return ids
 }
